@@ -1,0 +1,3 @@
+from gpuwise.cli.main import main
+
+raise SystemExit(main())

@@ -1,0 +1,1 @@
+"""Thin command-line layer: parse flags, call the library, render tables or JSON."""

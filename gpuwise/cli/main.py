@@ -1,0 +1,82 @@
+"""`gpuwise` entry point.
+
+Each sub-command lives in its own module under `gpuwise.cli` exposing
+``add_arguments(parser)`` and ``run(args) -> int``. Only the module of the command being run
+is imported, so `gpuwise memory ...` does not pay for the simulator's or the planner's imports.
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+
+# command name -> (module under gpuwise.cli, one-line help)
+COMMANDS: dict[str, tuple[str, str]] = {
+    "catalog": ("catalog", "list cloud GPU offerings, cheapest per GPU-hour first"),
+    "gpus": ("gpus", "list the GPU table (memory, peak TFLOPS, bandwidths, sources)"),
+    "models": ("models", "list model presets with parameter counts"),
+    "memory": ("memory", "per-GPU peak training memory of a configuration"),
+    "fit-gpus": ("fit_gpus", "fewest GPUs and the parallel plan that fit, per GPU type"),
+    "estimate": ("estimate", "step time, throughput, MFU, time and cost of a job"),
+    "fit": ("fit", "fit the Pollux step-time model to measured rows"),
+    "plan": ("plan", "what to rent for one training job: ranked configurations"),
+    "deepvm": ("deepvm", "DeepVM spot + on-demand cluster under an hourly budget"),
+    "rent": ("rent", "optimal rental widths for a stream of jobs under a GPU budget"),
+    "simulate": ("simulate", "simulate a scheduling policy on a cluster and workload"),
+    "compare": ("compare", "compare scheduling policies side by side"),
+    "validate": ("validate", "validate estimators against measured data"),
+}
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse that reports errors as one line with exit code 2."""
+
+    def error(self, message: str) -> None:  # noqa: D401
+        sys.stderr.write(f"gpuwise {self.prog.split()[-1]}: {message}\n")
+        raise SystemExit(2)
+
+
+def _top_help() -> str:
+    width = max(len(c) for c in COMMANDS)
+    lines = ["usage: gpuwise COMMAND [options]   (gpuwise COMMAND --help for its flags)", "", "commands:"]
+    lines += [f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items()]
+    return "\n".join(lines)
+
+
+def main(argv: list[str] | None = None) -> int:
+    argv = list(sys.argv[1:] if argv is None else argv)
+    if not argv or argv[0] in ("-h", "--help"):
+        print(_top_help())
+        return 0
+    if argv[0] == "--version":
+        from gpuwise import __version__
+
+        print(__version__)
+        return 0
+    name = argv[0]
+    if name not in COMMANDS:
+        from gpuwise.errors import did_you_mean
+
+        sys.stderr.write(f"gpuwise: unknown command {name!r}; {did_you_mean(name, COMMANDS)}\n")
+        return 2
+    module = importlib.import_module(f"gpuwise.cli.{COMMANDS[name][0]}")
+    parser = _Parser(prog=f"gpuwise {name}", description=COMMANDS[name][1])
+    module.add_arguments(parser)
+    args = parser.parse_args(argv[1:])
+    from gpuwise.errors import InputError
+
+    try:
+        return int(module.run(args) or 0)
+    except InputError as exc:
+        sys.stderr.write(f"gpuwise {name}: {exc}\n")
+        return 2
+    except FileNotFoundError as exc:
+        sys.stderr.write(f"gpuwise {name}: file not found: {exc.filename}; check the path\n")
+        return 2
+    except BrokenPipeError:  # e.g. `gpuwise catalog | head`
+        return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

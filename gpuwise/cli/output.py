@@ -1,0 +1,58 @@
+"""Rendering helpers shared by the commands: JSON for machines, Rich tables for people."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import sys
+from typing import Any, Iterable, Sequence
+
+
+def _default(obj: Any) -> Any:
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return dataclasses.asdict(obj)
+    if hasattr(obj, "model_dump"):
+        return obj.model_dump()
+    if hasattr(obj, "tolist"):  # numpy scalars / arrays
+        return obj.tolist()
+    if isinstance(obj, (set, frozenset, tuple)):
+        return list(obj)
+    return str(obj)
+
+
+def _clean(obj: Any) -> Any:
+    """Replace NaN/inf (not valid JSON) by None, recursively."""
+    if isinstance(obj, float) and not math.isfinite(obj):
+        return None
+    if isinstance(obj, dict):
+        return {k: _clean(v) for k, v in obj.items()}
+    if isinstance(obj, (list, tuple)):
+        return [_clean(v) for v in obj]
+    return obj
+
+
+def emit_json(obj: Any) -> None:
+    """Print `obj` as JSON (strict: NaN and infinities become null)."""
+    text = json.dumps(obj, default=_default)
+    sys.stdout.write(json.dumps(_clean(json.loads(text)), indent=2) + "\n")
+
+
+def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]],
+                justify: Sequence[str] | None = None) -> None:
+    """A Rich table (imported lazily so JSON paths stay fast)."""
+    from rich.console import Console
+    from rich.table import Table
+
+    table = Table(title=title, title_justify="left")
+    for i, col in enumerate(columns):
+        table.add_column(col, justify=(justify[i] if justify else ("left" if i == 0 else "right")))
+    for row in rows:
+        table.add_row(*[("" if v is None else str(v)) for v in row])
+    Console(width=max(120, 0)).print(table)
+
+
+def print_assumptions(assumptions: Iterable[str]) -> None:
+    print("Assumptions:")
+    for a in assumptions:
+        print(f"  - {a}")

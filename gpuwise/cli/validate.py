@@ -1,0 +1,20 @@
+"""`gpuwise validate WHAT`: estimators against measured data (one module per WHAT)."""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+
+TARGETS = {
+    "memory": "validate_memory",          # memory estimator vs measured peak memory
+    "throughput": "validate_throughput",  # fitted + analytical step-time models vs measurements
+}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("what", choices=sorted(TARGETS), help="which estimator to validate")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def run(args: argparse.Namespace) -> int:
+    return importlib.import_module(f"gpuwise.cli.{TARGETS[args.what]}").run(args)

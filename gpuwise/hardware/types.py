@@ -1,0 +1,70 @@
+"""Typed records of the hardware layer. Loaders live in `gpus.py` and `catalog.py`."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+
+@dataclass(frozen=True)
+class GpuSpec:
+    """One GPU model, from `gpuwise/data/gpus.csv` (every value cites its source there).
+
+    Peak TFLOPS are dense (no 2:4 sparsity) tensor-core numbers for the named datatype;
+    None where the part has no such unit (e.g. fp8 before Hopper/Ada).
+    """
+
+    name: str                      # canonical name, e.g. "A100-80GB-SXM"
+    vendor: str                    # "nvidia" | "amd"
+    architecture: str              # e.g. "Ampere"
+    memory_gib: float              # device memory usable by a framework (GiB)
+    fp32_tflops: float             # non-tensor FP32
+    tf32_tflops: float | None
+    bf16_tflops: float | None      # dense bf16 tensor
+    fp16_tflops: float | None      # dense fp16 tensor
+    fp8_tflops: float | None
+    hbm_gbps: float                # device memory bandwidth, GB/s
+    intra_node_gbps: float         # per-GPU unidirectional GPU-GPU bandwidth within a node, GB/s
+    interconnect: str              # "NVLink4", "PCIe4", ...
+    form_factor: str               # "SXM", "PCIe", "OAM", ...
+    source: str                    # where the numbers come from (datasheet URL / document)
+    aliases: tuple[str, ...] = field(default=())
+
+    def peak_tflops(self, dtype: str) -> float:
+        """Dense peak for a compute datatype: fp32 | tf32 | bf16 | fp16 | fp8 (falls back to
+        the best lower-precision-free unit the part has, e.g. bf16 on V100 -> fp16)."""
+        order = {
+            "fp8": (self.fp8_tflops, self.bf16_tflops, self.fp16_tflops),
+            "bf16": (self.bf16_tflops, self.fp16_tflops),
+            "fp16": (self.fp16_tflops, self.bf16_tflops),
+            "tf32": (self.tf32_tflops, self.fp32_tflops),
+            "fp32": (self.fp32_tflops,),
+        }[dtype]
+        for v in order:
+            if v:
+                return float(v)
+        return float(self.fp32_tflops)
+
+
+@dataclass(frozen=True)
+class Offering:
+    """One rentable instance type in one zone of one cloud, from a SkyPilot v8 vms.csv."""
+
+    cloud: str                     # "aws" | "gcp" | "azure" | "lambda"
+    region: str
+    zone: str | None
+    instance_type: str
+    gpu: str                       # canonical GpuSpec.name
+    gpus_per_node: float           # may be fractional on some clouds (shared GPUs)
+    vcpus: float | None
+    memory_gib: float | None       # host memory
+    price_usd_per_hour: float | None        # on-demand, whole instance (GCP: host + GPUs)
+    spot_price_usd_per_hour: float | None   # None when the cloud sells no spot here
+    catalog_date: str              # ISO date of the catalog snapshot the prices come from
+    catalog_source: str            # file the row came from
+
+    def hourly(self, spot: bool) -> float | None:
+        return self.spot_price_usd_per_hour if spot else self.price_usd_per_hour
+
+    def usd_per_gpu_hour(self, spot: bool = False) -> float | None:
+        p = self.hourly(spot)
+        return None if p is None or not self.gpus_per_node else p / self.gpus_per_node

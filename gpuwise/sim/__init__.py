@@ -1,0 +1,2 @@
+"""Simulated time: one discrete-event engine shared by the cluster scheduler simulator and the
+pay-per-use cloud rental simulator (an unbounded cloud is one kind of cluster)."""

@@ -1,0 +1,1 @@
+"""Workload layer: model specs (config.json, presets, explicit numbers), job specs, traces."""

@@ -1,0 +1,60 @@
+"""Training configuration: precision, optimizer, batch and the parallel plan.
+
+Shared by the memory estimator, the step-time model, the planner and the schedulers.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
+OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit")
+RECOMPUTE = ("none", "selective", "full")
+
+
+@dataclass(frozen=True)
+class ParallelPlan:
+    """How one training job is laid out on its GPUs (gpus = dp * tp * pp * cp)."""
+
+    dp: int = 1                 # data-parallel replicas
+    tp: int = 1                 # tensor parallel
+    pp: int = 1                 # pipeline stages
+    cp: int = 1                 # context parallel
+    sp: bool = False            # sequence parallel (with tp)
+    zero: int = 0               # ZeRO stage 0-3 over the dp group (FSDP full shard = 3)
+
+    @property
+    def gpus(self) -> int:
+        return self.dp * self.tp * self.pp * self.cp
+
+    def label(self) -> str:
+        parts = [f"dp{self.dp}"]
+        if self.tp > 1:
+            parts.append(f"tp{self.tp}" + ("+sp" if self.sp else ""))
+        if self.pp > 1:
+            parts.append(f"pp{self.pp}")
+        if self.cp > 1:
+            parts.append(f"cp{self.cp}")
+        if self.zero:
+            parts.append(f"zero{self.zero}")
+        return "-".join(parts)
+
+
+@dataclass(frozen=True)
+class TrainingConfig:
+    """Per-step training settings. `micro_batch` is per GPU (per dp replica) per micro-step."""
+
+    micro_batch: int = 1
+    seq_len: int = 2048
+    grad_accum: int = 1
+    precision: str = "bf16-mixed"
+    optimizer: str = "adamw"
+    recompute: str = "none"
+    flash_attention: bool = True
+    lora_rank: int = 0              # 0 = full fine-tuning
+    quantize: str | None = None     # "nf4" = 4-bit frozen base (QLoRA)
+    offload_optimizer: bool = False # optimizer states (and master weights) in host memory
+    plan: ParallelPlan = ParallelPlan()
+
+    def global_batch(self) -> int:
+        return self.micro_batch * self.grad_accum * self.plan.dp
