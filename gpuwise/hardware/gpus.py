@@ -1,0 +1,85 @@
+"""The GPU table: `gpuwise/data/gpus.csv` loaded once into `GpuSpec` records.
+
+Names resolve case-insensitively through each row's canonical name and its aliases (which include
+the accelerator names used by SkyPilot catalogs, e.g. ``A100-80GB`` or ``H100-MEGA``). Separators
+are ignored when matching (``a100_80gb``, ``A100 80GB`` and ``A100-80GB`` are the same name). A bare
+``A100`` / ``H100`` / ``V100`` means the SXM part, as clouds sell it.
+"""
+
+from __future__ import annotations
+
+import csv
+import re
+from functools import lru_cache
+
+from gpuwise.data import data_path
+from gpuwise.errors import InputError, unknown_name
+from gpuwise.hardware.types import GpuSpec
+
+_FLOAT_FIELDS = ("memory_gib", "fp32_tflops", "hbm_gbps", "intra_node_gbps")
+_OPTIONAL_FLOAT_FIELDS = ("tf32_tflops", "bf16_tflops", "fp16_tflops", "fp8_tflops")
+
+
+def _key(name: str) -> str:
+    """Matching key: lower case without spaces, dashes, underscores or dots."""
+    return re.sub(r"[\s\-_.]", "", name.strip().lower())
+
+
+def _parse_row(row: dict[str, str], line: int) -> GpuSpec:
+    try:
+        kwargs: dict[str, object] = {f: float(row[f]) for f in _FLOAT_FIELDS}
+        kwargs.update({f: (float(row[f]) if row[f].strip() else None) for f in _OPTIONAL_FLOAT_FIELDS})
+    except (KeyError, ValueError) as exc:
+        raise InputError("gpus.csv", f"line {line}", f"fix the numeric columns ({exc})") from exc
+    aliases = tuple(a.strip() for a in row.get("aliases", "").split("|") if a.strip())
+    return GpuSpec(name=row["name"].strip(), vendor=row["vendor"].strip(),
+                   architecture=row["architecture"].strip(), interconnect=row["interconnect"].strip(),
+                   form_factor=row["form_factor"].strip(), source=row["source"].strip(),
+                   aliases=aliases, **kwargs)  # type: ignore[arg-type]
+
+
+@lru_cache(maxsize=1)
+def _table() -> tuple[tuple[GpuSpec, ...], dict[str, GpuSpec]]:
+    path = data_path("gpus.csv")
+    with open(path, newline="") as fh:
+        lines = [ln for ln in fh if not ln.lstrip().startswith("#")]
+    specs = tuple(_parse_row(r, i + 1) for i, r in enumerate(csv.DictReader(lines)))
+    index: dict[str, GpuSpec] = {}
+    for spec in specs:
+        for name in (spec.name, *spec.aliases):
+            k = _key(name)
+            if k in index and index[k].name != spec.name:
+                # An ambiguous alias would silently pick one part: refuse to load instead.
+                raise InputError("gpus.csv", name, f"alias used by both {index[k].name} and {spec.name}")
+            index[k] = spec
+    return specs, index
+
+
+def all_gpus() -> list[GpuSpec]:
+    """Every GPU in the table, in file order."""
+    return list(_table()[0])
+
+
+def resolve_gpu_name(name: str | None) -> str | None:
+    """Canonical GPU name for a name or alias (e.g. a catalog AcceleratorName); None if unknown."""
+    if not name or not name.strip():
+        return None
+    spec = _table()[1].get(_key(name))
+    return spec.name if spec else None
+
+
+def get_gpu(name: str) -> GpuSpec:
+    """The GpuSpec for a name or alias; unknown names raise InputError with the closest names."""
+    spec = _table()[1].get(_key(name or ""))
+    if spec is None:
+        raise unknown_name("gpu", name, known_names())
+    return spec
+
+
+def known_names() -> list[str]:
+    """Canonical names and aliases, as written in the table (for suggestions and --help)."""
+    names: list[str] = []
+    for spec in _table()[0]:
+        names.append(spec.name)
+        names.extend(spec.aliases)
+    return names
