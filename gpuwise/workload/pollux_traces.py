@@ -1,0 +1,93 @@
+"""Loaders for the bundled Pollux (OSDI'21 artifact) application profiles.
+
+Files under ``gpuwise/data/pollux/traces/<app>/`` (Apache-2.0, petuum/adaptdl `osdi21-artifact`):
+
+- ``placements.csv``: placement, local_bsz, step_time, sync_time -- one row per measured
+  (placement, per-GPU batch); ``placement`` has one digit per node = GPUs used on that node
+  (``"1222"`` = 4 nodes, 7 GPUs). Times in seconds per optimizer step; ``sync_time`` is the
+  gradient synchronisation time that was *not* hidden behind compute.
+- ``scalability.csv``: num_nodes, num_replicas, local_bsz, step_time, sync_time (larger runs).
+- ``validation-<global batch>.csv``: progress, iteration, metric, grad_sqr, grad_var -- training
+  progress (samples processed scaled to the reference batch), the validation metric and the
+  measured gradient statistics (squared norm of the true gradient, trace of its variance).
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuwise.data import data_path
+from gpuwise.errors import unknown_name
+
+APPLICATIONS: tuple[str, ...] = ("bert", "cifar10", "deepspeech2", "imagenet", "ncf", "yolov3")
+
+
+@dataclass(frozen=True)
+class StepTimeRow:
+    """One measured step time of a data-parallel job."""
+
+    num_nodes: int        # nodes holding at least one replica
+    num_replicas: int     # GPUs = data-parallel replicas
+    local_bsz: int        # per-GPU batch of one micro-step
+    step_time: float      # seconds per optimizer step
+    sync_time: float      # seconds of exposed (non-overlapped) gradient synchronisation
+    placement: str = ""   # one digit per node (empty for scalability rows)
+
+
+@dataclass(frozen=True)
+class ValidationRow:
+    """One point of a training curve at a fixed global batch."""
+
+    progress: float       # training progress in samples at the reference batch
+    iteration: int        # optimizer steps taken so far
+    metric: float         # validation metric (accuracy, BLEU-like score, loss, ... per app)
+    grad_sqr: float       # |E[g]|^2 estimated by the Pollux gradient-noise-scale hooks
+    grad_var: float       # tr(Var[g]) for a per-sample gradient (same hooks)
+
+
+def _app_dir(app: str) -> Path:
+    if app not in APPLICATIONS:
+        raise unknown_name("application", app, APPLICATIONS)
+    return data_path("pollux", "traces", app)
+
+
+def parse_placement(placement: str) -> tuple[int, int]:
+    """``"1222"`` -> (num_nodes=4, num_replicas=7)."""
+    digits = [int(c) for c in str(placement).strip()]
+    nodes = sum(1 for d in digits if d > 0)
+    return nodes, sum(digits)
+
+
+def load_placements(app: str) -> list[StepTimeRow]:
+    """All rows of ``<app>/placements.csv`` in file order."""
+    rows = []
+    with open(_app_dir(app) / "placements.csv", newline="") as fh:
+        for r in csv.DictReader(fh):
+            nodes, reps = parse_placement(r["placement"])
+            rows.append(StepTimeRow(nodes, reps, int(r["local_bsz"]), float(r["step_time"]),
+                                    float(r["sync_time"]), r["placement"].strip()))
+    return rows
+
+
+def load_scalability(app: str) -> list[StepTimeRow]:
+    """All rows of ``<app>/scalability.csv`` in file order."""
+    rows = []
+    with open(_app_dir(app) / "scalability.csv", newline="") as fh:
+        for r in csv.DictReader(fh):
+            rows.append(StepTimeRow(int(r["num_nodes"]), int(r["num_replicas"]), int(r["local_bsz"]),
+                                    float(r["step_time"]), float(r["sync_time"])))
+    return rows
+
+
+def load_validation(app: str) -> dict[int, list[ValidationRow]]:
+    """``{global_batch: rows}`` from every ``validation-<bsz>.csv`` of the app, batches ascending."""
+    out: dict[int, list[ValidationRow]] = {}
+    for path in _app_dir(app).glob("validation-*.csv"):
+        bsz = int(path.stem.split("-", 1)[1])
+        with open(path, newline="") as fh:
+            out[bsz] = [ValidationRow(float(r["progress"]), int(float(r["iteration"])), float(r["metric"]),
+                                      float(r["grad_sqr"]), float(r["grad_var"]))
+                        for r in csv.DictReader(fh)]
+    return dict(sorted(out.items()))
