@@ -1,0 +1,240 @@
+"""Job streams for the cluster simulator.
+
+Three formats, recognised by their header:
+
+1. **Pollux workloads** (``gpuwise/data/pollux/workloads*/workload-N.csv``, OSDI'21 artifact):
+   ``name,time,application,num_replicas,batch_size`` -- arrival second, one of the six profiled
+   applications, the user's GPU count and global batch. Rows must be sorted by ``time``.
+2. **Philly** (``gpuwise/data/pollux/traces/philly.csv``, Microsoft Philly via the Pollux artifact):
+   ``timestamp,duration,num_gpus,gpu_time,cluster`` -- a job log (not in arrival order; we sort it
+   by ``timestamp``); jobs are rigid: ``duration`` seconds on ``num_gpus`` GPUs.
+3. **gpuwise job stream** (CSV, or YAML with a top-level ``jobs:`` list of the same fields):
+
+   ======================  ==========================================================================
+   column                  meaning
+   ======================  ==========================================================================
+   ``name``                unique job name
+   ``time``                arrival, seconds from the start (rows sorted by time)
+   ``num_gpus``            GPUs the user asks for (rigid policies give exactly this)
+   ``application``         a Pollux application (bert, cifar10, deepspeech2, imagenet, ncf, yolov3)
+                           -- or empty for a rigid job with ``duration_s``
+   ``batch_size``          the user's global batch (application jobs; default: the app's reference)
+   ``duration_s``          run time on ``num_gpus`` GPUs (rigid jobs)
+   ``gpu_type``            optional: only this GPU type (e.g. A100)
+   ``min_batch``           optional: smallest global batch elastic policies may use
+   ``max_batch``           optional: largest global batch elastic policies may use
+   ======================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+from dataclasses import dataclass
+from datetime import datetime
+from pathlib import Path
+
+from gpuwise.errors import InputError, unknown_name
+
+POLLUX_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
+PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
+OWN_COLUMNS = ("name", "time", "num_gpus", "application", "batch_size", "duration_s", "gpu_type",
+               "min_batch", "max_batch")
+
+
+@dataclass(frozen=True)
+class TraceJob:
+    """One job of a stream, as submitted."""
+
+    name: str
+    arrival_s: float               # seconds from the start of the trace
+    num_gpus: int                  # GPUs the user asked for
+    application: str | None = None  # Pollux application (speed from its profile) or None (rigid)
+    batch_size: int | None = None  # user's global batch (application jobs)
+    duration_s: float | None = None  # run time on num_gpus GPUs (rigid jobs)
+    gpu_type: str | None = None    # required GPU type (canonical) or None for any
+    min_batch: int | None = None   # elastic batch range (None: the application's validated range)
+    max_batch: int | None = None
+    row: int = 0                   # 1-based data row in the source file (for error messages)
+
+    @property
+    def rigid(self) -> bool:
+        """True for jobs that only run on exactly num_gpus GPUs for a known duration."""
+        return self.application is None
+
+
+@dataclass(frozen=True)
+class Workload:
+    jobs: tuple[TraceJob, ...]
+    source: str
+    format: str                    # "pollux" | "philly" | "gpuwise"
+    notes: tuple[str, ...] = ()    # assumptions made while reading
+
+    def __len__(self) -> int:
+        return len(self.jobs)
+
+
+def _where(path: str, row: int, col: str) -> str:
+    return f"{path} row {row} column {col}"
+
+
+def _num(raw: str | None, path: str, row: int, col: str, *, integer: bool = False,
+         positive: bool = True, optional: bool = False) -> float | int | None:
+    if raw is None or str(raw).strip() == "":
+        if optional:
+            return None
+        raise InputError(_where(path, row, col), raw, "this value is required")
+    try:
+        v = float(raw)
+    except (TypeError, ValueError):
+        raise InputError(_where(path, row, col), raw, "give a number") from None
+    if not math.isfinite(v) or (positive and v <= 0) or (not positive and v < 0):
+        raise InputError(_where(path, row, col), raw,
+                         "give a positive number" if positive else "give a number >= 0")
+    if integer:
+        if v != int(v):
+            raise InputError(_where(path, row, col), raw, "give a whole number")
+        return int(v)
+    return v
+
+
+def _check_app(app: str, path: str, row: int) -> str:
+    from gpuwise.workload.pollux_traces import APPLICATIONS
+
+    if app not in APPLICATIONS:
+        err = unknown_name(_where(path, row, "application"), app, APPLICATIONS)
+        raise err
+    return app
+
+
+def _check_sorted(times: list[float], path: str) -> None:
+    for i in range(1, len(times)):
+        if times[i] < times[i - 1]:
+            raise InputError(_where(path, i + 1, "time"), times[i],
+                             f"rows must be sorted by arrival time (row {i} has {times[i - 1]:g})")
+
+
+def _pollux(rows: list[dict], path: str) -> Workload:
+    jobs = []
+    for i, r in enumerate(rows, start=1):
+        app = _check_app((r.get("application") or "").strip(), path, i)
+        jobs.append(TraceJob(
+            name=(r.get("name") or f"job-{i}").strip(),
+            arrival_s=float(_num(r.get("time"), path, i, "time", positive=False)),
+            num_gpus=int(_num(r.get("num_replicas"), path, i, "num_replicas", integer=True)),
+            application=app,
+            batch_size=int(_num(r.get("batch_size"), path, i, "batch_size", integer=True)),
+            row=i))
+    _check_sorted([j.arrival_s for j in jobs], path)
+    return Workload(tuple(jobs), path, "pollux")
+
+
+def _philly(rows: list[dict], path: str) -> Workload:
+    parsed = []
+    for i, r in enumerate(rows, start=1):
+        ts = (r.get("timestamp") or "").strip()
+        try:
+            t = datetime.fromisoformat(ts).timestamp()
+        except ValueError:
+            raise InputError(_where(path, i, "timestamp"), ts, "use YYYY-MM-DD HH:MM:SS") from None
+        dur = float(_num(r.get("duration"), path, i, "duration"))
+        gpus = int(_num(r.get("num_gpus"), path, i, "num_gpus", integer=True))
+        parsed.append((t, i, dur, gpus))
+    parsed.sort()  # the Philly log is ordered by job, not by submission
+    t0 = parsed[0][0] if parsed else 0.0
+    jobs = tuple(TraceJob(name=f"philly-{i}", arrival_s=t - t0, num_gpus=g, duration_s=d, row=i)
+                 for t, i, d, g in parsed)
+    return Workload(jobs, path, "philly",
+                    ("Philly jobs are rigid: the logged duration on the logged GPU count, on any GPU type",
+                     "Philly log sorted by submission timestamp; time 0 = first submission"))
+
+
+def _own(rows: list[dict], path: str) -> Workload:
+    from gpuwise.hardware.cluster import canonical_gpu
+
+    jobs = []
+    names: set[str] = set()
+    for i, r in enumerate(rows, start=1):
+        if not isinstance(r, dict):
+            raise InputError(f"{path} job {i}", r, "each job must be a mapping of the documented fields")
+        extra = set(k for k in r if k is not None) - set(OWN_COLUMNS)
+        if extra:
+            raise InputError(_where(path, i, sorted(extra)[0]), r[sorted(extra)[0]],
+                             "unknown field; valid: " + ", ".join(OWN_COLUMNS))
+        name = str(r.get("name") or "").strip()
+        if not name or name in names:
+            raise InputError(_where(path, i, "name"), name, "give every job a unique name")
+        names.add(name)
+        app = str(r.get("application") or "").strip() or None
+        dur = _num(r.get("duration_s"), path, i, "duration_s", optional=True)
+        if app is None and dur is None:
+            raise InputError(_where(path, i, "application"), "", "give an application or a duration_s")
+        if app is not None:
+            _check_app(app, path, i)
+        gpu = r.get("gpu_type")
+        gpu = canonical_gpu(str(gpu), _where(path, i, "gpu_type")) if gpu not in (None, "") else None
+        jobs.append(TraceJob(
+            name=name, arrival_s=float(_num(r.get("time"), path, i, "time", positive=False)),
+            num_gpus=int(_num(r.get("num_gpus"), path, i, "num_gpus", integer=True)),
+            application=app,
+            batch_size=_num(r.get("batch_size"), path, i, "batch_size", integer=True, optional=True),
+            duration_s=None if dur is None else float(dur), gpu_type=gpu,
+            min_batch=_num(r.get("min_batch"), path, i, "min_batch", integer=True, optional=True),
+            max_batch=_num(r.get("max_batch"), path, i, "max_batch", integer=True, optional=True),
+            row=i))
+        j = jobs[-1]
+        if j.min_batch and j.max_batch and j.min_batch > j.max_batch:
+            raise InputError(_where(path, i, "min_batch"), j.min_batch, "min_batch must be <= max_batch")
+    _check_sorted([j.arrival_s for j in jobs], path)
+    return Workload(tuple(jobs), path, "gpuwise")
+
+
+def load_workload(path: str | Path) -> Workload:
+    """Read a job stream in any of the three formats (errors name the file, row and column)."""
+    p = Path(path)
+    if not p.is_file():
+        raise InputError("--workload", str(path), "give the path of a workload CSV/YAML")
+    src = str(p)
+    if p.suffix.lower() in (".yaml", ".yml"):
+        import yaml
+
+        try:
+            data = yaml.safe_load(p.read_text())
+        except yaml.YAMLError as exc:
+            raise InputError(src, "YAML", f"fix the syntax: {str(exc).splitlines()[0]}") from None
+        if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+            raise InputError(src, type(data).__name__, "the file needs a top-level 'jobs:' list")
+        return _own(data["jobs"], src)
+    with open(p, newline="") as fh:
+        reader = csv.DictReader(fh)
+        header = tuple(h.strip() for h in (reader.fieldnames or ()))
+        rows = list(reader)
+    if not header:
+        raise InputError(src, "empty", "the file has no header row")
+    for r in rows:
+        if None in r:  # more cells than header columns
+            raise InputError(f"{src} row {rows.index(r) + 1}", r[None], "this row has too many cells")
+    if set(POLLUX_COLUMNS) <= set(header):
+        return _pollux(rows, src)
+    if set(("timestamp", "duration", "num_gpus")) <= set(header):
+        return _philly(rows, src)
+    if set(("name", "time", "num_gpus")) <= set(header):
+        return _own(rows, src)
+    raise InputError(f"{src} header", ",".join(header),
+                     "expected Pollux (name,time,application,num_replicas,batch_size), Philly "
+                     "(timestamp,duration,num_gpus,...) or gpuwise (name,time,num_gpus,...) columns")
+
+
+def check_fits(workload: Workload, gpus_by_type: dict[str, int]) -> None:
+    """Refuse jobs that ask for more GPUs than the cluster (or their GPU type) has."""
+    total = sum(gpus_by_type.values())
+    for j in workload.jobs:
+        have = gpus_by_type.get(j.gpu_type, 0) if j.gpu_type else total
+        if j.gpu_type and j.gpu_type not in gpus_by_type:
+            raise InputError(_where(workload.source, j.row, "gpu_type"), j.gpu_type,
+                             "the cluster has no such GPUs; valid: " + ", ".join(gpus_by_type))
+        if j.num_gpus > have:
+            col = "num_replicas" if workload.format == "pollux" else "num_gpus"
+            raise InputError(_where(workload.source, j.row, col), j.num_gpus,
+                             f"the cluster has only {have} GPUs{' of ' + j.gpu_type if j.gpu_type else ''}; "
+                             "use a bigger --cluster or fewer GPUs")
