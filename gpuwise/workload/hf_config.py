@@ -1,0 +1,200 @@
+"""Hugging Face `config.json` -> ModelSpec, one small reader per model family.
+
+Each reader maps the family's own key names onto the structural fields of ModelSpec and applies
+the family's defaults as Hugging Face `transformers` declares them (e.g. llama: untied, no biases;
+gpt2: tied, biases everywhere). A key that a family needs and the file lacks raises an InputError
+that names the key, so a truncated or foreign config.json is reported, not silently guessed.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Callable
+
+from gpuwise.errors import InputError
+from gpuwise.workload.model_spec import ModelSpec
+
+Config = dict[str, Any]
+
+
+class _Reader:
+    """Key access with the file name in every error."""
+
+    def __init__(self, cfg: Config, where: str):
+        self.cfg, self.where = cfg, where
+
+    def need(self, *keys: str) -> Any:
+        """First present key among aliases; InputError naming the first alias if none is."""
+        for k in keys:
+            if self.cfg.get(k) is not None:
+                return self.cfg[k]
+        raise InputError(f"{self.where}: {keys[0]}", None,
+                         f"config.json lacks required field '{keys[0]}'"
+                         + (f" (or {', '.join(keys[1:])})" if len(keys) > 1 else "")
+                         + f" for model_type {self.cfg.get('model_type')!r}")
+
+    def get(self, key: str, default: Any) -> Any:
+        v = self.cfg.get(key)
+        return default if v is None else v
+
+    def int(self, *keys: str) -> int:
+        v = self.need(*keys)
+        if isinstance(v, bool) or not isinstance(v, (int, float)) or int(v) != v or v <= 0:
+            raise InputError(f"{self.where}: {keys[0]}", v, "must be a positive integer")
+        return int(v)
+
+
+def _llama_like(r: _Reader, name: str, family: str) -> ModelSpec:
+    """llama 1/2/3/3.1, mistral, mixtral, qwen2, gemma: RMSNorm, gated MLP, rotary, GQA."""
+    h = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    kv = int(r.get("num_key_value_heads", heads))
+    tie_default = family == "gemma"        # GemmaConfig ties by default; the others do not
+    qkv_bias = bool(r.get("attention_bias", family == "qwen2"))   # qwen2: biases on q/k/v
+    return ModelSpec(
+        name=name, family=family, n_layers=r.int("num_hidden_layers"), hidden=h, n_heads=heads,
+        n_kv_heads=kv, head_dim=int(r.get("head_dim", h // heads)), ffn_hidden=r.int("intermediate_size"),
+        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("max_position_embeddings", 4096)),
+        gated_mlp=True, tied_embeddings=bool(r.get("tie_word_embeddings", tie_default)),
+        attn_bias=qkv_bias, mlp_bias=bool(r.get("mlp_bias", False)), norm="rmsnorm",
+        n_experts=int(r.get("num_local_experts", 1)), experts_per_token=int(r.get("num_experts_per_tok", 1)),
+    )
+
+
+def _gpt2(r: _Reader, name: str, family: str) -> ModelSpec:
+    h = r.int("n_embd", "hidden_size")
+    heads = r.int("n_head", "num_attention_heads")
+    return ModelSpec(
+        name=name, family="gpt2", n_layers=r.int("n_layer", "num_hidden_layers"), hidden=h, n_heads=heads,
+        n_kv_heads=heads, head_dim=h // heads, ffn_hidden=int(r.get("n_inner", 4 * h)),
+        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("n_positions", 1024)),
+        tied_embeddings=bool(r.get("tie_word_embeddings", True)), attn_bias=True, mlp_bias=True,
+        learned_pos_emb=True)
+
+
+def _gpt_neox(r: _Reader, name: str, family: str) -> ModelSpec:
+    h = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    return ModelSpec(
+        name=name, family="gpt_neox", n_layers=r.int("num_hidden_layers"), hidden=h, n_heads=heads,
+        n_kv_heads=heads, head_dim=h // heads, ffn_hidden=int(r.get("intermediate_size", 4 * h)),
+        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("max_position_embeddings", 2048)),
+        tied_embeddings=bool(r.get("tie_word_embeddings", False)), attn_bias=bool(r.get("attention_bias", True)),
+        mlp_bias=True, parallel_attn_mlp=bool(r.get("use_parallel_residual", True)))
+
+
+def _gptj(r: _Reader, name: str, family: str) -> ModelSpec:
+    h = r.int("n_embd", "hidden_size")
+    heads = r.int("n_head", "num_attention_heads")
+    return ModelSpec(
+        name=name, family="gptj", n_layers=r.int("n_layer", "num_hidden_layers"), hidden=h, n_heads=heads,
+        n_kv_heads=heads, head_dim=h // heads, ffn_hidden=int(r.get("n_inner", 4 * h)),
+        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("n_positions", 2048)),
+        tied_embeddings=bool(r.get("tie_word_embeddings", False)), attn_bias=False, mlp_bias=True,
+        parallel_attn_mlp=True)
+
+
+def _falcon(r: _Reader, name: str, family: str) -> ModelSpec:
+    h = r.int("hidden_size", "n_embed")
+    heads = r.int("num_attention_heads", "n_head")
+    new_arch = bool(r.get("new_decoder_architecture", False))
+    if new_arch:
+        kv = int(r.get("num_kv_heads", r.get("n_head_kv", heads)))
+    else:
+        kv = 1 if r.get("multi_query", True) else heads
+    bias = bool(r.get("bias", False))
+    return ModelSpec(
+        name=name, family="falcon", n_layers=r.int("num_hidden_layers", "n_layer"), hidden=h, n_heads=heads,
+        n_kv_heads=kv, head_dim=h // heads, ffn_hidden=int(r.get("ffn_hidden_size", 4 * h)),
+        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("max_position_embeddings", 2048)),
+        tied_embeddings=bool(r.get("tie_word_embeddings", False)), attn_bias=bias, mlp_bias=bias,
+        parallel_attn_mlp=bool(r.get("parallel_attn", True)))
+
+
+def _mpt(r: _Reader, name: str, family: str) -> ModelSpec:
+    h = r.int("d_model")
+    heads = r.int("n_heads")
+    attn = r.get("attn_config", {}) or {}
+    kv = int(attn.get("kv_n_heads", heads)) if attn.get("attn_type") == "grouped_query_attention" else heads
+    bias = not bool(r.get("no_bias", True))
+    return ModelSpec(
+        name=name, family="mpt", n_layers=r.int("n_layers"), hidden=h, n_heads=heads, n_kv_heads=kv,
+        head_dim=h // heads, ffn_hidden=int(r.get("expansion_ratio", 4) * h), vocab_size=r.int("vocab_size"),
+        max_seq_len=int(r.get("max_seq_len", 2048)), tied_embeddings=bool(r.get("tie_word_embeddings", True)),
+        attn_bias=bias, mlp_bias=bias)
+
+
+def _bloom(r: _Reader, name: str, family: str) -> ModelSpec:
+    h = r.int("hidden_size", "n_embed")
+    heads = r.int("n_head", "num_attention_heads")
+    return ModelSpec(
+        name=name, family="bloom", n_layers=r.int("n_layer", "num_hidden_layers"), hidden=h, n_heads=heads,
+        n_kv_heads=heads, head_dim=h // heads, ffn_hidden=4 * h, vocab_size=r.int("vocab_size"),
+        max_seq_len=int(r.get("seq_length", 2048)), tied_embeddings=True, attn_bias=True, mlp_bias=True)
+
+
+def _phi(r: _Reader, name: str, family: str) -> ModelSpec:
+    h = r.int("hidden_size", "n_embd")
+    heads = r.int("num_attention_heads", "n_head")
+    return ModelSpec(
+        name=name, family="phi", n_layers=r.int("num_hidden_layers", "n_layer"), hidden=h, n_heads=heads,
+        n_kv_heads=int(r.get("num_key_value_heads", heads)), head_dim=h // heads,
+        ffn_hidden=int(r.get("intermediate_size", r.get("n_inner", 4 * h))), vocab_size=r.int("vocab_size"),
+        max_seq_len=int(r.get("max_position_embeddings", r.get("n_positions", 2048))),
+        tied_embeddings=bool(r.get("tie_word_embeddings", False)), attn_bias=True, mlp_bias=True,
+        parallel_attn_mlp=True)
+
+
+def _bert(r: _Reader, name: str, family: str) -> ModelSpec:
+    h = r.int("hidden_size")
+    heads = r.int("num_attention_heads")
+    return ModelSpec(
+        name=name, family=family, n_layers=r.int("num_hidden_layers"), hidden=h, n_heads=heads,
+        n_kv_heads=heads, head_dim=h // heads, ffn_hidden=r.int("intermediate_size"),
+        vocab_size=r.int("vocab_size"), max_seq_len=r.int("max_position_embeddings"),
+        tied_embeddings=True, attn_bias=True, mlp_bias=True, learned_pos_emb=True)
+
+
+def _t5(r: _Reader, name: str, family: str) -> ModelSpec:
+    d = r.int("d_model")
+    enc = r.int("num_layers")
+    gated = str(r.get("feed_forward_proj", "relu")).startswith("gated")
+    return ModelSpec(
+        name=name, family="t5", n_layers=int(r.get("num_decoder_layers", enc)), hidden=d,
+        n_heads=r.int("num_heads"), n_kv_heads=r.int("num_heads"), head_dim=r.int("d_kv"), ffn_hidden=r.int("d_ff"),
+        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("n_positions", 512)), gated_mlp=gated,
+        tied_embeddings=bool(r.get("tie_word_embeddings", True)), norm="rmsnorm", n_encoder_layers=enc)
+
+
+def _explicit(r: _Reader, name: str, family: str) -> ModelSpec:
+    act = r.need("activation_bytes_per_sample")
+    return ModelSpec(
+        name=name, family="explicit", explicit_params=r.int("params"), activation_bytes_per_sample=float(act),
+        flops_per_sample=float(r.get("flops_per_sample", 0.0)) or None, sample_unit=str(r.get("sample_unit", "sample")),
+        source=str(r.get("activation_derivation", "")))
+
+
+READERS: dict[str, Callable[[_Reader, str, str], ModelSpec]] = {
+    "llama": _llama_like, "mistral": _llama_like, "mixtral": _llama_like, "qwen2": _llama_like,
+    "gemma": _llama_like, "gpt2": _gpt2, "gpt_neox": _gpt_neox, "gptj": _gptj, "falcon": _falcon,
+    "RefinedWeb": _falcon, "RefinedWebModel": _falcon, "mpt": _mpt, "bloom": _bloom, "phi": _phi,
+    "phi-msft": _phi, "bert": _bert, "roberta": _bert, "t5": _t5, "mt5": _t5, "explicit": _explicit,
+}
+
+
+def spec_from_config(cfg: Config, name: str, where: str = "config.json") -> ModelSpec:
+    """Build a ModelSpec from a parsed config.json (dict). `where` names the file in errors."""
+    if not isinstance(cfg, dict):
+        raise InputError(where, type(cfg).__name__, "config.json must hold a JSON object")
+    r = _Reader(cfg, where)
+    mt = r.need("model_type")
+    if mt not in READERS:
+        from gpuwise.errors import did_you_mean
+
+        raise InputError(f"{where}: model_type", mt, "supported families: " + ", ".join(sorted(READERS))
+                         + "; " + did_you_mean(str(mt), READERS))
+    family = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "phi-msft": "phi", "mt5": "t5"}.get(mt, mt)
+    spec = READERS[mt](r, name, family)
+    if spec.is_transformer:
+        if spec.n_heads % max(spec.n_kv_heads, 1):
+            raise InputError(f"{where}: num_key_value_heads", spec.n_kv_heads, "must divide num_attention_heads")
+    return spec
