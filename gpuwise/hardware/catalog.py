@@ -1,0 +1,372 @@
+"""Cloud GPU offerings read from SkyPilot v8 ``vms.csv`` files.
+
+Sources, lowest precedence first (a later source replaces an earlier one for the same cloud, whole file):
+1. the bundled snapshot ``gpuwise/data/catalog/v8/<cloud>/vms.csv`` (dates and origin in ``SNAPSHOT.json``);
+2. ``~/.sky/catalogs/v8/<cloud>/vms.csv`` when present (SkyPilot's own cache; ``include_user=True``);
+3. folders given by the user (``dirs``): ``<dir>/<cloud>/vms.csv``, ``<dir>/<cloud>_vms*.csv``, or a path
+   to such a file. User files are dated by their modification time.
+
+Columns differ per cloud (compare the bundled files): AWS has ``AvailabilityZone`` and (in the bundled
+subset) ``GpuMemoryMiBPerGpu``; Azure and Lambda have no zone column; Lambda sells no spot. Rows are read by
+column name, so any cloud whose file has ``InstanceType, AcceleratorName, AcceleratorCount, vCPUs,
+MemoryGiB, Price, SpotPrice, Region`` parses the same way.
+
+GCP is different: rows with an empty ``InstanceType`` price N attached GPUs in one zone, host rows price
+only vCPUs and memory, and a GPU VM costs host row + GPU row of the same zone (on-demand and spot each
+summed; spot is None unless both parts have one). Which host carries which GPUs is data:
+``gpuwise/data/catalog/gcp_gpu_hosts.csv`` (a2/a3/a4/g2 hosts are fixed per GPU count; T4/V100/P100/P4
+attach to n1-highmem-8, SkyPilot's default host).
+
+Accelerator names resolve through the GPU table (``gpuwise.hardware.gpus``); instance families whose name
+is ambiguous (Azure NC A100 v4 is the PCIe part, Lambda ``gpu_1x_h100_pcie``...) or whose GPU count is
+wrong are corrected by ``gpuwise/data/catalog/instance_gpu_overrides.csv``. Rows that are not GPU
+offerings gpuwise can plan on (TPUs, fractional vGPU slices, unknown accelerators) are never dropped
+silently: they are counted in ``Catalog.skipped`` with the reason.
+"""
+
+from __future__ import annotations
+
+import csv
+import datetime as _dt
+import json
+import re
+from dataclasses import dataclass, field
+from functools import lru_cache
+from pathlib import Path
+
+from gpuwise.data import data_path
+from gpuwise.errors import InputError, unknown_name
+from gpuwise.hardware.gpus import get_gpu, resolve_gpu_name
+from gpuwise.hardware.types import Offering
+
+# Accelerators that are deliberately not GPUs in the table (regex on the catalog name -> reason).
+NOT_MAPPED: tuple[tuple[str, str], ...] = (
+    (r"tpu-.*", "Google TPU, not a GPU"),
+    (r"inferentia\d*", "AWS Inferentia inference chip, not a GPU"),
+    (r"trainium\d*", "AWS Trainium, not a GPU"),
+    (r"gaudi.*|hl-205", "Intel Gaudi (AWS DL1), not a GPU"),
+    (r"radeon pro v520", "AMD Radeon Pro V520 graphics GPU, no training data in the GPU table"),
+    (r"gb200|gb300", "Grace-Blackwell rack part, not in the GPU table"),
+)
+
+USER_CATALOG_DIR = Path("~/.sky/catalogs/v8")
+
+
+def _float(text: str | None) -> float | None:
+    if text is None:
+        return None
+    text = text.strip()
+    if not text:
+        return None
+    try:
+        v = float(text)
+    except ValueError:
+        return None
+    return v if v == v else None  # NaN -> None
+
+
+def not_mapped_reason(accelerator: str) -> str | None:
+    """Why a catalog accelerator name is deliberately not resolved to a GPU (None if it should be)."""
+    for pattern, reason in NOT_MAPPED:
+        if re.fullmatch(pattern, accelerator.strip().lower()):
+            return reason
+    return None
+
+
+@dataclass(frozen=True)
+class _Override:
+    cloud: str
+    pattern: re.Pattern[str]
+    gpu: str | None
+    gpus_per_node: float | None
+
+
+@lru_cache(maxsize=1)
+def _overrides() -> tuple[_Override, ...]:
+    out = []
+    for row in _read_commented_csv(data_path("catalog", "instance_gpu_overrides.csv")):
+        gpu = row["gpu"].strip() or None
+        if gpu is not None:
+            gpu = get_gpu(gpu).name  # fails loudly if the data file names an unknown GPU
+        out.append(_Override(row["cloud"].strip(), re.compile(row["instance_pattern"].strip()), gpu,
+                             _float(row["gpus_per_node"])))
+    return tuple(out)
+
+
+@lru_cache(maxsize=1)
+def _gcp_hosts() -> dict[tuple[str, str], tuple[str, ...]]:
+    """(accelerator, count or '*') -> host instance types."""
+    return {(r["accelerator"].strip(), r["count"].strip()): tuple(r["host_instance_type"].strip().split("|"))
+            for r in _read_commented_csv(data_path("catalog", "gcp_gpu_hosts.csv"))}
+
+
+def _read_commented_csv(path: Path) -> list[dict[str, str]]:
+    with open(path, newline="") as fh:
+        return list(csv.DictReader(ln for ln in fh if not ln.lstrip().startswith("#")))
+
+
+@lru_cache(maxsize=1)
+def _snapshot() -> dict[str, dict[str, str]]:
+    with open(data_path("catalog", "v8", "SNAPSHOT.json")) as fh:
+        return {k: v for k, v in json.load(fh).items() if not k.startswith("_")}
+
+
+@dataclass
+class Catalog:
+    """Offerings of every cloud found, with each cloud's catalog date and file."""
+
+    offerings: list[Offering]
+    dates: dict[str, str]                   # cloud -> ISO date of its prices ("unknown" if not recorded)
+    sources: dict[str, str]                 # cloud -> file the offerings were read from
+    skipped: dict[str, int] = field(default_factory=dict)  # "cloud accelerator: reason" -> rows
+
+    def clouds(self) -> list[str]:
+        return sorted(self.dates)
+
+    def regions(self, cloud: str | None = None) -> list[str]:
+        return sorted({o.region for o in self.offerings if cloud is None or o.cloud == cloud})
+
+    def gpus(self) -> list[str]:
+        return sorted({o.gpu for o in self.offerings})
+
+    def filter(self, gpu: str | None = None, cloud: str | None = None, region: str | None = None,
+               spot: bool = False) -> list[Offering]:
+        """Offerings matching every given criterion; `spot=True` keeps only rows with a spot price.
+
+        Names are checked: an unknown GPU, cloud or region raises InputError with the closest names.
+        """
+        want_gpu = get_gpu(gpu).name if gpu else None
+        want_cloud = None
+        if cloud:
+            want_cloud = cloud.strip().lower()
+            if want_cloud not in self.dates:
+                raise unknown_name("cloud", cloud, self.clouds())
+        if region:
+            valid = self.regions(want_cloud)
+            if region not in valid:
+                raise unknown_name("region", region, valid)
+        out = [o for o in self.offerings
+               if (want_gpu is None or o.gpu == want_gpu)
+               and (want_cloud is None or o.cloud == want_cloud)
+               and (region is None or o.region == region)
+               and (not spot or o.spot_price_usd_per_hour is not None)]
+        return out  # a known GPU that no catalog sells gives [] (the CLI says so)
+
+
+def _resolve(cloud: str, instance: str, accelerator: str, count: float | None,
+             skipped: dict[str, int]) -> tuple[str, float] | None:
+    """(canonical GPU, GPUs per node) of a catalog row, or None (and counted in `skipped`)."""
+    gpu = resolve_gpu_name(accelerator)
+    for ov in _overrides():
+        if ov.cloud == cloud and ov.pattern.fullmatch(instance):
+            gpu = ov.gpu or gpu
+            count = ov.gpus_per_node if ov.gpus_per_node is not None else count
+            break
+    reason = None
+    if gpu is None:
+        deliberate = not_mapped_reason(accelerator)
+        if deliberate:  # one entry per reason, not per TPU slice size
+            key = f"{cloud} {deliberate}"
+            skipped[key] = skipped.get(key, 0) + 1
+            return None
+        reason = "accelerator not in the GPU table (gpuwise/data/gpus.csv)"
+    elif not count or count <= 0:
+        reason = "no GPU count"
+    elif count < 1:
+        reason = "fractional GPU (vGPU slice), not plannable for training"
+    if reason:
+        key = f"{cloud} {accelerator}: {reason}"
+        skipped[key] = skipped.get(key, 0) + 1
+        return None
+    return gpu, float(count)  # type: ignore[arg-type]
+
+
+def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
+    out: list[Offering] = []
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        col = {name: i for i, name in enumerate(header)}
+        _require(path, col, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region"))
+        i_inst, i_acc, i_cnt = col["InstanceType"], col["AcceleratorName"], col["AcceleratorCount"]
+        i_cpu, i_mem = col.get("vCPUs"), col.get("MemoryGiB")
+        i_price, i_spot, i_region = col["Price"], col.get("SpotPrice"), col["Region"]
+        i_zone = col.get("AvailabilityZone")
+        for row in reader:
+            if len(row) < len(header) or not row[i_acc].strip():
+                continue  # CPU-only instance
+            res = _resolve(cloud, row[i_inst], row[i_acc], _float(row[i_cnt]), skipped)
+            if res is None:
+                continue
+            out.append(Offering(
+                cloud=cloud, region=row[i_region], zone=(row[i_zone] or None) if i_zone is not None else None,
+                instance_type=row[i_inst], gpu=res[0], gpus_per_node=res[1],
+                vcpus=_float(row[i_cpu]) if i_cpu is not None else None,
+                memory_gib=_float(row[i_mem]) if i_mem is not None else None,
+                price_usd_per_hour=_float(row[i_price]),
+                spot_price_usd_per_hour=_float(row[i_spot]) if i_spot is not None else None,
+                catalog_date=date, catalog_source=name))
+    return out
+
+
+def _parse_gcp(path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
+    hosts_for = _gcp_hosts()
+    wanted_hosts = {h for hs in hosts_for.values() for h in hs}
+    gpu_rows: list[list[str]] = []
+    hosts: dict[tuple[str, str], list[str]] = {}  # (instance, zone) -> row
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        col = {name: i for i, name in enumerate(header)}
+        _require(path, col, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice",
+                             "Region", "AvailabilityZone", "vCPUs", "MemoryGiB"))
+        i_inst, i_acc, i_zone = col["InstanceType"], col["AcceleratorName"], col["AvailabilityZone"]
+        for row in reader:
+            if len(row) < len(header):
+                continue
+            inst = row[i_inst]
+            if not inst and row[i_acc]:
+                gpu_rows.append(row)
+            elif inst in wanted_hosts:
+                hosts[(inst, row[i_zone])] = row
+    i_cnt, i_price, i_spot = col["AcceleratorCount"], col["Price"], col["SpotPrice"]
+    i_region, i_cpu, i_mem = col["Region"], col["vCPUs"], col["MemoryGiB"]
+    out: list[Offering] = []
+    for g in gpu_rows:
+        acc, count = g[i_acc], _float(g[i_cnt])
+        cnt_key = f"{count:g}" if count is not None else ""
+        host_types = hosts_for.get((acc, cnt_key)) or hosts_for.get((acc, "*"))
+        if host_types is None:
+            res = _resolve("gcp", "", acc, count, skipped)
+            if res is not None:  # a GPU we know but no host rule for it
+                key = f"gcp {acc} x{cnt_key}: no host VM rule in gcp_gpu_hosts.csv"
+                skipped[key] = skipped.get(key, 0) + 1
+            continue
+        present = [(h, hosts[(h, g[i_zone])]) for h in host_types if (h, g[i_zone]) in hosts]
+        if not present:
+            key = f"gcp {acc} x{cnt_key}: no {'/'.join(host_types)} host row in the GPU's zone"
+            skipped[key] = skipped.get(key, 0) + 1
+        for host_type, host in present:
+            res = _resolve("gcp", host_type, acc, count, skipped)
+            if res is None:
+                continue
+            price = _sum(_float(host[i_price]), _float(g[i_price]))
+            spot = _sum(_float(host[i_spot]), _float(g[i_spot]))
+            out.append(Offering(
+                cloud="gcp", region=g[i_region], zone=g[i_zone] or None, instance_type=host_type,
+                gpu=res[0], gpus_per_node=res[1], vcpus=_float(host[i_cpu]), memory_gib=_float(host[i_mem]),
+                price_usd_per_hour=price, spot_price_usd_per_hour=spot,
+                catalog_date=date, catalog_source=name))
+    return out
+
+
+def _sum(a: float | None, b: float | None) -> float | None:
+    return None if a is None or b is None else round(a + b, 6)
+
+
+def _require(path: Path, col: dict[str, int], names: tuple[str, ...]) -> None:
+    missing = [n for n in names if n not in col]
+    if missing:
+        raise InputError("catalog", str(path), f"not a SkyPilot v8 vms.csv: missing column(s) {', '.join(missing)}")
+
+
+def parse_vms_csv(cloud: str, path: Path | str, date: str, skipped: dict[str, int] | None = None,
+                  source_name: str | None = None) -> list[Offering]:
+    """GPU offerings of one cloud's vms.csv (GCP rows combined host + GPUs).
+
+    `skipped` collects rows that are not plannable GPU offerings; `source_name` is what each offering
+    records as `catalog_source` (default: the path).
+    """
+    skipped = {} if skipped is None else skipped
+    path = Path(path)
+    name = source_name or str(path)
+    if cloud == "gcp":
+        return _parse_gcp(path, date, skipped, name)
+    return _parse_generic(cloud, path, date, skipped, name)
+
+
+def _files_in(location: Path) -> dict[str, Path]:
+    """cloud -> vms.csv under a user-given folder or file."""
+    if location.is_file():
+        cloud = _cloud_of(location)
+        if cloud is None:
+            raise InputError("catalog-dir", str(location),
+                             "name the file <cloud>/vms.csv or <cloud>_vms.csv so its cloud is known")
+        return {cloud: location}
+    if not location.is_dir():
+        raise InputError("catalog-dir", str(location), "give a folder holding <cloud>/vms.csv files")
+    found: dict[str, Path] = {}
+    for sub in sorted(location.iterdir()):
+        if sub.is_dir() and (sub / "vms.csv").is_file():
+            found[sub.name.lower()] = sub / "vms.csv"
+        elif sub.is_file() and re.fullmatch(r"[a-z0-9]+_vms.*\.csv", sub.name.lower()):
+            found.setdefault(sub.name.lower().split("_", 1)[0], sub)
+    if (location / "vms.csv").is_file() and _cloud_of(location / "vms.csv"):
+        found[_cloud_of(location / "vms.csv")] = location / "vms.csv"  # type: ignore[index]
+    if not found:
+        raise InputError("catalog-dir", str(location), "no <cloud>/vms.csv or <cloud>_vms.csv files found there")
+    return found
+
+
+def _cloud_of(path: Path) -> str | None:
+    if path.name == "vms.csv":
+        return path.parent.name.lower() or None
+    m = re.fullmatch(r"([a-z0-9]+)_vms.*\.csv", path.name.lower())
+    return m.group(1) if m else None
+
+
+def _mtime_date(path: Path) -> str:
+    return _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).date().isoformat()
+
+
+def load_catalog(dirs: list[str | Path] | tuple[str | Path, ...] | None = None,
+                 include_user: bool = True) -> Catalog:
+    """The merged catalog (bundled snapshot, then ~/.sky/catalogs/v8, then `dirs`); cached per process."""
+    user = USER_CATALOG_DIR.expanduser()
+    user_key = str(user) if include_user and user.is_dir() else None
+    return _load(tuple(str(Path(d).expanduser().resolve()) for d in (dirs or ())), user_key)
+
+
+@lru_cache(maxsize=8)
+def _load(dirs: tuple[str, ...], user_dir: str | None) -> Catalog:
+    chosen: dict[str, tuple[Path, str, str]] = {}  # cloud -> (file, date, source text)
+    bundled = data_path("catalog", "v8")
+    for cloud, meta in _snapshot().items():
+        f = bundled / cloud / "vms.csv"
+        if f.is_file():
+            chosen[cloud] = (f, meta["date"], meta["source"])
+    shown: dict[Path, str] = {f: f"gpuwise/data/catalog/v8/{c}/vms.csv" for c, (f, _, _) in chosen.items()}
+    locations = ([Path(user_dir)] if user_dir else []) + [Path(d) for d in dirs]
+    for loc in locations:
+        try:
+            files = _files_in(loc)
+        except InputError:
+            if loc == (Path(user_dir) if user_dir else None):
+                continue  # an empty ~/.sky cache is not the user's mistake
+            raise
+        for cloud, f in files.items():
+            chosen[cloud] = (f, _mtime_date(f), str(f))
+    offerings: list[Offering] = []
+    skipped: dict[str, int] = {}
+    dates, sources = {}, {}
+    for cloud in sorted(chosen):
+        f, date, source = chosen[cloud]
+        offerings.extend(parse_vms_csv(cloud, f, date, skipped, shown.get(f, str(f))))
+        dates[cloud], sources[cloud] = date, source
+    return Catalog(offerings=offerings, dates=dates, sources=sources, skipped=skipped)
+
+
+def catalog_assumptions(cat: Catalog, clouds: list[str] | None = None) -> list[str]:
+    """Human-readable provenance lines for outputs that price offerings of `clouds` (default: all)."""
+    clouds = cat.clouds() if clouds is None else clouds
+    lines = [f"{c} prices: catalog dated {cat.dates[c]} ({cat.sources[c]})" for c in clouds]
+    if "gcp" in clouds:
+        lines.append("GCP GPU VM price = host VM row + attached-GPU row of the same zone (on-demand and spot); "
+                     "T4/V100/P100/P4 priced on an n1-highmem-8 host")
+    if cat.skipped:
+        total = sum(cat.skipped.values())
+        lines.append(f"{total} catalog rows are not GPU offerings gpuwise plans on (TPUs, vGPU slices, ...)")
+    return lines
+
+
+__all__ = ["Catalog", "NOT_MAPPED", "catalog_assumptions", "load_catalog", "not_mapped_reason", "parse_vms_csv"]
