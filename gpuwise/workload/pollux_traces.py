@@ -91,3 +91,29 @@ def load_validation(app: str) -> dict[int, list[ValidationRow]]:
                                       float(r["grad_sqr"]), float(r["grad_var"]))
                         for r in csv.DictReader(fh)]
     return dict(sorted(out.items()))
+
+
+@dataclass(frozen=True)
+class AppInfo:
+    """Per-application facts from ``gpuwise/data/calibration/pollux_apps.csv``."""
+
+    app: str
+    model_preset: str        # gpuwise model preset of the network
+    dataset: str
+    dataset_size: int        # samples per epoch
+    metric: str
+    higher_is_better: bool
+    target: float            # metric value treated as "trained" (chosen so every bundled batch reaches it)
+
+    def reached(self, value: float) -> bool:
+        return value >= self.target if self.higher_is_better else value <= self.target
+
+
+def load_app_info(app: str) -> AppInfo:
+    _app_dir(app)
+    with open(data_path("calibration", "pollux_apps.csv"), newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["app"] == app:
+                return AppInfo(app, r["model_preset"], r["dataset"], int(r["dataset_size"]), r["metric"],
+                               r["higher_is_better"].strip().lower() == "true", float(r["target"]))
+    raise unknown_name("application", app, APPLICATIONS)
