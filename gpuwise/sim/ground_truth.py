@@ -223,3 +223,72 @@ def segment_rates(app: str, gpu: str, num_gpus: int, num_nodes: int, batch: floa
     p = app_profile(app)
     x = float(throughput(app, gpu, num_gpus, num_nodes, batch))
     return x * _eff(p, np.full(len(p.seg_end), float(batch)), p.grad_sqr, p.grad_var) / p.init_batch
+
+
+class GroundTruthPerf:
+    """`gpuwise.policies.base.PerfModel` backed by the measured profiles (rigid jobs: their logged
+    duration on exactly their requested GPUs). Tables are cached per (app, GPU type, shape)."""
+
+    def __init__(self) -> None:
+        self._tp: dict[tuple, np.ndarray] = {}
+        self._rates: dict[tuple, np.ndarray] = {}
+
+    def batch_range(self, job, gpu_type: str) -> tuple[int, int, int]:
+        if job.application is None:
+            return (0, 0, 0)
+        p = app_profile(job.application)
+        lo = job.min_batch or p.init_batch
+        hi = job.max_batch or p.max_batch
+        if job.batch_size:
+            lo, hi = min(lo, job.batch_size), max(hi, job.batch_size)
+        return int(lo), int(hi), max_local_bsz(job.application, gpu_type)
+
+    def _throughput_grid(self, app: str, gpu: str, max_gpus: int, gpn: int, batches: tuple) -> np.ndarray:
+        key = (app, gpu, max_gpus, gpn, batches)
+        tp = self._tp.get(key)
+        if tp is None:
+            g = np.arange(1, max_gpus + 1, dtype=float)[:, None]
+            nodes = np.ceil(g / gpn)
+            tp = throughput(app, gpu, g, nodes, np.asarray(batches, float)[None, :])
+            if len(self._tp) > 4096:
+                self._tp.clear()
+            self._tp[key] = tp
+        return tp
+
+    def goodput_grid(self, js, gpu_type: str, max_gpus: int, gpus_per_node: int,
+                     batches: tuple[int, ...]) -> np.ndarray:
+        job = js.job
+        if job.application is None:
+            out = np.zeros((max_gpus, len(batches)))
+            if job.num_gpus <= max_gpus and (job.gpu_type in (None, gpu_type)):
+                out[job.num_gpus - 1, :] = 1.0 / job.duration_s
+            return out
+        if job.gpu_type not in (None, gpu_type):
+            return np.zeros((max_gpus, len(batches)))
+        p = app_profile(job.application)
+        tp = self._throughput_grid(job.application, gpu_type, max_gpus, gpus_per_node, tuple(batches))
+        i = segment_index(p, js.progress)
+        eff = _eff(p, np.asarray(batches, float), p.grad_sqr[i], p.grad_var[i])
+        return tp * eff[None, :] / (p.init_batch * p.target_progress)
+
+    def rates(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int | None) -> np.ndarray:
+        """Progress rate per gradient-statistics segment (rigid jobs: one segment, seconds/s)."""
+        if job.application is None:
+            return np.array([min(1.0, num_gpus / job.num_gpus)])
+        key = (job.application, gpu_type, num_gpus, num_nodes, batch)
+        r = self._rates.get(key)
+        if r is None:
+            r = segment_rates(job.application, gpu_type, num_gpus, num_nodes, float(batch))
+            self._rates[key] = r
+        return r
+
+    def target(self, job) -> float:
+        return job.duration_s if job.application is None else app_profile(job.application).target_progress
+
+    def assumptions(self, apps) -> list[str]:
+        out = [app_profile(a).assumptions()[0] for a in sorted(apps)]
+        out.append("other GPU types: compute time / sqrt(fp16 peak ratio x HBM bandwidth ratio) vs T4 and "
+                   "per-GPU batch limit x memory ratio (gpus.csv); multi-GPU overhead as measured on T4 nodes")
+        out.append("statistical efficiency: Pollux gain/scale from the measured gradient noise at the "
+                   "reference batch, piecewise constant between validation rows")
+        return out

@@ -1,0 +1,212 @@
+"""THE scheduling-policy interface, shared by the simulator and the (later) Ray runtime.
+
+A policy is called with the time ``now`` (simulated or wall-clock seconds -- the policy never
+reads a clock itself), a `SchedView` of the jobs and the cluster, and a `PerfModel` that predicts
+a job's goodput. It returns a `Decision`: new allocations (GPU type, GPUs per node, batch) for
+the jobs whose allocation changes, and the new jobs it refuses (admission). Jobs it does not
+mention keep what they have. The caller applies the decision and owns all state.
+
+Policies are built from three small swappable parts (Blox's lesson): an `Admission` rule
+(admission.py), an allocator that decides *how many GPUs of which type and which batch* each
+job gets, and a `Placement` (placement.py) that maps counts onto nodes.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Iterable, Protocol
+
+import numpy as np
+
+from gpuwise.hardware.cluster import ClusterSpec
+
+if TYPE_CHECKING:
+    from gpuwise.workload.traces import TraceJob
+
+
+@dataclass(frozen=True)
+class Allocation:
+    """Where and how a job runs: one GPU type, GPUs per node, global batch."""
+
+    gpu_type: str
+    placement: tuple[tuple[int, int], ...]  # (node index in ClusterSpec.nodes, GPUs on it), sorted
+    batch_size: int | None = None            # global batch; None for rigid jobs without one
+
+    @property
+    def num_gpus(self) -> int:
+        return sum(g for _, g in self.placement)
+
+    @property
+    def num_nodes(self) -> int:
+        return len(self.placement)
+
+
+@dataclass(eq=False)
+class JobState:
+    """What a policy sees of one job. The simulator/runtime creates and updates it."""
+
+    job: "TraceJob"                     # the job as submitted (application, requested GPUs, batch...)
+    submitted_s: float                  # arrival time
+    target: float                       # work to do (iterations at the reference batch, or seconds)
+    progress: float = 0.0               # work done, same unit as target (up to date at each call)
+    allocation: Allocation | None = None
+    attained_gpu_s: float = 0.0         # GPU-seconds received so far (Tiresias' attained service)
+    measured_speed: float | None = None  # fraction of the job per second at the current allocation
+    restarts: int = 0
+    status: str = "pending"             # pending | running | done | dropped
+    finish_s: float | None = None
+    # simulator bookkeeping (not for policies)
+    run_from: float = 0.0               # progress accrues from here (after a restart delay)
+    last_update: float = 0.0
+    rates: object = None
+    finish_token: int | None = None
+    job_index: int = -1
+
+    @property
+    def name(self) -> str:
+        return self.job.name
+
+    @property
+    def fraction_done(self) -> float:
+        return self.progress / self.target if self.target > 0 else 1.0
+
+
+class ClusterState:
+    """Free GPUs per node; every change goes through `allocate`/`release`, which check capacity."""
+
+    __slots__ = ("spec", "free", "_node_gpu", "_gpn")
+
+    def __init__(self, spec: ClusterSpec) -> None:
+        self.spec = spec
+        self.free = [n.gpus for n in spec.nodes]
+        self._node_gpu = [n.gpu for n in spec.nodes]
+
+    def copy(self) -> "ClusterState":
+        c = ClusterState.__new__(ClusterState)
+        c.spec, c.free, c._node_gpu = self.spec, list(self.free), self._node_gpu
+        return c
+
+    def node_gpu(self, i: int) -> str:
+        return self._node_gpu[i]
+
+    def nodes_of(self, gpu: str) -> list[int]:
+        return [i for i, t in enumerate(self._node_gpu) if t == gpu]
+
+    def free_by_type(self) -> dict[str, int]:
+        out = {t: 0 for t in self.spec.gpu_types}
+        for t, f in zip(self._node_gpu, self.free):
+            out[t] += f
+        return out
+
+    def capacity_by_type(self) -> dict[str, int]:
+        return {t: self.spec.gpus_of_type(t) for t in self.spec.gpu_types}
+
+    def used(self) -> int:
+        return self.spec.total_gpus - sum(self.free)
+
+    def allocate(self, alloc: Allocation) -> None:
+        for i, g in alloc.placement:
+            if self._node_gpu[i] != alloc.gpu_type:
+                raise ValueError(f"node {i} has {self._node_gpu[i]}, not {alloc.gpu_type}")
+            if g < 1 or g > self.free[i]:
+                raise ValueError(f"node {i}: asked {g} GPUs, {self.free[i]} free")
+        for i, g in alloc.placement:
+            self.free[i] -= g
+
+    def release(self, alloc: Allocation) -> None:
+        for i, g in alloc.placement:
+            self.free[i] += g
+            if self.free[i] > self.spec.nodes[i].gpus:
+                raise ValueError(f"node {i}: released more GPUs than it has")
+
+
+@dataclass
+class SchedView:
+    """The jobs and the cluster as a policy sees them (live objects: read, don't modify)."""
+
+    pending: dict[str, JobState]        # waiting jobs in arrival order (includes the new ones)
+    running: dict[str, JobState]        # jobs holding GPUs
+    cluster: ClusterState
+    new: list[str] = field(default_factory=list)  # names of jobs that arrived since the last call
+
+    def active(self) -> list[JobState]:
+        """Running jobs first (in start order), then pending ones in arrival order."""
+        return list(self.running.values()) + list(self.pending.values())
+
+
+@dataclass
+class Decision:
+    """A policy's answer: allocation changes (None = stop/preempt) and refused new jobs."""
+
+    allocations: dict[str, Allocation | None] = field(default_factory=dict)
+    drop: list[str] = field(default_factory=list)
+
+
+class PerfModel(Protocol):
+    """Predicted speed of a job -- the seam between policies and the performance model.
+
+    The simulator passes its ground truth (an oracle, as in Pollux's simulator); the runtime will
+    pass a model fitted online. Arrays broadcast together.
+    """
+
+    def batch_range(self, job: "TraceJob", gpu_type: str) -> tuple[int, int, int]:
+        """(smallest, largest global batch, largest per-GPU batch that fits on ``gpu_type``)."""
+        ...
+
+    def goodput_grid(self, js: JobState, gpu_type: str, max_gpus: int, gpus_per_node: int,
+                     batches: tuple[int, ...]) -> np.ndarray:
+        """Fraction of the job completed per second with g = 1..max_gpus GPUs of ``gpu_type``
+        packed on ceil(g/gpus_per_node) nodes (rows) at each global batch (columns); 0 where the
+        configuration is infeasible (per-GPU batch does not fit, or a rigid job's size differs)."""
+        ...
+
+
+class Policy:
+    """Base class: subclasses implement `schedule`.
+
+    Triggers: the caller calls `schedule` after arrivals and completions, no more often than
+    every ``min_interval_s``, and additionally every ``period_s`` if set (e.g. LAS rounds).
+    """
+
+    name = "policy"
+    min_interval_s: float = 0.0
+    period_s: float | None = None
+    needs_progress: bool = False  # ask the caller to bring every running job's progress up to date
+
+    def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
+        raise NotImplementedError
+
+    def describe(self) -> list[str]:
+        """Assumptions / parameters of this policy, for the output."""
+        return []
+
+
+def changed(view: SchedView, wanted: dict[str, Allocation | None]) -> dict[str, Allocation | None]:
+    """Only the entries that differ from the jobs' current allocations."""
+    out = {}
+    for name, alloc in wanted.items():
+        js = view.running.get(name) or view.pending.get(name)
+        if js is None or js.allocation != alloc:
+            out[name] = alloc
+    return out
+
+
+def check_decision(view: SchedView, decision: Decision) -> None:
+    """Raise if applying ``decision`` would exceed any node's capacity (used by tests and the sim)."""
+    state = view.cluster.copy()
+    jobs = {**view.pending, **view.running}
+    for name, alloc in decision.allocations.items():
+        cur = jobs[name].allocation
+        if cur is not None:
+            state.release(cur)
+    for name, alloc in decision.allocations.items():
+        if alloc is not None:
+            state.allocate(alloc)
+
+
+def nodes_for(gpus: int, gpus_per_node: int) -> int:
+    return -(-gpus // gpus_per_node)
+
+
+def iter_names(xs: Iterable[JobState]) -> list[str]:
+    return [x.name for x in xs]

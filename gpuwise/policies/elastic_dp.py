@@ -1,0 +1,63 @@
+"""Elastic DP policy (Saxena et al., "Effective Elastic Scaling of Deep Learning Workloads",
+MASCOTS'20) and its fixed-batch baseline.
+
+Each round (on arrivals and completions, at most every ``min_interval_s``) it re-solves the DP of
+`dp.py` over the running jobs plus the waiting ones (FIFO), with V_j(g) the best goodput over the
+job's batch range (``elastic=True``) or at the job's own batch (``elastic=False``, the paper's
+baseline that rescales GPU counts but never the batch). Jobs outside the feasible prefix are
+dropped (``admission="drop"``, the paper's rule) or wait (``"queue"``). The paper's cluster is
+homogeneous; on several GPU types we run one DP per type, a job staying on the type it started on
+and a new job going to the type with the most GPUs per waiting job (an extension, stated).
+"""
+
+from __future__ import annotations
+
+from gpuwise.policies.admission import check_admission, refused
+from gpuwise.policies.base import Decision, JobState, PerfModel, Policy, SchedView
+from gpuwise.policies.dp import dp_allocate
+from gpuwise.policies.placement import best_fit, place_shares
+from gpuwise.policies.value import value_table
+
+
+class ElasticDP(Policy):
+    needs_progress = True
+
+    def __init__(self, elastic: bool = True, admission: str = "drop", min_interval_s: float = 60.0):
+        self.elastic = elastic                    # choose the batch per GPU count (False: user's batch)
+        self.admission = check_admission(admission)
+        self.min_interval_s = float(min_interval_s)  # fewest seconds between two re-optimisations
+        self.name = "elastic-dp" if elastic else "elastic-dp-fixed-batch"
+
+    def describe(self) -> list[str]:
+        return [f"{self.name}: DP over GPU counts{' and batch sizes' if self.elastic else ' (batch fixed)'}, "
+                f"admission={self.admission}, re-optimised on arrival/completion at most every "
+                f"{self.min_interval_s:g} s; value = goodput relative to the job's own request"]
+
+    def _pools(self, view: SchedView) -> dict[str, list[JobState]]:
+        cap = view.cluster.capacity_by_type()
+        pools: dict[str, list[JobState]] = {t: [] for t in cap}
+        for js in view.running.values():
+            pools[js.allocation.gpu_type].append(js)
+        for js in view.pending.values():
+            if js.job.gpu_type:
+                pools[js.job.gpu_type].append(js)
+            else:
+                t = max(cap, key=lambda t: (cap[t] / (1 + len(pools[t])), cap[t]))
+                pools[t].append(js)
+        return pools
+
+    def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
+        shares: dict[str, tuple[str, int, int | None]] = {}
+        for gpu, jobs in self._pools(view).items():
+            if not jobs:
+                continue
+            K = view.cluster.spec.gpus_of_type(gpu)
+            gpn = view.cluster.spec.max_gpus_per_node(gpu)
+            jobs = jobs[:K]  # queue trimming: at most K jobs can each hold a GPU
+            tables = [value_table(perf, js, gpu, K, gpn, self.elastic) for js in jobs]
+            _, gs, n = dp_allocate([t[0] for t in tables], K)
+            for js, g, (_, b, _) in zip(jobs[:n], gs, tables[:n]):
+                shares[js.name] = (gpu, g, None if js.job.rigid else int(b[g]))
+        allocs = place_shares(view, shares, best_fit)
+        granted = {n for n, a in allocs.items() if a is not None} | set(view.running)
+        return Decision(allocs, refused(self.admission, view.new, granted))

@@ -1,0 +1,105 @@
+"""Placement: turning "n GPUs of type T" into GPUs per node.
+
+- `best_fit` (Frenzy's HAS): a node whose free GPUs of the type match exactly; otherwise the node
+  with the least free GPUs that still holds the request; otherwise greedy across nodes, largest
+  free first. A request that fits on one node is therefore never split.
+- `first_fit`: the first node (in cluster order) that holds the request, else GPUs gathered in
+  node order -- the classic baseline.
+"""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from gpuwise.policies.base import Allocation, ClusterState, JobState, SchedView
+
+Placement = tuple[tuple[int, int], ...]
+PlaceFn = Callable[[ClusterState, str, int], "Placement | None"]
+
+
+def best_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
+    """Best-fit placement of ``n`` GPUs of type ``gpu`` on ``state`` (not modified); None if short."""
+    nodes = [(state.free[i], i) for i in state.nodes_of(gpu) if state.free[i] > 0]
+    if n < 1 or sum(f for f, _ in nodes) < n:
+        return None
+    holders = [(f, i) for f, i in nodes if f >= n]
+    if holders:  # exact fit if any, else least remaining: both are the minimum free >= n
+        f, i = min(holders)
+        return ((i, n),)
+    out, need = [], n
+    for f, i in sorted(nodes, key=lambda x: (-x[0], x[1])):
+        take = min(f, need)
+        out.append((i, take))
+        need -= take
+        if need == 0:
+            break
+    return tuple(sorted(out))
+
+
+def first_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
+    """First-fit placement (cluster order); None if the type has fewer than ``n`` free GPUs."""
+    nodes = [i for i in state.nodes_of(gpu) if state.free[i] > 0]
+    if n < 1 or sum(state.free[i] for i in nodes) < n:
+        return None
+    for i in nodes:
+        if state.free[i] >= n:
+            return ((i, n),)
+    out, need = [], n
+    for i in nodes:
+        take = min(state.free[i], need)
+        out.append((i, take))
+        need -= take
+        if need == 0:
+            break
+    return tuple(out)
+
+
+PLACEMENTS: dict[str, PlaceFn] = {"best-fit": best_fit, "first-fit": first_fit}
+
+Share = tuple[str, int, "int | None"]  # (gpu type, GPUs, global batch)
+
+
+def place_shares(view: SchedView, shares: dict[str, Share], place: PlaceFn = best_fit
+                 ) -> dict[str, Allocation | None]:
+    """Allocations realising ``shares`` (jobs absent from it get none), as changes only.
+
+    Running jobs whose GPU type and count are unchanged keep their nodes (no needless move);
+    the others are placed largest first to limit fragmentation. A job that cannot be placed gets
+    nothing this round (a running one keeps its old nodes if they are still free).
+    """
+    state = view.cluster.copy()
+    out: dict[str, Allocation | None] = {}
+    keep: dict[str, Allocation] = {}
+    for name, js in view.running.items():
+        cur = js.allocation
+        sh = shares.get(name)
+        if cur is not None and sh is not None and sh[0] == cur.gpu_type and sh[1] == cur.num_gpus:
+            keep[name] = cur
+            if sh[2] != cur.batch_size:
+                out[name] = Allocation(cur.gpu_type, cur.placement, sh[2])
+        elif cur is not None:
+            state.release(cur)
+            out[name] = None
+    todo = sorted((n for n in shares if n not in keep), key=lambda n: -shares[n][1])
+    for name in todo:
+        gpu, n, batch = shares[name]
+        pl = place(state, gpu, n)
+        if pl is None:
+            js = view.running.get(name)
+            old = js.allocation if js is not None else None
+            if old is not None and all(state.free[i] >= g for i, g in old.placement):
+                state.allocate(old)
+                out.pop(name, None)
+            continue
+        alloc = Allocation(gpu, pl, batch)
+        state.allocate(alloc)
+        js = view.running.get(name)
+        if js is not None and js.allocation == alloc:
+            out.pop(name, None)
+        else:
+            out[name] = alloc
+    return out
+
+
+def running_or_pending(view: SchedView, name: str) -> JobState:
+    return view.running.get(name) or view.pending[name]

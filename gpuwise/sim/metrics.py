@@ -1,0 +1,56 @@
+"""Metrics of a simulated run: JCT statistics, makespan, completions, drops, GPU-hours,
+utilisation over time and the policy's decision time per round."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuwise.sim.cluster import SimResult
+
+
+def summarise(res: SimResult) -> dict:
+    """The metrics dict printed by `gpuwise simulate/compare` (JSON keys are stable)."""
+    done = [j for j in res.jobs if j.status == "done"]
+    jct = np.array([j.finish_s - j.submitted_s for j in done], float)
+    first = min((j.submitted_s for j in res.jobs), default=0.0)
+    last = max((j.finish_s for j in done), default=first)
+    dec = np.array(res.decision_s, float) * 1e3
+    total = res.cluster.total_gpus
+    gpu_s = res.gpus_used.integral(res.end_s)
+    span = max(res.end_s - first, 1e-9)
+    return {
+        "policy": res.policy,
+        "jobs": len(res.jobs),
+        "jobs_completed": len(done),
+        "jobs_dropped": sum(1 for j in res.jobs if j.status == "dropped"),
+        "jobs_unfinished": sum(1 for j in res.jobs if j.status in ("pending", "running")),
+        "mean_jct_s": float(jct.mean()) if len(jct) else None,
+        "median_jct_s": float(np.median(jct)) if len(jct) else None,
+        "p99_jct_s": float(np.percentile(jct, 99)) if len(jct) else None,
+        "makespan_s": float(last - first),
+        "gpu_hours": float(gpu_s) / 3600.0,
+        "utilisation": float(gpu_s / (total * span)),
+        "peak_gpus_used": int(res.gpus_used.peak),
+        "mean_queue_len": float(res.queue_len.mean(res.end_s)),
+        "restarts": int(sum(max(0, j.restarts - 1) for j in res.jobs)),
+        "rounds": len(dec),
+        "mean_decision_ms": float(dec.mean()) if len(dec) else 0.0,
+        "p99_decision_ms": float(np.percentile(dec, 99)) if len(dec) else 0.0,
+        "max_decision_ms": float(dec.max()) if len(dec) else 0.0,
+        "sim_wall_s": res.wall_s,
+        "events": res.events,
+        "cluster": res.cluster.name,
+        "cluster_gpus": total,
+        "seed": res.seed,
+        "assumptions": list(res.assumptions),
+    }
+
+
+def series(res: SimResult) -> dict:
+    """Time series and distributions for plots."""
+    done = [j for j in res.jobs if j.status == "done"]
+    return {
+        "jct_s": sorted(j.finish_s - j.submitted_s for j in done),
+        "gpus_used": list(res.gpus_used.samples) + [(res.end_s, res.gpus_used.level)],
+        "queue_len": list(res.queue_len.samples) + [(res.end_s, res.queue_len.level)],
+    }
