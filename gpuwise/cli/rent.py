@@ -1,0 +1,203 @@
+"""`gpuwise rent JOBS.yaml --budget B`: optimal rental widths for a stream of jobs under a
+long-run GPU (or USD/h) budget, with curves, a cloud simulation and a finite-window spend bound."""
+
+from __future__ import annotations
+
+import argparse
+
+_BILLING = {"exact": 0.0, "second": 1.0, "minute": 60.0, "hour": 3600.0}
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("jobs", metavar="JOBS.yaml", help="job types (see examples/rent/*.yaml)")
+    parser.add_argument("--budget", help="long-run average budget: GPUs (e.g. 2) or USD per hour (e.g. 30usd/h); "
+                                         "overrides the file's budget")
+    parser.add_argument("--integer", action="store_true", help="whole-GPU widths (at most one type mixes two)")
+    parser.add_argument("--sweep", metavar="LO:HI:STEP", help="solve for every budget in the range")
+    parser.add_argument("--plot", metavar="FILE", help="plot widths and E[T] against the budget (PNG/PDF/SVG)")
+    parser.add_argument("--simulate", action="store_true", help="simulate the policy and baselines on a cloud")
+    parser.add_argument("--jobs", dest="n_jobs", type=int, default=100_000, help="jobs to simulate (default 1e5)")
+    parser.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
+    parser.add_argument("--no-baselines", action="store_true", help="simulate pi* only")
+    parser.add_argument("--boot-delay", type=float, default=0.0, metavar="SECONDS",
+                        help="VM boot time per job, billed (default 0)")
+    parser.add_argument("--billing", default="exact", metavar="GRANULARITY",
+                        help="billing increment per rental: exact, second, minute, hour or seconds (default exact)")
+    parser.add_argument("--min-charge", type=float, default=0.0, metavar="SECONDS",
+                        help="minimum billed time per rental (default 0)")
+    parser.add_argument("--instance-sizes", metavar="LIST", help="GPUs per instance on sale, e.g. 1,2,4,8")
+    parser.add_argument("--window", type=float, metavar="HOURS", help="also bound spend over windows of this length")
+    parser.add_argument("--window-spend", type=float, metavar="AMOUNT",
+                        help="spend allowed per window, in budget units x hours (default: budget x window)")
+    parser.add_argument("--window-prob", type=float, default=0.95,
+                        help="probability with which a window must stay within its spend (default 0.95)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def _cloud_config(args):
+    from gpuwise.errors import InputError
+    from gpuwise.sim.cloud import CloudConfig
+
+    billing = args.billing.strip().lower()
+    if billing in _BILLING:
+        inc = _BILLING[billing]
+    else:
+        try:
+            inc = float(billing)
+        except ValueError:
+            raise InputError("--billing", args.billing, "use exact, second, minute, hour or a number of seconds") from None
+    if inc < 0 or args.boot_delay < 0 or args.min_charge < 0:
+        raise InputError("--billing/--boot-delay/--min-charge", (inc, args.boot_delay, args.min_charge),
+                         "must be >= 0 seconds")
+    sizes = None
+    if args.instance_sizes:
+        try:
+            sizes = tuple(sorted({int(x) for x in args.instance_sizes.split(",")}))
+        except ValueError:
+            raise InputError("--instance-sizes", args.instance_sizes, "give whole GPU counts, e.g. 1,2,4,8") from None
+        if not sizes or sizes[0] < 1:
+            raise InputError("--instance-sizes", args.instance_sizes, "sizes must be >= 1, e.g. 1,2,4,8")
+    return CloudConfig(boot_delay=args.boot_delay / 3600, billing_increment=inc / 3600,
+                       minimum_charge=args.min_charge / 3600, instance_sizes=sizes)
+
+
+def _sol_json(sol, occ=None) -> dict:
+    out = {
+        "types": [{"name": a.name, "k": a.k, "widths": [{"k": k, "fraction": q} for k, q in a.widths],
+                   "mean_response_time": a.mean_response_time, "speedup": a.speed, "mean_gpus": a.mean_gpus,
+                   "at_cap": a.at_cap} for a in sol.types],
+        "mean_response_time": sol.mean_response_time,
+        "mu": sol.mu,
+        "frontier_slope": sol.frontier_slope,
+        "budget": sol.budget.amount,
+        "budget_unit": sol.budget.unit,
+        "budget_used": sol.budget_used,
+        "mean_gpus_rented": sol.mean_gpus,
+        "min_feasible_budget": sol.min_budget,
+        "integer": sol.integer,
+    }
+    if occ is not None:
+        out["gpus_rented_distribution"] = {"mean": occ.mean, "std": occ.std, "p95": occ.p95, "p99": occ.p99,
+                                           "p_zero": occ.p_zero, "p_above_mean": occ.p_over_budget}
+    return out
+
+
+def _sim_json(r) -> dict:
+    m, lo, hi = r.mean_response_time
+    g, glo, ghi = r.mean_gpus_rented
+    return {"policy": r.policy, "jobs": r.jobs, "mean_response_time": m, "mean_response_time_ci": [lo, hi],
+            "mean_gpus_rented": g, "mean_gpus_rented_ci": [glo, ghi], "mean_gpus_billed": r.mean_gpus_billed,
+            "per_type_mean_response_time": list(r.per_type_response_time), "p95_gpus": r.p95_gpus,
+            "p99_gpus": r.p99_gpus, "p_zero": r.p_zero, "wall_s": r.wall_s}
+
+
+def run(args: argparse.Namespace) -> int:
+    import numpy as np
+
+    from gpuwise.cli.output import emit_json, print_assumptions, print_table
+    from gpuwise.errors import InputError
+    from gpuwise.plan.rent.occupancy import occupancy
+    from gpuwise.plan.rent.solver import solve
+    from gpuwise.plan.rent.spec import load_spec, parse_budget
+
+    spec = load_spec(args.jobs)
+    types = list(spec.types)
+    if args.budget is not None:
+        budget = parse_budget(args.budget, "--budget")
+    elif spec.budget is not None:
+        budget = spec.budget
+    else:
+        raise InputError("--budget", None, "give the long-run budget, e.g. --budget 2 (GPUs) or --budget 30usd/h")
+    cloud = _cloud_config(args)
+    if not 0 < args.window_prob < 1:
+        raise InputError("--window-prob", args.window_prob, "must be strictly between 0 and 1, e.g. 0.95")
+
+    sol = solve(types, budget, integer=args.integer)
+    occ = occupancy(types, sol)
+    assumptions = list(sol.assumptions) + list(occ.assumptions)
+    out = _sol_json(sol, occ)
+    unit = "GPUs" if budget.unit == "gpus" else "USD/h"
+
+    swept = None
+    if args.sweep or args.plot:
+        from gpuwise.plan.rent.sweep import parse_range, plot, sweep
+
+        if args.sweep:
+            lo, hi, step = parse_range(args.sweep)
+        else:  # a default range for the plot: from just above the stability limit to 2x the budget
+            lo, hi = sol.min_budget * 1.01, max(2 * budget.amount, sol.min_budget * 1.5)
+            step = (hi - lo) / 100
+        swept = sweep(types, lo, hi, step, budget.unit, args.integer)
+        out["sweep"] = [{"budget": b, "mean_response_time": s.mean_response_time, "mu": s.mu,
+                         "k": {a.name: a.k for a in s.types},
+                         "type_mean_response_time": {a.name: a.mean_response_time for a in s.types}}
+                        for b, s in zip(swept.budgets, swept.solutions)]
+        if swept.skipped:
+            assumptions.append(f"sweep: {len(swept.skipped)} budgets <= the minimum feasible {swept.min_budget:.6g} skipped")
+        if args.plot:
+            plot(swept, args.plot, f"{spec.source}: optimal widths and E[T] against the budget")
+            out["plot"] = args.plot
+
+    window = None
+    if args.window is not None:
+        from gpuwise.plan.rent.window import bound_window
+
+        window = bound_window(types, sol, args.window, args.window_spend, args.window_prob,
+                              integer=args.integer, seed=args.seed)
+        out["window"] = window.as_dict()
+        assumptions += list(window.assumptions)
+
+    sims = []
+    if args.simulate:
+        from gpuwise.plan.rent.baselines import all_baselines
+        from gpuwise.policies.fixed_width import FixedWidthPolicy
+        from gpuwise.sim.cloud import poisson_workload, simulate, trace_workload
+
+        policies = [FixedWidthPolicy.from_solution(sol)]
+        if not args.no_baselines:
+            policies += all_baselines(types, budget, sol)
+        for p in policies:
+            rng = np.random.default_rng(args.seed)  # common random numbers: same jobs for every policy
+            if spec.trace is not None:
+                wl = trace_workload(spec.trace, types, rng, args.n_jobs)
+            else:
+                wl = poisson_workload(types, args.n_jobs, rng)
+            sims.append(simulate(types, p, wl, cloud, rng))
+        out["simulated"] = _sim_json(sims[0])
+        out["baselines"] = [_sim_json(r) for r in sims[1:]]
+        assumptions += list(sims[0].assumptions)
+        if any(t.price != 1.0 for t in types) and budget.unit == "usd_per_hour":
+            assumptions.append("simulated GPUs are counted unweighted; the USD spend is the analytic budget_used")
+    out["assumptions"] = assumptions
+
+    if args.json:
+        emit_json(out)
+        return 0
+
+    print(f"{spec.source}: budget {budget.label()} (minimum feasible > {sol.min_budget:.4g} {unit})")
+    print_table("Optimal fixed-width rental policy pi*", ["type", "width k", "E[T_i] (h)", "speedup", "GPUs (avg)"],
+                [[a.name, " + ".join(f"{k:g} ({q:.0%})" if len(a.widths) > 1 else f"{k:.4g}" for k, q in a.widths),
+                  f"{a.mean_response_time:.4g}", f"{a.speed:.4g}", f"{a.mean_gpus:.4g}"] for a in sol.types])
+    print(f"E[T] = {sol.mean_response_time:.6g} h   mu = {sol.mu:.6g}   dE[T]/db = {sol.frontier_slope:.6g} h per "
+          f"{unit[:-1] if unit == 'GPUs' else 'USD/h'}   budget used = {sol.budget_used:.6g} {unit}")
+    print(f"GPUs rented at a random moment: mean {occ.mean:.4g}, sd {occ.std:.4g}, p95 {occ.p95:.4g}, "
+          f"p99 {occ.p99:.4g}, P(none) {occ.p_zero:.3f}, P(above mean) {occ.p_over_budget:.3f}")
+    if swept is not None and args.sweep:
+        names = [a.name for a in sol.types]
+        print_table("E[T] and widths against the budget", ["budget"] + [f"k {n}" for n in names]
+                    + [f"E[T] {n}" for n in names] + ["E[T]", "mu"],
+                    [[f"{b:.4g}"] + [f"{a.k:.4g}" for a in s.types] + [f"{a.mean_response_time:.4g}" for a in s.types]
+                     + [f"{s.mean_response_time:.4g}", f"{s.mu:.4g}"] for b, s in zip(swept.budgets, swept.solutions)])
+    if args.plot:
+        print(f"plot written to {args.plot}")
+    if window is not None:
+        window.print()
+    if sims:
+        print_table(f"Cloud simulation ({sims[0].jobs} jobs, seed {args.seed}; 95% CI)",
+                    ["policy", "E[T] (h)", "CI", "GPUs rented", "CI", "GPUs billed", "p99 GPUs", "wall (s)"],
+                    [[r.policy, f"{r.mean_response_time[0]:.4g}",
+                      f"[{r.mean_response_time[1]:.4g}, {r.mean_response_time[2]:.4g}]",
+                      f"{r.mean_gpus_rented[0]:.4g}", f"[{r.mean_gpus_rented[1]:.4g}, {r.mean_gpus_rented[2]:.4g}]",
+                      f"{r.mean_gpus_billed:.4g}", f"{r.p99_gpus:.4g}", f"{r.wall_s:.2f}"] for r in sims])
+    print_assumptions(assumptions)
+    return 0

@@ -1,0 +1,197 @@
+"""The optimal fixed-width rental policy pi* (paper A.2, problem (3)) by Lagrangian bisection.
+
+    minimise  sum_i rho_i / s_i(k_i)   subject to   sum_i w_i rho_i k_i / s_i(k_i) <= budget
+
+with w_i = 1 for a budget in GPUs and w_i = price_i for a budget in USD per hour. For a
+multiplier mu each type independently takes argmin_k (1 + mu w_i k)/s_i(k) (A.3.1); the spend
+b(mu) does not increase with mu, so mu* is found by bisection on log mu. Widths that jump with mu
+(integer mode, measured tables) are mixed across jobs so the budget binds exactly, with at most
+one mixing type (A.3.6).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from typing import Sequence
+
+from gpuwise.errors import InputError
+from gpuwise.plan.rent.jobtypes import JobType
+
+
+@dataclass(frozen=True)
+class Budget:
+    """Long-run average budget."""
+
+    amount: float          # GPUs (unit "gpus") or USD per hour (unit "usd_per_hour")
+    unit: str = "gpus"     # "gpus" | "usd_per_hour"
+
+    def label(self) -> str:
+        return f"{self.amount:g} GPUs" if self.unit == "gpus" else f"${self.amount:g}/h"
+
+
+@dataclass(frozen=True)
+class TypeAllocation:
+    """The policy for one type and its consequences."""
+
+    name: str
+    widths: tuple[tuple[float, float], ...]  # (width, fraction of this type's jobs given it)
+    k: float                                 # mean width per job
+    speed: float                             # effective speedup: E[X]/E[T_i]
+    mean_response_time: float                # E[T_i] = E[X_i] / s_i(k_i)
+    mean_gpus: float                         # long-run GPUs rented for this type: rho_i k_i/s_i(k_i)
+    spend: float                             # the same in budget units (GPUs or USD/h)
+    at_cap: bool                             # width pinned at max_gpus
+    at_one: bool                             # width clipped at 1 GPU
+
+
+@dataclass(frozen=True)
+class RentSolution:
+    types: tuple[TypeAllocation, ...]
+    mean_response_time: float       # E[T] = sum_i lambda_i E[T_i] / lambda
+    mu: float                       # multiplier: d(sum rho_i/s_i)/d budget = -mu (0 if the budget is slack)
+    frontier_slope: float           # dE[T]/d budget = -mu/lambda (envelope identity, A.3.1)
+    budget: Budget
+    budget_used: float              # spend in budget units
+    mean_gpus: float                # long-run average GPUs rented
+    min_budget: float               # sum w_i rho_i / s_i(1): the stability boundary
+    integer: bool
+    binding: bool                   # False when every type sits at its cap with budget to spare
+    assumptions: tuple[str, ...]
+
+    def widths(self) -> list[float]:
+        return [t.k for t in self.types]
+
+
+def _weights(types: Sequence[JobType], budget: Budget) -> list[float]:
+    return [t.price if budget.unit == "usd_per_hour" else 1.0 for t in types]
+
+
+def check_types(types: Sequence[JobType]) -> None:
+    """Refuse inputs the model cannot solve (A.3.4)."""
+    if not types:
+        raise InputError("types", [], "list at least one job type")
+    for t in types:
+        if t.speedup.is_linear and not math.isfinite(t.speedup.cap):
+            raise InputError(f"{t.field_prefix}.max_gpus", None,
+                             f"type {t.name!r} has a linear speedup, so any width is free and no optimum exists; "
+                             "set max_gpus (the widest the job can use)")
+        if not (t.arrival_rate > 0 and t.mean_size > 0):
+            raise InputError(f"{t.field_prefix}.arrival_rate", t.arrival_rate, "arrival_rate and mean_size must be > 0")
+
+
+def min_feasible_budget(types: Sequence[JobType], budget: Budget) -> float:
+    """sum w_i rho_i/s_i(1): everything on one GPU; the budget must exceed it (stability, eq. 2)."""
+    w = _weights(types, budget)
+    return sum(wi * t.load for wi, t in zip(w, types))
+
+
+def _width(t: JobType, mu_w: float, integer: bool) -> float:
+    return float(t.speedup.best_integer_width(mu_w)) if integer else t.speedup.best_width(mu_w)
+
+
+def _spend(types, w, mu, integer) -> tuple[float, list[float]]:
+    ks = [_width(t, mu * wi, integer) for t, wi in zip(types, w)]
+    total = sum(wi * t.load * k / float(t.speedup(k)) for t, wi, k in zip(types, w, ks))
+    return total, ks
+
+
+def _discrete(t: JobType, integer: bool) -> bool:
+    return integer or t.speedup.is_piecewise_linear
+
+
+def solve(types: Sequence[JobType], budget: Budget, integer: bool = False) -> RentSolution:
+    """Optimal widths for every type under the long-run budget (fractional or whole GPUs)."""
+    check_types(types)
+    if not (budget.amount > 0 and math.isfinite(budget.amount)):
+        raise InputError("--budget", budget.amount, "must be a positive number")
+    w = _weights(types, budget)
+    b = budget.amount
+    floor_b = min_feasible_budget(types, budget)
+    unit = "GPUs" if budget.unit == "gpus" else "USD/h"
+    if b <= floor_b * (1 + 1e-12):
+        raise InputError("--budget", b, f"infeasible: everything on 1 GPU already costs {floor_b:.6g} {unit} "
+                                         f"(sum of rho_i); the minimum feasible budget is above {floor_b:.6g} {unit}")
+    assumptions = [
+        "fixed-width policy pi* (Li et al., arXiv:2406.15560, Thm 1): each job rents k_i GPUs on arrival and "
+        "keeps them until done; no queueing",
+        "budget holds as a long-run average only; instantaneous rental is bursty (see occupancy)",
+        "optimal widths depend on sizes only through rho_i = lambda_i E[X_i] (any size distribution)",
+        "time unit: hours (arrival rates per hour, sizes in single-GPU hours)",
+    ]
+    for t in types:
+        assumptions.append(f"type {t.name}: {t.speedup.describe()}; rho={t.load:g}")
+        for note in getattr(t.speedup, "notes", ()):
+            assumptions.append(f"type {t.name}: {note} (the theory needs a concave speedup)")
+    if budget.unit == "usd_per_hour":
+        assumptions.append("USD budget: cost-weighted constraint sum rho_i p_i k_i/s_i(k_i) <= budget; prices "
+                           + ", ".join(f"{t.name}=${t.price:g}/GPU-h" for t in types))
+    if integer:
+        assumptions.append("integer mode: whole-GPU widths; at most one type mixes two adjacent widths across "
+                           "its jobs so the budget binds exactly (A.3.6)")
+
+    # Spend with mu = 0 is the most the caps allow; a bigger budget is slack.
+    capped = all(math.isfinite(t.speedup.cap) or t.speedup.best_width(0.0) <= 1 for t in types)
+    top, ks_top = _spend(types, w, 0.0, integer) if capped else (math.inf, [])
+    if top <= b:
+        return _finish(types, w, ks_top, [None] * len(types), 0.0, budget, floor_b, integer, False,
+                       assumptions + [f"budget slack: every type at its cap uses {top:.6g} of {b:g} {unit}"])
+    # Bracket mu*: spend(mu_lo) > b >= spend(mu_hi).
+    mu_lo, mu_hi = 1.0, 1.0
+    while _spend(types, w, mu_hi, integer)[0] > b:
+        mu_hi *= 4.0
+        if mu_hi > 1e300:
+            raise InputError("--budget", b, f"cannot be met; minimum feasible budget is above {floor_b:.6g} {unit}")
+    while _spend(types, w, mu_lo, integer)[0] <= b:
+        mu_lo /= 4.0
+    for _ in range(400):
+        mid = math.sqrt(mu_lo * mu_hi)
+        if not (mu_lo < mid < mu_hi):
+            break
+        if _spend(types, w, mid, integer)[0] > b:
+            mu_lo = mid
+        else:
+            mu_hi = mid
+    spend_hi, ks_hi = _spend(types, w, mu_hi, integer)
+    _, ks_lo = _spend(types, w, mu_lo, integer)
+    # Hand the remaining budget to the types whose width jumps at mu*, one at a time; the last
+    # one mixes its two widths across jobs (randomising = time-sharing, A.3.6).
+    deficit = b - spend_hi
+    mixes: list[tuple[float, float] | None] = [None] * len(types)
+    ks = list(ks_hi)
+    for i, t in enumerate(types):
+        if deficit <= 0 or not _discrete(t, integer) or ks_lo[i] == ks_hi[i]:
+            continue
+        ka, kb = ks_hi[i], ks_lo[i]
+        delta = w[i] * t.load * (kb / float(t.speedup(kb)) - ka / float(t.speedup(ka)))
+        if delta <= deficit:
+            ks[i], deficit = kb, deficit - delta
+        else:
+            mixes[i] = (kb, deficit / delta)
+            deficit = 0.0
+    mu = math.sqrt(mu_lo * mu_hi)
+    return _finish(types, w, ks, mixes, mu, budget, floor_b, integer, True, assumptions)
+
+
+def _finish(types, w, ks, mixes, mu, budget, floor_b, integer, binding, assumptions) -> RentSolution:
+    lam = sum(t.arrival_rate for t in types)
+    allocs = []
+    used = gpus = weighted_t = 0.0
+    for t, wi, k, mix in zip(types, w, ks, mixes):
+        widths = ((k, 1.0),) if mix is None else ((k, 1.0 - mix[1]), (mix[0], mix[1]))
+        u = sum(q / float(t.speedup(kk)) for kk, q in widths)          # hours per unit of work
+        c = sum(q * kk / float(t.speedup(kk)) for kk, q in widths)     # GPU-hours per unit of work
+        et = t.mean_size * u
+        allocs.append(TypeAllocation(
+            name=t.name, widths=tuple((float(kk), float(q)) for kk, q in widths if q > 0),
+            k=float(sum(kk * q for kk, q in widths)), speed=1.0 / u, mean_response_time=et,
+            mean_gpus=t.load * c, spend=wi * t.load * c,
+            at_cap=math.isfinite(t.speedup.cap) and max(kk for kk, _ in widths) >= t.speedup.cap - 1e-9,
+            at_one=all(kk <= 1 + 1e-12 for kk, _ in widths)))
+        used += wi * t.load * c
+        gpus += t.load * c
+        weighted_t += t.arrival_rate * et
+    return RentSolution(
+        types=tuple(allocs), mean_response_time=weighted_t / lam, mu=mu, frontier_slope=-mu / lam,
+        budget=budget, budget_used=used, mean_gpus=gpus, min_budget=floor_b, integer=integer,
+        binding=binding, assumptions=tuple(assumptions))

@@ -1,0 +1,172 @@
+"""YAML input of `gpuwise rent`: job types, optional budget, prices and an arrival trace.
+
+    types:
+      - name: a
+        arrival_rate: 0.4          # jobs per hour
+        mean_size: 1.0             # single-GPU hours of work (or give `sizes: [...]`)
+        speedup: {amdahl: 0.8}     # or {power: 0.5}, {linear: true}, {table: {1: 1.0, 2: 1.9}}
+        max_gpus: 64               # optional cap (required for linear speedups)
+        size_distribution: exponential   # deterministic | {lognormal: sigma} | {pareto: alpha}
+        price_per_gpu_hour: 2.5    # optional, for a USD budget
+    budget: 2                      # optional: GPUs, or {usd_per_hour: 30}
+    price_per_gpu_hour: 2.0        # optional default price
+
+Validation errors name the YAML path of the bad field (e.g. types[1].speedup.amdahl).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Optional, Union
+
+from gpuwise.errors import InputError
+from gpuwise.plan.rent.jobtypes import SIZE_KINDS, JobType, SizeDistribution
+from gpuwise.plan.rent.solver import Budget
+
+
+@dataclass(frozen=True)
+class RentSpec:
+    types: tuple[JobType, ...]
+    budget: Budget | None            # from the file (the CLI's --budget overrides it)
+    trace: Path | None               # optional CSV of arrivals: arrival_time,type[,size]
+    source: str                      # file name, for messages
+
+
+def _models():
+    from pydantic import BaseModel, ConfigDict, Field
+
+    class TypeModel(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        name: str = Field(min_length=1)
+        arrival_rate: float = Field(gt=0, allow_inf_nan=False)
+        mean_size: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
+        sizes: Optional[list[float]] = Field(default=None, min_length=1)
+        size_distribution: Union[str, dict[str, float]] = "exponential"
+        speedup: dict[str, Any]
+        max_gpus: Optional[float] = Field(default=None, ge=1, allow_inf_nan=False)
+        price_per_gpu_hour: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
+
+    class SpecModel(BaseModel):
+        model_config = ConfigDict(extra="forbid")
+        types: list[TypeModel] = Field(min_length=1)
+        budget: Union[float, dict[str, float], None] = None
+        price_per_gpu_hour: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+        trace: Optional[str] = None
+
+    return SpecModel
+
+
+def _path(loc: tuple) -> str:
+    out = ""
+    for part in loc:
+        if isinstance(part, int):
+            out += f"[{part}]"
+        elif part in ("str", "dict[str,float]", "float", "function-after") or "[" in str(part):
+            continue  # union-branch labels pydantic adds
+        else:
+            out += ("." if out else "") + str(part)
+    return out or "(top level)"
+
+
+def _sizes(t, prefix: str) -> SizeDistribution:
+    dist = t.size_distribution
+    if t.sizes is not None:
+        if any(not (x > 0 and math.isfinite(x)) for x in t.sizes):
+            raise InputError(f"{prefix}.sizes", t.sizes, "sizes must be positive numbers")
+        mean = sum(t.sizes) / len(t.sizes)
+        if t.mean_size is not None and abs(t.mean_size - mean) > 1e-9 * mean:
+            raise InputError(f"{prefix}.mean_size", t.mean_size,
+                             f"disagrees with the mean of sizes ({mean:g}); give one or the other")
+        return SizeDistribution("empirical", mean, samples=tuple(t.sizes))
+    if t.mean_size is None:
+        raise InputError(f"{prefix}.mean_size", None, "give mean_size (hours of single-GPU work) or a sizes sample")
+    if isinstance(dist, str):
+        kind, shape = dist.lower(), None
+    else:
+        if len(dist) != 1:
+            raise InputError(f"{prefix}.size_distribution", dist, "give one of {lognormal: sigma} or {pareto: alpha}")
+        (kind, shape), = dist.items()
+        kind = kind.lower()
+    if kind not in SIZE_KINDS or kind == "empirical":
+        from gpuwise.errors import did_you_mean
+        raise InputError(f"{prefix}.size_distribution", dist, did_you_mean(str(kind), SIZE_KINDS[:-1]))
+    if kind in ("lognormal", "pareto") and shape is None:
+        raise InputError(f"{prefix}.size_distribution", dist,
+                         "lognormal needs its sigma ({lognormal: 1.5}); pareto its tail index ({pareto: 2.5})")
+    if kind == "lognormal" and not shape > 0:
+        raise InputError(f"{prefix}.size_distribution.lognormal", shape, "sigma must be > 0")
+    if kind == "pareto" and not shape > 1:
+        raise InputError(f"{prefix}.size_distribution.pareto", shape, "tail index alpha must be > 1 (finite mean)")
+    return SizeDistribution(kind, t.mean_size, shape=shape)
+
+
+def parse_budget(value, field: str = "budget") -> Budget:
+    """2 | "2" -> 2 GPUs; "30usd", "$30", "$30/h", {usd_per_hour: 30}, {gpus: 2}."""
+    if isinstance(value, dict):
+        if len(value) == 1 and next(iter(value)) in ("gpus", "usd_per_hour"):
+            (unit, amount), = value.items()
+            return Budget(float(amount), unit)
+        raise InputError(field, value, "give a number of GPUs, {gpus: 2} or {usd_per_hour: 30}")
+    text = str(value).strip().lower().replace(" ", "")
+    unit = "gpus"
+    if text.startswith("$") or text.endswith(("usd", "usd/h", "$/h", "/h")):
+        unit = "usd_per_hour"
+        for token in ("usd/h", "$/h", "/h", "usd", "$"):
+            text = text.replace(token, "")
+    elif text.endswith("gpus") or text.endswith("gpu"):
+        text = text.removesuffix("gpus").removesuffix("gpu")
+    try:
+        amount = float(text)
+    except ValueError:
+        raise InputError(field, value, "give a number of GPUs (e.g. 2) or USD per hour (e.g. 30usd/h)") from None
+    if not (amount > 0 and math.isfinite(amount)):
+        raise InputError(field, value, "must be a positive number")
+    return Budget(amount, unit)
+
+
+def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None) -> RentSpec:
+    from pydantic import ValidationError
+
+    from gpuwise.plan.rent.speedup import from_mapping
+
+    if not isinstance(data, dict):
+        raise InputError(source, type(data).__name__, "the file must be a mapping with a `types:` list")
+    try:
+        model = _models().model_validate(data)
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        raise InputError(f"{source}: {_path(err['loc'])}", err.get("input"), err["msg"].lower()) from None
+    types = []
+    names = set()
+    for i, t in enumerate(model.types):
+        prefix = f"types[{i}]"
+        if t.name in names:
+            raise InputError(f"{prefix}.name", t.name, "type names must be unique")
+        names.add(t.name)
+        speed = from_mapping(t.speedup, f"{prefix}.speedup").with_cap(t.max_gpus)
+        types.append(JobType(name=t.name, arrival_rate=t.arrival_rate, sizes=_sizes(t, prefix), speedup=speed,
+                             price=t.price_per_gpu_hour or model.price_per_gpu_hour, field_prefix=prefix))
+    budget = None if model.budget is None else parse_budget(model.budget)
+    trace = None
+    if model.trace:
+        trace = Path(model.trace)
+        if not trace.is_absolute() and base_dir is not None:
+            trace = base_dir / trace
+    return RentSpec(tuple(types), budget, trace, source)
+
+
+def load_spec(path: str | Path) -> RentSpec:
+    import yaml
+
+    path = Path(path)
+    if not path.exists():
+        raise InputError("JOBS.yaml", str(path), "file not found; check the path")
+    try:
+        data = yaml.safe_load(path.read_text())
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        where = f" line {mark.line + 1}" if mark else ""
+        raise InputError(str(path), f"YAML error{where}", "fix the YAML syntax") from None
+    return parse_spec(data, path.name, path.parent)
