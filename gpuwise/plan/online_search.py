@@ -28,6 +28,7 @@ import numpy as np
 
 from gpuwise.errors import InputError
 from gpuwise.estimate.pollux_fit import PolluxParams, fit_pollux, predict
+from gpuwise.estimate.stat_efficiency import efficiency, noise_scale
 
 OBJECTIVES = ("time", "cost", "knee")
 
@@ -81,11 +82,11 @@ class SearchResult:
         return float(self.predicted_time_s[i]), float(self.predicted_cost_usd[i])
 
 
-def pollux_efficiency(batch, ref_batch: float, grad_sqr: float, grad_var: float) -> np.ndarray:
-    """Statistical efficiency of global `batch` relative to `ref_batch` (Pollux OSDI'21 eq. 6)."""
-    scale = np.asarray(batch, float) / ref_batch
-    gain = (grad_var + grad_sqr) / (grad_var / scale + grad_sqr)
-    return gain / scale
+def pollux_efficiency(batch, ref_batch: float, grad_sqr, grad_var) -> np.ndarray:
+    """Statistical efficiency of global `batch` relative to `ref_batch` from gradient statistics
+    (Pollux E(M) via `gpuwise.estimate.stat_efficiency`); broadcasts like numpy."""
+    phi = noise_scale(grad_sqr, grad_var, ref_batch)
+    return np.asarray(efficiency(batch, phi, ref_batch))
 
 
 def _extremes(space: Sequence[SearchConfig]) -> list[SearchConfig]:
