@@ -130,3 +130,20 @@ def test_trace_driven_arrivals(tmp_path):
     r = simulate(types, FixedWidthPolicy.from_solution(sol), wl)
     assert r.per_type_response_time[0] == pytest.approx(1 / 3)
     assert r.jobs == 3
+
+
+def test_event_loop_equals_vectorised_integration():
+    # The DES on the shared Engine and a numpy cumsum over the same jobs agree to rounding.
+    import importlib.util
+    import pathlib
+
+    spec = importlib.util.spec_from_file_location("rent_bench", pathlib.Path(__file__).parents[1] / "benchmarks" / "rent_sim.py")
+    bench = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(bench)
+    types = fig1(SizeDistribution("lognormal", shape=1.0))
+    pol = FixedWidthPolicy.from_solution(solve(types, Budget(2.7)))
+    wl = poisson_workload(types, 30_000, np.random.default_rng(4))
+    rt, gpus = bench.vectorised(types, pol, wl, np.random.default_rng(0))
+    r = simulate(types, pol, wl, rng=np.random.default_rng(0))
+    assert r.mean_response_time[0] == pytest.approx(rt, rel=1e-9)
+    assert r.mean_gpus_rented[0] == pytest.approx(gpus, rel=1e-6)
