@@ -199,3 +199,16 @@ def test_bundled_load_is_cached(cat):
 def test_parse_single_file_directly():
     offers = parse_vms_csv("lambda", data_path("catalog", "v8", "lambda", "vms.csv"), "2026-05-20")
     assert len(offers) == 391
+
+
+def test_cpu_instances_on_request(cat):
+    gcp = cat.cpu_instances("gcp")
+    assert gcp and all(o.gpu == "" and o.gpus_per_node == 0 for o in gcp)
+    assert not any(o.instance_type.startswith(("a2-", "a3-", "a4-", "g2-")) for o in gcp)  # GPU-only hosts
+    n1 = next(o for o in gcp if o.instance_type == "n1-highmem-8" and o.zone == "us-central1-a")
+    src = next(r for r in rows("gcp") if r["InstanceType"] == "n1-highmem-8" and r["AvailabilityZone"] == "us-central1-a")
+    assert n1.price_usd_per_hour == float(src["Price"]) and n1.usd_per_gpu_hour() is None
+    assert len(cat.cpu_instances("azure")) == sum(1 for r in rows("azure") if not r["AcceleratorName"])
+    assert cat.cpu_instances("aws") == []  # the bundled AWS file is a GPU-only subset
+    with pytest.raises(InputError):
+        cat.cpu_instances("gpc")

@@ -119,6 +119,24 @@ class Catalog:
     dates: dict[str, str]                   # cloud -> ISO date of its prices ("unknown" if not recorded)
     sources: dict[str, str]                 # cloud -> file the offerings were read from
     skipped: dict[str, int] = field(default_factory=dict)  # "cloud accelerator: reason" -> rows
+    files: dict[str, Path] = field(default_factory=dict)   # cloud -> path of the vms.csv read
+
+    def cpu_instances(self, cloud: str | None = None) -> list[Offering]:
+        """CPU-only instance types (no accelerator) of one or all clouds, read on first use.
+
+        Returned as Offering records with ``gpu=""`` and ``gpus_per_node=0``. GCP host rows of GPU-only
+        families (a2/a3/a4/g2, which Google sells only with their GPUs) are left out.
+        """
+        if cloud is not None and cloud.strip().lower() not in self.files:
+            raise unknown_name("cloud", cloud, self.clouds())
+        wanted = [cloud.strip().lower()] if cloud else self.clouds()
+        out: list[Offering] = []
+        for c in wanted:
+            f = self.files[c]
+            bundled = data_path("catalog", "v8")
+            shown = f"gpuwise/data/catalog/v8/{c}/vms.csv" if f == bundled / c / "vms.csv" else str(f)
+            out.extend(_cpu_rows(c, str(f), self.dates[c], shown))
+        return out
 
     def clouds(self) -> list[str]:
         return sorted(self.dates)
@@ -353,7 +371,37 @@ def _load(dirs: tuple[str, ...], user_dir: str | None) -> Catalog:
         f, date, source = chosen[cloud]
         offerings.extend(parse_vms_csv(cloud, f, date, skipped, shown.get(f, str(f))))
         dates[cloud], sources[cloud] = date, source
-    return Catalog(offerings=offerings, dates=dates, sources=sources, skipped=skipped)
+    return Catalog(offerings=offerings, dates=dates, sources=sources, skipped=skipped,
+                   files={c: chosen[c][0] for c in chosen})
+
+
+@lru_cache(maxsize=16)
+def _cpu_rows(cloud: str, path: str, date: str, source: str) -> tuple[Offering, ...]:
+    # GCP families sold only with their GPUs (their host rows are not CPU instances one can rent)
+    gpu_only = tuple(sorted({h.split("-")[0] + "-" for (_, count), hosts in _gcp_hosts().items()
+                             if count != "*" for h in hosts}))
+    out = []
+    with open(path, newline="") as fh:
+        reader = csv.reader(fh)
+        header = next(reader)
+        col = {name: i for i, name in enumerate(header)}
+        _require(Path(path), col, ("InstanceType", "AcceleratorName", "Price", "Region"))
+        i_zone, i_spot = col.get("AvailabilityZone"), col.get("SpotPrice")
+        i_cpu, i_mem = col.get("vCPUs"), col.get("MemoryGiB")
+        for row in reader:
+            if len(row) < len(header) or row[col["AcceleratorName"]].strip() or not row[col["InstanceType"]]:
+                continue
+            if cloud == "gcp" and row[col["InstanceType"]].startswith(gpu_only):
+                continue
+            out.append(Offering(
+                cloud=cloud, region=row[col["Region"]], zone=(row[i_zone] or None) if i_zone is not None else None,
+                instance_type=row[col["InstanceType"]], gpu="", gpus_per_node=0.0,
+                vcpus=_float(row[i_cpu]) if i_cpu is not None else None,
+                memory_gib=_float(row[i_mem]) if i_mem is not None else None,
+                price_usd_per_hour=_float(row[col["Price"]]),
+                spot_price_usd_per_hour=_float(row[i_spot]) if i_spot is not None else None,
+                catalog_date=date, catalog_source=source))
+    return tuple(out)
 
 
 def catalog_assumptions(cat: Catalog, clouds: list[str] | None = None) -> list[str]:
