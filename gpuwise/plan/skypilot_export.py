@@ -134,3 +134,48 @@ def write_task(choice: ExportChoice, path: str | Path) -> tuple[dict, str]:
     ]
     Path(path).write_text(to_yaml(config, header))
     return config, how
+
+
+@lru_cache(maxsize=None)
+def _catalog_accelerators(source: str) -> tuple[dict[str, str], dict[str, str]]:
+    """From a SkyPilot vms.csv: instance type -> AcceleratorName, and canonical GPU -> the first
+    AcceleratorName that resolves to it (GCP attaches GPUs to hosts without naming them per row)."""
+    import csv
+
+    from gpuwise.hardware.gpus import resolve_gpu_name
+
+    path = Path(source)
+    if not path.is_absolute() and not path.exists():
+        path = data_path().parent.parent / source   # catalog_source is relative to the repo root
+    by_type: dict[str, str] = {}
+    by_gpu: dict[str, str] = {}
+    if not path.exists():
+        return by_type, by_gpu
+    with path.open(newline="") as fh:
+        for row in csv.DictReader(fh):
+            acc = (row.get("AcceleratorName") or "").strip()
+            if not acc:
+                continue
+            it = (row.get("InstanceType") or "").strip()
+            if it:
+                by_type.setdefault(it, acc)
+            canon = resolve_gpu_name(acc)
+            if canon:
+                by_gpu.setdefault(canon, acc)
+    return by_type, by_gpu
+
+
+def accelerator_name(offering) -> str:
+    """SkyPilot's accelerator name for an offering (RegionOffering or Offering): the catalog's own
+    AcceleratorName for that instance type, else the catalog's name of that GPU, else the first
+    short alias of the GPU table."""
+    ex = getattr(offering, "example", offering)
+    by_type, by_gpu = _catalog_accelerators(ex.catalog_source)
+    if ex.instance_type in by_type:
+        return by_type[ex.instance_type]
+    if ex.gpu in by_gpu:
+        return by_gpu[ex.gpu]
+    from gpuwise.hardware.gpus import get_gpu
+
+    spec = get_gpu(ex.gpu)
+    return min((spec.name, *spec.aliases), key=len)
