@@ -1,0 +1,149 @@
+"""Activation memory of transformer training, after Korthikanti et al. 2022 (arXiv 2205.05198).
+
+Korthikanti et al. count the bytes autograd keeps per layer for backward in a GPT layer with fp16
+activations, 1-byte dropout masks and tensor parallelism t:
+
+    sbh (10 + 24/t + 5as/(ht))          (sequence parallelism divides the 10 by t as well)
+
+Here the same accounting is written tensor by tensor so that it generalises:
+- GQA: K and V hold n_kv_heads * head_dim features instead of h;
+- gated MLPs (SwiGLU/GeGLU, PyTorch eager): gate, up, act(gate) and their product are kept (4f)
+  instead of the GeLU input and output (2f);
+- MoE: every token runs experts_per_token experts, so the MLP terms are multiplied by it;
+- flash attention keeps no s^2 tensors (only the output and a float32 log-sum-exp per head);
+- families without dropout (llama, mistral, qwen2, ...) keep no masks;
+- context parallelism splits the sequence (activations / cp);
+- recompute: selective drops the s^2 attention terms, full keeps each layer's input plus one
+  layer's working set.
+With MHA, f = 4h, dropout, no flash and 2-byte activations the terms reduce exactly to the
+formula above (tests check it).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from gpuwise.workload.model_spec import ModelSpec
+
+# Families whose published configs train with dropout > 0 (masks are kept for backward).
+DROPOUT_FAMILIES = ("gpt2", "bert", "roberta", "t5")
+# Parallel-residual families with a single norm in front of attention and MLP.
+_SINGLE_NORM = ("gptj", "phi")
+
+
+@dataclass(frozen=True)
+class ActivationSetting:
+    """What shapes a layer's saved activations (all per GPU, per micro-batch)."""
+
+    micro_batch: int          # sequences per micro-batch (b)
+    seq_len: int              # tokens per sequence before context parallelism (s)
+    tp: int = 1               # tensor-parallel degree (t)
+    sp: bool = False          # sequence parallelism: norms/dropouts split over tp too
+    cp: int = 1               # context parallelism: sequence split over cp GPUs
+    bytes_per_value: int = 2  # 2 for bf16/fp16 activations, 4 for fp32
+    flash: bool = True        # flash attention: no s^2 tensors kept
+    recompute: str = "none"   # none | selective | full
+
+
+def has_dropout(spec: ModelSpec) -> bool:
+    return spec.family in DROPOUT_FAMILIES
+
+
+def _norms(spec: ModelSpec) -> int:
+    if spec.parallel_attn_mlp and (spec.family in _SINGLE_NORM or (spec.family == "falcon" and spec.n_kv_heads == 1)):
+        return 1
+    return 2
+
+
+def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: int | None = None) -> tuple[float, float]:
+    """(replicated-under-TP, split-under-TP) bytes per local token for one attention block,
+    excluding its norm. kv_len: keys each query attends to (default: the full sequence)."""
+    e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
+    h, dq, dkv = spec.hidden, spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+    kv_len = st.seq_len if kv_len is None else kv_len
+    replicated = h * e + h * mask                    # QKV input (norm output) + output-dropout mask
+    split = (dq + 2 * dkv) * e + dq * e              # Q, K, V + output-projection input
+    if st.recompute == "selective":
+        pass                                         # the attention core is recomputed in backward
+    elif st.flash:
+        split += spec.n_heads * 4                    # float32 log-sum-exp per head
+    else:
+        # softmax output (+ dropout mask and dropout output when attention dropout is on)
+        per_score = (2 * e + mask) if mask else e
+        split += spec.n_heads * kv_len * per_score
+    return replicated, split
+
+
+def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]:
+    """(replicated, split) bytes per local token for one MLP block (all routed experts), excl. norm."""
+    e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
+    k = spec.experts_per_token if spec.n_experts > 1 else 1
+    replicated = spec.hidden * e * k + spec.hidden * mask      # input to the first linear (per expert copy)
+    per_expert = (4 if spec.gated_mlp else 2) * spec.ffn_hidden * e
+    split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
+    return replicated, split
+
+
+def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = False) -> float:
+    """Bytes one layer keeps for backward for one micro-batch on one GPU (no recompute applied
+    beyond the selective/flash s^2 rule; full recompute is handled by `stack_bytes`)."""
+    e = st.bytes_per_value
+    tokens = st.micro_batch * st.seq_len / st.cp
+    a_rep, a_split = attention_bytes_per_token(spec, st)
+    m_rep, m_split = mlp_bytes_per_token(spec, st)
+    norms = _norms(spec) + (1 if cross_attention else 0)
+    rep = a_rep + m_rep + norms * spec.hidden * e
+    split = a_split + m_split
+    if cross_attention:                               # decoder cross-attention over the encoder output
+        c_rep, c_split = attention_bytes_per_token(spec, st)
+        rep, split = rep + c_rep, split + c_split
+    rep_div = st.tp if st.sp else 1
+    return tokens * (rep / rep_div + split / st.tp)
+
+
+def layer_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """The checkpointed input of one layer under full recompute."""
+    tokens = st.micro_batch * st.seq_len / st.cp
+    return tokens * spec.hidden * st.bytes_per_value / (st.tp if st.sp else 1)
+
+
+def stack_bytes(spec: ModelSpec, st: ActivationSetting, n_layers: int, cross_attention: bool = False) -> float:
+    """Activations that `n_layers` consecutive layers keep for one micro-batch until its backward
+    (full recompute: only each layer's input; see `working_set_bytes`)."""
+    if n_layers <= 0:
+        return 0.0
+    if st.recompute == "full":
+        return n_layers * layer_input_bytes(spec, st)
+    return n_layers * layer_bytes(spec, st, cross_attention)
+
+
+def working_set_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = False) -> float:
+    """Full recompute re-materialises one layer's activations during its backward (once per GPU)."""
+    return layer_bytes(spec, st, cross_attention) if st.recompute == "full" else 0.0
+
+
+def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True) -> float:
+    """Final norm, output-layer input and the logits kept for the loss (last pipeline stage).
+
+    Logits: the model's dtype plus a float32 log-softmax for an unfused cross-entropy (HF style);
+    vocabulary-parallel under TP."""
+    tokens = st.micro_batch * st.seq_len / st.cp
+    e = st.bytes_per_value
+    rep = 2 * spec.hidden * e / (st.tp if st.sp else 1)
+    logits = (spec.vocab_size * (e + 4) / st.tp) if lm_head else 0.0
+    return tokens * (rep + logits)
+
+
+def embedding_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """Embedding-dropout mask (first pipeline stage)."""
+    tokens = st.micro_batch * st.seq_len / st.cp
+    return tokens * spec.hidden * (1 if has_dropout(spec) else 0) / (st.tp if st.sp else 1)
+
+
+def korthikanti_layer_bytes(s: int, b: int, h: int, a: int, t: int = 1, sp: bool = False,
+                            selective: bool = False) -> float:
+    """The published closed form (fp16, dropout, MHA, f = 4h), for tests and the validation."""
+    attn = 0.0 if selective else 5 * a * s / (h * t)
+    if sp:
+        return s * b * h * (34 / t + attn)
+    return s * b * h * (10 + 24 / t + attn)
