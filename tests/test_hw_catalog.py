@@ -212,3 +212,13 @@ def test_cpu_instances_on_request(cat):
     assert cat.cpu_instances("aws") == []  # the bundled AWS file is a GPU-only subset
     with pytest.raises(InputError):
         cat.cpu_instances("gpc")
+
+
+def test_shared_style_file_names(tmp_path):
+    # ../shared/data/skypilot-catalog layout: gcp_vms.csv, aws_gpu_vms_subset.csv (copied from the bundle here)
+    (tmp_path / "aws_gpu_vms_subset.csv").write_bytes(data_path("catalog", "v8", "aws", "vms.csv").read_bytes())
+    cat = load_catalog([tmp_path], include_user=False)
+    assert cat.sources["aws"].endswith("aws_gpu_vms_subset.csv")
+    assert sum(o.cloud == "aws" for o in cat.offerings) == 616
+    cat2 = load_catalog([tmp_path / "aws_gpu_vms_subset.csv"], include_user=False)
+    assert cat2.sources["aws"] == cat.sources["aws"]

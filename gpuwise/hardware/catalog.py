@@ -3,7 +3,7 @@
 Sources, lowest precedence first (a later source replaces an earlier one for the same cloud, whole file):
 1. the bundled snapshot ``gpuwise/data/catalog/v8/<cloud>/vms.csv`` (dates and origin in ``SNAPSHOT.json``);
 2. ``~/.sky/catalogs/v8/<cloud>/vms.csv`` when present (SkyPilot's own cache; ``include_user=True``);
-3. folders given by the user (``dirs``): ``<dir>/<cloud>/vms.csv``, ``<dir>/<cloud>_vms*.csv``, or a path
+3. folders given by the user (``dirs``): ``<dir>/<cloud>/vms.csv``, ``<dir>/<cloud>_*vms*.csv`` (e.g. ``aws_gpu_vms_subset.csv``), or a path
    to such a file. User files are dated by their modification time.
 
 Columns differ per cloud (compare the bundled files): AWS has ``AvailabilityZone`` and (in the bundled
@@ -303,6 +303,9 @@ def parse_vms_csv(cloud: str, path: Path | str, date: str, skipped: dict[str, in
     return _parse_generic(cloud, path, date, skipped, name)
 
 
+_FILE_NAME = re.compile(r"([a-z0-9]+)_(?:.*_)?vms.*\.csv")  # <cloud>_vms.csv, <cloud>_gpu_vms_subset.csv
+
+
 def _files_in(location: Path) -> dict[str, Path]:
     """cloud -> vms.csv under a user-given folder or file."""
     if location.is_file():
@@ -317,7 +320,7 @@ def _files_in(location: Path) -> dict[str, Path]:
     for sub in sorted(location.iterdir()):
         if sub.is_dir() and (sub / "vms.csv").is_file():
             found[sub.name.lower()] = sub / "vms.csv"
-        elif sub.is_file() and re.fullmatch(r"[a-z0-9]+_vms.*\.csv", sub.name.lower()):
+        elif sub.is_file() and _FILE_NAME.fullmatch(sub.name.lower()):
             found.setdefault(sub.name.lower().split("_", 1)[0], sub)
     if (location / "vms.csv").is_file() and _cloud_of(location / "vms.csv"):
         found[_cloud_of(location / "vms.csv")] = location / "vms.csv"  # type: ignore[index]
@@ -329,7 +332,7 @@ def _files_in(location: Path) -> dict[str, Path]:
 def _cloud_of(path: Path) -> str | None:
     if path.name == "vms.csv":
         return path.parent.name.lower() or None
-    m = re.fullmatch(r"([a-z0-9]+)_vms.*\.csv", path.name.lower())
+    m = _FILE_NAME.fullmatch(path.name.lower())
     return m.group(1) if m else None
 
 
