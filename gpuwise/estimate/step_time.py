@@ -1,0 +1,191 @@
+"""Analytical step time of a training configuration on a GPU type, count and layout.
+
+    micro-step compute  = t0 + hardware FLOPs per GPU / (e_max * peak)      (efficiency.py)
+    tensor parallel     = 4 all-reduces of b*s*h activations per layer (+2 with full recompute)
+    pipeline            = (m + pp - 1) micro-steps per stage (bubble (pp-1)/(m+pp-1))
+    data parallel       = gradient all-reduce (ZeRO: reduce-scatter + all-gather; ZeRO-3 x1.5),
+                          overlapped with the backward pass of the last micro-step (DDP buckets)
+    optimizer update    = memory-bound: ~16 bytes read+written per local parameter at HBM speed
+    step                = pipeline/TP compute + exposed DP sync + optimizer update
+
+Outputs step time, samples and tokens per second (total and per GPU) and MFU = model FLOPs (no
+recompute) / (step time x GPUs x dense peak).
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field, replace
+
+from gpuwise.errors import InputError
+from gpuwise.estimate import comm
+from gpuwise.estimate.efficiency import compute_unit, efficiency_for
+from gpuwise.estimate.flops import step_flops
+from gpuwise.hardware.types import GpuSpec
+from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.training import TrainingConfig
+
+DP_OVERLAP = 0.8            # fraction of the last backward pass that can hide the gradient all-reduce
+OPTIMIZER_BYTES_PER_PARAM = 16.0   # Adam: read fp32 param+grad+m+v, write param+m+v (~4x4 bytes)
+PIPELINE_INTERLEAVE = 1
+
+
+GEMM_HALF_WIDTH = 335.0    # per-GPU GEMM width (hidden/tp) at which matmuls reach half their large-size rate
+
+
+def gemm_width_factor(width: float) -> float:
+    """Matmul efficiency vs. the per-GPU GEMM width (hidden/tp): w/(w+w0). Fitted with e_max on
+    Korthikanti et al.'s 22B (w=768) to 1T (w=3200) runs; 1 for non-transformers (no width known)."""
+    return 1.0 if width <= 0 else width / (width + GEMM_HALF_WIDTH)
+
+
+def default_inter_node_gbps(gpu: GpuSpec) -> tuple[float, str]:
+    """NIC bandwidth per node (GB/s) when the instance does not say: by GPU class, stated in assumptions."""
+    arch = gpu.architecture.split()[0]
+    if gpu.form_factor.startswith(("SXM", "OAM")) and arch in ("Hopper", "Blackwell"):
+        return 400.0, "3200 Gb/s per node (p5 / a3-mega class EFA/RDMA)"
+    if gpu.form_factor.startswith(("SXM", "OAM")) and arch in ("Ampere", "CDNA2", "CDNA3"):
+        return 50.0, "400 Gb/s per node (p4d class)"
+    return 12.5, "100 Gb/s per node (generic cloud VM network)"
+
+
+@dataclass
+class StepTimeEstimate:
+    step_time_s: float
+    compute_s: float            # compute incl. TP communication and recompute, excl. bubble
+    comm_s: float               # exposed DP sync + TP communication
+    bubble_s: float             # pipeline idle time
+    optimizer_s: float
+    mfu: float
+    samples_per_s: float
+    tokens_per_s: float
+    gpus: int
+    nodes: int
+    sample_unit: str            # "token" models report tokens too
+    flops_efficiency: float     # achieved/peak of the compute part (hardware FLOPs)
+    assumptions: list[str] = field(default_factory=list)
+
+    @property
+    def samples_per_s_per_gpu(self) -> float:
+        return self.samples_per_s / self.gpus
+
+    @property
+    def tokens_per_s_per_gpu(self) -> float:
+        return self.tokens_per_s / self.gpus
+
+
+def _bytes_per_value(precision: str) -> int:
+    return 4 if precision == "fp32" else 2
+
+
+def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
+                         nodes: int | None = None, inter_node_gbps: float | None = None,
+                         pipeline_interleave: int = PIPELINE_INTERLEAVE) -> StepTimeEstimate:
+    """Analytical step time of ``cfg`` (its ParallelPlan gives dp/tp/pp/zero) on ``gpu``.
+
+    ``gpus_per_node`` GPUs per instance; ``nodes`` defaults to the fewest that hold the plan;
+    ``inter_node_gbps`` is the node's NIC bandwidth in GB/s (default by GPU class, stated);
+    ``pipeline_interleave`` = virtual stages per GPU (Megatron interleaved 1F1B).
+    """
+    from gpuwise.workload.models import param_count
+
+    plan = cfg.plan
+    gpus = plan.gpus
+    if gpus < 1:
+        raise InputError("gpus", gpus, "must be >= 1")
+    if gpus_per_node < 1:
+        raise InputError("gpus_per_node", gpus_per_node, "must be >= 1")
+    nodes = nodes or max(1, math.ceil(gpus / gpus_per_node))
+    per_node = math.ceil(gpus / nodes)
+    assumptions: list[str] = []
+    if inter_node_gbps is None:
+        inter_node_gbps, why = default_inter_node_gbps(gpu)
+        if nodes > 1:
+            assumptions.append(f"inter-node bandwidth {why} (default; pass inter_node_gbps to change)")
+    else:
+        assumptions.append(f"inter-node bandwidth {inter_node_gbps:g} GB/s per node (given)")
+    intra = gpu.intra_node_gbps
+
+    fl = step_flops(model, cfg)
+    unit, peak = compute_unit(gpu, cfg.precision)
+    eff = efficiency_for(gpu, unit)
+    assumptions.append(eff.describe())
+    micro_batches = cfg.grad_accum
+    # hardware FLOPs of one micro-step on one GPU (work split over tp*pp; dp replicas in parallel)
+    micro_flops = fl.hardware_flops / (plan.dp * micro_batches) / (plan.tp * plan.pp)
+    width = (model.hidden / plan.tp) if model.is_transformer else 0.0
+    e_size = eff.e_max * gemm_width_factor(width)
+    t_micro = eff.t0_s + micro_flops / (e_size * peak)
+
+    # tensor parallel: activations of one micro-batch per layer
+    t_tp = 0.0
+    if plan.tp > 1 and model.is_transformer:
+        act = cfg.micro_batch * cfg.seq_len * model.hidden * _bytes_per_value(cfg.precision)
+        n_ar = 4 + (2 if cfg.recompute == "full" else 0)
+        tp_bw = intra if plan.tp <= gpus_per_node else min(intra, inter_node_gbps / gpus_per_node)
+        layers_per_stage = (model.n_layers + model.n_encoder_layers) / plan.pp
+        t_tp = comm.tp_comm_s(act, plan.tp, tp_bw, n_ar) * layers_per_stage
+        assumptions.append("tensor-parallel all-reduces not overlapped with compute (Megatron default)")
+    t_stage = t_micro + t_tp
+    bubble = comm.pipeline_bubble_fraction(plan.pp, micro_batches, pipeline_interleave)
+    t_pipe = t_stage * micro_batches / (1.0 - bubble) if plan.pp > 1 else t_stage * micro_batches
+    bubble_s = t_pipe - t_stage * micro_batches
+    if plan.pp > 1:
+        assumptions.append(f"pipeline bubble (pp-1)/(m+pp-1) = {bubble:.1%} with m={micro_batches} micro-batches")
+
+    # data parallel gradient sync
+    params = param_count(model)
+    trainable = params
+    if cfg.lora_rank > 0 or cfg.quantize:
+        trainable = max(1, int(params * 0.005))  # adapters: ~0.1-1% of the weights
+        assumptions.append("LoRA: only adapter gradients (~0.5% of the weights) are synchronised")
+    local_params = trainable / (plan.tp * plan.pp)
+    grad_bytes = local_params * _bytes_per_value(cfg.precision)
+    dp_per_node = max(1, per_node // (plan.tp * plan.pp)) if plan.tp * plan.pp <= per_node else 1
+    t_dp = comm.dp_sync_s(grad_bytes, plan.dp, dp_per_node, intra, inter_node_gbps, plan.zero)
+    overlap = DP_OVERLAP * (2.0 / 3.0) * t_micro if t_dp > 0 else 0.0
+    exposed_dp = max(0.0, t_dp - overlap)
+    if plan.dp > 1:
+        assumptions.append(f"DP gradient sync overlapped with up to {DP_OVERLAP:.0%} of the last backward pass; "
+                           f"ring collectives at {comm.LINK_EFFICIENCY:.0%} of link bandwidth")
+
+    # optimizer update: memory-bound over the locally owned parameters
+    shard = plan.dp if plan.zero >= 1 else 1
+    t_opt = local_params / shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_gbps * 1e9 * 0.7)
+
+    step = t_pipe + exposed_dp + t_opt
+    mfu = fl.model_flops / (step * gpus * peak)
+    token = model.sample_unit == "token"
+    samples_s = fl.samples / step
+    return StepTimeEstimate(
+        step_time_s=step, compute_s=t_stage * micro_batches - t_tp * micro_batches, comm_s=exposed_dp + t_tp * micro_batches,
+        bubble_s=bubble_s, optimizer_s=t_opt, mfu=mfu, samples_per_s=samples_s,
+        tokens_per_s=fl.tokens / step if token else samples_s, gpus=gpus, nodes=nodes,
+        sample_unit=model.sample_unit, flops_efficiency=micro_flops / (t_micro * peak), assumptions=assumptions)
+
+
+@dataclass(frozen=True)
+class AnalyticalStepTime:
+    """JobModel step-time source backed by ``analytical_step_time`` (one replica = tp*pp GPUs)."""
+
+    model: ModelSpec
+    cfg: TrainingConfig              # template: precision, seq_len, recompute, tp/pp/zero
+    gpu: GpuSpec
+    gpus_per_node: int = 8
+    inter_node_gbps: float | None = None
+
+    def step_time(self, num_nodes, num_replicas, local_bsz, accum_steps=0):
+        import numpy as np
+
+        n, r, b, a = np.broadcast_arrays(np.asarray(num_nodes), np.asarray(num_replicas), np.asarray(local_bsz),
+                                         np.asarray(accum_steps))
+        out = np.empty(n.shape, float)
+        for idx in np.ndindex(n.shape):
+            plan = replace(self.cfg.plan, dp=int(r[idx]))
+            cfg = replace(self.cfg, micro_batch=int(b[idx]), grad_accum=int(a[idx]) + 1, plan=plan)
+            out[idx] = analytical_step_time(self.model, cfg, self.gpu, self.gpus_per_node, int(n[idx]),
+                                            self.inter_node_gbps).step_time_s
+        return float(out) if out.ndim == 0 else out
+
+    def describe(self) -> str:
+        return f"step time: analytical model ({self.model.name} on {self.gpu.name}, {self.cfg.plan.label()})"
