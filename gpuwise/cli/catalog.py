@@ -19,6 +19,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
+def _num(v: float | None) -> str:
+    return "?" if v is None else f"{v:g}"
+
+
 def sorted_offerings(offerings, spot: bool):
     """Priced offerings, cheapest per GPU-hour first (ties: cheaper instance, then cloud/region/zone/name)."""
     priced = [o for o in offerings if o.hourly(spot) is not None]
@@ -64,9 +68,9 @@ def run(args: argparse.Namespace) -> int:
     date_text = ", ".join(f"{c} {d}" for c, d in dates.items())
     print_table(
         f"{len(shown)} of {len(rows)} {mode} offerings, cheapest per GPU-hour (catalogs: {date_text})",
-        ["cloud", "region", "zone", "instance", "GPU", "GPUs", "vCPUs", "mem GiB", "$/h", "$/GPU-h"],
+        ["cloud", "region", "zone", "instance", "GPU", "GPUs", "vCPU/GiB", "$/h", "$/GPU-h"],
         [[o.cloud, o.region, o.zone or "", o.instance_type, o.gpu, f"{o.gpus_per_node:g}",
-          "" if o.vcpus is None else f"{o.vcpus:g}", "" if o.memory_gib is None else f"{o.memory_gib:g}",
+          f"{_num(o.vcpus)}/{_num(o.memory_gib)}",
           f"{o.hourly(args.spot):.4f}", f"{o.usd_per_gpu_hour(args.spot):.4f}"] for o in shown],
     )
     print_assumptions(assumptions)
