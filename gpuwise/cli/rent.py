@@ -114,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
     sol = solve(types, budget, integer=args.integer)
     occ = occupancy(types, sol)
-    assumptions = list(sol.assumptions) + list(occ.assumptions)
+    assumptions = list(sol.assumptions) + list(spec.notes) + list(occ.assumptions)
     out = _sol_json(sol, occ)
     unit = "GPUs" if budget.unit == "gpus" else "USD/h"
 

@@ -192,6 +192,6 @@ def _finish(types, w, ks, mixes, mu, budget, floor_b, integer, binding, assumpti
         gpus += t.load * c
         weighted_t += t.arrival_rate * et
     return RentSolution(
-        types=tuple(allocs), mean_response_time=weighted_t / lam, mu=mu, frontier_slope=-mu / lam,
+        types=tuple(allocs), mean_response_time=weighted_t / lam, mu=mu, frontier_slope=-mu / lam + 0.0,
         budget=budget, budget_used=used, mean_gpus=gpus, min_budget=floor_b, integer=integer,
         binding=binding, assumptions=tuple(assumptions))

@@ -32,6 +32,7 @@ class RentSpec:
     budget: Budget | None            # from the file (the CLI's --budget overrides it)
     trace: Path | None               # optional CSV of arrivals: arrival_time,type[,size]
     source: str                      # file name, for messages
+    notes: tuple[str, ...] = ()      # assumptions made while reading (derived speedups and sizes)
 
 
 def _models():
@@ -102,6 +103,27 @@ def _sizes(t, prefix: str) -> SizeDistribution:
     return SizeDistribution(kind, t.mean_size, shape=shape)
 
 
+def _derived(t, prefix: str, base_dir: Path | None):
+    """{pollux: APP} or {job: FILE, gpu: NAME[, gpus_per_node: N]}: a speedup from the shared performance model."""
+    sp = t.speedup
+    if not isinstance(sp, dict) or not ({"pollux", "job"} & set(sp)):
+        return None
+    from gpuwise.plan.rent import perfmodel
+
+    if "pollux" in sp:
+        if len(sp) != 1:
+            raise InputError(f"{prefix}.speedup", sp, "give only {pollux: APP}")
+        return perfmodel.from_pollux(str(sp["pollux"]), t.max_gpus, f"{prefix}.speedup.pollux")
+    extra = set(sp) - {"job", "gpu", "gpus_per_node"}
+    if extra or "gpu" not in sp:
+        raise InputError(f"{prefix}.speedup", sp, "give {job: FILE, gpu: NAME} (optional gpus_per_node: 8)")
+    path = Path(str(sp["job"]))
+    if not path.is_absolute() and base_dir is not None:
+        path = base_dir / path
+    return perfmodel.from_job(str(path), str(sp["gpu"]), t.max_gpus, f"{prefix}.speedup",
+                              int(sp.get("gpus_per_node", 8)))
+
+
 def parse_budget(value, field: str = "budget") -> Budget:
     """2 | "2" -> 2 GPUs; "30usd", "$30", "$30/h", {usd_per_hour: 30}, {gpus: 2}."""
     if isinstance(value, dict):
@@ -139,13 +161,24 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
         err = exc.errors()[0]
         raise InputError(f"{source}: {_path(err['loc'])}", err.get("input"), err["msg"].lower()) from None
     types = []
+    notes: list[str] = []
     names = set()
     for i, t in enumerate(model.types):
         prefix = f"types[{i}]"
         if t.name in names:
             raise InputError(f"{prefix}.name", t.name, "type names must be unique")
         names.add(t.name)
-        speed = from_mapping(t.speedup, f"{prefix}.speedup").with_cap(t.max_gpus)
+        derived = _derived(t, prefix, base_dir)
+        if derived is not None:
+            speed = derived.speedup.with_cap(t.max_gpus)
+            if t.mean_size is None and t.sizes is None:
+                t = t.model_copy(update={"mean_size": derived.single_gpu_hours})
+                notes.append(f"type {t.name}: mean size {derived.single_gpu_hours:.4g} single-GPU hours = the "
+                             "performance model's time to target on one GPU")
+            notes.append(f"type {t.name}: speedup from the {derived.source}; evaluated at k="
+                         + ",".join(f"{k}" for k in derived.table))
+        else:
+            speed = from_mapping(t.speedup, f"{prefix}.speedup").with_cap(t.max_gpus)
         types.append(JobType(name=t.name, arrival_rate=t.arrival_rate, sizes=_sizes(t, prefix), speedup=speed,
                              price=t.price_per_gpu_hour or model.price_per_gpu_hour, field_prefix=prefix))
     budget = None if model.budget is None else parse_budget(model.budget)
@@ -154,7 +187,7 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
         trace = Path(model.trace)
         if not trace.is_absolute() and base_dir is not None:
             trace = base_dir / trace
-    return RentSpec(tuple(types), budget, trace, source)
+    return RentSpec(tuple(types), budget, trace, source, tuple(notes))
 
 
 def load_spec(path: str | Path) -> RentSpec:
