@@ -101,3 +101,22 @@ def test_every_bundled_spot_offering_gets_a_rate():
     for o in load_catalog(include_user=False).filter(spot=True)[:500]:
         risk = preemption_rate_per_hour(o)
         assert risk.rate_per_hour >= 0 and risk.source and math.isfinite(risk.rate_per_hour)
+
+
+def test_job_interruptions_and_node_exponent():
+    from gpuwise.hardware.spot_risk import job_interruptions, node_scaling_exponent
+
+    hits, hours = job_interruptions([4, 4, 2, 4, 4, 0, 0, 4], 4, 3600)
+    assert (hits, hours) == (2, 5.0)
+    multi = [t for t in load_traces() if t.kind == "preemption" and t.nodes == 4]
+    b = node_scaling_exponent(multi)
+    assert 0 < b < 1  # correlated preemptions: fewer job interruptions than 4 independent nodes
+    assert b == pytest.approx(float(rate_table()[DEFAULT_KEY]["node_exponent"]), abs=1e-3)
+    assert node_scaling_exponent([]) is None
+
+
+def test_job_rate_scales_sublinearly_with_nodes():
+    r = preemption_rate_per_hour(offering(region="us-west-2"))
+    assert r.job_rate_per_hour(1) == r.rate_per_hour
+    rates = [r.job_rate_per_hour(n) for n in (1, 2, 4, 8, 16)]
+    assert rates == sorted(rates) and rates[-1] < 16 * rates[0]

@@ -29,6 +29,13 @@ is events / exposure (maximum-likelihood rate of a Poisson process), with an exa
 (cloud, instance family, region) and per (cloud, family). The DEFAULT for a GPU offering without its own
 trace is the pooled rate of all AWS V100 GPU traces (1-node + 4-node); CPU families get their own rows.
 
+Several nodes. Preemptions are correlated: in the 4-node traces a single event often takes 2-4 nodes, so a
+job needing all N nodes is interrupted less often than N x the instance rate. `node_exponent` b is fitted
+as job_rate(4) / instance_rate = 4^b from the 4-node traces (b = 1 would be independent preemptions) and
+`SpotRisk.job_rate_per_hour(n)` = rate x n^b; rows without multi-node traces use the pooled b. The fit
+is at N = 4 only (pooled b = 0.158: a 4-node job is interrupted 1.25x as often as one node); larger N is
+an extrapolation and is stated as such by the callers' assumptions.
+
 The computed table is data, `gpuwise/data/spot_rates.csv`; regenerate it with
 ``python -m gpuwise.hardware.spot_risk --write`` (runtime never parses traces).
 """
@@ -72,6 +79,11 @@ class SpotRisk:
     rate_hi95: float | None = None
     mean_recovery_hours: float | None = None  # mean outage after a preemption in the traces
     is_default: bool = False             # True when no trace matched this offering's cloud and GPU
+    node_exponent: float = 1.0           # b: a job on N nodes is interrupted at rate x N^b (traces: b < 1)
+
+    def job_rate_per_hour(self, nodes: int) -> float:
+        """Interruptions per hour of a synchronous job that needs all `nodes` spot instances."""
+        return self.rate_per_hour * max(1, nodes) ** self.node_exponent
 
 
 @dataclass(frozen=True)
@@ -158,6 +170,7 @@ def compute_rate_rows(traces: Iterable[TraceSeries] | None = None) -> list[dict[
         if _FAMILIES.get(t.family, ("", ""))[1]:
             groups.setdefault(DEFAULT_KEY, []).append(t)
     availability = _availability_by_region([t for t in all_traces if t.kind == "availability"])
+    pooled_exponent = node_scaling_exponent([t for t in traces if t.nodes > 1])
     rows = []
     for key in sorted(groups, key=lambda k: (k == DEFAULT_KEY, k)):
         members = groups[key]
@@ -175,10 +188,36 @@ def compute_rate_rows(traces: Iterable[TraceSeries] | None = None) -> list[dict[
             "events": int(events), "exposure_hours": round(exposure, 2),
             "mean_recovery_hours": round(sum(outages) / len(outages), 3) if outages else "",
             "availability": availability.get((cloud, family, region), ""),
+            "node_exponent": round(node_scaling_exponent([t for t in members if t.nodes > 1]) or pooled_exponent
+                                   or 1.0, 3),
             "traces": len(members),
             "source": "; ".join(sorted({str(Path(t.path).parent) for t in members})),
         })
     return rows
+
+
+def job_interruptions(up: Sequence[int], nodes: int, gap_seconds: float) -> tuple[int, float]:
+    """(interruptions of a job needing all `nodes`, hours with all nodes up) of a multi-node series."""
+    hits = sum(1 for a, b in zip(up, up[1:]) if a == nodes and b < nodes)
+    return hits, sum(1 for v in up if v == nodes) * gap_seconds / 3600.0
+
+
+def node_scaling_exponent(multi: Sequence[TraceSeries]) -> float | None:
+    """b in job_rate(N) = instance_rate x N^b, from multi-node preemption traces (None without any).
+
+    Independent preemptions give b = 1; b < 1 when one event takes several nodes at once.
+    """
+    if not multi:
+        return None
+    hits = full_hours = events = exposure = 0.0
+    nodes = multi[0].nodes
+    for t in multi:
+        h, f = job_interruptions(t.up, t.nodes, t.gap_seconds)
+        e, x, _ = preemptions_and_exposure(t.up, t.gap_seconds)
+        hits, full_hours, events, exposure = hits + h, full_hours + f, events + e, exposure + x
+    if not (hits and events and full_hours and exposure):
+        return None
+    return max(0.0, min(1.0, math.log((hits / full_hours) / (events / exposure)) / math.log(nodes)))
 
 
 def _availability_by_region(traces: list[TraceSeries]) -> dict[tuple[str, str, str], float]:
@@ -242,7 +281,8 @@ def _risk(row: dict[str, str], source: str, default: bool) -> SpotRisk:
         return float(row[name]) if row.get(name) not in (None, "") else None
 
     return SpotRisk(rate_per_hour=float(row["rate_per_hour"]), source=source, rate_lo95=f("rate_lo95"),
-                    rate_hi95=f("rate_hi95"), mean_recovery_hours=f("mean_recovery_hours"), is_default=default)
+                    rate_hi95=f("rate_hi95"), mean_recovery_hours=f("mean_recovery_hours"), is_default=default,
+                    node_exponent=f("node_exponent") or 1.0)
 
 
 def preemption_rate_per_hour(offering: Offering) -> SpotRisk:
