@@ -222,3 +222,12 @@ def test_shared_style_file_names(tmp_path):
     assert sum(o.cloud == "aws" for o in cat.offerings) == 616
     cat2 = load_catalog([tmp_path / "aws_gpu_vms_subset.csv"], include_user=False)
     assert cat2.sources["aws"] == cat.sources["aws"]
+
+
+def test_unreadable_sky_cache_file_falls_back(tmp_path, monkeypatch):
+    _write(tmp_path / "gcp" / "vms.csv", "Name,Whatever", ["x,1"])  # not a v8 vms.csv
+    _write(tmp_path / "kubernetes" / "vms.csv", "Name,Whatever", ["x,1"])
+    monkeypatch.setattr(catalog_mod, "USER_CATALOG_DIR", tmp_path)
+    cat = load_catalog()
+    assert cat.sources["gcp"].startswith("anycloud-sh") and "kubernetes" not in cat.dates
+    assert any("unreadable file in the SkyPilot cache" in k for k in cat.skipped)

@@ -350,32 +350,42 @@ def load_catalog(dirs: list[str | Path] | tuple[str | Path, ...] | None = None,
 
 @lru_cache(maxsize=8)
 def _load(dirs: tuple[str, ...], user_dir: str | None) -> Catalog:
-    chosen: dict[str, tuple[Path, str, str]] = {}  # cloud -> (file, date, source text)
+    # cloud -> candidate files, lowest precedence first: (file, date, source text, from the ~/.sky cache)
+    candidates: dict[str, list[tuple[Path, str, str, bool]]] = {}
     bundled = data_path("catalog", "v8")
     for cloud, meta in _snapshot().items():
         f = bundled / cloud / "vms.csv"
         if f.is_file():
-            chosen[cloud] = (f, meta["date"], meta["source"])
-    shown: dict[Path, str] = {f: f"gpuwise/data/catalog/v8/{c}/vms.csv" for c, (f, _, _) in chosen.items()}
-    locations = ([Path(user_dir)] if user_dir else []) + [Path(d) for d in dirs]
-    for loc in locations:
+            candidates.setdefault(cloud, []).append((f, meta["date"], meta["source"], False))
+    shown: dict[Path, str] = {c[0][0]: f"gpuwise/data/catalog/v8/{cl}/vms.csv" for cl, c in candidates.items()}
+    locations = ([(Path(user_dir), True)] if user_dir else []) + [(Path(d), False) for d in dirs]
+    for loc, from_cache in locations:
         try:
             files = _files_in(loc)
         except InputError:
-            if loc == (Path(user_dir) if user_dir else None):
+            if from_cache:
                 continue  # an empty ~/.sky cache is not the user's mistake
             raise
         for cloud, f in files.items():
-            chosen[cloud] = (f, _mtime_date(f), str(f))
+            candidates.setdefault(cloud, []).append((f, _mtime_date(f), str(f), from_cache))
     offerings: list[Offering] = []
     skipped: dict[str, int] = {}
-    dates, sources = {}, {}
-    for cloud in sorted(chosen):
-        f, date, source = chosen[cloud]
-        offerings.extend(parse_vms_csv(cloud, f, date, skipped, shown.get(f, str(f))))
-        dates[cloud], sources[cloud] = date, source
-    return Catalog(offerings=offerings, dates=dates, sources=sources, skipped=skipped,
-                   files={c: chosen[c][0] for c in chosen})
+    dates, sources, files_read = {}, {}, {}
+    for cloud in sorted(candidates):
+        for f, date, source, from_cache in reversed(candidates[cloud]):
+            try:
+                rows = parse_vms_csv(cloud, f, date, skipped, shown.get(f, str(f)))
+            except InputError:
+                if not from_cache:
+                    raise  # a file the user named must parse
+                # SkyPilot caches clouds whose files gpuwise cannot read (e.g. Kubernetes): fall back
+                key = f"{cloud}: unreadable file in the SkyPilot cache ({f}), next source used"
+                skipped[key] = skipped.get(key, 0) + 1
+                continue
+            offerings.extend(rows)
+            dates[cloud], sources[cloud], files_read[cloud] = date, source, f
+            break
+    return Catalog(offerings=offerings, dates=dates, sources=sources, skipped=skipped, files=files_read)
 
 
 @lru_cache(maxsize=16)
