@@ -177,6 +177,15 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     dp3 = p.dp if p.zero >= 3 else 1
     dp2 = p.dp if p.zero >= 2 else 1
     dp1 = p.dp if p.zero >= 1 else 1
+    t5 = spec.family == "t5"
+    # per-layer activations of one micro-batch (the same on every stage)
+    enc_keep = act.stack_bytes(spec, st, 1) if n_enc else 0.0
+    dec_keep = act.stack_bytes(spec, st, 1, t5)
+    enc_work = act.working_set_bytes(spec, st, False) if n_enc else 0.0
+    dec_work = act.working_set_bytes(spec, st, t5)
+    emb_act = act.embedding_bytes(spec, st)
+    head_act = act.head_bytes(spec, st, lm_head)
+    grad_per_weight = sb.gradients / sb.weights
     best = None
     start = 0
     for i, n_i in enumerate(layers_per_stage):
@@ -199,21 +208,20 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
             # gathered (unsharded) weights and their gradients of the largest layer in flight
             big = max(enc_l[0] if enc_i else 0.0, dec_l[0] if dec_i else 0.0)
             w += big
-            g += big * sb.gradients / max(sb.weights, 1e-9) if not lora else 0.0
+            g += 0.0 if lora else big * grad_per_weight
         if cfg.offload_optimizer:
             o = 0.0
             if p.zero >= 2:
                 g = 0.0          # gradient partitions are reduced straight into host memory
         in_flight = max(1, min(p.pp - i, cfg.grad_accum))
-        stack = (act.stack_bytes(spec, st, enc_i) + act.stack_bytes(spec, st, dec_i, spec.family == "t5"))
+        stack = enc_i * enc_keep + dec_i * dec_keep
         if i == 0 and interleave > 1 and p.pp > 1:
             stack *= 1 + (p.pp - 1) / (p.pp * interleave)        # Korthikanti et al. eq. for interleaving
-        a = in_flight * stack + max(act.working_set_bytes(spec, st, False) if enc_i else 0.0,
-                                    act.working_set_bytes(spec, st, spec.family == "t5") if dec_i else 0.0)
+        a = in_flight * stack + max(enc_work if enc_i else 0.0, dec_work if dec_i else 0.0)
         if i == 0:
-            a += in_flight * act.embedding_bytes(spec, st)
+            a += in_flight * emb_act
         if i == p.pp - 1:
-            a += act.head_bytes(spec, st, lm_head)
+            a += head_act
         total = w + g + o + a
         if best is None or total > best[0]:
             best = (total, i, w, g, o, a)

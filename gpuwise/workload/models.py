@@ -92,6 +92,7 @@ def _norms_per_layer(spec: ModelSpec) -> int:
     return 2
 
 
+@lru_cache(maxsize=1024)
 def param_counts(spec: ModelSpec) -> ParamCounts:
     """Structural parameter counts of a transformer ModelSpec (explicit models: all in `final`)."""
     if not spec.is_transformer:

@@ -1,0 +1,90 @@
+"""Training flags shared by `gpuwise memory` and `gpuwise fit-gpus` (defaults stated in --help)."""
+
+from __future__ import annotations
+
+import argparse
+
+DEFAULT_GPUS = ("T4", "L4", "A10G", "V100-32GB", "A100-40GB", "A100-80GB", "H100", "H200", "MI300X")
+DEFAULT_SEQ = 2048
+
+
+def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True) -> None:
+    """Flags describing one training configuration (plan_flags: also --gpus/--tp/--pp/--cp/--zero/--sp)."""
+    from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE
+
+    parser.add_argument("model", metavar="MODEL", help="preset name (gpuwise models) or path to a config.json")
+    parser.add_argument("--batch-size", type=int, default=1, metavar="B", help="micro-batch per GPU (default 1)")
+    parser.add_argument("--seq-len", type=int, default=None, metavar="L",
+                        help=f"tokens per sequence (default {DEFAULT_SEQ}, capped at the model's position table)")
+    parser.add_argument("--grad-accum", type=int, default=1, metavar="A", help="micro-batches per step (default 1)")
+    parser.add_argument("--precision", default="bf16-mixed", metavar="P",
+                        help=f"{' | '.join(PRECISIONS)} (default bf16-mixed)")
+    parser.add_argument("--optimizer", default="adamw", metavar="O", help=f"{' | '.join(OPTIMIZERS)} (default adamw)")
+    parser.add_argument("--recompute", default="none", metavar="R",
+                        help=f"activation recompute {' | '.join(RECOMPUTE)} (default none)")
+    parser.add_argument("--lora-rank", type=int, default=0, metavar="R", help="LoRA rank; 0 = full fine-tuning (default)")
+    parser.add_argument("--quantize", default=None, metavar="nf4", help="4-bit frozen base (QLoRA): nf4")
+    parser.add_argument("--offload-optimizer", action="store_true", help="optimizer states in host memory")
+    parser.add_argument("--no-flash-attention", action="store_true", help="eager attention (keeps s^2 scores)")
+    if plan_flags:
+        parser.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs in all (default 1); dp = N/(tp*pp*cp)")
+        parser.add_argument("--zero", type=int, default=0, metavar="Z", help="ZeRO stage 0-3 over dp (FSDP = 3; default 0)")
+        parser.add_argument("--tp", type=int, default=1, metavar="T", help="tensor parallel (default 1)")
+        parser.add_argument("--pp", type=int, default=1, metavar="P", help="pipeline stages, 1F1B (default 1)")
+        parser.add_argument("--cp", type=int, default=1, metavar="C", help="context parallel (default 1)")
+        parser.add_argument("--sp", action="store_true", help="sequence parallel (with --tp)")
+    parser.add_argument("--gpu", action="extend", nargs="+", default=None, metavar="NAME",
+                        help="GPU types to check (default: " + ", ".join(DEFAULT_GPUS) + ")")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def seq_len_for(spec, requested: int | None) -> int:
+    if requested is not None:
+        return requested
+    if spec.learned_pos_emb and spec.max_seq_len:
+        return min(DEFAULT_SEQ, spec.max_seq_len)
+    return DEFAULT_SEQ
+
+
+def training_config(args: argparse.Namespace, spec, plan_flags: bool = True):
+    """TrainingConfig from the flags; InputError for impossible combinations."""
+    from gpuwise.errors import InputError
+    from gpuwise.workload.training import ParallelPlan, TrainingConfig
+
+    plan = ParallelPlan()
+    if plan_flags:
+        for name in ("gpus", "tp", "pp", "cp"):
+            if getattr(args, name) <= 0:
+                raise InputError(name, getattr(args, name), "must be a positive integer")
+        width = args.tp * args.pp * args.cp
+        if args.gpus % width:
+            raise InputError("gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")
+        plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, sp=args.sp, zero=args.zero)
+    quant = args.quantize.lower() if args.quantize else None
+    return TrainingConfig(micro_batch=args.batch_size, seq_len=seq_len_for(spec, args.seq_len),
+                          grad_accum=args.grad_accum, precision=args.precision, optimizer=args.optimizer,
+                          recompute=args.recompute, flash_attention=not args.no_flash_attention,
+                          lora_rank=args.lora_rank, quantize=quant, offload_optimizer=args.offload_optimizer,
+                          plan=plan)
+
+
+def gpus_from(args: argparse.Namespace):
+    from gpuwise.hardware.gpus import get_gpu
+
+    names = args.gpu or list(DEFAULT_GPUS)
+    out, seen = [], set()
+    for n in names:
+        g = get_gpu(n)
+        if g.name not in seen:
+            seen.add(g.name)
+            out.append(g)
+    return out
+
+
+def config_dict(cfg) -> dict:
+    p = cfg.plan
+    return {"micro_batch": cfg.micro_batch, "seq_len": cfg.seq_len, "grad_accum": cfg.grad_accum,
+            "precision": cfg.precision, "optimizer": cfg.optimizer, "recompute": cfg.recompute,
+            "flash_attention": cfg.flash_attention, "lora_rank": cfg.lora_rank, "quantize": cfg.quantize,
+            "offload_optimizer": cfg.offload_optimizer,
+            "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero}}

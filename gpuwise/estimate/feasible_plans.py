@@ -1,0 +1,162 @@
+"""Every parallel plan of a training job that fits on `gpus` GPUs of one type, ranked.
+
+Plans enumerated: tp over divisors of gpus_per_node that divide the attention heads and the
+key/value heads (tensor parallelism stays inside a node), pp over divisors of gpus/tp up to the
+layer count, cp over divisors of the rest that divide the sequence, dp = gpus / (tp pp cp),
+ZeRO 0-3 (0 only when dp = 1), recompute none/selective/full (selective only without flash
+attention: flash keeps no attention scores, so there is nothing for it to drop), sequence
+parallelism with tp > 1.
+Pipeline plans run at least pp micro-batches per step (fewer would leave stages idle), so their
+grad_accum is raised to pp and stage 0 holds pp micro-batches in flight.
+
+Pruning: for one (tp, pp, cp, sp) layout memory falls from ZeRO 0 to 1 to 2 and from no
+recompute to selective to full (tested properties; ZeRO-3 is tried on its own because its
+gathered-layer buffer can exceed its savings on very short stages), so the search walks from the
+most frugal variant and stops at the first that does not fit. Results are memoised per (model, cfg, gpu, gpus, gpus_per_node).
+
+Ranking (lower first) uses a cheap, unitless proxy of the time a plan loses to communication and
+recomputation, so the least sharded / least recomputed plan that fits comes first:
+  recompute        none 0, selective 0.03 (attention core re-run, Korthikanti et al. 2022:
+                   2-4% overhead), full 0.33 (one extra forward pass = 1/3 of a step's FLOPs)
+  tensor parallel  0.04 * log2(tp)   (two all-reduces of activations per layer, NVLink)
+  sequence par.    0                 (same volume as TP's all-reduce, split into RS + AG)
+  pipeline         bubble (pp - 1) / (m + pp - 1) with m = micro-batches per step
+  context par.     0.05 * log2(cp)   (K/V exchange per layer)
+  ZeRO             0, 1: 0.001, 2: 0.002 (same volume as data-parallel all-reduce),
+                   3: 0.10 (weights all-gathered in forward and backward: 1.5x the DP volume)
+Ties are broken by lower per-GPU memory (more headroom).
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import lru_cache
+from math import log2
+
+from gpuwise.errors import InputError
+from gpuwise.estimate.memory import MemoryEstimate, estimate_memory
+from gpuwise.hardware.types import GpuSpec
+from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.models import load_model
+from gpuwise.workload.training import ParallelPlan, TrainingConfig
+
+RECOMPUTE_COST = {"none": 0.0, "selective": 0.03, "full": 0.33}
+ZERO_COST = {0: 0.0, 1: 0.001, 2: 0.002, 3: 0.10}
+TP_COST, CP_COST = 0.04, 0.05
+RECOMPUTE_ORDER = ("none", "selective", "full")
+
+
+def plan_cost(cfg: TrainingConfig) -> float:
+    """The ranking proxy above (unitless; lower is better)."""
+    p = cfg.plan
+    bubble = (p.pp - 1) / (cfg.grad_accum + p.pp - 1) if p.pp > 1 else 0.0
+    return (RECOMPUTE_COST[cfg.recompute] + ZERO_COST[p.zero] + TP_COST * log2(p.tp) + CP_COST * log2(p.cp)
+            + bubble)
+
+
+def _divisors(n: int) -> list[int]:
+    return [d for d in range(1, n + 1) if n % d == 0]
+
+
+def _layouts(spec: ModelSpec, cfg: TrainingConfig, gpus: int, gpus_per_node: int):
+    """(tp, pp, cp, dp) layouts allowed on exactly `gpus` GPUs."""
+    if not spec.is_transformer:
+        yield 1, 1, 1, gpus
+        return
+    layers = spec.n_layers + spec.n_encoder_layers
+    for tp in _divisors(min(gpus_per_node, gpus)):
+        if gpus % tp or gpus_per_node % tp or spec.n_heads % tp or spec.n_kv_heads % tp:
+            continue
+        rest = gpus // tp
+        for pp in _divisors(rest):
+            if pp > layers:
+                break
+            for cp in _divisors(rest // pp):
+                if cfg.seq_len % cp:
+                    continue
+                yield tp, pp, cp, rest // (pp * cp)
+
+
+def _fits(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> MemoryEstimate | None:
+    est = estimate_memory(spec, cfg)
+    return est if est.fits(gpu) else None
+
+
+@lru_cache(maxsize=4096)
+def _feasible(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus: int, gpus_per_node: int
+              ) -> tuple[tuple[TrainingConfig, MemoryEstimate], ...]:
+    out: list[tuple[float, float, str, TrainingConfig, MemoryEstimate]] = []
+    for tp, pp, cp, dp in _layouts(spec, cfg, gpus, gpus_per_node):
+        accum = max(cfg.grad_accum, pp)
+        for sp in ((False, True) if tp > 1 else (False,)):
+            def make(zero: int, recompute: str) -> TrainingConfig:
+                return replace(cfg, grad_accum=accum, recompute=recompute,
+                               plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=sp, zero=zero))
+
+            recomputes = ("full", "selective", "none") if spec.is_transformer else ("none",)
+            if cfg.flash_attention:
+                recomputes = ("full", "none")   # with flash attention selective recompute saves nothing
+            for recompute in recomputes:       # most frugal first: stop when nothing fits any more
+                found = False
+                if dp > 1:                     # ZeRO-3 adds a gathered layer, so it is tried on its own
+                    c = make(3, recompute)
+                    est = _fits(spec, c, gpu)
+                    if est is not None:
+                        found = True
+                        out.append((plan_cost(c), est.total, c.plan.label(), c, est))
+                for zero in (2, 1, 0) if dp > 1 else (0,):   # memory rises from stage 2 down to 0
+                    c = make(zero, recompute)
+                    est = _fits(spec, c, gpu)
+                    if est is None:
+                        break
+                    found = True
+                    out.append((plan_cost(c), est.total, c.plan.label(), c, est))
+                if not found:
+                    break
+    out.sort(key=lambda r: (r[0], r[1], r[2]))
+    return tuple((c, e) for _, _, _, c, e in out)
+
+
+def feasible_plans(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec, gpus: int,
+                   gpus_per_node: int = 8) -> list[tuple[TrainingConfig, MemoryEstimate]]:
+    """Every plan on exactly `gpus` GPUs of type `gpu` that fits, best (cheapest proxy) first.
+
+    cfg supplies micro-batch (per GPU), sequence length, precision, optimizer, LoRA/NF4, offload
+    and flash attention; its plan and recompute fields are replaced by the enumeration."""
+    if not isinstance(gpus, int) or gpus <= 0:
+        raise InputError("gpus", gpus, "must be a positive integer")
+    if not isinstance(gpus_per_node, int) or gpus_per_node <= 0:
+        raise InputError("gpus-per-node", gpus_per_node, "must be a positive integer")
+    spec = load_model(model)
+    base = replace(cfg, plan=ParallelPlan(), recompute="none")
+    return list(_feasible(spec, base, gpu, gpus, gpus_per_node))
+
+
+def _any_fits(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus: int, gpus_per_node: int) -> bool:
+    """Cheap test: does the most frugal variant of any layout fit?"""
+    for tp, pp, cp, dp in _layouts(spec, cfg, gpus, gpus_per_node):
+        c = replace(cfg, grad_accum=max(cfg.grad_accum, pp), recompute="full" if spec.is_transformer else "none",
+                    plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=3 if dp > 1 else 0))
+        if _fits(spec, c, gpu) is not None:
+            return True
+    return False
+
+
+@lru_cache(maxsize=4096)
+def _fewest(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, max_gpus: int, gpus_per_node: int):
+    for n in range(1, max_gpus + 1):
+        if _any_fits(spec, cfg, gpu, n, gpus_per_node):
+            return n, _feasible(spec, cfg, gpu, n, gpus_per_node)
+    return None
+
+
+def fewest_gpus(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec, max_gpus: int = 1024,
+                gpus_per_node: int = 8) -> tuple[int, list[tuple[TrainingConfig, MemoryEstimate]]] | None:
+    """The smallest GPU count (1..max_gpus) on which some plan fits, with its ranked plans;
+    None if nothing fits on max_gpus GPUs of this type."""
+    if not isinstance(max_gpus, int) or max_gpus <= 0:
+        raise InputError("max-gpus", max_gpus, "must be a positive integer")
+    spec = load_model(model)
+    base = replace(cfg, plan=ParallelPlan(), recompute="none")
+    found = _fewest(spec, base, gpu, max_gpus, gpus_per_node)
+    return None if found is None else (found[0], list(found[1]))
