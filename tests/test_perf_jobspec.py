@@ -72,7 +72,7 @@ def test_explicit_model_and_unknown_preset():
         parse_job({**BASE, "model": "lama-3.1-8b"}).model_spec()
 
 
-def _later_test_cli_exit_code_2_without_traceback(tmp_path):
+def test_cli_exit_code_2_without_traceback(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text("model: llama-3.1-8b\ntraining:\n  tokens: 0\n  global_batch: 8\n")
     r = subprocess.run([sys.executable, "-m", "gpuwise", "estimate", str(bad), "--gpu", "H100", "--gpus", "8"],

@@ -31,6 +31,7 @@ class PriceQuote:
     gpus_per_node: float
     source: str        # e.g. "--price", "aws p4d.24xlarge us-east-1 on-demand, catalog 2026-05-20"
     spot: bool = False
+    offering: object | None = None   # the catalog Offering, when the price came from the catalog
 
     @property
     def usd_per_gpu_hour(self) -> float:
@@ -56,4 +57,4 @@ def cheapest_offering(gpu_name: str, gpus_per_node: int | None = None, spot: boo
     kind = "spot" if spot else "on-demand"
     return PriceQuote(float(best.hourly(spot)), float(best.gpus_per_node),
                       f"{best.cloud} {best.instance_type} {best.region} {kind} ${best.hourly(spot):.4g}/h "
-                      f"({best.gpus_per_node:g} GPUs), catalog {best.catalog_date}", spot)
+                      f"({best.gpus_per_node:g} GPUs), catalog {best.catalog_date}", spot, best)

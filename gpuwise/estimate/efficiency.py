@@ -39,7 +39,8 @@ class Efficiency:
         return flops / (peak_flops * t)
 
     def describe(self) -> str:
-        how = f"fitted on {self.points} measurements ({self.source})" if self.points else f"assumption: {self.source}"
+        src = self.source.removeprefix("assumption: ").removeprefix("assumption ")
+        how = f"fitted on {self.points} measurements ({src})" if self.points else f"assumption: {src}"
         return (f"compute efficiency {self.architecture}/{self.unit}: {self.e_max:.0%} of dense peak for large "
                 f"problems, +{self.t0_s * 1e3:.0f} ms per micro-step; {how}")
 

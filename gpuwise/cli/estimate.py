@@ -1,0 +1,195 @@
+"""`gpuwise estimate`: step time, throughput, MFU, time to target and cost of one job.
+
+    gpuwise estimate JOB.yaml --gpu NAME --gpus N [--nodes M] [--spot] [--json]
+    gpuwise estimate --model MODEL --gpu NAME --gpus N --batch-size B --seq-len L --precision P
+                     --zero Z --recompute R [--grad-accum A] [--tp T] [--pp P] [--tokens T]
+                     [--price USD_PER_GPU_HOUR] [--spot] [--json]
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", nargs="?", help="job spec YAML (see examples/); omit to give the job by flags")
+    parser.add_argument("--gpu", required=True, help="GPU type, e.g. H100, A100-80GB (see gpuwise gpus)")
+    parser.add_argument("--gpus", type=int, required=True, help="number of GPUs")
+    parser.add_argument("--nodes", type=int, help="number of nodes (default: fewest with <= 8 GPUs each)")
+    parser.add_argument("--spot", action="store_true", help="spot/preemptible pricing and preemption overheads")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--price", type=float, help="price per GPU-hour in USD (default: cheapest catalog offering)")
+    parser.add_argument("--inter-node-gbps", type=float, help="node network bandwidth in GB/s (default by GPU class)")
+    flags = parser.add_argument_group("job by flags (instead of JOB.yaml)")
+    flags.add_argument("--model", help="model preset or config.json path")
+    flags.add_argument("--batch-size", type=int, help="per-GPU micro-batch (sequences or samples)")
+    flags.add_argument("--seq-len", type=int, default=2048, help="tokens per sequence (default 2048)")
+    flags.add_argument("--precision", default="bf16-mixed", help="fp32 | bf16-mixed | fp16-mixed | bf16")
+    flags.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (3 = FSDP full shard)")
+    flags.add_argument("--recompute", default="none", help="activation recomputation: none | selective | full")
+    flags.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step")
+    flags.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
+    flags.add_argument("--pp", type=int, default=1, help="pipeline stages")
+    flags.add_argument("--optimizer", default="adamw", help="adamw | adam | sgd | adafactor | adamw-8bit")
+    flags.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0 = full fine-tuning)")
+    flags.add_argument("--tokens", type=float, help="training tokens (or samples for non-token models)")
+
+
+def _positive(name: str, value: int | float | None) -> None:
+    from gpuwise.errors import InputError
+
+    if value is not None and value <= 0:
+        raise InputError(name, value, "must be > 0")
+
+
+def _layout(args, default_gpn: int | None = None) -> tuple[int, int]:
+    from gpuwise.errors import InputError
+
+    _positive("--gpus", args.gpus)
+    _positive("--nodes", args.nodes)
+    if args.nodes:
+        if args.nodes > args.gpus:
+            raise InputError("--nodes", args.nodes, f"must be <= --gpus ({args.gpus})")
+        if args.gpus % args.nodes:
+            raise InputError("--nodes", args.nodes, f"--gpus {args.gpus} must split evenly over the nodes")
+        return args.gpus // args.nodes, args.nodes
+    gpn = default_gpn or min(args.gpus, 8)
+    return gpn, math.ceil(args.gpus / gpn)
+
+
+def _from_flags(args):
+    from gpuwise.errors import InputError
+    from gpuwise.estimate.job_estimate import Amount, estimate
+    from gpuwise.estimate.memory import check_config
+    from gpuwise.estimate.stat_efficiency import NoiseModel
+    from gpuwise.estimate.step_time import analytical_step_time
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.workload.models import load_model
+    from gpuwise.workload.training import ParallelPlan, TrainingConfig
+
+    if not args.model:
+        raise InputError("JOB", None, "give a job spec YAML or --model MODEL (see gpuwise estimate --help)")
+    if args.batch_size is None:
+        raise InputError("--batch-size", None, "give the per-GPU micro-batch with --model")
+    for name in ("batch_size", "seq_len", "grad_accum", "tp", "pp", "tokens"):
+        _positive("--" + name.replace("_", "-"), getattr(args, name))
+    gpu = get_gpu(args.gpu)
+    model = load_model(args.model)
+    gpn, nodes = _layout(args)
+    if args.gpus % (args.tp * args.pp):
+        raise InputError("--gpus", args.gpus, f"must be a multiple of tp*pp = {args.tp * args.pp}")
+    plan = ParallelPlan(dp=args.gpus // (args.tp * args.pp), tp=args.tp, pp=args.pp, zero=args.zero, sp=args.tp > 1)
+    cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=args.seq_len, grad_accum=args.grad_accum,
+                         precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
+                         lora_rank=args.lora_rank, plan=plan)
+    check_config(model, cfg)
+    from gpuwise.estimate.memory import estimate_memory
+
+    mem = estimate_memory(model, cfg, gpu)
+    est = analytical_step_time(model, cfg, gpu, gpn, nodes, args.inter_node_gbps)
+    amount = Amount(None, "")
+    if args.tokens:
+        token = model.sample_unit == "token"
+        samples = args.tokens / args.seq_len if token else args.tokens
+        amount = Amount(NoiseModel(math.inf, cfg.global_batch(), samples),
+                        f"training amount: {args.tokens:.4g} {'tokens' if token else 'samples'} at global batch "
+                        f"{cfg.global_batch()} (steps = amount / batch)")
+    return estimate(model, cfg, est, mem, gpu, gpn, amount, args.spot, args.price), None
+
+
+def _from_spec(args):
+    import numpy as np
+
+    from gpuwise.estimate.job_estimate import Amount, choose_layout, estimate
+    from gpuwise.estimate.stat_efficiency import NoiseModel
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.workload.jobspec import load_job
+    from gpuwise.workload.training import TrainingConfig
+
+    job = load_job(args.job)
+    gpu = get_gpu(args.gpu)
+    model = job.model_spec()
+    t = job.training
+    gpn, nodes = _layout(args, min(job.parallelism.gpus_per_node or 8, args.gpus))
+    base = TrainingConfig(seq_len=t.seq_len, precision=t.precision, optimizer=t.optimizer, recompute=t.recompute,
+                          lora_rank=t.lora_rank, quantize=t.quantize)
+    token = model.sample_unit == "token"
+    samples = t.amount_samples(token)
+    lo, hi = t.batch_range
+    ref = t.amount_reference_batch() or lo
+    noise = None
+    desc = ""
+    if samples is not None:
+        phi = t.noise_scale if t.noise_scale else math.inf
+        noise = NoiseModel(phi, ref, samples, t.lr_scaling)
+        what = ("tokens" if t.tokens else "samples" if t.samples else "epochs" if t.epochs else "steps")
+        desc = f"training amount from the spec ({what}): {samples:.4g} samples at reference batch {ref}"
+        if not t.noise_scale and lo != hi:
+            desc += "; no noise_scale given, so larger batches are assumed to need no extra samples"
+    cands = sorted({int(round(x)) for x in np.geomspace(lo, hi, 8)}) if lo != hi else [lo]
+    best = None
+    for gb in cands:
+        cfg, est, mem = choose_layout(model, base, gpu, args.gpus, gpn, nodes, gb, job.parallelism.tp,
+                                      job.parallelism.pp, job.parallelism.zero, t.micro_batch, args.inter_node_gbps)
+        fits = not any("DOES NOT FIT" in a for a in est.assumptions)
+        score = (est.step_time_s * float(noise.steps(cfg.global_batch()))) if noise else est.step_time_s / cfg.global_batch()
+        key = (not fits, score)
+        if best is None or key < best[0]:
+            best = (key, cfg, est, mem)
+    _, cfg, est, mem = best
+    if lo != hi:
+        est.assumptions.append(f"global batch {cfg.global_batch()} chosen from [{lo}, {hi}] for the shortest time")
+    amount = Amount(noise, desc)
+    ck = job.checkpoint
+    out = estimate(model, cfg, est, mem, gpu, gpn, amount, args.spot, args.price, ck.size_gb, ck.write_gbps,
+                   ck.interval_minutes, ck.restart_minutes, job.deadline_hours, job.budget_usd)
+    out = {"job": job.name, **out}
+    return out, job
+
+
+def _fmt(v, unit=""):
+    if v is None:
+        return "-"
+    if isinstance(v, float):
+        if v == 0 or 1e-3 <= abs(v) < 1e6:
+            return f"{v:,.4g}{unit}"
+        return f"{v:.3e}{unit}"
+    return f"{v}{unit}"
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuwise.cli.output import emit_json, print_assumptions, print_table
+
+    out, _ = _from_spec(args) if args.job else _from_flags(args)
+    if args.json:
+        emit_json(out)
+        return 0
+    rows = [("model", out["model"]), ("GPUs", f"{out['gpus']} x {out['gpu']} on {out['nodes']} node(s)"),
+            ("layout", "dp{dp} tp{tp} pp{pp} zero{zero}".format(**out["plan"])),
+            ("batch", f"global {out['global_batch']} = micro {out['micro_batch']} x accum {out['grad_accum']} x dp"),
+            ("step time", _fmt(out["step_time_s"], " s")), ("MFU", f"{out['mfu']:.1%}")]
+    if "tokens_per_second" in out:
+        rows += [("tokens/s", _fmt(out["tokens_per_second"])), ("tokens/s per GPU", _fmt(out["tokens_per_second_per_gpu"]))]
+    rows += [("samples/s", _fmt(out["samples_per_second"])), ("samples/s per GPU", _fmt(out["samples_per_second_per_gpu"]))]
+    if "memory_per_gpu_gib" in out:
+        rows.append(("memory per GPU", f"{out['memory_per_gpu_gib']:.1f} GiB ({'fits' if out['fits'] else 'DOES NOT FIT'})"))
+    if "time_to_target_hours" in out:
+        t = _fmt(out["time_to_target_hours"], " h")
+        if "time_to_target_hours_p10" in out:
+            t += (f"  (p10 {_fmt(out['time_to_target_hours_p10'])} / p50 {_fmt(out['time_to_target_hours_p50'])}"
+                  f" / p90 {_fmt(out['time_to_target_hours_p90'])} h)")
+        rows += [("steps", _fmt(out["steps"])), ("time to target", t)]
+    if "price" in out:
+        rows.append(("price", f"${out['price']['usd_per_gpu_hour']:.4g}/GPU-h ({out['price']['source']})"))
+    if "cost_usd" in out:
+        c = f"${out['cost_usd']:,.2f}"
+        if "cost_usd_p90" in out:
+            c += f"  (p10 ${out['cost_usd_p10']:,.0f} / p90 ${out['cost_usd_p90']:,.0f})"
+        rows.append(("cost", c))
+    for k in ("meets_deadline", "within_budget"):
+        if k in out:
+            rows.append((k.replace("_", " "), "yes" if out[k] else "NO"))
+    print_table(f"gpuwise estimate: {out.get('job', out['model'])}", ["quantity", "value"], rows, ["left", "left"])
+    print_assumptions(out["assumptions"])
+    return 0

@@ -1,0 +1,199 @@
+"""One job on one offering: step time, throughput, MFU, time to target and cost -- what
+`gpuwise estimate` prints. Combines the analytical step time, memory fit, statistical efficiency,
+checkpoint/preemption overheads and catalog prices; every choice made is listed in ``assumptions``.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, replace
+from typing import Any
+
+from gpuwise.errors import InputError
+from gpuwise.estimate.cost import PriceQuote, cheapest_offering, training_cost
+from gpuwise.estimate.preemption import (DEFAULT_RATE_PER_NODE_HOUR, DEFAULT_RATE_SOURCE, checkpoint_seconds,
+                                         spot_time, time_with_checkpoints)
+from gpuwise.estimate.stat_efficiency import NoiseModel
+from gpuwise.estimate.step_time import StepTimeEstimate, analytical_step_time
+from gpuwise.hardware.types import GpuSpec
+from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.training import ParallelPlan, TrainingConfig
+
+ON_DEMAND_CHECKPOINT_MIN = 60.0   # default checkpoint interval without preemptions (minutes)
+CKPT_BYTES_PER_PARAM = {"adamw": 16, "adam": 16, "adamw-8bit": 8, "sgd": 8, "adafactor": 8}
+
+
+@dataclass
+class Amount:
+    """Training amount and its statistical-efficiency model (None = unknown amount)."""
+
+    noise: NoiseModel | None
+    description: str
+
+
+def _memory(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec):
+    try:
+        from gpuwise.estimate.memory import estimate_memory
+    except ImportError:  # memory layer absent: no fit check
+        return None
+    return estimate_memory(model, cfg, gpu)
+
+
+def checkpoint_size_gb(model: ModelSpec, cfg: TrainingConfig) -> float:
+    """Weights + optimizer state (default when the spec gives none)."""
+    from gpuwise.workload.models import param_count
+
+    p = param_count(model)
+    if cfg.lora_rank > 0 or cfg.quantize:
+        return p * 0.005 * 16 / 1e9
+    return p * CKPT_BYTES_PER_PARAM.get(cfg.optimizer, 16) / 1e9
+
+
+def choose_layout(model: ModelSpec, base: TrainingConfig, gpu: GpuSpec, gpus: int, gpus_per_node: int,
+                  nodes: int, global_batch: int, tps=(1,), pps=(1,), zeros=(0,), micro_batch: int | None = None,
+                  inter_node_gbps: float | None = None) -> tuple[TrainingConfig, StepTimeEstimate, Any]:
+    """Fastest (per sample) allowed tp/pp/zero and micro-batch that fit in memory for ``global_batch``.
+    Falls back to the smallest-memory layout (flagged) when nothing fits."""
+    best = None
+    fallback = None
+    for tp in sorted(tps):
+        for pp in sorted(pps):
+            if gpus % (tp * pp) or tp > gpus_per_node:
+                continue
+            dp = gpus // (tp * pp)
+            if model.is_transformer and (model.n_layers % pp or model.n_heads % tp):
+                continue
+            for zero in sorted(zeros):
+                per_replica = max(1, math.ceil(global_batch / dp))
+                micros = [micro_batch] if micro_batch else sorted({min(2 ** k, per_replica) for k in range(12)},
+                                                                     reverse=True)
+                for mb in micros:
+                    accum = max(1, math.ceil(per_replica / mb))
+                    cfg = replace(base, micro_batch=mb, grad_accum=accum,
+                                  plan=ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, sp=tp > 1))
+                    mem = _memory(model, cfg, gpu)
+                    if mem is not None and not mem.fits(gpu):
+                        if fallback is None or mem.total < fallback[2].total:
+                            fallback = (cfg, None, mem)
+                        continue
+                    est = analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
+                    per_sample = est.step_time_s / cfg.global_batch()
+                    if best is None or per_sample < best[1].step_time_s / best[0].global_batch() * (1 - 1e-9):
+                        best = (cfg, est, mem)
+                    break  # largest fitting micro-batch for this layout
+    if best is not None:
+        return best
+    if fallback is None:
+        raise InputError("gpus", gpus, f"no allowed tp/pp layout divides {gpus} GPUs; change --gpus or the "
+                         "spec's parallelism")
+    cfg, _, mem = fallback
+    est = analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
+    est.assumptions.append(f"DOES NOT FIT: {mem.per_gpu_gib:.1f} GiB per GPU > {gpu.memory_gib:g} GiB; "
+                           "allow more tp/pp/zero or more GPUs")
+    return cfg, est, mem
+
+
+def price_for(gpu: GpuSpec, gpus_per_node: int, spot: bool, price_per_gpu_hour: float | None) -> PriceQuote | None:
+    if price_per_gpu_hour is not None:
+        if price_per_gpu_hour < 0:
+            raise InputError("--price", price_per_gpu_hour, "give a price >= 0 USD per GPU-hour")
+        return PriceQuote(price_per_gpu_hour * gpus_per_node, gpus_per_node,
+                          f"--price ${price_per_gpu_hour:g} per GPU-hour", spot)
+    return cheapest_offering(gpu.name, gpus_per_node, spot)
+
+
+def spot_rate(quote: PriceQuote | None) -> tuple[float, str]:
+    if quote is not None and quote.offering is not None:
+        try:
+            from gpuwise.hardware.spot_risk import preemption_rate_per_hour
+
+            risk = preemption_rate_per_hour(quote.offering)
+            return float(risk.rate_per_hour), f"{risk.rate_per_hour:.3g} preemptions per node-hour ({risk.source})"
+        except ImportError:
+            pass
+    return DEFAULT_RATE_PER_NODE_HOUR, DEFAULT_RATE_SOURCE
+
+
+def estimate(model: ModelSpec, cfg: TrainingConfig, est: StepTimeEstimate, mem: Any, gpu: GpuSpec,
+             gpus_per_node: int, amount: Amount, spot: bool, price_per_gpu_hour: float | None,
+             checkpoint_gb: float | None = None, checkpoint_write_gbps: float = 1.0,
+             checkpoint_interval_min: float | None = None, restart_min: float = 10.0,
+             deadline_hours: float | None = None, budget_usd: float | None = None) -> dict[str, Any]:
+    """Everything `gpuwise estimate` reports, as a JSON-ready dict."""
+    gpus, nodes = est.gpus, est.nodes
+    token = model.sample_unit == "token"
+    out: dict[str, Any] = {
+        "model": model.name, "gpu": gpu.name, "gpus": gpus, "nodes": nodes, "gpus_per_node": gpus_per_node,
+        "plan": {"dp": cfg.plan.dp, "tp": cfg.plan.tp, "pp": cfg.plan.pp, "zero": cfg.plan.zero},
+        "precision": cfg.precision, "recompute": cfg.recompute,
+        "micro_batch": cfg.micro_batch, "grad_accum": cfg.grad_accum, "global_batch": cfg.global_batch(),
+        "step_time_s": est.step_time_s, "compute_s": est.compute_s, "comm_s": est.comm_s,
+        "bubble_s": est.bubble_s, "optimizer_s": est.optimizer_s, "mfu": est.mfu,
+        "samples_per_second": est.samples_per_s, "samples_per_second_per_gpu": est.samples_per_s_per_gpu,
+    }
+    if token:
+        out["seq_len"] = cfg.seq_len
+        out["tokens_per_second"] = est.tokens_per_s
+        out["tokens_per_second_per_gpu"] = est.tokens_per_s_per_gpu
+    if mem is not None:
+        out["memory_per_gpu_gib"] = mem.per_gpu_gib
+        out["fits"] = bool(mem.fits(gpu))
+    assumptions = list(est.assumptions)
+    if mem is not None and not mem.fits(gpu) and not any("DOES NOT FIT" in a for a in assumptions):
+        assumptions.append(f"DOES NOT FIT: {mem.per_gpu_gib:.1f} GiB per GPU > {gpu.memory_gib:g} GiB")
+
+    quote = price_for(gpu, gpus_per_node, spot, price_per_gpu_hour)
+    if quote is not None:
+        out["price"] = {"usd_per_gpu_hour": quote.usd_per_gpu_hour,
+                        "usd_per_node_hour": quote.usd_per_gpu_hour * gpus_per_node,
+                        "spot": spot, "source": quote.source}
+        assumptions.append(f"price: {quote.source}; billed per node of {gpus_per_node} GPU(s)")
+    elif price_per_gpu_hour is None:
+        assumptions.append(f"no price: the catalog has no {'spot ' if spot else ''}offering with {gpu.name}; "
+                           "pass --price USD_PER_GPU_HOUR")
+
+    if amount.noise is not None:
+        steps = float(amount.noise.steps(cfg.global_batch()))
+        work_s = steps * est.step_time_s
+        ckpt_gb = checkpoint_gb if checkpoint_gb is not None else checkpoint_size_gb(model, cfg)
+        c_s = checkpoint_seconds(ckpt_gb, checkpoint_write_gbps, nodes)
+        assumptions.append(amount.description)
+        assumptions.append(amount.noise.describe())
+        assumptions.append(f"checkpoint {ckpt_gb:.3g} GB written at {checkpoint_write_gbps:g} GB/s per node "
+                           f"({c_s:.0f} s)" + ("" if checkpoint_gb is not None else
+                                               " (size: weights + optimizer state, default)"))
+        out["steps"] = steps
+        if spot:
+            rate, src = spot_rate(quote)
+            st = spot_time(work_s, rate, nodes, c_s, restart_min * 60.0,
+                           None if checkpoint_interval_min is None else checkpoint_interval_min * 60.0, src)
+            assumptions += st.assumptions
+            hours = st.expected_s / 3600.0
+            out["time_to_target_hours"] = hours
+            out["time_to_target_hours_p10"] = st.p10_s / 3600.0
+            out["time_to_target_hours_p50"] = st.p50_s / 3600.0
+            out["time_to_target_hours_p90"] = st.p90_s / 3600.0
+            out["preemption"] = {"rate_per_job_hour": st.rate_per_hour, "expected_preemptions": st.expected_preemptions,
+                                 "checkpoint_interval_min": st.interval_s / 60.0, "checkpoint_s": c_s,
+                                 "restart_min": restart_min}
+        else:
+            interval = (checkpoint_interval_min or ON_DEMAND_CHECKPOINT_MIN) * 60.0
+            hours = time_with_checkpoints(work_s, c_s, interval) / 3600.0
+            assumptions.append(f"on-demand: no preemptions; checkpoint every {interval / 60:.0f} min")
+            out["time_to_target_hours"] = hours
+        out["compute_hours"] = work_s / 3600.0
+        if quote is not None:
+            node_price = quote.usd_per_gpu_hour * gpus_per_node
+            out["cost_usd"] = training_cost(hours, node_price, nodes)
+            if spot:
+                out["cost_usd_p10"] = training_cost(out["time_to_target_hours_p10"], node_price, nodes)
+                out["cost_usd_p90"] = training_cost(out["time_to_target_hours_p90"], node_price, nodes)
+            out["gpu_hours"] = hours * gpus
+        if deadline_hours is not None:
+            out["meets_deadline"] = hours <= deadline_hours
+        if budget_usd is not None and "cost_usd" in out:
+            out["within_budget"] = out["cost_usd"] <= budget_usd
+    else:
+        assumptions.append("no training amount given: time and cost per step only (add --tokens or a spec amount)")
+    out["assumptions"] = assumptions
+    return out
