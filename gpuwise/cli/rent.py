@@ -112,7 +112,8 @@ def run(args: argparse.Namespace) -> int:
     if not 0 < args.window_prob < 1:
         raise InputError("--window-prob", args.window_prob, "must be strictly between 0 and 1, e.g. 0.95")
 
-    sol = solve(types, budget, integer=args.integer)
+    boot = cloud.boot_delay
+    sol = solve(types, budget, integer=args.integer, boot_delay=boot)
     occ = occupancy(types, sol)
     assumptions = list(sol.assumptions) + list(spec.notes) + list(occ.assumptions)
     out = _sol_json(sol, occ)
@@ -127,7 +128,7 @@ def run(args: argparse.Namespace) -> int:
         else:  # a default range for the plot: from just above the stability limit to 2x the budget
             lo, hi = sol.min_budget * 1.01, max(2 * budget.amount, sol.min_budget * 1.5)
             step = (hi - lo) / 100
-        swept = sweep(types, lo, hi, step, budget.unit, args.integer)
+        swept = sweep(types, lo, hi, step, budget.unit, args.integer, boot)
         out["sweep"] = [{"budget": b, "mean_response_time": s.mean_response_time, "mu": s.mu,
                          "k": {a.name: a.k for a in s.types},
                          "type_mean_response_time": {a.name: a.mean_response_time for a in s.types}}
@@ -155,6 +156,8 @@ def run(args: argparse.Namespace) -> int:
 
         policies = [FixedWidthPolicy.from_solution(sol)]
         if not args.no_baselines:
+            if boot > 0:  # the paper's boot-blind widths at the same budget, to show what boot-awareness buys
+                policies.append(FixedWidthPolicy.from_solution(solve(types, budget, args.integer), "pi* boot-blind"))
             policies += all_baselines(types, budget, sol)
         for p in policies:
             rng = np.random.default_rng(args.seed)  # common random numbers: same jobs for every policy

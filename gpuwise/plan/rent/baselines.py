@@ -15,12 +15,12 @@ import math
 
 import numpy as np
 
-from gpuwise.plan.rent.solver import Budget, RentSolution
+from gpuwise.plan.rent.solver import Budget, RentSolution, cost_per_work
 from gpuwise.policies.fixed_width import FixedWidthPolicy, SizeAwarePolicy
 
 
-def _spend(types, w, ks) -> float:
-    return sum(wi * t.load * k / float(t.speedup(k)) for t, wi, k in zip(types, w, ks))
+def _spend(types, w, ks, boot_delay: float = 0.0) -> float:
+    return sum(wi * t.load * cost_per_work(t, k, boot_delay) for t, wi, k in zip(types, w, ks))
 
 
 def _weights(types, budget: Budget):
@@ -31,37 +31,37 @@ def one_gpu(types) -> FixedWidthPolicy:
     return FixedWidthPolicy.uniform([1.0] * len(types), "one-gpu")
 
 
-def equal_width(types, budget: Budget) -> FixedWidthPolicy:
+def equal_width(types, budget: Budget, boot_delay: float = 0.0) -> FixedWidthPolicy:
     """The common width k (capped per type) at which the budget binds, by bisection on k."""
     w = _weights(types, budget)
     caps = [t.speedup.cap for t in types]
     def ks(k):
         return [min(k, c) for c in caps]
     hi = 2.0
-    while _spend(types, w, ks(hi)) < budget.amount and hi < 1e9 and any(hi < c for c in caps):
+    while _spend(types, w, ks(hi), boot_delay) < budget.amount and hi < 1e9 and any(hi < c for c in caps):
         hi *= 2
     lo = 1.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if _spend(types, w, ks(mid)) > budget.amount:
+        if _spend(types, w, ks(mid), boot_delay) > budget.amount:
             hi = mid
         else:
             lo = mid
     return FixedWidthPolicy.uniform(ks(lo), "equal-width")
 
 
-def greedy(types, budget: Budget, max_steps: int = 200_000) -> FixedWidthPolicy:
+def greedy(types, budget: Budget, boot_delay: float = 0.0, max_steps: int = 200_000) -> FixedWidthPolicy:
     """Marginal allocation on whole GPUs (a heap of savings per unit of extra spend)."""
     w = _weights(types, budget)
     ks = [1] * len(types)
-    spent = _spend(types, w, ks)
+    spent = _spend(types, w, ks, boot_delay)
     def gain(i):
         t, k = types[i], ks[i]
         if k + 1 > t.speedup.cap:
             return None
         s0, s1 = float(t.speedup(k)), float(t.speedup(k + 1))
         d_obj = t.load * (1 / s0 - 1 / s1)
-        d_cost = w[i] * t.load * ((k + 1) / s1 - k / s0)
+        d_cost = w[i] * t.load * (cost_per_work(t, k + 1, boot_delay) - cost_per_work(t, k, boot_delay))
         return d_obj / d_cost if d_cost > 1e-15 else math.inf, d_cost
     heap = []
     for i in range(len(types)):
@@ -83,7 +83,7 @@ def greedy(types, budget: Budget, max_steps: int = 200_000) -> FixedWidthPolicy:
 
 
 def size_aware(types, budget: Budget, solution: RentSolution, rng: np.random.Generator | None = None,
-               samples: int = 200_000, exponent: float = 1.0) -> SizeAwarePolicy:
+               samples: int = 200_000, exponent: float = 1.0, boot_delay: float = 0.0) -> SizeAwarePolicy:
     """Widths proportional to size (around pi*'s widths), scale found by bisection so the
     expected spend, estimated on a size sample of each type, equals the budget."""
     rng = rng or np.random.default_rng(12345)
@@ -95,7 +95,7 @@ def size_aware(types, budget: Budget, solution: RentSolution, rng: np.random.Gen
         total = 0.0
         for i, (t, x) in enumerate(zip(types, draws)):
             k = np.clip(scale * base[i] * (x / t.mean_size) ** exponent, 1.0, t.speedup.cap)
-            total += w[i] * t.arrival_rate * float(np.mean(x * k / t.speedup(k)))
+            total += w[i] * t.arrival_rate * float(np.mean(k * (boot_delay + x / t.speedup(k))))
         return total
 
     lo, hi = 1e-6, 1.0
@@ -112,7 +112,9 @@ def size_aware(types, budget: Budget, solution: RentSolution, rng: np.random.Gen
 
 
 def all_baselines(types, budget: Budget, solution: RentSolution, sizes_known: bool = True):
-    out = [one_gpu(types), equal_width(types, budget), greedy(types, budget)]
+    """Every baseline at the budget (and boot delay) of `solution`."""
+    d = solution.boot_delay
+    out = [one_gpu(types), equal_width(types, budget, d), greedy(types, budget, d)]
     if sizes_known:
-        out.append(size_aware(types, budget, solution))
+        out.append(size_aware(types, budget, solution, boot_delay=d))
     return out

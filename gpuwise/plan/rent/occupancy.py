@@ -39,7 +39,8 @@ def classes(types: list[JobType] | tuple[JobType, ...], sol: RentSolution) -> li
     out = []
     for t, a in zip(types, sol.types):
         for k, q in a.widths:
-            out.append((k, t.arrival_rate * q * t.mean_size / float(t.speedup(k))))
+            # jobs present = arrival rate x time held (boot + run), Little's law per class
+            out.append((k, t.arrival_rate * q * (sol.boot_delay + t.mean_size / float(t.speedup(k)))))
     return out
 
 

@@ -15,6 +15,8 @@ import math
 from dataclasses import dataclass
 from typing import Sequence
 
+import numpy as np
+
 from gpuwise.errors import InputError
 from gpuwise.plan.rent.jobtypes import JobType
 
@@ -58,6 +60,7 @@ class RentSolution:
     integer: bool
     binding: bool                   # False when every type sits at its cap with budget to spare
     assumptions: tuple[str, ...]
+    boot_delay: float = 0.0         # hours of billed boot per job the solution accounts for
 
     def widths(self) -> list[float]:
         return [t.k for t in self.types]
@@ -80,19 +83,53 @@ def check_types(types: Sequence[JobType]) -> None:
             raise InputError(f"{t.field_prefix}.arrival_rate", t.arrival_rate, "arrival_rate and mean_size must be > 0")
 
 
-def min_feasible_budget(types: Sequence[JobType], budget: Budget) -> float:
-    """sum w_i rho_i/s_i(1): everything on one GPU; the budget must exceed it (stability, eq. 2)."""
+def min_feasible_budget(types: Sequence[JobType], budget: Budget, boot_delay: float = 0.0) -> float:
+    """sum w_i (rho_i + lambda_i d): everything on one GPU (plus its boot time d); the budget must
+    exceed it (stability, eq. 2)."""
     w = _weights(types, budget)
-    return sum(wi * t.load for wi, t in zip(w, types))
+    return sum(wi * (t.load + t.arrival_rate * boot_delay) for wi, t in zip(w, types))
 
 
-def _width(t: JobType, mu_w: float, integer: bool) -> float:
+def cost_per_work(t: JobType, k: float, boot_delay: float = 0.0) -> float:
+    """GPU-hours rented per unit of work at width k: k/s(k) (Lemma 2) plus the billed boot time
+    of the k GPUs spread over the job's mean size."""
+    return k / float(t.speedup(k)) + boot_delay * k / t.mean_size
+
+
+def _best_with_boot(t: JobType, mu_w: float, boot_delay: float, integer: bool) -> float:
+    """argmin_k (1 + mu_w k)/s(k) + mu_w d k / E[X]: the per-type Lagrangian with a billed boot
+    delay d. The added term is increasing, so the minimiser lies in [1, k(mu_w) without boot];
+    for concave s the function is unimodal there (bounded Brent on log k)."""
+    from scipy.optimize import minimize_scalar
+
+    sp, c = t.speedup, mu_w * boot_delay / t.mean_size
+    top = sp.best_width(mu_w)
+    if integer or sp.is_piecewise_linear:
+        hi = int(math.floor(min(top, sp.cap))) if math.isfinite(top) else 1
+        if sp.is_piecewise_linear and not integer:
+            ks = np.unique(np.concatenate([np.linspace(1.0, max(top, 1.0), 4001), sp.widths]))
+            ks = ks[ks <= max(top, 1.0)]
+        else:
+            ks = np.arange(1, max(hi, 1) + 1, dtype=float)
+        g = (1 + mu_w * ks) / sp(ks) + c * ks
+        return float(ks[int(np.argmin(g))])
+    if top <= 1.0:
+        return 1.0
+    f = lambda x: (1 + mu_w * math.exp(x)) / float(sp(math.exp(x))) + c * math.exp(x)
+    r = minimize_scalar(f, bounds=(0.0, math.log(top)), method="bounded", options={"xatol": 1e-12})
+    best = min((0.0, math.log(top), r.x), key=f)
+    return math.exp(best)
+
+
+def _width(t: JobType, mu_w: float, integer: bool, boot_delay: float = 0.0) -> float:
+    if boot_delay > 0 and mu_w > 0:
+        return _best_with_boot(t, mu_w, boot_delay, integer)
     return float(t.speedup.best_integer_width(mu_w)) if integer else t.speedup.best_width(mu_w)
 
 
-def _spend(types, w, mu, integer) -> tuple[float, list[float]]:
-    ks = [_width(t, mu * wi, integer) for t, wi in zip(types, w)]
-    total = sum(wi * t.load * k / float(t.speedup(k)) for t, wi, k in zip(types, w, ks))
+def _spend(types, w, mu, integer, boot_delay=0.0) -> tuple[float, list[float]]:
+    ks = [_width(t, mu * wi, integer, boot_delay) for t, wi in zip(types, w)]
+    total = sum(wi * t.load * cost_per_work(t, k, boot_delay) for t, wi, k in zip(types, w, ks))
     return total, ks
 
 
@@ -100,18 +137,23 @@ def _discrete(t: JobType, integer: bool) -> bool:
     return integer or t.speedup.is_piecewise_linear
 
 
-def solve(types: Sequence[JobType], budget: Budget, integer: bool = False) -> RentSolution:
-    """Optimal widths for every type under the long-run budget (fractional or whole GPUs)."""
+def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_delay: float = 0.0) -> RentSolution:
+    """Optimal widths for every type under the long-run budget (fractional or whole GPUs).
+
+    ``boot_delay`` (hours, default 0 = the paper's model): each job's k GPUs are billed for a VM
+    boot before it starts, which also adds to its response time."""
     check_types(types)
     if not (budget.amount > 0 and math.isfinite(budget.amount)):
         raise InputError("--budget", budget.amount, "must be a positive number")
     w = _weights(types, budget)
     b = budget.amount
-    floor_b = min_feasible_budget(types, budget)
+    if not (boot_delay >= 0 and math.isfinite(boot_delay)):
+        raise InputError("--boot-delay", boot_delay, "must be >= 0")
+    floor_b = min_feasible_budget(types, budget, boot_delay)
     unit = "GPUs" if budget.unit == "gpus" else "USD/h"
     if b <= floor_b * (1 + 1e-12):
         raise InputError("--budget", b, f"infeasible: everything on 1 GPU already costs {floor_b:.6g} {unit} "
-                                         f"(sum of rho_i); the minimum feasible budget is above {floor_b:.6g} {unit}")
+                                         f"(sum of rho_i{' + lambda_i x boot' if boot_delay else ''}); the minimum feasible budget is above {floor_b:.6g} {unit}")
     assumptions = [
         "fixed-width policy pi* (Li et al., arXiv:2406.15560, Thm 1): each job rents k_i GPUs on arrival and "
         "keeps them until done; no queueing",
@@ -126,65 +168,70 @@ def solve(types: Sequence[JobType], budget: Budget, integer: bool = False) -> Re
     if budget.unit == "usd_per_hour":
         assumptions.append("USD budget: cost-weighted constraint sum rho_i p_i k_i/s_i(k_i) <= budget; prices "
                            + ", ".join(f"{t.name}=${t.price:g}/GPU-h" for t in types))
+    if boot_delay > 0:
+        assumptions.append(f"boot-aware: each job's GPUs are billed for a {boot_delay * 3600:g} s boot that also "
+                           "delays it; widths minimise (1 + mu k)/s(k) + mu d k/E[X] (numerically)")
     if integer:
         assumptions.append("integer mode: whole-GPU widths; at most one type mixes two adjacent widths across "
                            "its jobs so the budget binds exactly (A.3.6)")
 
     # Spend with mu = 0 is the most the caps allow; a bigger budget is slack.
     capped = all(math.isfinite(t.speedup.cap) or t.speedup.best_width(0.0) <= 1 for t in types)
-    top, ks_top = _spend(types, w, 0.0, integer) if capped else (math.inf, [])
+    top, ks_top = _spend(types, w, 0.0, integer, boot_delay) if capped else (math.inf, [])
     if top <= b:
-        return _finish(types, w, ks_top, [None] * len(types), 0.0, budget, floor_b, integer, False,
+        return _finish(types, w, ks_top, [None] * len(types), 0.0, budget, floor_b, integer, False, boot_delay,
                        assumptions + [f"budget slack: every type at its cap uses {top:.6g} of {b:g} {unit}"])
     # Bracket mu*: spend(mu_lo) > b >= spend(mu_hi).
     mu_lo, mu_hi = 1.0, 1.0
-    while _spend(types, w, mu_hi, integer)[0] > b:
+    while _spend(types, w, mu_hi, integer, boot_delay)[0] > b:
         mu_hi *= 4.0
         if mu_hi > 1e300:
             raise InputError("--budget", b, f"cannot be met; minimum feasible budget is above {floor_b:.6g} {unit}")
-    while _spend(types, w, mu_lo, integer)[0] <= b:
+    while _spend(types, w, mu_lo, integer, boot_delay)[0] <= b:
         mu_lo /= 4.0
     for _ in range(400):
         mid = math.sqrt(mu_lo * mu_hi)
         if not (mu_lo < mid < mu_hi):
             break
-        if _spend(types, w, mid, integer)[0] > b:
+        if _spend(types, w, mid, integer, boot_delay)[0] > b:
             mu_lo = mid
         else:
             mu_hi = mid
-    spend_hi, ks_hi = _spend(types, w, mu_hi, integer)
-    _, ks_lo = _spend(types, w, mu_lo, integer)
+    spend_hi, ks_hi = _spend(types, w, mu_hi, integer, boot_delay)
+    _, ks_lo = _spend(types, w, mu_lo, integer, boot_delay)
     # Hand the remaining budget to the types whose width jumps at mu*, one at a time; the last
     # one mixes its two widths across jobs (randomising = time-sharing, A.3.6).
     deficit = b - spend_hi
     mixes: list[tuple[float, float] | None] = [None] * len(types)
     ks = list(ks_hi)
     for i, t in enumerate(types):
-        if deficit <= 0 or not _discrete(t, integer) or ks_lo[i] == ks_hi[i]:
+        if deficit <= 0 or not (_discrete(t, integer) or boot_delay > 0) or ks_lo[i] == ks_hi[i]:
             continue
         ka, kb = ks_hi[i], ks_lo[i]
-        delta = w[i] * t.load * (kb / float(t.speedup(kb)) - ka / float(t.speedup(ka)))
+        if not _discrete(t, integer) and abs(kb - ka) <= 1e-7 * ka:
+            continue  # a continuous width: mu_lo and mu_hi agree to rounding
+        delta = w[i] * t.load * (cost_per_work(t, kb, boot_delay) - cost_per_work(t, ka, boot_delay))
         if delta <= deficit:
             ks[i], deficit = kb, deficit - delta
         else:
             mixes[i] = (kb, deficit / delta)
             deficit = 0.0
     mu = math.sqrt(mu_lo * mu_hi)
-    return _finish(types, w, ks, mixes, mu, budget, floor_b, integer, True, assumptions)
+    return _finish(types, w, ks, mixes, mu, budget, floor_b, integer, True, boot_delay, assumptions)
 
 
-def _finish(types, w, ks, mixes, mu, budget, floor_b, integer, binding, assumptions) -> RentSolution:
+def _finish(types, w, ks, mixes, mu, budget, floor_b, integer, binding, boot_delay, assumptions) -> RentSolution:
     lam = sum(t.arrival_rate for t in types)
     allocs = []
     used = gpus = weighted_t = 0.0
     for t, wi, k, mix in zip(types, w, ks, mixes):
         widths = ((k, 1.0),) if mix is None else ((k, 1.0 - mix[1]), (mix[0], mix[1]))
         u = sum(q / float(t.speedup(kk)) for kk, q in widths)          # hours per unit of work
-        c = sum(q * kk / float(t.speedup(kk)) for kk, q in widths)     # GPU-hours per unit of work
-        et = t.mean_size * u
+        c = sum(q * cost_per_work(t, kk, boot_delay) for kk, q in widths)  # GPU-hours per unit of work
+        et = boot_delay + t.mean_size * u
         allocs.append(TypeAllocation(
             name=t.name, widths=tuple((float(kk), float(q)) for kk, q in widths if q > 0),
-            k=float(sum(kk * q for kk, q in widths)), speed=1.0 / u, mean_response_time=et,
+            k=float(sum(kk * q for kk, q in widths)), speed=t.mean_size / et, mean_response_time=et,
             mean_gpus=t.load * c, spend=wi * t.load * c,
             at_cap=math.isfinite(t.speedup.cap) and max(kk for kk, _ in widths) >= t.speedup.cap - 1e-9,
             at_one=all(kk <= 1 + 1e-12 for kk, _ in widths)))
@@ -194,4 +241,4 @@ def _finish(types, w, ks, mixes, mu, budget, floor_b, integer, binding, assumpti
     return RentSolution(
         types=tuple(allocs), mean_response_time=weighted_t / lam, mu=mu, frontier_slope=-mu / lam + 0.0,
         budget=budget, budget_used=used, mean_gpus=gpus, min_budget=floor_b, integer=integer,
-        binding=binding, assumptions=tuple(assumptions))
+        binding=binding, assumptions=tuple(assumptions), boot_delay=boot_delay)

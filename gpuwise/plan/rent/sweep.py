@@ -33,15 +33,16 @@ def parse_range(text: str, field: str = "--sweep") -> tuple[float, float, float]
     return lo, hi, step
 
 
-def sweep(types, lo: float, hi: float, step: float, unit: str = "gpus", integer: bool = False) -> SweepResult:
-    floor_b = min_feasible_budget(types, Budget(1.0, unit))
+def sweep(types, lo: float, hi: float, step: float, unit: str = "gpus", integer: bool = False,
+          boot_delay: float = 0.0) -> SweepResult:
+    floor_b = min_feasible_budget(types, Budget(1.0, unit), boot_delay)
     grid = lo + step * np.arange(int(math.floor((hi - lo) / step + 1e-9)) + 1)
     ok = [float(b) for b in grid if b > floor_b * (1 + 1e-9)]
     skipped = tuple(float(b) for b in grid if b <= floor_b * (1 + 1e-9))
     if not ok:
         raise InputError("--sweep", f"{lo:g}:{hi:g}:{step:g}",
                          f"every budget is infeasible; the minimum feasible budget is above {floor_b:.6g}")
-    sols = tuple(solve(types, Budget(b, unit), integer=integer) for b in ok)
+    sols = tuple(solve(types, Budget(b, unit), integer=integer, boot_delay=boot_delay) for b in ok)
     return SweepResult(tuple(ok), sols, skipped, floor_b)
 
 
