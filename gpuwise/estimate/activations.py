@@ -14,7 +14,10 @@ Here the same accounting is written tensor by tensor so that it generalises:
 - families without dropout (llama, mistral, qwen2, ...) keep no masks;
 - context parallelism splits the sequence (activations / cp);
 - recompute: selective drops the s^2 attention terms, full keeps each layer's input plus one
-  layer's working set.
+  layer's working set;
+- LoRA (frozen base): autograd keeps a linear layer's input only to compute its weight gradient,
+  so inputs that feed only frozen matrices (MLP input, down-projection input, output-projection
+  input under eager attention) are not kept; the QKV input is (the adapters read it).
 With MHA, f = 4h, dropout, no flash and 2-byte activations the terms reduce exactly to the
 formula above (tests check it).
 """
@@ -43,6 +46,7 @@ class ActivationSetting:
     bytes_per_value: int = 2  # 2 for bf16/fp16 activations, 4 for fp32
     flash: bool = True        # flash attention: no s^2 tensors kept
     recompute: str = "none"   # none | selective | full
+    frozen_base: bool = False # LoRA: base weights need no gradient, so inputs kept only for them are dropped
 
 
 def has_dropout(spec: ModelSpec) -> bool:
@@ -62,7 +66,9 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
     h, dq, dkv = spec.hidden, spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
     kv_len = st.seq_len if kv_len is None else kv_len
     replicated = h * e + h * mask                    # QKV input (norm output) + output-dropout mask
-    split = (dq + 2 * dkv) * e + dq * e              # Q, K, V + output-projection input
+    split = (dq + 2 * dkv) * e                       # Q, K, V
+    if not st.frozen_base or st.flash:
+        split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
     if st.recompute == "selective":
         pass                                         # the attention core is recomputed in backward
     elif st.flash:
@@ -78,8 +84,10 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     """(replicated, split) bytes per local token for one MLP block (all routed experts), excl. norm."""
     e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
     k = spec.experts_per_token if spec.n_experts > 1 else 1
-    replicated = spec.hidden * e * k + spec.hidden * mask      # input to the first linear (per expert copy)
-    per_expert = (4 if spec.gated_mlp else 2) * spec.ffn_hidden * e
+    replicated = spec.hidden * mask + (0 if st.frozen_base else spec.hidden * e * k)   # first linear's input
+    # kept f-wide tensors: gated (gate, up, act(gate), product) / plain (act input, act output); a frozen
+    # down-projection needs no copy of its input (product / act output)
+    per_expert = ((4 if spec.gated_mlp else 2) - (1 if st.frozen_base else 0)) * spec.ffn_hidden * e
     split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
     return replicated, split
 

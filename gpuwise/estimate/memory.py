@@ -171,7 +171,7 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
 
     st = act.ActivationSetting(micro_batch=cfg.micro_batch, seq_len=cfg.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
                                bytes_per_value=_act_bytes_per_value(cfg.precision),
-                               flash=cfg.flash_attention, recompute=cfg.recompute)
+                               flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora)
     n_enc, n_dec = spec.n_encoder_layers, spec.n_layers
     layers_per_stage = _stage_layers(n_enc + n_dec, p.pp)
     dp3 = p.dp if p.zero >= 3 else 1
@@ -254,7 +254,8 @@ def _assumptions(spec, cfg, sb, lora, fp32_grads, stage) -> list[str]:
     if p.cp > 1:
         out.append(f"context parallel cp={p.cp} splits the sequence; weights replicated over cp")
     if lora:
-        out.append(f"LoRA rank {cfg.lora_rank}: {TARGETS_TEXT}; frozen base, activations kept as in full training")
+        out.append(f"LoRA rank {cfg.lora_rank}: {TARGETS_TEXT}; frozen base; inputs that feed only frozen "
+                   "matrices are not kept for backward")
     if cfg.quantize:
         out.append(f"NF4 base: {NF4_BYTES:.3f} B per linear-layer weight (QLoRA double quantisation); "
                    "embeddings, norms and output layer in 16-bit")
