@@ -40,7 +40,12 @@ class MemoryEstimate:
     params: int                  # model parameters (all)
     trainable_params: int        # parameters that get gradients (LoRA: adapters only)
     peak_stage: int = 0          # pipeline stage with the peak
-    assumptions: tuple[str, ...] = field(default=())
+    notes: tuple[str, ...] = field(default=())   # the assumptions (immutable: estimates are memoised)
+
+    @property
+    def assumptions(self) -> list[str]:
+        """What the estimate assumes (a fresh list each time)."""
+        return list(self.notes)
 
     @property
     def total(self) -> float:
@@ -282,6 +287,6 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
     est = _estimate(spec, cfg, fp32_grads, lm_head, interleave, context)
     if gpu is not None:
         verdict = "fits" if est.fits(gpu) else "does not fit"
-        est = replace(est, assumptions=est.assumptions + (
+        est = replace(est, notes=est.notes + (
             f"{gpu.name}: {gpu.memory_gib:g} GiB usable; {verdict} ({est.headroom_gib(gpu):+.1f} GiB headroom)",))
     return est
