@@ -36,8 +36,10 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.output import print_assumptions, print_table
 
     p = cfg.plan
+    shape = (f"{cfg.micro_batch} x {cfg.seq_len} tokens" if spec.is_transformer
+             else f"{cfg.micro_batch} {spec.sample_unit}(s)")
     print(f"{spec.name}: {est.params / 1e9:.3g}B params ({est.trainable_params / 1e9:.3g}B trainable); "
-          f"{p.label()} on {p.gpus} GPU(s); micro-batch {cfg.micro_batch} x {cfg.seq_len} tokens; "
+          f"{p.label()} on {p.gpus} GPU(s); micro-batch {shape}; "
           f"{cfg.precision}, {cfg.optimizer}, recompute {cfg.recompute}")
     title = "Per-GPU peak memory" + (f" (pipeline stage {est.peak_stage})" if p.pp > 1 else "")
     rows = [(k, f"{v:.2f}") for k, v in est.breakdown_gib().items()] + [("total per GPU", f"{est.per_gpu_gib:.2f}")]

@@ -41,6 +41,8 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
 def seq_len_for(spec, requested: int | None) -> int:
     if requested is not None:
         return requested
+    if not spec.is_transformer:
+        return 1                     # explicit models: activations are given per sample
     if spec.learned_pos_emb and spec.max_seq_len:
         return min(DEFAULT_SEQ, spec.max_seq_len)
     return DEFAULT_SEQ
