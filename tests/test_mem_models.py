@@ -107,3 +107,20 @@ def test_malformed_config_names_missing_field(tmp_path):
         load_model(str(p4))
     with pytest.raises(InputError):
         load_model(str(tmp_path / "missing" / "config.json"))
+
+
+@pytest.mark.parametrize("cfg,expected", [
+    # legacy falcon-40b config (model_type RefinedWeb, n_* keys) == the falcon-40b preset
+    ({"model_type": "RefinedWeb", "hidden_size": 8192, "n_layer": 60, "n_head": 128, "n_head_kv": 8,
+      "vocab_size": 65024, "parallel_attn": True, "bias": False}, "falcon-40b"),
+    # legacy phi-1.5 config (model_type phi-msft, GPT-2 style keys)
+    ({"model_type": "phi-msft", "n_embd": 2048, "n_layer": 24, "n_head": 32, "n_inner": None, "vocab_size": 51200,
+      "n_positions": 2048}, "phi-1.5"),
+    # mT5 / T5 v1.1 (gated-gelu, untied)
+    ({"model_type": "mt5", "d_model": 4096, "d_ff": 10240, "d_kv": 64, "num_heads": 64, "num_layers": 24,
+      "vocab_size": 250112, "feed_forward_proj": "gated-gelu", "tie_word_embeddings": False}, "mt0-xxl"),
+])
+def test_legacy_and_variant_configs(tmp_path, cfg, expected):
+    p = tmp_path / "config.json"
+    p.write_text(json.dumps(cfg))
+    assert param_count(load_model(str(p))) == param_count(load_model(expected))

@@ -136,7 +136,7 @@ def _explicit_estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, c
     return MemoryEstimate(w, g, o, a, oh, n, n, 0, notes)
 
 
-@lru_cache(maxsize=65536)
+@lru_cache(maxsize=16384)
 def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: bool, interleave: int,
               context: bool) -> MemoryEstimate:
     check_config(spec, cfg)

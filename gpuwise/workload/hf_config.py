@@ -96,7 +96,8 @@ def _gptj(r: _Reader, name: str, family: str) -> ModelSpec:
 def _falcon(r: _Reader, name: str, family: str) -> ModelSpec:
     h = r.int("hidden_size", "n_embed")
     heads = r.int("num_attention_heads", "n_head")
-    new_arch = bool(r.get("new_decoder_architecture", False))
+    # legacy "RefinedWeb" configs (falcon-40b/180b) are the new decoder architecture
+    new_arch = bool(r.get("new_decoder_architecture", r.cfg.get("model_type") == "RefinedWeb"))
     if new_arch:
         kv = int(r.get("num_kv_heads", r.get("n_head_kv", heads)))
     else:
