@@ -61,3 +61,34 @@ def test_simulation_with_boot_meets_the_budget_and_blind_widths_overspend():
     assert out["aware"].mean_gpus_billed == pytest.approx(2.0, rel=0.03)
     assert out["aware"].mean_response_time[0] == pytest.approx(aware.mean_response_time, rel=0.03)
     assert out["blind"].mean_gpus_billed > 2.0 * 1.05  # 0.8 jobs/h x 7.5 GPUs x 1/30 h extra
+
+
+def test_instance_aware_widths_are_whole_instances_and_meet_the_budget():
+    # GPUs sold as 1/2/4/8-GPU instances: the instance-aware policy uses 1, 2, 4, 8, 16, ... only,
+    # mixes at most one type, and spends exactly the budget in simulation (rel 3%), while the
+    # paper's widths (6, 9) rounded up to instances (8, 16) overspend.
+    from gpuwise.plan.rent.instances import achievable_widths, instance_aware
+
+    assert achievable_widths((1, 2, 4, 8), 40) == [1, 2, 4, 8, 16, 24, 32, 40]
+    types = fig1()
+    inst = instance_aware(types, (1, 2, 4, 8))
+    sol = solve(inst, Budget(2.0))
+    ok = {1, 2, 4, 8, 16, 24, 32, 40, 48, 56, 64}
+    assert all(k in ok for a in sol.types for k, _ in a.widths)
+    assert sum(len(a.widths) > 1 for a in sol.types) <= 1
+    cfg = CloudConfig(instance_sizes=(1, 2, 4, 8))
+    rng = np.random.default_rng(8)
+    r = simulate(types, FixedWidthPolicy.from_solution(sol), poisson_workload(types, 200_000, rng), cfg, rng)
+    assert r.mean_gpus_billed == pytest.approx(2.0, rel=0.03)
+    assert r.mean_response_time[0] == pytest.approx(sol.mean_response_time, rel=0.03)
+    rng = np.random.default_rng(8)
+    paper = simulate(types, FixedWidthPolicy.from_solution(solve(types, Budget(2.0))),
+                     poisson_workload(types, 200_000, rng), cfg, rng)
+    assert paper.mean_gpus_billed > 3.0  # 0.4*8/3 + 0.4*16/3 = 3.2 expected
+
+
+def test_integer_mu_range_contains_the_fractional_multiplier():
+    # Whole widths (6, 9) at b = 2 stay optimal for an interval of mu containing 1/9 (A.4).
+    s = solve(fig1(), Budget(2.0), integer=True)
+    lo, hi = s.mu_range
+    assert lo < 1 / 9 < hi

@@ -62,7 +62,7 @@ def test_integer_mixing_policy_meets_budget_in_simulation():
 
 def test_realism_switches_cost_what_they_should():
     # Boot delay d adds d to every response time and k*d GPU-hours per job; instance rounding
-    # bills ceil to 1/2/4/8 (6 -> 8, 9 -> 8+1); hourly billing rounds each rental up.
+    # bills ceil to 1/2/4/8 (6 -> 8, 9 -> 16); hourly billing rounds each rental up.
     types = fig1(SizeDistribution("deterministic"))
     sol = solve(types, Budget(2.0))
     pol = FixedWidthPolicy.from_solution(sol)
@@ -75,8 +75,8 @@ def test_realism_switches_cost_what_they_should():
     assert boot.mean_gpus_billed - base.mean_gpus_billed == pytest.approx(lam * 0.5 * (6 + 9) * d, rel=0.02)
     inst = simulate(types, pol, poisson_workload(types, n, np.random.default_rng(1)),
                     CloudConfig(instance_sizes=(1, 2, 4, 8)))
-    # type a holds 8 instead of 6 GPUs for the same time: +1/3 of its 0.8 GPUs; type b unchanged
-    assert inst.mean_gpus_billed == pytest.approx(base.mean_gpus_billed + 0.8 / 3, rel=0.02)
+    # type a holds 8 instead of 6 GPUs (+1/3 of its 0.8 GPUs), type b 16 instead of 9 (+7/9 of 1.2)
+    assert inst.mean_gpus_billed == pytest.approx(base.mean_gpus_billed + 0.8 / 3 + 1.2 * 7 / 9, rel=0.02)
     hourly = simulate(types, pol, poisson_workload(types, n, np.random.default_rng(1)),
                       CloudConfig(billing_increment=1.0))
     # every job runs 1/3 h (deterministic size 1, speedup 3) and is billed a full hour: 3x
@@ -86,7 +86,7 @@ def test_realism_switches_cost_what_they_should():
 
 def test_instance_rounding():
     got = instance_gpus(np.array([1, 2.5, 3, 6, 8, 9, 17, 20.2]), (1, 2, 4, 8))
-    assert got.tolist() == [1, 4, 4, 8, 8, 9, 17, 24]
+    assert got.tolist() == [1, 4, 4, 8, 8, 16, 24, 24]
     assert instance_gpus(np.array([3.0, 13.0]), (8,)).tolist() == [8, 16]
 
 

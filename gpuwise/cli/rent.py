@@ -68,6 +68,7 @@ def _sol_json(sol, occ=None) -> dict:
                    "at_cap": a.at_cap} for a in sol.types],
         "mean_response_time": sol.mean_response_time,
         "mu": sol.mu,
+        "mu_range": list(sol.mu_range),
         "frontier_slope": sol.frontier_slope,
         "budget": sol.budget.amount,
         "budget_unit": sol.budget.unit,
@@ -75,6 +76,7 @@ def _sol_json(sol, occ=None) -> dict:
         "mean_gpus_rented": sol.mean_gpus,
         "min_feasible_budget": sol.min_budget,
         "integer": sol.integer,
+        "boot_delay_hours": sol.boot_delay,
     }
     if occ is not None:
         out["gpus_rented_distribution"] = {"mean": occ.mean, "std": occ.std, "p95": occ.p95, "p99": occ.p99,
@@ -92,6 +94,8 @@ def _sim_json(r) -> dict:
 
 
 def run(args: argparse.Namespace) -> int:
+    from dataclasses import replace
+
     import numpy as np
 
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
@@ -113,8 +117,19 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--window-prob", args.window_prob, "must be strictly between 0 and 1, e.g. 0.95")
 
     boot = cloud.boot_delay
-    sol = solve(types, budget, integer=args.integer, boot_delay=boot)
-    occ = occupancy(types, sol)
+    plan_types = types
+    if cloud.instance_sizes:  # widths on whole instances only; mixing neighbours replaces --integer
+        from gpuwise.plan.rent.instances import instance_aware
+
+        plan_types = instance_aware(types, cloud.instance_sizes)
+    integer = args.integer and not cloud.instance_sizes
+    sol = solve(plan_types, budget, integer=integer, boot_delay=boot)
+    if cloud.instance_sizes:
+        sol = replace(sol, assumptions=sol.assumptions + (
+            "instance-aware: widths restricted to what " + "/".join(map(str, cloud.instance_sizes))
+            + "-GPU instances make up without idle GPUs (sizes, then multiples of the largest); one type may "
+              "mix two neighbouring widths",))
+    occ = occupancy(plan_types, sol)
     assumptions = list(sol.assumptions) + list(spec.notes) + list(occ.assumptions)
     out = _sol_json(sol, occ)
     unit = "GPUs" if budget.unit == "gpus" else "USD/h"
@@ -128,7 +143,7 @@ def run(args: argparse.Namespace) -> int:
         else:  # a default range for the plot: from just above the stability limit to 2x the budget
             lo, hi = sol.min_budget * 1.01, max(2 * budget.amount, sol.min_budget * 1.5)
             step = (hi - lo) / 100
-        swept = sweep(types, lo, hi, step, budget.unit, args.integer, boot)
+        swept = sweep(plan_types, lo, hi, step, budget.unit, integer, boot)
         out["sweep"] = [{"budget": b, "mean_response_time": s.mean_response_time, "mu": s.mu,
                          "k": {a.name: a.k for a in s.types},
                          "type_mean_response_time": {a.name: a.mean_response_time for a in s.types}}
@@ -143,8 +158,8 @@ def run(args: argparse.Namespace) -> int:
     if args.window is not None:
         from gpuwise.plan.rent.window import bound_window
 
-        window = bound_window(types, sol, args.window, args.window_spend, args.window_prob,
-                              integer=args.integer, seed=args.seed)
+        window = bound_window(plan_types, sol, args.window, args.window_spend, args.window_prob,
+                              integer=integer, seed=args.seed)
         out["window"] = window.as_dict()
         assumptions += list(window.assumptions)
 
@@ -156,9 +171,14 @@ def run(args: argparse.Namespace) -> int:
 
         policies = [FixedWidthPolicy.from_solution(sol)]
         if not args.no_baselines:
-            if boot > 0:  # the paper's boot-blind widths at the same budget, to show what boot-awareness buys
-                policies.append(FixedWidthPolicy.from_solution(solve(types, budget, args.integer), "pi* boot-blind"))
+            if boot > 0 or cloud.instance_sizes:
+                # the paper's widths (no boot, any width) at the same budget: what realism-awareness buys
+                policies.append(FixedWidthPolicy.from_solution(solve(types, budget, args.integer), "pi* (paper)"))
             policies += all_baselines(types, budget, sol)
+            if cloud.instance_sizes or cloud.billing_increment or cloud.minimum_charge:
+                assumptions.append("baselines are sized for the paper's cloud (any width, exact billing) and pay "
+                                   "instance rounding / billing increments in simulation; pi* accounts for boot "
+                                   "delay and instance sizes, not for billing increments")
         for p in policies:
             rng = np.random.default_rng(args.seed)  # common random numbers: same jobs for every policy
             if spec.trace is not None:

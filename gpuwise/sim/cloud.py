@@ -43,8 +43,8 @@ class CloudConfig:
             out.append(f"minimum charge {self.minimum_charge * 3600:g} s per rental")
         if self.instance_sizes:
             out.append("GPUs sold in " + "/".join(map(str, self.instance_sizes))
-                       + "-GPU instances; widths rounded up to whole instances, all paid for, "
-                         "the job runs at its policy width")
+                       + "-GPU instances; a width is rounded up to the smallest instance holding it (whole "
+                         "largest instances beyond), all paid for; the job runs at its policy width")
         return out or ["idealised cloud: no boot delay, per-second exact billing, any width (paper model)"]
 
 
@@ -123,18 +123,16 @@ def trace_workload(path: Path, types, rng: np.random.Generator, n_jobs: int | No
 
 
 def instance_gpus(width: np.ndarray, sizes: Sequence[int] | None) -> np.ndarray:
-    """GPUs paid for when a width must be bought as instances: whole largest instances, plus the
-    smallest instance that holds the remainder."""
-    need = np.ceil(np.asarray(width, dtype=float) - 1e-9)
+    """GPUs paid for when a width must be bought as instances: the smallest instance that holds
+    it, or, beyond the largest instance, whole largest instances (multi-node jobs use full nodes)."""
     if not sizes:
         return np.asarray(width, dtype=float)
+    need = np.ceil(np.asarray(width, dtype=float) - 1e-9)
     sz = np.array(sorted(sizes), dtype=float)
     big = sz[-1]
-    full = np.floor(need / big)
-    rem = need - full * big
-    pos = np.searchsorted(sz, rem)  # smallest size >= remainder
-    extra = np.where(rem > 0, sz[np.minimum(pos, sz.size - 1)], 0.0)
-    return full * big + extra
+    pos = np.searchsorted(sz, need)  # smallest size >= need
+    single = sz[np.minimum(pos, sz.size - 1)]
+    return np.where(need <= big, single, np.ceil(need / big) * big)
 
 
 def job_speeds(types, type_idx: np.ndarray, width: np.ndarray) -> np.ndarray:

@@ -12,7 +12,7 @@ one mixing type (A.3.6).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Sequence
 
 import numpy as np
@@ -61,6 +61,7 @@ class RentSolution:
     binding: bool                   # False when every type sits at its cap with budget to spare
     assumptions: tuple[str, ...]
     boot_delay: float = 0.0         # hours of billed boot per job the solution accounts for
+    mu_range: tuple[float, float] = (0.0, 0.0)  # multipliers that all price the budget (whole widths)
 
     def widths(self) -> list[float]:
         return [t.k for t in self.types]
@@ -105,12 +106,14 @@ def _best_with_boot(t: JobType, mu_w: float, boot_delay: float, integer: bool) -
     sp, c = t.speedup, mu_w * boot_delay / t.mean_size
     top = sp.best_width(mu_w)
     if integer or sp.is_piecewise_linear:
-        hi = int(math.floor(min(top, sp.cap))) if math.isfinite(top) else 1
-        if sp.is_piecewise_linear and not integer:
-            ks = np.unique(np.concatenate([np.linspace(1.0, max(top, 1.0), 4001), sp.widths]))
-            ks = ks[ks <= max(top, 1.0)]
-        else:
+        # whole widths or breakpoints only: a job-level mix of two of them spends and saves
+        # linearly between them, so the per-type Lagrangian is minimised at one of them (A.3.6)
+        if integer:
+            hi = int(math.floor(min(top, sp.cap))) if math.isfinite(min(top, sp.cap)) else 1
             ks = np.arange(1, max(hi, 1) + 1, dtype=float)
+        else:
+            ks = np.asarray(sp._points()[0], dtype=float)
+            ks = ks[ks <= max(top, 1.0) + 1e-9]
         g = (1 + mu_w * ks) / sp(ks) + c * ks
         return float(ks[int(np.argmin(g))])
     if top <= 1.0:
@@ -217,7 +220,27 @@ def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_
             mixes[i] = (kb, deficit / delta)
             deficit = 0.0
     mu = math.sqrt(mu_lo * mu_hi)
-    return _finish(types, w, ks, mixes, mu, budget, floor_b, integer, True, boot_delay, assumptions)
+    mu_range = (mu, mu)
+    if all(m is None for m in mixes) and any(_discrete(t, integer) for t in types):
+        # Whole widths that spend exactly b stay optimal for a whole interval of mu: any value
+        # in it prices the budget (a subgradient). Find its upper end.
+        lo, hi = mu_hi, mu_hi
+        while _spend(types, w, hi, integer, boot_delay)[0] >= b * (1 - 1e-12) and hi < 1e300:
+            lo, hi = hi, hi * 4.0
+        for _ in range(200):
+            mid = math.sqrt(lo * hi)
+            if not (lo < mid < hi):
+                break
+            if _spend(types, w, mid, integer, boot_delay)[0] >= b * (1 - 1e-12):
+                lo = mid
+            else:
+                hi = mid
+        mu_range = (mu, lo)
+        if lo > mu * (1 + 1e-9):
+            assumptions.append(f"mu is not unique with whole widths: every value in [{mu:.6g}, {lo:.6g}] "
+                               "prices the budget (reported: the lower end)")
+    sol = _finish(types, w, ks, mixes, mu, budget, floor_b, integer, True, boot_delay, assumptions)
+    return replace(sol, mu_range=mu_range)
 
 
 def _finish(types, w, ks, mixes, mu, budget, floor_b, integer, binding, boot_delay, assumptions) -> RentSolution:
