@@ -61,7 +61,8 @@ P_TRUE = PolluxParams(alpha_c=0.02, beta_c=0.001, alpha_n=0.15, beta_n=0.01, alp
                       beta_r=0.004, gamma=1.6)
 
 
-@settings(max_examples=15, deadline=None)
+@pytest.mark.slow
+@settings(max_examples=6, deadline=None)
 @given(st.floats(1.0, 50.0), st.sampled_from(["time", "cost", "knee"]))
 def test_exact_model_truth_is_recovered(noise_scale, objective):
     """When the truth *is* a Pollux model with constant noise, profiling the extremes recovers

@@ -1,0 +1,75 @@
+"""Planner speed: candidates evaluated per second, and how time scales with catalog size.
+
+The bundled catalog is subsampled (1/4, 1/2) or replicated into synthetic extra regions (2x, 4x);
+each size is planned cold (fresh shape cache, i.e. memory + step-time evaluation included) and the
+times are printed as ratios against the 1x run measured in the same process. Also times the whole
+`gpuwise plan examples/llama-3.1-8b-pretrain.yaml --json` command in a subprocess (start-up included;
+the issue's target is <= 2 s wall).
+
+    python benchmarks/plan_speed.py [JOB.yaml]
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from gpuwise.hardware.catalog import load_catalog
+from gpuwise.plan.job import from_jobspec
+from gpuwise.plan.planner import plan
+from gpuwise.workload.jobspec import load_job
+
+ROOT = Path(__file__).resolve().parents[1]
+JOB = ROOT / "examples" / "llama-3.1-8b-pretrain.yaml"
+
+
+def scaled(catalog, factor: float):
+    offs = catalog.offerings
+    if factor < 1:
+        step = round(1 / factor)
+        new = offs[::step]
+    else:
+        new = [dataclasses.replace(o, region=o.region if k == 0 else f"{o.region}-x{k}")
+               for k in range(int(factor)) for o in offs]
+    return dataclasses.replace(catalog, offerings=new)
+
+
+def timed(job, cat, repeats: int = 3) -> tuple[float, int, int]:
+    times = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        res = plan(job, cat, "knee")          # fresh shape cache inside every call: cold
+        times.append(time.perf_counter() - t0)
+    return statistics.median(times), res.candidates.evaluated, len(res.candidates)
+
+
+def main() -> None:
+    path = Path(sys.argv[1]) if len(sys.argv) > 1 else JOB
+    job = from_jobspec(load_job(path))
+    base_cat = load_catalog()
+    base_t, base_eval, _ = timed(job, base_cat)
+    print(f"job {path.name}; median of 3 cold plans per size; ratios vs the 1x catalog in this run")
+    print(f"{'catalog':>8} {'offerings':>9} {'configs':>9} {'kept':>7} {'seconds':>8} {'ratio':>6} {'configs/s':>11}")
+    for f in (0.25, 0.5, 1, 2, 4):
+        cat = base_cat if f == 1 else scaled(base_cat, f)
+        t, ev, kept = (base_t, base_eval, None) if f == 1 else timed(job, cat)
+        if kept is None:
+            kept = len(plan(job, cat, "knee").candidates)
+        print(f"{f:>7}x {len(cat.offerings):>9} {ev:>9} {kept:>7} {t:8.3f} {t / base_t:6.2f} {ev / t:11,.0f}")
+    t0 = time.perf_counter()
+    out = subprocess.run([sys.executable, "-m", "gpuwise", "plan", str(path), "--json"],
+                         capture_output=True, text=True, cwd=ROOT)
+    wall = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    subprocess.run([sys.executable, "-c", "import gpuwise"], capture_output=True)
+    start = time.perf_counter() - t0
+    print(f"gpuwise plan {path.name} --json: {wall:.2f} s wall (exit {out.returncode}); "
+          f"interpreter + import gpuwise alone: {start:.2f} s; target <= 2 s")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,120 @@
+"""`gpuwise plan JOB.yaml`: what to rent for one training job."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("job", metavar="JOB.yaml", help="job spec (see examples/)")
+    parser.add_argument("--objective", choices=("cost", "time", "knee", "deadline"), default="cost",
+                        help="cheapest (default), fastest, knee of the time/cost front, or cheapest "
+                             "meeting the job's deadline")
+    parser.add_argument("--cloud", action="append", metavar="NAME", default=None,
+                        help="allowed cloud (repeatable; overrides constraints.clouds)")
+    parser.add_argument("--gpu", action="append", metavar="NAME", default=None,
+                        help="allowed GPU type (repeatable; overrides constraints.gpus)")
+    spot = parser.add_mutually_exclusive_group()
+    spot.add_argument("--spot", dest="spot", action="store_true", default=None,
+                      help="also consider spot instances (overrides constraints.spot)")
+    spot.add_argument("--no-spot", dest="spot", action="store_false", help="on-demand only")
+    parser.add_argument("--max-gpus", type=int, default=None, help="most GPUs in total")
+    parser.add_argument("--top", type=int, default=10, help="how many candidates to list (default 10)")
+    parser.add_argument("--json", action="store_true", help="machine-readable output")
+    parser.add_argument("--plot", metavar="FILE", default=None,
+                        help="write the time/cost plane (.png or .svg)")
+    parser.add_argument("--export-skypilot", metavar="FILE", default=None,
+                        help="write a SkyPilot task YAML for the chosen configuration")
+    parser.add_argument("--catalog-dir", action="append", metavar="DIR", default=None,
+                        help="extra SkyPilot v8 catalog folder (<dir>/<cloud>/vms.csv), repeatable")
+
+
+def _export(res, path: str) -> str:
+    from gpuwise.plan.planner import candidate_dict
+    from gpuwise.plan.skypilot_export import ExportChoice, accelerator_name, write_task
+
+    cs = res.candidates
+    c = candidate_dict(cs, res.chosen)
+    off = cs.offerings[cs.off_idx[res.chosen]]
+    opt = cs.options[cs.opt_idx[res.chosen]]
+    envs = {"GPUWISE_DP": opt.plan.dp, "GPUWISE_TP": opt.plan.tp, "GPUWISE_PP": opt.plan.pp,
+            "GPUWISE_ZERO": opt.plan.zero, "GPUWISE_GLOBAL_BATCH": opt.global_batch,
+            "GPUWISE_MICRO_BATCH": opt.micro_batch, "GPUWISE_GRAD_ACCUM": opt.grad_accum}
+    if c["checkpoint_interval_hours"]:
+        envs["GPUWISE_CHECKPOINT_MINUTES"] = round(c["checkpoint_interval_hours"] * 60, 1)
+    summary = (f"{c['nodes']} x {c['instance_type']} ({c['gpus']} x {c['gpu']}, "
+               f"{'spot' if c['spot'] else 'on-demand'}) in {c['cloud']} {c['region']}: "
+               f"expected {c['time_hours']:.1f} h, ${c['cost_usd']:,.0f} at ${c['hourly_usd']:.2f}/h "
+               f"(catalog {c['catalog_date']})")
+    choice = ExportChoice(res.job.name, off.cloud, off.region, off.instance_type, accelerator_name(off),
+                          off.gpus_per_node, int(c["nodes"]), bool(c["spot"]), envs, summary)
+    _, how = write_task(choice, path)
+    return how
+
+
+def _table(data: dict, res) -> None:
+    from gpuwise.cli.output import print_table
+
+    rows = []
+    for i, c in enumerate(data["candidates"][:max(len(res.ranked), 1)]):
+        mark = "*" if i == data["chosen_index"] else ""
+        spread = (f"{c['time_hours_p10']:.0f}-{c['time_hours_p90']:.0f}" if c["spot"] else "")
+        rows.append([f"{mark}{i + 1}", f"{c['cloud']} {c['region']}", f"{c['nodes']} x {c['instance_type']}",
+                     f"{c['gpus']} x {c['gpu']}", "spot" if c["spot"] else "on-demand",
+                     f"{c['time_hours']:.1f}", spread, f"{c['cost_usd']:,.0f}", f"{c['usd_per_gpu_hour']:.2f}",
+                     c["global_batch_size"], c["plan"]])
+    print_table(f"gpuwise plan {data['job']} -- objective: {data['objective']} "
+                f"({data['candidates_feasible']} feasible of {data['candidates_evaluated']} configurations)",
+                ["#", "cloud region", "instances", "GPUs", "pricing", "hours", "p10-p90 h", "USD", "$/GPU-h",
+                 "batch", "plan"], rows)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuwise.errors import InputError
+    from gpuwise.hardware.catalog import load_catalog
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.plan.planner import plan, to_json
+    from gpuwise.workload.jobspec import load_job
+
+    if args.top < 1:
+        raise InputError("--top", args.top, "give at least 1")
+    if args.max_gpus is not None and args.max_gpus < 1:
+        raise InputError("--max-gpus", args.max_gpus, "give at least 1")
+    spec = load_job(args.job)
+    job = from_jobspec(spec, clouds=args.cloud, gpus=args.gpu, spot=args.spot, max_gpus=args.max_gpus)
+    catalog = load_catalog(args.catalog_dir) if args.catalog_dir else load_catalog()
+    res = plan(job, catalog, args.objective, args.top)
+    data = to_json(res)
+    notes = []
+    if args.plot:
+        from gpuwise.plan.plot import plot_plan
+
+        notes.append(f"plot written to {plot_plan(res, args.plot)}")
+    if args.export_skypilot:
+        if res.chosen is None:
+            notes.append("no SkyPilot task written: nothing meets the constraints")
+        else:
+            how = _export(res, args.export_skypilot)
+            data["skypilot_export"] = {"path": args.export_skypilot, "validation": how}
+            notes.append(f"SkyPilot task written to {args.export_skypilot} ({how})")
+    if args.json:
+        from gpuwise.cli.output import emit_json
+
+        emit_json(data)
+        return 0
+    from gpuwise.cli.output import print_assumptions
+
+    if res.chosen is None:
+        print(f"No configuration meets the constraints ({', '.join(res.infeasible.get('binding') or []) if isinstance(res.infeasible.get('binding'), list) else res.infeasible.get('binding')}).")
+        print(res.infeasible["message"])
+        for k, v in (res.infeasible.get("nearest") or {}).items():
+            print(f"  nearest feasible: {k} = {v:,.2f}")
+    else:
+        _table(data, res)
+        print("Chosen (*): " + res.explanation[0])
+        for line in res.explanation[1:]:
+            print("  " + line)
+    for n in notes:
+        print(n)
+    print_assumptions(res.assumptions)
+    return 0

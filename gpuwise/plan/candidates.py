@@ -1,0 +1,332 @@
+"""Candidate generation: every allowed offering x node count x parallel plan x batch, priced
+on-demand and on spot, as numpy columns.
+
+Two stages, so the whole catalog is searched in about a second:
+1. Per hardware shape (GPU type, GPUs per node, nodes) -- independent of cloud, region and price --
+   every parallel plan that fits in memory (memory engineer's `feasible_plans`, cached per
+   (GPU, GPU count, micro-batch)) x every allowed global batch x micro-batch is timed with the
+   analytical step-time model and the job's statistical efficiency. Its time to target is the
+   same on every offering of that shape, and cost = time x price x nodes, so the fastest
+   (plan, batch) of a shape is also the cheapest on every offering: keeping only it is exact.
+2. Across offerings (vectorised): price x nodes, spot preemption risk (expected time and its
+   p10/p90), constraints (max GPUs, $/hour cap, deadline, budget) as boolean masks.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from gpuwise.plan.job import PlanJob
+from gpuwise.plan.offerings import RegionOffering, filter_offerings, node_counts, region_offerings
+from gpuwise.workload.training import ParallelPlan, TrainingConfig
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """The fastest way to train the job on one hardware shape."""
+
+    gpu: str
+    gpus_per_node: int
+    nodes: int
+    plan: ParallelPlan
+    micro_batch: int
+    grad_accum: int
+    global_batch: int
+    step_time_s: float
+    train_hours: float            # time to target without preemptions
+    mfu: float | None
+    memory_gib: float             # per-GPU peak
+    checkpoint_gb: float          # bytes written per checkpoint (whole job)
+    evaluated: int                # (plan, micro, batch) combinations timed for this shape
+
+    @property
+    def gpus(self) -> int:
+        return self.gpus_per_node * self.nodes
+
+    @property
+    def plan_label(self) -> str:
+        return self.plan.label()
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """Outcome for one hardware shape: the best option, or why there is none."""
+
+    best: RunOption | None
+    evaluated: int
+    reason: str | None            # "memory" | "batch" when best is None
+
+
+@dataclass
+class CandidateSet:
+    """Columns over candidates (one row per offering x nodes x pricing)."""
+
+    offerings: list[RegionOffering]
+    options: list[RunOption]
+    off_idx: np.ndarray           # row -> offerings index
+    opt_idx: np.ndarray           # row -> options index
+    nodes: np.ndarray
+    gpus: np.ndarray
+    spot: np.ndarray              # bool
+    node_price: np.ndarray        # USD per node-hour
+    hourly: np.ndarray            # USD per hour for the whole cluster
+    time_h: np.ndarray            # expected hours to target (spot: with preemptions)
+    time_p10: np.ndarray
+    time_p90: np.ndarray
+    cost: np.ndarray              # expected USD
+    cost_p10: np.ndarray
+    cost_p90: np.ndarray
+    preemptions: np.ndarray       # expected preemptions (0 on demand)
+    ckpt_interval_h: np.ndarray   # checkpoint interval used (nan on demand)
+    preempt_rate: np.ndarray      # per node-hour (0 on demand)
+    deadline_prob: np.ndarray     # P(finish by deadline) (1/0 on demand; nan without deadline)
+    ok: np.ndarray                # bool: meets every hard constraint (max $/h, deadline, budget)
+    evaluated: int                # configurations priced (offering x nodes x plan x batch x pricing)
+    shapes: dict = field(default_factory=dict)   # (gpu, gpn, nodes) -> ShapeResult
+    assumptions: list[str] = field(default_factory=list)
+
+    def __len__(self) -> int:
+        return int(self.off_idx.size)
+
+
+# ---------------------------------------------------------------------------------------------
+# stage 1: hardware shapes
+
+
+@lru_cache(maxsize=None)
+def _gpu(name: str):
+    from gpuwise.hardware.gpus import get_gpu
+
+    return get_gpu(name)
+
+
+def _divides(a: int, b: int) -> bool:
+    return b % a == 0
+
+
+def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None):
+    """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
+    lightest recompute / sequence-parallel variant that fits for each (tp, pp, zero).
+
+    The same layouts and fitting rule as the memory engineer's `feasible_plans` (tp inside a node
+    and dividing the heads, pp <= layers, pp micro-batches in flight, ZeRO 0 also at dp > 1,
+    `estimate_memory(...).fits(gpu)`), but enumerated only over the degrees the job allows and
+    cp = 1: `feasible_plans` walks every layout of large clusters (~0.1 s each at 256 GPUs),
+    which alone would exceed the planner's time budget. Heavier variants of a layout that fits
+    lighter are dropped: full recompute and sequence parallelism only save memory, never time.
+    tests/test_plan_candidates.py checks this against `feasible_plans` itself.
+    gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
+    keep the tp that divide their node, see `_plans_for_shape`).
+    """
+    from gpuwise.estimate.memory import estimate_memory
+
+    spec = job.model
+    layers = max(spec.n_layers + spec.n_encoder_layers, 1)
+    heads_ok = (lambda tp: spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0) if spec.is_transformer \
+        else (lambda tp: tp == 1)
+    out = []
+    for tp in job.tp:
+        node_ok = gpus_per_node is None or (_divides(tp, gpus_per_node) and tp <= gpus_per_node)
+        if not (_divides(tp, gpus) and node_ok and heads_ok(tp)):
+            continue
+        for pp in job.pp:
+            if not _divides(pp, gpus // tp) or pp > layers or (pp > 1 and not spec.is_transformer):
+                continue
+            dp = gpus // (tp * pp)
+            accum = max(cfg.grad_accum, pp)
+            recomputes = ("none", "full") if spec.is_transformer else ("none",)
+            for zero in job.zero:
+                if dp == 1 and zero != 0:
+                    continue
+                for recompute in recomputes:
+                    hit = None
+                    for sp in ((False, True) if tp > 1 else (False,)):
+                        c = TrainingConfig(**{**cfg.__dict__, "grad_accum": accum, "recompute": recompute,
+                                              "plan": ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)})
+                        est = estimate_memory(spec, c)
+                        if est.fits(gpu):
+                            hit = (c, est)
+                            break
+                    if hit:
+                        out.append(hit)
+                        break
+    return out
+
+
+def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
+    """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch)."""
+    key = ("plans", gpu.name, gpus, cfg.micro_batch)
+    if key not in memo:
+        memo[key] = allowed_plans(job, cfg, gpu, gpus)
+    return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
+
+
+def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict) -> ShapeResult:
+    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`."""
+    from gpuwise.estimate.step_time import analytical_step_time
+
+    key = (gpu, gpus_per_node, nodes)
+    if key in cache:
+        return cache[key]
+    spec = _gpu(gpu)
+    gpus = gpus_per_node * nodes
+    lo, hi = job.batch_range
+    best: RunOption | None = None
+    evaluated = 0
+    any_fit = False
+    steps_memo = cache.setdefault("_steps", {})   # global batch -> optimizer steps to target
+    for micro in job.micro_batches:
+        cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
+        fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
+        if not fits:
+            break   # a larger micro-batch needs more memory still
+        any_fit = True
+        for c, mem in fits:
+            dp = c.plan.dp
+            for batch in job.batches:
+                # pipeline plans need >= pp micro-batches per step (feasible_plans sets that floor)
+                accum = max(c.grad_accum, round(batch / (dp * micro)))
+                gb = dp * micro * accum
+                if not (lo <= gb <= hi) and not (lo == hi and abs(gb / lo - 1) <= 0.25):
+                    continue
+                run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})
+                st = analytical_step_time(job.model, run_cfg, spec, gpus_per_node, nodes)
+                evaluated += 1
+                if gb not in steps_memo:
+                    steps_memo[gb] = float(job.noise.steps(gb))
+                hours = steps_memo[gb] * st.step_time_s / 3600.0
+                if best is None or hours < best.train_hours:
+                    ck = job.checkpoint_gb if job.checkpoint_gb else _checkpoint_gb(mem)
+                    best = RunOption(gpu, gpus_per_node, nodes, c.plan, micro, accum, gb, st.step_time_s,
+                                     hours, getattr(st, "mfu", None), mem.per_gpu_gib, ck, 0)
+    if best is not None:
+        best = RunOption(**{**best.__dict__, "evaluated": evaluated})
+    res = ShapeResult(best, evaluated, None if best else ("batch" if any_fit else "memory"))
+    cache[key] = res
+    return res
+
+
+def _checkpoint_gb(mem) -> float:
+    """Default checkpoint: weights + optimizer states (bytes over all GPUs, without ZeRO copies)."""
+    return float(mem.params) * 14 / 1e9 if mem.trainable_params == mem.params else \
+        float(mem.params) * 2 / 1e9 + float(mem.trainable_params) * 14 / 1e9
+
+
+# ---------------------------------------------------------------------------------------------
+# stage 2: offerings x node counts x pricing, vectorised
+
+
+def generate(job: PlanJob, catalog) -> CandidateSet:
+    """All candidates of `job` on `catalog` (see the module docstring)."""
+    rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
+    offs = region_offerings(rows)
+    cache: dict = {}
+    options: list[RunOption] = []
+    opt_of: dict[tuple[str, int, int], int] = {}
+    r_idx, n_col, o_idx, evaluated_per_row = [], [], [], []
+    for i, off in enumerate(offs):
+        for n in node_counts(off.gpus_per_node, job.max_gpus):
+            key = (off.gpu, off.gpus_per_node, n)
+            res = evaluate_shape(job, *key, cache)
+            if res.best is None:
+                continue
+            if key not in opt_of:
+                opt_of[key] = len(options)
+                options.append(res.best)
+            r_idx.append(i)
+            n_col.append(n)
+            o_idx.append(opt_of[key])
+            evaluated_per_row.append(res.evaluated)
+    r_idx = np.array(r_idx, dtype=np.int64)
+    n_col = np.array(n_col, dtype=np.int64)
+    o_idx = np.array(o_idx, dtype=np.int64)
+    per_row = np.array(evaluated_per_row, dtype=np.int64)
+    od_price = np.array([o.price if o.price else np.nan for o in offs], float)
+    sp_price = np.array([o.spot_price if o.spot_price else np.nan for o in offs], float)
+    modes = [False, True] if job.spot else [False]
+    cols = {k: [] for k in ("off", "opt", "n", "spot", "price")}
+    for spot in modes:
+        price = (sp_price if spot else od_price)[r_idx] if r_idx.size else np.zeros(0)
+        keep = np.isfinite(price)
+        cols["off"].append(r_idx[keep])
+        cols["opt"].append(o_idx[keep])
+        cols["n"].append(n_col[keep])
+        cols["spot"].append(np.full(int(keep.sum()), spot))
+        cols["price"].append(price[keep])
+    off_i = np.concatenate(cols["off"]) if cols["off"] else np.zeros(0, np.int64)
+    opt_i = np.concatenate(cols["opt"]) if cols["opt"] else np.zeros(0, np.int64)
+    nodes = np.concatenate(cols["n"]) if cols["n"] else np.zeros(0, np.int64)
+    spot = np.concatenate(cols["spot"]).astype(bool) if cols["spot"] else np.zeros(0, bool)
+    node_price = np.concatenate(cols["price"]) if cols["price"] else np.zeros(0)
+    evaluated = int(sum(int(per_row[np.isfinite((sp_price if s else od_price)[r_idx])].sum())
+                        for s in modes)) if r_idx.size else 0
+    gpn = np.array([offs[i].gpus_per_node for i in off_i], dtype=np.int64) if off_i.size else np.zeros(0, np.int64)
+    base_h = np.array([options[k].train_hours for k in opt_i], float) if opt_i.size else np.zeros(0)
+    ckpt = np.array([options[k].checkpoint_gb for k in opt_i], float) if opt_i.size else np.zeros(0)
+    hourly = node_price * nodes
+    # spot risk
+    rate = np.zeros(off_i.size)
+    sources: dict[str, int] = {}
+    if spot.any():
+        from gpuwise.hardware.spot_risk import preemption_rate_per_hour
+
+        per_off: dict[int, float] = {}
+        for j in np.unique(off_i[spot]):
+            risk = preemption_rate_per_hour(offs[j].example)
+            per_off[int(j)] = float(risk.rate_per_hour)
+            # "default: no <cloud> <gpu> trace; <where the default comes from>" -> one line per source
+            src = risk.source.split("; ", 1)[-1] if risk.source.startswith("default") else risk.source
+            key = f"{risk.rate_per_hour:.3g}/node-h from {src}"
+            sources[key] = sources.get(key, 0) + 1
+        rate[spot] = [per_off[int(j)] for j in off_i[spot]]
+    time_h = base_h.copy()
+    t10, t90 = base_h.copy(), base_h.copy()
+    n_pre = np.zeros(off_i.size)
+    interval = np.full(off_i.size, np.nan)
+    prob = np.full(off_i.size, np.nan)
+    if spot.any():
+        from gpuwise.plan.spot import spot_columns
+
+        d = spot_columns(base_h[spot], rate[spot], nodes[spot], ckpt[spot], write_gbps=job.checkpoint_write_gbps,
+                         restart_h=job.restart_h, interval_h=job.checkpoint_interval_h,
+                         deadline_h=job.deadline_hours)
+        time_h[spot], t10[spot], t90[spot] = d.mean_h, d.p10_h, d.p90_h
+        n_pre[spot], interval[spot] = d.expected_preemptions, d.interval_h
+        if job.deadline_hours:
+            prob[spot] = d.prob
+    if job.deadline_hours:
+        prob[~spot] = (base_h[~spot] <= job.deadline_hours).astype(float)
+    cost, c10, c90 = time_h * hourly, t10 * hourly, t90 * hourly
+    ok = np.isfinite(time_h)
+    if job.max_usd_per_hour:
+        ok &= hourly <= job.max_usd_per_hour
+    if job.deadline_hours:
+        ok &= time_h <= job.deadline_hours
+    if job.budget_usd:
+        ok &= cost <= job.budget_usd
+    cs = CandidateSet(offs, options, off_i, opt_i, nodes, gpn * nodes, spot, node_price, hourly, time_h, t10,
+                      t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
+                      {k: v for k, v in cache.items() if isinstance(v, ShapeResult)})
+    cs.assumptions = _assumptions(job, catalog, offs, cs, sources)
+    return cs
+
+
+def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, int]) -> list[str]:
+    from gpuwise.hardware.catalog import catalog_assumptions
+
+    clouds = sorted({o.cloud for o in offs})
+    out = list(job.assumptions)
+    out += catalog_assumptions(catalog, clouds)
+    out.append("prices: cheapest zone of each region; cost = expected time x hourly price x nodes "
+               "(Scavenger eq. 5), billed for the whole wall-clock time")
+    out.append(f"searched {len(offs)} offerings x node counts {sorted(set(cs.nodes.tolist()))[:1]}.."
+               f"{sorted(set(cs.nodes.tolist()))[-1:]} x parallel plans x batches: {cs.evaluated} "
+               f"configurations priced, {len(cs)} candidates kept (fastest plan per hardware shape)"
+               if len(cs) else f"searched {len(offs)} offerings: no configuration fits")
+    if sources:
+        out.append("spot preemption rates: " + "; ".join(f"{s} ({n} offerings)" for s, n in sources.items()))
+    return out

@@ -1,0 +1,121 @@
+"""Why the winner: how it compares with the best of every other GPU type, and what one node
+count more or less would buy (marginal hours saved per extra dollar). Also the answer for an
+infeasible job: which constraint binds, and the nearest feasible option."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuwise.plan.candidates import CandidateSet
+
+
+def _fmt_h(h: float) -> str:
+    return f"{h:.1f} h" if h < 100 else f"{h:.0f} h"
+
+
+def _fmt_usd(c: float) -> str:
+    return f"${c:,.0f}" if abs(c) >= 100 else f"${c:,.2f}"
+
+
+def _metric(cs: CandidateSet, objective: str) -> np.ndarray:
+    return cs.time_h if objective == "time" else cs.cost
+
+
+def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> list[str]:
+    """Human sentences about the chosen row (mask: candidates that meet the constraints)."""
+    opt = cs.options[cs.opt_idx[chosen]]
+    off = cs.offerings[cs.off_idx[chosen]]
+    lines = []
+    per_gpu = cs.node_price[chosen] / off.gpus_per_node
+    lines.append(
+        f"{opt.gpus} x {opt.gpu} ({cs.nodes[chosen]} x {off.instance_type}, {off.cloud} {off.region}, "
+        f"{'spot' if cs.spot[chosen] else 'on-demand'} at ${per_gpu:.2f}/GPU-h): {_fmt_h(cs.time_h[chosen])}, "
+        f"{_fmt_usd(cs.cost[chosen])}; plan {opt.plan_label}, global batch {opt.global_batch} "
+        f"(micro {opt.micro_batch} x accum {opt.grad_accum}), {opt.memory_gib:.1f} GiB/GPU")
+    # why this GPU: best alternative per other GPU type on the same objective
+    metric = _metric(cs, objective)
+    gpus = np.array([cs.offerings[i].gpu for i in cs.off_idx])
+    for g in sorted(set(gpus[mask].tolist()) - {opt.gpu}):
+        sel = np.flatnonzero(mask & (gpus == g))
+        j = sel[np.argmin(metric[sel])]
+        dt = cs.time_h[j] / cs.time_h[chosen] - 1
+        dc = cs.cost[j] / cs.cost[chosen] - 1
+        lines.append(f"why {opt.gpu}: best {g} option ({cs.gpus[j]} GPU{'s' if cs.gpus[j] > 1 else ''}, "
+                     f"{'spot' if cs.spot[j] else 'on-demand'}) takes {_fmt_h(cs.time_h[j])} ({dt:+.0%}) "
+                     f"and costs {_fmt_usd(cs.cost[j])} ({dc:+.0%})")
+    # why this count: neighbours on the same offering and pricing
+    same = np.flatnonzero((cs.off_idx == cs.off_idx[chosen]) & (cs.spot == cs.spot[chosen]))
+    n0 = cs.nodes[chosen]
+    smaller = same[cs.nodes[same] < n0]
+    larger = same[cs.nodes[same] > n0]
+    for j, word in ((smaller[np.argmax(cs.nodes[smaller])] if smaller.size else None, "fewer"),
+                    (larger[np.argmin(cs.nodes[larger])] if larger.size else None, "more")):
+        if j is None:
+            continue
+        lo, hi = (j, chosen) if word == "fewer" else (chosen, j)   # hi = the larger cluster
+        saved_h = cs.time_h[lo] - cs.time_h[hi]
+        extra = cs.cost[hi] - cs.cost[lo]
+        rate = (f"{saved_h / extra * 1000:.2f} h saved per extra $1,000" if extra > 0 else
+                "and is also cheaper" if saved_h > 0 else "no time saved")
+        verdict = "" if mask[j] else " (breaks a constraint)"
+        lines.append(f"why {n0} node{'s' if n0 > 1 else ''}: {cs.nodes[hi]} nodes instead of {cs.nodes[lo]} "
+                     f"changes time by {-saved_h:+.1f} h and cost by {extra:+,.2f} USD -> {rate}{verdict}")
+    if cs.spot[chosen]:
+        lines.append(f"spot risk: {cs.preempt_rate[chosen]:.3f} preemptions per node-hour -> "
+                     f"{cs.preemptions[chosen]:.1f} expected preemptions, checkpoint every "
+                     f"{cs.ckpt_interval_h[chosen] * 60:.0f} min (Young/Daly); time p10-p90 "
+                     f"{_fmt_h(cs.time_p10[chosen])}-{_fmt_h(cs.time_p90[chosen])}, cost "
+                     f"{_fmt_usd(cs.cost_p10[chosen])}-{_fmt_usd(cs.cost_p90[chosen])}")
+    return lines
+
+
+def infeasible(cs: CandidateSet, job) -> dict:
+    """Which constraint binds and the nearest feasible option, when no candidate meets them all."""
+    if len(cs) == 0:
+        reasons = {r.reason for r in cs.shapes.values()}
+        if not cs.shapes:
+            return {"binding": "offerings", "message": "no catalog offering matches the job's clouds, "
+                    "regions and GPU types; widen constraints.clouds / --cloud or constraints.gpus / --gpu"}
+        if reasons == {"memory"} or "memory" in reasons and "batch" not in reasons:
+            return {"binding": "memory",
+                    "message": "the job does not fit in memory on any allowed GPU type with up to "
+                               f"{job.max_gpus or 'the default maximum of'} GPUs and the allowed "
+                               "parallel plans; allow more GPUs (--max-gpus, constraints.max_gpus), larger "
+                               "GPUs (--gpu), more tensor/pipeline parallelism or ZeRO-3, or recompute",
+                    "nearest": None}
+        return {"binding": "batch", "message": "no parallel plan reaches an allowed global batch on the "
+                "allowed GPU counts; widen training.global_batch", "nearest": None}
+    hourly_ok = cs.hourly <= job.max_usd_per_hour if job.max_usd_per_hour else np.ones(len(cs), bool)
+    dl_ok = cs.time_h <= job.deadline_hours if job.deadline_hours else np.ones(len(cs), bool)
+    bud_ok = cs.cost <= job.budget_usd if job.budget_usd else np.ones(len(cs), bool)
+    out: dict = {"binding": [], "nearest": {}}
+    msgs = []
+    if not hourly_ok.any():
+        out["binding"].append("max_usd_per_hour")
+        need = float(cs.hourly.min())
+        out["nearest"]["min_usd_per_hour"] = need
+        msgs.append(f"the cheapest cluster costs {_fmt_usd(need)}/h > max_usd_per_hour "
+                    f"{_fmt_usd(job.max_usd_per_hour)}")
+    base = hourly_ok
+    if job.deadline_hours and not (base & dl_ok).any():
+        fastest = float(cs.time_h[base].min()) if base.any() else float(cs.time_h.min())
+        out["binding"].append("deadline")
+        out["nearest"]["min_deadline_hours"] = fastest
+        msgs.append(f"the fastest option takes {_fmt_h(fastest)} > deadline {_fmt_h(job.deadline_hours)}")
+    if job.budget_usd and not (base & bud_ok).any():
+        cheapest = float(cs.cost[base].min()) if base.any() else float(cs.cost.min())
+        out["binding"].append("budget")
+        out["nearest"]["min_budget_usd"] = cheapest
+        msgs.append(f"the cheapest option costs {_fmt_usd(cheapest)} > budget {_fmt_usd(job.budget_usd)}")
+    if not out["binding"]:   # each constraint alone is satisfiable, together they are not
+        out["binding"] = ["deadline", "budget"]
+        m = base & dl_ok
+        need = float(cs.cost[m].min())
+        within = base & bud_ok
+        fastest = float(cs.time_h[within].min())
+        out["nearest"] = {"min_budget_usd": need, "min_deadline_hours": fastest}
+        msgs.append(f"deadline and budget conflict: meeting the deadline costs at least {_fmt_usd(need)} "
+                    f"(budget {_fmt_usd(job.budget_usd)}); within the budget the fastest takes "
+                    f"{_fmt_h(fastest)} (deadline {_fmt_h(job.deadline_hours)})")
+    out["message"] = "; ".join(msgs) + ". Raise the binding limit to the nearest feasible value shown."
+    return out
