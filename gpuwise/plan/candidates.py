@@ -139,21 +139,35 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
             dp = gpus // (tp * pp)
             accum = max(cfg.grad_accum, pp)
             recomputes = ("none", "full") if spec.is_transformer else ("none",)
+            sps = (False, True) if tp > 1 else (False,)
+            # lightest variant first; if it does not fit, the most frugal one decides whether any
+            # variant can (memory falls with recompute and sequence parallelism), so a layout that
+            # cannot fit costs two estimates, not four
+            variants = [(r, sp) for r in recomputes for sp in sps]
             for zero in job.zero:
                 if dp == 1 and zero != 0:
                     continue
-                for recompute in recomputes:
-                    hit = None
-                    for sp in ((False, True) if tp > 1 else (False,)):
-                        c = TrainingConfig(**{**cfg.__dict__, "grad_accum": accum, "recompute": recompute,
-                                              "plan": ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)})
-                        est = estimate_memory(spec, c)
-                        if est.fits(gpu):
-                            hit = (c, est)
-                            break
-                    if hit:
-                        out.append(hit)
+
+                def make(recompute: str, sp: bool) -> TrainingConfig:
+                    return TrainingConfig(**{**cfg.__dict__, "grad_accum": accum, "recompute": recompute,
+                                             "plan": ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)})
+
+                order = variants if len(variants) < 3 else [variants[0], variants[-1], *variants[1:-1]]
+                hit = None
+                for k, (recompute, sp) in enumerate(order):
+                    c = make(recompute, sp)
+                    est = estimate_memory(spec, c)
+                    fits = est.fits(gpu)
+                    if k == 1 and len(order) > 2:
+                        if not fits:
+                            break                  # the most frugal variant does not fit
+                        hit = hit or (c, est)      # remember it; a lighter one may still fit
+                        continue
+                    if fits:
+                        hit = (c, est)
                         break
+                if hit:
+                    out.append(hit)
     return out
 
 
