@@ -74,3 +74,24 @@ def test_linear_without_cap_is_refused(capsys, tmp_path):
     assert main(["rent", str(f), "--budget", "3"]) == 2
     err = capsys.readouterr().err
     assert "types[0].max_gpus" in err and "set max_gpus" in err and err.count("\n") == 1
+
+
+def test_trace_driven_stream_fits_rates_from_the_trace(capsys):
+    # examples/rent/philly.yaml: 4 weeks of Philly cluster 6c71a0 (bundled trace); rates and size
+    # samples fitted from the trace, the simulation replays it (all 7745 jobs).
+    assert main(["rent", "examples/rent/philly.yaml", "--budget", "100", "--simulate", "--no-baselines", "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["simulated"]["jobs"] == 7745
+    assert out["budget_used"] == pytest.approx(100, rel=1e-9)
+    assert any("fitted from 7419 jobs" in a for a in out["assumptions"])
+    # replaying the same arrivals and sizes, E[T] is exactly the per-job mean of x/s(k): within its CI
+    lo, hi = out["simulated"]["mean_response_time_ci"]
+    assert lo < out["mean_response_time"] < hi
+
+
+def test_usd_budget_and_window(capsys):
+    out = run_json(capsys, "--budget", "5usd/h", "--window", "24")
+    assert out["budget_unit"] == "usd_per_hour" and out["budget_used"] == pytest.approx(5.0)
+    w = out["window"]
+    assert w["bound"] == pytest.approx(5.0 * 24) and 0 < w["effective_budget"] < 5.0
+    assert w["response_time_price"] > 0 and w["p_exceed_at_budget"] > 0.05

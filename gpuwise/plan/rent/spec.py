@@ -41,7 +41,7 @@ def _models():
     class TypeModel(BaseModel):
         model_config = ConfigDict(extra="forbid")
         name: str = Field(min_length=1)
-        arrival_rate: float = Field(gt=0, allow_inf_nan=False)
+        arrival_rate: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
         mean_size: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
         sizes: Optional[list[float]] = Field(default=None, min_length=1)
         size_distribution: Union[str, dict[str, float]] = "exponential"
@@ -124,6 +124,34 @@ def _derived(t, prefix: str, base_dir: Path | None):
                               int(sp.get("gpus_per_node", 8)))
 
 
+def _trace_stats(path: Path, names: list[str]) -> dict[str, tuple[float, list[float], float]]:
+    """Per type in a trace CSV (arrival_time,type,size): (arrival rate, sizes, horizon hours)."""
+    import csv
+
+    if not path.exists():
+        raise InputError("trace", str(path), "file not found; the path is relative to the YAML file")
+    per: dict[str, list[float]] = {n: [] for n in names}
+    first = last = None
+    with open(path, newline="") as fh:
+        reader = csv.DictReader(fh)
+        if not reader.fieldnames or not {"arrival_time", "type"} <= set(reader.fieldnames):
+            raise InputError(f"trace {path.name}", reader.fieldnames, "needs columns arrival_time,type[,size]")
+        for line, row in enumerate(reader, start=2):
+            try:
+                t = float(row["arrival_time"])
+                size = float(row["size"]) if row.get("size") not in (None, "") else None
+            except ValueError:
+                raise InputError(f"trace {path.name} line {line}", row, "arrival_time and size must be numbers") from None
+            first = t if first is None else min(first, t)
+            last = t if last is None else max(last, t)
+            if row["type"] in per and size is not None and size > 0:
+                per[row["type"]].append(size)
+    horizon = (last - first) if first is not None else 0.0
+    if horizon <= 0:
+        raise InputError(f"trace {path.name}", "horizon 0", "needs arrivals spread over time")
+    return {n: (len(v) / horizon, v, horizon) for n, v in per.items() if v}
+
+
 def parse_budget(value, field: str = "budget") -> Budget:
     """2 | "2" -> 2 GPUs; "30usd", "$30", "$30/h", {usd_per_hour: 30}, {gpus: 2}."""
     if isinstance(value, dict):
@@ -160,11 +188,30 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
     except ValidationError as exc:
         err = exc.errors()[0]
         raise InputError(f"{source}: {_path(err['loc'])}", err.get("input"), err["msg"].lower()) from None
+    trace = None
+    if model.trace:
+        trace = Path(model.trace)
+        if not trace.is_absolute() and base_dir is not None:
+            trace = base_dir / trace
+    fitted = _trace_stats(trace, [t.name for t in model.types]) if trace is not None else {}
     types = []
     notes: list[str] = []
     names = set()
     for i, t in enumerate(model.types):
         prefix = f"types[{i}]"
+        if t.name in fitted and (t.arrival_rate is None or (t.mean_size is None and t.sizes is None)):
+            rate, sizes, horizon = fitted[t.name]
+            upd = {}
+            if t.arrival_rate is None:
+                upd["arrival_rate"] = rate
+            if t.mean_size is None and t.sizes is None:
+                upd["sizes"] = sizes
+            t = t.model_copy(update=upd)
+            notes.append(f"type {t.name}: " + " and ".join(
+                {"arrival_rate": f"arrival rate {rate:.4g}/h", "sizes": f"sizes (mean {sum(sizes) / len(sizes):.4g} h)"}[k]
+                for k in upd) + f" fitted from {len(sizes)} jobs over {horizon:.4g} h of {trace.name}")
+        if t.arrival_rate is None:
+            raise InputError(f"{prefix}.arrival_rate", None, "give arrival_rate (jobs per hour) or a trace with this type")
         if t.name in names:
             raise InputError(f"{prefix}.name", t.name, "type names must be unique")
         names.add(t.name)
@@ -182,11 +229,6 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
         types.append(JobType(name=t.name, arrival_rate=t.arrival_rate, sizes=_sizes(t, prefix), speedup=speed,
                              price=t.price_per_gpu_hour or model.price_per_gpu_hour, field_prefix=prefix))
     budget = None if model.budget is None else parse_budget(model.budget)
-    trace = None
-    if model.trace:
-        trace = Path(model.trace)
-        if not trace.is_absolute() and base_dir is not None:
-            trace = base_dir / trace
     return RentSpec(tuple(types), budget, trace, source, tuple(notes))
 
 
