@@ -191,3 +191,27 @@ def test_cli_plot_and_export(tmp_path, capsys):
 def test_other_examples_plan(path):
     res = plan(from_jobspec(load_job(path)), CAT, "knee")
     assert res.chosen is not None or res.infeasible
+
+
+def test_explanation_names_gpu_count_and_pricing(pretrain):
+    text = "\n".join(pretrain.explanation)
+    assert "why H200-SXM" in text or "why H100-80GB-SXM" in text or "why A100-80GB-SXM" in text
+    assert "h saved per extra $1,000" in text or "also cheaper" in text
+    assert "why spot" in text or "why on-demand" in text
+
+
+def test_deadline_objective_needs_a_deadline(tmp_path, capsys):
+    data = yaml.safe_load(RESNET.read_text())
+    data.pop("deadline_hours")
+    p = tmp_path / "nodeadline.yaml"
+    p.write_text(yaml.safe_dump(data))
+    assert main(["plan", str(p), "--objective", "deadline"]) == 2
+    assert "deadline" in capsys.readouterr().err
+
+
+def test_spot_deadline_probability_is_reported():
+    res = plan(_job(deadline_hours=100.0), CAT, "deadline")
+    cs = res.candidates
+    assert res.chosen is not None and cs.deadline_prob[res.chosen] >= 0.9
+    sp = cs.spot & np.isfinite(cs.time_h)
+    assert np.all((cs.deadline_prob[sp] >= 0) & (cs.deadline_prob[sp] <= 1))

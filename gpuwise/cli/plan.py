@@ -54,19 +54,25 @@ def _export(res, path: str) -> str:
 
 def _table(data: dict, res) -> None:
     from gpuwise.cli.output import print_table
+    from gpuwise.plan.skypilot_export import accelerator_name
 
+    cs = res.candidates
     rows = []
-    for i, c in enumerate(data["candidates"][:max(len(res.ranked), 1)]):
+    for i, (c, r) in enumerate(zip(data["candidates"], res.ranked)):
         mark = "*" if i == data["chosen_index"] else ""
-        spread = (f"{c['time_hours_p10']:.0f}-{c['time_hours_p90']:.0f}" if c["spot"] else "")
-        rows.append([f"{mark}{i + 1}", f"{c['cloud']} {c['region']}", f"{c['nodes']} x {c['instance_type']}",
-                     f"{c['gpus']} x {c['gpu']}", "spot" if c["spot"] else "on-demand",
-                     f"{c['time_hours']:.1f}", spread, f"{c['cost_usd']:,.0f}", f"{c['usd_per_gpu_hour']:.2f}",
-                     c["global_batch_size"], c["plan"]])
-    print_table(f"gpuwise plan {data['job']} -- objective: {data['objective']} "
-                f"({data['candidates_feasible']} feasible of {data['candidates_evaluated']} configurations)",
-                ["#", "cloud region", "instances", "GPUs", "pricing", "hours", "p10-p90 h", "USD", "$/GPU-h",
-                 "batch", "plan"], rows)
+        h = lambda x: f"{x:.0f}" if x >= 10 else f"{x:.1f}"  # noqa: E731
+        hours = h(c["time_hours"])
+        if c["spot"]:
+            hours += f" ({h(c['time_hours_p10'])}-{h(c['time_hours_p90'])})"
+        gpu = accelerator_name(cs.offerings[cs.off_idx[r]])   # short catalog name, e.g. H100
+        rows.append([f"{mark}{i + 1}", f"{c['cloud']}:{c['region']}", f"{c['nodes']}x {c['instance_type']}",
+                     f"{c['gpus']}x {gpu}", "spot" if c["spot"] else "od", hours, f"{c['cost_usd']:,.0f}",
+                     f"{c['usd_per_gpu_hour']:.2f}", c["global_batch_size"], c["plan"]])
+    print_table(f"gpuwise plan {data['job']} -- objective {data['objective']}: "
+                f"{data['candidates_feasible']:,} feasible candidates from {data['candidates_evaluated']:,} "
+                "configurations (* = chosen; od = on-demand; hours: expected (p10-p90) on spot)",
+                ["#", "cloud:region", "instances", "GPUs", "price", "hours", "USD", "$/GPU-h", "batch", "plan"],
+                rows)
 
 
 def run(args: argparse.Namespace) -> int:

@@ -43,6 +43,15 @@ def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> 
         lines.append(f"why {opt.gpu}: best {g} option ({cs.gpus[j]} GPU{'s' if cs.gpus[j] > 1 else ''}, "
                      f"{'spot' if cs.spot[j] else 'on-demand'}) takes {_fmt_h(cs.time_h[j])} ({dt:+.0%}) "
                      f"and costs {_fmt_usd(cs.cost[j])} ({dc:+.0%})")
+    # why this pricing: the same hardware shape under the other pricing, best offering
+    other = mask & (cs.spot != cs.spot[chosen]) & (cs.opt_idx == cs.opt_idx[chosen])
+    if other.any():
+        sel = np.flatnonzero(other)
+        j = sel[np.argmin(metric[sel])]
+        word = "on-demand" if cs.spot[chosen] else "spot"
+        lines.append(f"why {'spot' if cs.spot[chosen] else 'on-demand'}: the same {cs.gpus[j]} GPUs {word} "
+                     f"({cs.offerings[cs.off_idx[j]].cloud} {cs.offerings[cs.off_idx[j]].region}) take "
+                     f"{_fmt_h(cs.time_h[j])} and cost {_fmt_usd(cs.cost[j])}")
     # why this count: neighbours on the same offering and pricing
     same = np.flatnonzero((cs.off_idx == cs.off_idx[chosen]) & (cs.spot == cs.spot[chosen]))
     n0 = cs.nodes[chosen]
