@@ -36,6 +36,7 @@ def test_unknown_app_and_missing_gpu_name_the_path():
         parse_spec(yaml.safe_load("types: [{name: x, arrival_rate: 1, speedup: {job: a.yaml}}]"))
 
 
+@pytest.mark.slow  # fits two Pollux profiles (2-6 s)
 def test_example_stream_solves_and_binds():
     spec = load_spec("examples/rent/pollux_mix.yaml")
     assert [t.name for t in spec.types] == ["imagenet", "cifar10", "resnet50-v100"]

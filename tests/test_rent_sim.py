@@ -32,9 +32,18 @@ def run(types, n, seed, budget=2.0, config=CloudConfig(), integer=False):
 
 
 @pytest.mark.parametrize("dist", DISTS, ids=lambda d: d.kind)
+def test_size_invariance_fast(dist):
+    # A.5 item 4 with 2*10^5 jobs: within 3% (heavy-tail sampling noise at this n is ~1%).
+    sol, r = run(fig1(dist), 200_000, seed=11)
+    assert r.mean_response_time[0] == pytest.approx(1 / 3, rel=0.03)
+    assert r.mean_gpus_rented[0] == pytest.approx(2.0, rel=0.03)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("dist", DISTS, ids=lambda d: d.kind)
 def test_size_invariance_million_jobs(dist):
     # Issue 5 "Done means": 10^6 jobs match analytical E[T] and budget within 1%, any size law.
-    # (~1.5 s per distribution, so not marked slow.)
+    # (1.5-3.5 s per distribution depending on machine load: marked slow, CI still runs it.)
     sol, r = run(fig1(dist), 1_000_000, seed=2024)
     assert r.mean_response_time[0] == pytest.approx(sol.mean_response_time, rel=0.01)
     assert r.mean_gpus_rented[0] == pytest.approx(sol.budget_used, rel=0.01)
