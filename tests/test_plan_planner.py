@@ -138,6 +138,15 @@ def test_deadline_unreachable_names_min_deadline():
 def test_too_big_for_any_gpu():
     res = plan(_job(model="llama-3.1-405b", **{"constraints.max_gpus": 1}), CAT, "cost")
     assert res.chosen is None and res.infeasible["binding"] == "memory"
+    nearest = res.infeasible["nearest"]["min_gpus"]
+    assert nearest and all(n["gpus"] > 1 for n in nearest)
+    # the nearest GPU count is enough: planning again with that many GPUs of that type fits
+    best = nearest[0]
+    again = plan(_job(model="llama-3.1-405b", **{"constraints.max_gpus": best["gpus"] * 2,
+                                                 "constraints.gpus": [best["gpu"]],
+                                                 "parallelism.tp": [1, 2, 4, 8], "parallelism.pp": [1, 2, 4, 8, 16],
+                                                 "deadline_hours": None, "budget_usd": None}), CAT, "cost")
+    assert again.candidates.shapes and any(r.best is not None for r in again.candidates.shapes.values())
 
 
 def test_cli_json_and_exit_codes(tmp_path, capsys):

@@ -337,10 +337,20 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
     out += catalog_assumptions(catalog, clouds)
     out.append("prices: cheapest zone of each region; cost = expected time x hourly price x nodes "
                "(Scavenger eq. 5), billed for the whole wall-clock time")
-    out.append(f"searched {len(offs)} offerings x node counts {sorted(set(cs.nodes.tolist()))[:1]}.."
-               f"{sorted(set(cs.nodes.tolist()))[-1:]} x parallel plans x batches: {cs.evaluated} "
-               f"configurations priced, {len(cs)} candidates kept (fastest plan per hardware shape)"
-               if len(cs) else f"searched {len(offs)} offerings: no configuration fits")
+    if len(cs):
+        out.append(f"searched {len(offs)} offerings (cloud, region, instance) x {int(cs.nodes.min())}-"
+                   f"{int(cs.nodes.max())} nodes x parallel plans (tp {list(job.tp)}, pp {list(job.pp)}, "
+                   f"ZeRO {list(job.zero)}, cp 1) x global batches {list(job.batches)} x micro-batches: "
+                   f"{cs.evaluated:,} configurations priced, {len(cs):,} candidates kept (the fastest plan "
+                   "of each hardware shape is also its cheapest)")
+    else:
+        out.append(f"searched {len(offs)} offerings: no configuration fits")
+    out.append("time to target = steps(global batch) x analytical step time (estimate.step_time); memory "
+               "from estimate.memory; checkpoint size "
+               + (f"{job.checkpoint_gb:g} GB" if job.checkpoint_gb else
+                  "= trainable parameters x 14 bytes (bf16 weights + fp32 master + Adam moments)")
+               + f", written at {job.checkpoint_write_gbps:g} GB/s per node, restart "
+               f"{job.restart_h * 60:.0f} min")
     if sources:
         out.append("spot preemption rates: " + "; ".join(f"{s} ({n} offerings)" for s, n in sources.items()))
     return out

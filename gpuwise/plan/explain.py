@@ -78,6 +78,23 @@ def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> 
     return lines
 
 
+def _fewest_gpus(cs: CandidateSet, job, limit: int = 1024) -> list[dict]:
+    """Per allowed GPU type, the fewest GPUs on which some plan fits (memory engineer's
+    `fewest_gpus`, micro-batch 1, every layout it knows), fewest first."""
+    from gpuwise.estimate.feasible_plans import fewest_gpus
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.workload.training import TrainingConfig
+
+    cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": 1})
+    out = []
+    for gpu in sorted({k[0] for k in cs.shapes}):
+        gpn = max(k[1] for k in cs.shapes if k[0] == gpu)
+        found = fewest_gpus(job.model, cfg, get_gpu(gpu), max_gpus=limit, gpus_per_node=gpn)
+        if found is not None:
+            out.append({"gpu": gpu, "gpus": found[0], "gpus_per_node": gpn})
+    return sorted(out, key=lambda d: d["gpus"])
+
+
 def infeasible(cs: CandidateSet, job) -> dict:
     """Which constraint binds and the nearest feasible option, when no candidate meets them all."""
     if len(cs) == 0:
@@ -86,12 +103,17 @@ def infeasible(cs: CandidateSet, job) -> dict:
             return {"binding": "offerings", "message": "no catalog offering matches the job's clouds, "
                     "regions and GPU types; widen constraints.clouds / --cloud or constraints.gpus / --gpu"}
         if reasons == {"memory"} or "memory" in reasons and "batch" not in reasons:
+            nearest = _fewest_gpus(cs, job)
+            hint = ""
+            if nearest:
+                hint = " Nearest feasible: " + "; ".join(f"{n['gpus']} x {n['gpu']}" for n in nearest) + \
+                       " (fewest GPUs on which some plan fits, any parallel layout)."
             return {"binding": "memory",
                     "message": "the job does not fit in memory on any allowed GPU type with up to "
                                f"{job.max_gpus or 'the default maximum of'} GPUs and the allowed "
                                "parallel plans; allow more GPUs (--max-gpus, constraints.max_gpus), larger "
-                               "GPUs (--gpu), more tensor/pipeline parallelism or ZeRO-3, or recompute",
-                    "nearest": None}
+                               "GPUs (--gpu), more tensor/pipeline parallelism or ZeRO-3, or recompute." + hint,
+                    "nearest": {"min_gpus": nearest} if nearest else None}
         return {"binding": "batch", "message": "no parallel plan reaches an allowed global batch on the "
                 "allowed GPU counts; widen training.global_batch", "nearest": None}
     hourly_ok = cs.hourly <= job.max_usd_per_hour if job.max_usd_per_hour else np.ones(len(cs), bool)

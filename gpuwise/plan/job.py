@@ -75,9 +75,10 @@ def from_jobspec(spec, *, clouds: list[str] | None = None, gpus: list[str] | Non
         raise InputError("--max-gpus", max_gpus, "give at least 1")
     c = spec.constraints
     ck = spec.checkpoint
-    amount = (f"{tr.tokens:.3g} tokens" if tr.tokens else f"{samples:.4g} samples")
+    amount = (f"{tr.tokens:.3g} tokens = {samples:.4g} sequences of {tr.seq_len}" if token_model and tr.tokens
+              else f"{samples:.4g} samples")
     assumptions = [
-        f"training amount: {amount} ({samples:.4g} samples of {tr.seq_len if token_model else 1} tokens)",
+        f"training amount: {amount}; global batch {lo}" + (f"-{hi}" if hi != lo else ""),
         noise.describe() if math.isfinite(phi) else
         (f"statistical efficiency: {tr.lr_scaling} LR scaling, no gradient noise scale given: "
          "steps = samples / global batch (perfect batch scaling)" if tr.lr_scaling == "adascale" else
