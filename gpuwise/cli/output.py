@@ -49,7 +49,11 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]
         table.add_column(col, justify=(justify[i] if justify else ("left" if i == 0 else "right")))
     for row in rows:
         table.add_row(*[("" if v is None else str(v)) for v in row])
-    Console(width=max(120, 0)).print(table)
+    # Pipes get a wide console so rows are not cut; terminals keep their own width.
+    console = Console()
+    if not console.is_terminal:
+        console = Console(width=160)
+    console.print(table)
 
 
 def print_assumptions(assumptions: Iterable[str]) -> None:
