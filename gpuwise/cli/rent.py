@@ -187,6 +187,9 @@ def run(args: argparse.Namespace) -> int:
                 wl = poisson_workload(types, args.n_jobs, rng)
             sims.append(simulate(types, p, wl, cloud, rng))
         out["simulated"] = _sim_json(sims[0])
+        out["simulated"]["vs_analytic"] = {
+            "mean_response_time_rel_err": sims[0].mean_response_time[0] / sol.mean_response_time - 1,
+            "mean_gpus_rel_err": sims[0].mean_gpus_billed / sol.mean_gpus - 1}
         out["baselines"] = [_sim_json(r) for r in sims[1:]]
         assumptions += list(sims[0].assumptions)
         if any(t.price != 1.0 for t in types) and budget.unit == "usd_per_hour":
@@ -222,5 +225,10 @@ def run(args: argparse.Namespace) -> int:
                       f"[{r.mean_response_time[1]:.4g}, {r.mean_response_time[2]:.4g}]",
                       f"{r.mean_gpus_rented[0]:.4g}", f"[{r.mean_gpus_rented[1]:.4g}, {r.mean_gpus_rented[2]:.4g}]",
                       f"{r.mean_gpus_billed:.4g}", f"{r.p99_gpus:.4g}", f"{r.wall_s:.2f}"] for r in sims])
+    if sims:
+        r = sims[0]
+        print(f"pi* simulated vs analytic: E[T] {r.mean_response_time[0]:.5g} vs {sol.mean_response_time:.5g} "
+              f"({100 * (r.mean_response_time[0] / sol.mean_response_time - 1):+.2f}%), GPUs billed "
+              f"{r.mean_gpus_billed:.5g} vs {sol.mean_gpus:.5g} ({100 * (r.mean_gpus_billed / sol.mean_gpus - 1):+.2f}%)")
     print_assumptions(assumptions)
     return 0

@@ -19,6 +19,7 @@ from typing import Sequence
 import numpy as np
 
 from gpuwise.errors import InputError
+from gpuwise.plan.rent.instances import instance_gpus  # noqa: F401  (re-exported: the billing rule)
 from gpuwise.sim.engine import Engine
 from gpuwise.sim.stats import mean_ci
 
@@ -120,19 +121,6 @@ def trace_workload(path: Path, types, rng: np.random.Generator, n_jobs: int | No
         miss = (idx == i) & np.isnan(size)
         size[miss] = t.sizes.sample(rng, int(miss.sum()))
     return Workload(arr - arr[0], idx, size, str(path))
-
-
-def instance_gpus(width: np.ndarray, sizes: Sequence[int] | None) -> np.ndarray:
-    """GPUs paid for when a width must be bought as instances: the smallest instance that holds
-    it, or, beyond the largest instance, whole largest instances (multi-node jobs use full nodes)."""
-    if not sizes:
-        return np.asarray(width, dtype=float)
-    need = np.ceil(np.asarray(width, dtype=float) - 1e-9)
-    sz = np.array(sorted(sizes), dtype=float)
-    big = sz[-1]
-    pos = np.searchsorted(sz, need)  # smallest size >= need
-    single = sz[np.minimum(pos, sz.size - 1)]
-    return np.where(need <= big, single, np.ceil(need / big) * big)
 
 
 def job_speeds(types, type_idx: np.ndarray, width: np.ndarray) -> np.ndarray:

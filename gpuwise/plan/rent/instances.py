@@ -19,11 +19,22 @@ from gpuwise.plan.rent.speedup import PiecewiseLinearSpeedup
 LIMIT = 4096  # widest width considered for an uncapped type
 
 
+def instance_gpus(width: np.ndarray, sizes: Sequence[int] | None) -> np.ndarray:
+    """GPUs paid for when a width must be bought as instances: the smallest instance that holds
+    it, or, beyond the largest instance, whole largest instances (multi-node jobs use full nodes)."""
+    if not sizes:
+        return np.asarray(width, dtype=float)
+    need = np.ceil(np.asarray(width, dtype=float) - 1e-9)
+    sz = np.array(sorted(sizes), dtype=float)
+    big = sz[-1]
+    pos = np.searchsorted(sz, need)  # smallest size >= need
+    single = sz[np.minimum(pos, sz.size - 1)]
+    return np.where(need <= big, single, np.ceil(need / big) * big)
+
+
 def achievable_widths(sizes: Sequence[int], limit: int) -> list[int]:
     """Widths bought without idle GPUs: the instance sizes, then multiples of the largest (the
-    rounding rule of gpuwise.sim.cloud.instance_gpus)."""
-    from gpuwise.sim.cloud import instance_gpus
-
+    rounding rule of `instance_gpus`, by which the cloud simulator bills)."""
     return sorted({int(g) for g in instance_gpus(np.arange(1, limit + 1, dtype=float), tuple(sizes)) if g <= limit})
 
 
