@@ -166,6 +166,9 @@ def test_cli_overrides(capsys):
     d = json.loads(capsys.readouterr().out)
     for c in d["candidates"]:
         assert c["cloud"] == "aws" and c["gpu"] == "H100-80GB-SXM" and not c["spot"] and c["gpus"] <= 64
+    assert main(["plan", str(PRETRAIN), "--json", "--top", "30", "--cloud", "aws", "gcp", "--gpu", "H100"]) == 0
+    d = json.loads(capsys.readouterr().out)
+    assert {c["cloud"] for c in d["candidates"]} <= {"aws", "gcp"}
 
 
 def test_cli_infeasible_is_an_answer(tmp_path, capsys):

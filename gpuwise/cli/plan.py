@@ -10,10 +10,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objective", choices=("cost", "time", "knee", "deadline"), default="cost",
                         help="cheapest (default), fastest, knee of the time/cost front, or cheapest "
                              "meeting the job's deadline")
-    parser.add_argument("--cloud", action="append", metavar="NAME", default=None,
-                        help="allowed cloud (repeatable; overrides constraints.clouds)")
-    parser.add_argument("--gpu", action="append", metavar="NAME", default=None,
-                        help="allowed GPU type (repeatable; overrides constraints.gpus)")
+    parser.add_argument("--cloud", action="extend", nargs="+", metavar="NAME", default=None,
+                        help="allowed clouds (one or more, repeatable; overrides constraints.clouds)")
+    parser.add_argument("--gpu", action="extend", nargs="+", metavar="NAME", default=None,
+                        help="allowed GPU types (one or more, repeatable; overrides constraints.gpus)")
     spot = parser.add_mutually_exclusive_group()
     spot.add_argument("--spot", dest="spot", action="store_true", default=None,
                       help="also consider spot instances (overrides constraints.spot)")
