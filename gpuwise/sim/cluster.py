@@ -149,7 +149,7 @@ class ClusterSimulator:
         decision = self.policy.schedule(now, view, self.perf)
         self.decision_s.append(time.perf_counter() - t0)
         self._apply(now, decision)
-        if self.policy.period_s and (self.running or self.pending) and not self._tick_pending:
+        if self.policy.period_s and self.running and not self._tick_pending:
             self._tick_pending = True
             self.engine.schedule(now + self.policy.period_s, "tick")
 

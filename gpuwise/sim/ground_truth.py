@@ -154,15 +154,26 @@ def max_local_bsz(app: str, gpu: str) -> int:
     return max(1, int(p.max_local_bsz * gpu_speed(gpu)[1]))
 
 
-def throughput(app: str, gpu: str, num_gpus, num_nodes, batch) -> np.ndarray:
-    """Samples per second at global ``batch`` on ``num_gpus`` GPUs over ``num_nodes`` nodes;
-    0 where the per-GPU batch does not fit in memory (no gradient accumulation)."""
+def throughput(app: str, gpu: str, num_gpus, num_nodes, batch, accumulate: bool = False) -> np.ndarray:
+    """Samples per second at global ``batch`` on ``num_gpus`` GPUs over ``num_nodes`` nodes.
+
+    Where the per-GPU batch does not fit in memory: 0 by default (the configuration is
+    infeasible), or with ``accumulate=True`` the job runs ceil(local/limit) micro-steps of
+    gradient accumulation per step (what a user's fixed request does, as in Pollux's baselines)."""
     g = np.asarray(num_gpus, float)
     b = np.asarray(batch, float)
     local = b / np.maximum(g, 1)
-    t = step_time(app, gpu, num_nodes, g, local)
-    x = b / t
-    return np.where((local <= max_local_bsz(app, gpu) + 1e-9) & (g >= 1), x, 0.0)
+    limit = max_local_bsz(app, gpu)
+    steps = np.maximum(1.0, np.ceil(local / limit - 1e-9))
+    micro = local / steps
+    p = app_profile(app)
+    speed, _ = gpu_speed(gpu)
+    comp = np.interp(micro, p.local_bsz, p.compute_s) / speed
+    shape = np.broadcast(g, b, np.asarray(num_nodes, float)).shape
+    over = _overhead(p, np.broadcast_to(num_nodes, shape), np.broadcast_to(g, shape))
+    x = b / (steps * comp + over)
+    ok = (g >= 1) & ((steps <= 1) | accumulate)
+    return np.where(ok, x, 0.0)
 
 
 def segment_index(p: AppProfile, progress: float) -> int:
@@ -221,7 +232,7 @@ def progress_after(app: str, rate_per_segment: np.ndarray, progress: float, seco
 def segment_rates(app: str, gpu: str, num_gpus: int, num_nodes: int, batch: float) -> np.ndarray:
     """Progress rate (iterations at M0 per second) in every gradient-statistics segment."""
     p = app_profile(app)
-    x = float(throughput(app, gpu, num_gpus, num_nodes, batch))
+    x = float(throughput(app, gpu, num_gpus, num_nodes, batch, accumulate=True))
     return x * _eff(p, np.full(len(p.seg_end), float(batch)), p.grad_sqr, p.grad_var) / p.init_batch
 
 

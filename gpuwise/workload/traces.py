@@ -226,15 +226,16 @@ def load_workload(path: str | Path) -> Workload:
 
 
 def check_fits(workload: Workload, gpus_by_type: dict[str, int]) -> None:
-    """Refuse jobs that ask for more GPUs than the cluster (or their GPU type) has."""
-    total = sum(gpus_by_type.values())
+    """Refuse jobs that ask for more GPUs than the cluster has of one type (a job runs on a
+    single GPU type, as in Frenzy and Sia) or for a type the cluster lacks."""
+    largest = max(gpus_by_type.values(), default=0)
     for j in workload.jobs:
-        have = gpus_by_type.get(j.gpu_type, 0) if j.gpu_type else total
         if j.gpu_type and j.gpu_type not in gpus_by_type:
             raise InputError(_where(workload.source, j.row, "gpu_type"), j.gpu_type,
                              "the cluster has no such GPUs; valid: " + ", ".join(gpus_by_type))
+        have = gpus_by_type[j.gpu_type] if j.gpu_type else largest
         if j.num_gpus > have:
             col = "num_replicas" if workload.format == "pollux" else "num_gpus"
+            what = f"{j.gpu_type} GPUs" if j.gpu_type else "GPUs of one type (a job uses one type)"
             raise InputError(_where(workload.source, j.row, col), j.num_gpus,
-                             f"the cluster has only {have} GPUs{' of ' + j.gpu_type if j.gpu_type else ''}; "
-                             "use a bigger --cluster or fewer GPUs")
+                             f"the cluster has only {have} {what}; use a bigger --cluster or fewer GPUs")

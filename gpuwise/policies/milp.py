@@ -1,0 +1,99 @@
+"""Heterogeneity-aware MILP allocator in the style of Sia (SOSP'23) and Gavel (OSDI'20).
+
+Each round it solves a binary program over job x configuration with HiGHS
+(`scipy.optimize.milp`): configurations per GPU type are 1, 2, 4, ... GPUs inside one node and
+whole multiples of a node (Sia's restriction that keeps the problem small and packable). Every
+configuration carries the job's best goodput over its batch range, normalised by the job's
+best single-GPU goodput (V >= 1 roughly). Sia's objective:
+
+    maximise  sum_jc x_jc * (lambda_n - V_jc^p) - lambda_a * [config differs from the current one]
+    s.t.      sum_c x_jc <= 1 per job;  sum_jc gpus_c * x_jc <= capacity_t per GPU type
+
+with p = -0.5 (fairness), lambda_n = 1.1 (a job left without GPUs costs more than any
+allocation) and lambda_a = 0.01 (restart penalty). Jobs then get best-fit placement.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from gpuwise.policies.base import Decision, PerfModel, Policy, SchedView
+from gpuwise.policies.placement import best_fit, place_shares
+from gpuwise.policies.value import value_table
+
+
+def configurations(gpus_per_node: int, total: int) -> list[int]:
+    """Sia's GPU counts for one type: powers of two below a node, then whole nodes."""
+    out, n = [], 1
+    while n < gpus_per_node and n <= total:
+        out.append(n)
+        n *= 2
+    out += list(range(gpus_per_node, total + 1, gpus_per_node))
+    return out
+
+
+class Milp(Policy):
+    name = "milp"
+    needs_progress = True
+
+    def __init__(self, p: float = -0.5, lambda_n: float = 1.1, lambda_a: float = 0.01,
+                 period_s: float = 300.0, time_limit_s: float = 10.0):
+        self.p = p                    # fairness power on normalised goodput (< 0: favour the slow)
+        self.lambda_n = lambda_n      # value of giving a job any allocation at all
+        self.lambda_a = lambda_a      # penalty for changing a running job's allocation
+        self.period_s = period_s      # re-solve at least this often (seconds)
+        self.time_limit_s = time_limit_s  # HiGHS time limit per round
+
+    def describe(self) -> list[str]:
+        return [f"milp: Sia-style binary program over job x (GPU type, count), p={self.p:g}, "
+                f"lambda_n={self.lambda_n:g}, lambda_a={self.lambda_a:g}, HiGHS via scipy.optimize.milp, "
+                f"rounds on arrival/completion and every {self.period_s:g} s"]
+
+    def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
+        from scipy.optimize import Bounds, LinearConstraint, milp
+
+        jobs = view.active()
+        if not jobs:
+            return Decision()
+        spec = view.cluster.spec
+        cap = view.cluster.capacity_by_type()
+        cols: list[tuple[int, str, int, int | None]] = []  # (job index, type, gpus, batch)
+        obj: list[float] = []
+        for j, js in enumerate(jobs):
+            per_type = []
+            for t in cap:
+                gpn = spec.max_gpus_per_node(t)
+                v, b, ref = value_table(perf, js, t, cap[t], gpn, elastic=True)
+                per_type.append((t, v, b, ref, configurations(gpn, cap[t])))
+            # normalise by the best single-GPU goodput over types (Sia normalises per job)
+            one = max((v[1] * ref for _, v, _, ref, _ in per_type if np.isfinite(v[1])), default=0.0)
+            for t, v, b, ref, confs in per_type:
+                for n in confs:
+                    if not np.isfinite(v[n]):
+                        continue
+                    val = v[n] * ref / one if one > 0 else v[n]
+                    score = self.lambda_n - max(val, 1e-6) ** self.p
+                    cur = js.allocation
+                    if cur is not None and (cur.gpu_type != t or cur.num_gpus != n):
+                        score -= self.lambda_a
+                    cols.append((j, t, n, None if js.job.rigid else int(b[n])))
+                    obj.append(score)
+        if not cols:
+            return Decision()
+        nvar = len(cols)
+        types = list(cap)
+        a = np.zeros((len(jobs) + len(types), nvar))
+        for k, (j, t, n, _) in enumerate(cols):
+            a[j, k] = 1.0
+            a[len(jobs) + types.index(t), k] = n
+        ub = np.concatenate([np.ones(len(jobs)), [cap[t] for t in types]])
+        res = milp(c=-np.asarray(obj), constraints=LinearConstraint(a, -np.inf, ub),
+                   integrality=np.ones(nvar), bounds=Bounds(0, 1),
+                   options={"time_limit": self.time_limit_s, "disp": False})
+        if res.x is None:
+            return Decision()
+        shares = {}
+        for k in np.flatnonzero(res.x > 0.5):
+            j, t, n, b = cols[k]
+            shares[jobs[j].name] = (t, n, b)
+        return Decision(place_shares(view, shares, best_fit))

@@ -1,0 +1,59 @@
+"""Policy names -> constructors (the names `gpuwise simulate --policy` accepts)."""
+
+from __future__ import annotations
+
+from typing import Callable
+
+from gpuwise.errors import unknown_name
+from gpuwise.policies.base import Policy
+
+
+def _fifo(**kw) -> Policy:
+    from gpuwise.policies.fifo import Fifo
+    return Fifo(backfill=False)
+
+
+def _first_fit(**kw) -> Policy:
+    from gpuwise.policies.fifo import Fifo
+    return Fifo(backfill=True)
+
+
+def _las(**kw) -> Policy:
+    from gpuwise.policies.las import Las
+    return Las()
+
+
+def _elastic(**kw) -> Policy:
+    from gpuwise.policies.elastic_dp import ElasticDP
+    return ElasticDP(elastic=True, **kw)
+
+
+def _elastic_fixed(**kw) -> Policy:
+    from gpuwise.policies.elastic_dp import ElasticDP
+    return ElasticDP(elastic=False, **kw)
+
+
+def _frenzy(**kw) -> Policy:
+    from gpuwise.policies.frenzy import Frenzy
+    return Frenzy()
+
+
+def _milp(**kw) -> Policy:
+    from gpuwise.policies.milp import Milp
+    return Milp()
+
+
+POLICIES: dict[str, Callable[..., Policy]] = {
+    "fifo": _fifo, "las": _las, "elastic-dp": _elastic, "elastic-dp-fixed-batch": _elastic_fixed,
+    "frenzy": _frenzy, "first-fit": _first_fit, "milp": _milp,
+}
+# options each policy accepts from the command line
+TAKES_ADMISSION = ("elastic-dp", "elastic-dp-fixed-batch")
+
+
+def make_policy(name: str, admission: str | None = None) -> Policy:
+    """A fresh policy by name (unknown -> InputError naming the valid ones)."""
+    if name not in POLICIES:
+        raise unknown_name("--policy", name, POLICIES)
+    kw = {"admission": admission} if admission and name in TAKES_ADMISSION else {}
+    return POLICIES[name](**kw)
