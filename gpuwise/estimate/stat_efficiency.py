@@ -200,3 +200,48 @@ def effective_phi(target_progress: float, batch: float, ref_batch: float, phi_tr
     if g <= 1.0:
         return 0.0
     return float((g * batch - s * ref_batch) / (s - g))
+
+
+@dataclass(frozen=True)
+class ScavengerTraceFit:
+    """Scavenger's statistical model fitted on one Pollux application's validation traces."""
+
+    app: str
+    model: ScavengerStatModel
+    batches: tuple[int, ...]
+    gamma_bars: tuple[float, ...]      # measured normalised noise per batch
+    epochs: tuple[float, ...]          # measured epochs to the target per batch
+    gamma_fit_error: float             # median |fit - measured| / measured of gamma_bar
+    epochs_fit_error: float            # same for epochs
+
+
+def fit_scavenger_from_pollux(app: str) -> ScavengerTraceFit:
+    """Fit gamma_bar(B) = a + c/sqrt(B) and e = e* + theta*gamma_bar on the bundled Pollux traces.
+
+    Per validation file (global batch B): gamma_bar from the logged gradient statistics over the
+    second half of training (median noise scale; per-worker batch = the reference batch M0, so
+    gamma_bar = (phi + M0)/(phi + B)), and the epochs until the app's target metric is first reached
+    (iterations x B / dataset size). Pollux's runs scale the learning rate with AdaScale, so epochs
+    *grow* with B and theta comes out negative -- the opposite of Scavenger's fixed-LR runs
+    (papers.md B.8, pitfall 2).
+    """
+    from gpuwise.workload.pollux_traces import load_app_info, load_validation
+
+    info = load_app_info(app)
+    val = load_validation(app)
+    m0 = min(val)
+    bs, gbs, eps = [], [], []
+    for b, rows in val.items():
+        hit = next((r for r in rows if info.reached(r.metric)), None)
+        if hit is None:
+            continue
+        half = rows[len(rows) // 2:]
+        phis = noise_scale([r.grad_sqr for r in half], [r.grad_var for r in half], m0)
+        phi = float(np.median(np.asarray(phis)[np.isfinite(phis)])) if np.isfinite(phis).any() else math.inf
+        bs.append(b)
+        gbs.append(float(scavenger_gamma_bar_from_stats(b, phi, m0)))
+        eps.append(hit.iteration * b / info.dataset_size)
+    model = fit_scavenger(bs, gbs, eps)
+    g_err = float(np.median(np.abs(model.gamma_bar(bs) - np.array(gbs)) / np.array(gbs)))
+    e_err = float(np.median(np.abs(model.epochs(bs) - np.array(eps)) / np.array(eps)))
+    return ScavengerTraceFit(app, model, tuple(bs), tuple(gbs), tuple(eps), g_err, e_err)
