@@ -78,3 +78,20 @@ def test_longer_windows_cost_less():
     sol = solve(types, Budget(2.0))
     prices = [bound_window(types, sol, w, prob=0.95).price for w in (24, 24 * 7, 24 * 30)]
     assert prices[0] > prices[1] > prices[2] > 0
+
+
+def test_exact_enumeration_agrees_with_the_lattice_and_keeps_narrow_widths_sharp():
+    from gpuwise.plan.rent.occupancy import sparse_distribution
+
+    cls = [(3.0, 0.7), (5.0, 1.3)]
+    values, probs = sparse_distribution(cls)
+    pmf, _ = distribution(cls)
+    for v, p in zip(values, probs):
+        if v < pmf.size:
+            assert p == pytest.approx(pmf[int(v)], abs=1e-12)
+    # widths 64 and ~6e6 (b = 1000 in the Fig. 1 case with type a capped at 64): p95 is one
+    # 64-GPU job, which a lattice fine enough for 6e6 GPUs would blur.
+    types = [JobType("a", 0.4, SizeDistribution(), AmdahlSpeedup(0.8, cap=64)),
+             JobType("b", 0.4, SizeDistribution(), PowerSpeedup(0.5))]
+    occ = occupancy(types, solve(types, Budget(1000.0)))
+    assert occ.p95 == 64.0 and occ.grid == 0.0

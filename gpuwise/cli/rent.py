@@ -16,8 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep", metavar="LO:HI:STEP", help="solve for every budget in the range")
     parser.add_argument("--plot", metavar="FILE", help="plot widths and E[T] against the budget (PNG/PDF/SVG)")
     parser.add_argument("--simulate", action="store_true", help="simulate the policy and baselines on a cloud")
-    parser.add_argument("--jobs", dest="n_jobs", type=int, default=100_000, help="jobs to simulate (default 1e5)")
-    parser.add_argument("--seed", type=int, default=0, help="random seed of the simulation")
+    parser.add_argument("--jobs", dest="n_jobs", type=int, default=100_000, metavar="N", help="jobs to simulate (default 1e5)")
+    parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the simulation")
     parser.add_argument("--no-baselines", action="store_true", help="simulate pi* only")
     parser.add_argument("--boot-delay", type=float, default=0.0, metavar="SECONDS",
                         help="VM boot time per job, billed (default 0)")
@@ -113,6 +113,10 @@ def run(args: argparse.Namespace) -> int:
     else:
         raise InputError("--budget", None, "give the long-run budget, e.g. --budget 2 (GPUs) or --budget 30usd/h")
     cloud = _cloud_config(args)
+    if args.seed < 0:
+        raise InputError("--seed", args.seed, "must be >= 0")
+    if args.simulate and args.n_jobs < 1:
+        raise InputError("--jobs", args.n_jobs, "simulate at least 1 job, e.g. --jobs 100000")
     if not 0 < args.window_prob < 1:
         raise InputError("--window-prob", args.window_prob, "must be strictly between 0 and 1, e.g. 0.95")
 

@@ -30,7 +30,7 @@ class Occupancy:
     p_zero: float            # P(K = 0): nothing rented
     p_over_budget: float     # P(K > mean): fraction of time spending above the long-run rate
     max_rate_classes: int    # number of (type, width) infinite-server classes
-    grid: float              # lattice step used for the quantiles (1 = exact whole GPUs)
+    grid: float              # lattice step used for the quantiles (0 = exact enumeration, 1 = exact whole GPUs)
     assumptions: tuple[str, ...]
 
 
@@ -77,21 +77,47 @@ def distribution(cls: list[tuple[float, float]]) -> tuple[np.ndarray, float]:
     return pmf, grid
 
 
+def sparse_distribution(cls: list[tuple[float, float]], max_points: int = 200_000):
+    """Exact support and probabilities of K by enumerating job counts, when few combinations
+    matter (e.g. widths far apart, where a lattice would blur the narrow ones); None otherwise."""
+    from scipy.stats import poisson
+
+    tails = [int(poisson.isf(1e-13, m)) + 1 if m > 0 else 0 for _, m in cls]
+    if math.prod(n + 1 for n in tails) > max_points:
+        return None
+    dist: dict[float, float] = {0.0: 1.0}
+    for (k, m), n_max in zip(cls, tails):
+        pm = poisson.pmf(np.arange(n_max + 1), m)
+        new: dict[float, float] = {}
+        for v, p in dist.items():
+            for n in range(n_max + 1):
+                key = round(v + n * k, 9)
+                new[key] = new.get(key, 0.0) + p * pm[n]
+        dist = new
+    values = np.array(sorted(dist))
+    probs = np.array([dist[v] for v in values])
+    return values, probs / probs.sum()
+
+
 def occupancy(types, sol: RentSolution) -> Occupancy:
     cls = classes(types, sol)
     mean = sum(k * m for k, m in cls)
     var = sum(k * k * m for k, m in cls)
-    pmf, grid = distribution(cls)
+    exact = sparse_distribution(cls)
+    if exact is not None:
+        values, pmf = exact
+        grid = 0.0
+    else:
+        pmf, grid = distribution(cls)
+        values = np.arange(pmf.size) * grid
     cdf = np.cumsum(pmf)
 
     def quantile(q: float) -> float:
-        return float(np.searchsorted(cdf, q - 1e-12) * grid)
-
-    values = np.arange(pmf.size) * grid
+        return float(values[min(int(np.searchsorted(cdf, q - 1e-12)), values.size - 1)])
     p0 = math.exp(-sum(m for _, m in cls))
     notes = ["GPUs rented at a random moment: compound Poisson (M/G/inf insensitivity; needs Poisson "
              "arrivals, holds for any size distribution)"]
-    if grid != 1.0:
+    if grid not in (0.0, 1.0):
         notes.append(f"fractional widths placed on a {grid:.3g}-GPU grid for the percentiles")
     return Occupancy(mean=mean, std=math.sqrt(var), p95=quantile(0.95), p99=quantile(0.99), p_zero=p0,
                      p_over_budget=float(pmf[values > mean * (1 + 1e-12) + grid / 2].sum()),
