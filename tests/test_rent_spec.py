@@ -87,3 +87,13 @@ def test_budget_forms():
     for bad in ("two", "-1", "0"):
         with pytest.raises(InputError, match="budget"):
             parse_budget(bad)
+
+
+def test_budget_in_the_file_in_usd():
+    spec = parse_spec(yaml.safe_load("""
+budget: 30usd/h
+price_per_gpu_hour: 2.5
+types: [{name: a, arrival_rate: 0.4, mean_size: 1, speedup: {amdahl: 0.8}, price_per_gpu_hour: 4}]
+"""))
+    assert spec.budget.unit == "usd_per_hour" and spec.budget.amount == 30
+    assert spec.types[0].price == 4

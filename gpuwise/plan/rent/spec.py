@@ -52,7 +52,7 @@ def _models():
     class SpecModel(BaseModel):
         model_config = ConfigDict(extra="forbid")
         types: list[TypeModel] = Field(min_length=1)
-        budget: Union[float, dict[str, float], None] = None
+        budget: Union[float, str, dict[str, float], None] = None
         price_per_gpu_hour: float = Field(default=1.0, gt=0, allow_inf_nan=False)
         trace: Optional[str] = None
 
@@ -64,7 +64,7 @@ def _path(loc: tuple) -> str:
     for part in loc:
         if isinstance(part, int):
             out += f"[{part}]"
-        elif part in ("str", "dict[str,float]", "float", "function-after") or "[" in str(part):
+        elif part in ("str", "float", "function-after") or "[" in str(part):
             continue  # union-branch labels pydantic adds
         else:
             out += ("." if out else "") + str(part)
