@@ -127,8 +127,14 @@ def run(args: argparse.Namespace) -> int:
 
         plan_types = instance_aware(types, cloud.instance_sizes)
     integer = args.integer and not cloud.instance_sizes
-    sol = solve(plan_types, budget, integer=integer, boot_delay=boot)
-    if cloud.instance_sizes:
+    billing_rules = cloud.billing_increment > 0 or cloud.minimum_charge > 0
+    if billing_rules:  # billing makes sizes matter: tabulated whole-width solver covering every switch
+        from gpuwise.plan.rent.realistic import solve_realistic
+
+        sol = solve_realistic(types, budget, boot, cloud.billing_increment, cloud.minimum_charge, cloud.instance_sizes)
+    else:
+        sol = solve(plan_types, budget, integer=integer, boot_delay=boot)
+    if cloud.instance_sizes and not billing_rules:
         sol = replace(sol, assumptions=sol.assumptions + (
             "instance-aware: widths restricted to what " + "/".join(map(str, cloud.instance_sizes))
             + "-GPU instances make up without idle GPUs (sizes, then multiples of the largest); one type may "
@@ -148,6 +154,8 @@ def run(args: argparse.Namespace) -> int:
             lo, hi = sol.min_budget * 1.01, max(2 * budget.amount, sol.min_budget * 1.5)
             step = (hi - lo) / 100
         swept = sweep(plan_types, lo, hi, step, budget.unit, integer, boot)
+        if billing_rules:
+            assumptions.append("sweep and plot ignore billing increments (boot and instance sizes included)")
         out["sweep"] = [{"budget": b, "mean_response_time": s.mean_response_time, "mu": s.mu,
                          "k": {a.name: a.k for a in s.types},
                          "type_mean_response_time": {a.name: a.mean_response_time for a in s.types}}
@@ -175,14 +183,13 @@ def run(args: argparse.Namespace) -> int:
 
         policies = [FixedWidthPolicy.from_solution(sol)]
         if not args.no_baselines:
-            if boot > 0 or cloud.instance_sizes:
+            if boot > 0 or cloud.instance_sizes or billing_rules:
                 # the paper's widths (no boot, any width) at the same budget: what realism-awareness buys
                 policies.append(FixedWidthPolicy.from_solution(solve(types, budget, args.integer), "pi* (paper)"))
             policies += all_baselines(types, budget, sol)
             if cloud.instance_sizes or cloud.billing_increment or cloud.minimum_charge:
-                assumptions.append("baselines are sized for the paper's cloud (any width, exact billing) and pay "
-                                   "instance rounding / billing increments in simulation; pi* accounts for boot "
-                                   "delay and instance sizes, not for billing increments")
+                assumptions.append("baselines are sized for the paper's cloud (any width, exact billing; boot "
+                                   "included) and pay instance rounding / billing increments in simulation")
         for p in policies:
             rng = np.random.default_rng(args.seed)  # common random numbers: same jobs for every policy
             if spec.trace is not None:

@@ -40,6 +40,27 @@ class SizeDistribution:
             return rng.choice(np.asarray(self.samples, dtype=float), n)
         raise ValueError(self.kind)
 
+    def quantile_sample(self, n: int = 4096) -> np.ndarray:
+        """n sizes at the mid-quantiles (j + 1/2)/n, rescaled to the exact mean (the truncated
+        tail would otherwise lose a little of it); the empirical law returns its samples."""
+        if self.kind == "empirical":
+            return np.asarray(self.samples, dtype=float)
+        if self.kind == "deterministic":
+            return np.array([self.mean])
+        u = (np.arange(n) + 0.5) / n
+        m = self.mean
+        if self.kind == "exponential":
+            x = -m * np.log1p(-u)
+        elif self.kind == "lognormal":
+            from scipy.stats import norm
+
+            s = float(self.shape)
+            x = np.exp(math.log(m) - s * s / 2 + s * norm.ppf(u))
+        else:  # pareto
+            a = float(self.shape)
+            x = m * (a - 1) / a * (1 - u) ** (-1 / a)
+        return x * (m / x.mean())
+
     def second_moment(self) -> float:
         """E[X^2] (inf for a Pareto tail with alpha <= 2)."""
         m = self.mean

@@ -253,7 +253,7 @@ def _finish(types, w, ks, mixes, mu, budget, floor_b, integer, binding, boot_del
         c = sum(q * cost_per_work(t, kk, boot_delay) for kk, q in widths)  # GPU-hours per unit of work
         et = boot_delay + t.mean_size * u
         allocs.append(TypeAllocation(
-            name=t.name, widths=tuple((float(kk), float(q)) for kk, q in widths if q > 0),
+            name=t.name, widths=tuple((float(kk), float(q)) for kk, q in widths if q > 1e-12),
             k=float(sum(kk * q for kk, q in widths)), speed=t.mean_size / et, mean_response_time=et,
             mean_gpus=t.load * c, spend=wi * t.load * c,
             at_cap=math.isfinite(t.speedup.cap) and max(kk for kk, _ in widths) >= t.speedup.cap - 1e-9,
