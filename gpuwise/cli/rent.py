@@ -128,12 +128,16 @@ def run(args: argparse.Namespace) -> int:
         plan_types = instance_aware(types, cloud.instance_sizes)
     integer = args.integer and not cloud.instance_sizes
     billing_rules = cloud.billing_increment > 0 or cloud.minimum_charge > 0
-    if billing_rules:  # billing makes sizes matter: tabulated whole-width solver covering every switch
-        from gpuwise.plan.rent.realistic import solve_realistic
+    def resolve(amount: float):
+        """The policy for a long-run budget `amount` (same units) under the chosen cloud model."""
+        b = replace(budget, amount=amount)
+        if billing_rules:  # billing makes sizes matter: tabulated whole-width solver covering every switch
+            from gpuwise.plan.rent.realistic import solve_realistic
 
-        sol = solve_realistic(types, budget, boot, cloud.billing_increment, cloud.minimum_charge, cloud.instance_sizes)
-    else:
-        sol = solve(plan_types, budget, integer=integer, boot_delay=boot)
+            return solve_realistic(types, b, boot, cloud.billing_increment, cloud.minimum_charge, cloud.instance_sizes)
+        return solve(plan_types, b, integer=integer, boot_delay=boot)
+
+    sol = resolve(budget.amount)
     if cloud.instance_sizes and not billing_rules:
         sol = replace(sol, assumptions=sol.assumptions + (
             "instance-aware: widths restricted to what " + "/".join(map(str, cloud.instance_sizes))
@@ -171,7 +175,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.plan.rent.window import bound_window
 
         window = bound_window(plan_types, sol, args.window, args.window_spend, args.window_prob,
-                              integer=integer, seed=args.seed)
+                              integer=integer, seed=args.seed, resolve=resolve)
         out["window"] = window.as_dict()
         assumptions += list(window.assumptions)
 

@@ -99,7 +99,12 @@ def _cost_vector(types, sol: RentSolution) -> np.ndarray:
 
 
 def bound_window(types, sol: RentSolution, window: float, bound: float | None = None, prob: float = 0.95,
-                 integer: bool = False, seed: int = 0) -> WindowResult:
+                 integer: bool = False, seed: int = 0, resolve=None) -> WindowResult:
+    """``resolve(b')`` re-solves the policy for a smaller long-run budget b' (default: `solve` with
+    the same integer mode and boot delay as ``sol``); pass the solver that produced ``sol``."""
+    if resolve is None:
+        def resolve(amount: float) -> RentSolution:
+            return solve(types, Budget(amount, sol.budget.unit), integer=integer, boot_delay=sol.boot_delay)
     if not (window > 0 and math.isfinite(window)):
         raise InputError("--window", window, "must be a positive number of hours, e.g. 24")
     budget = sol.budget
@@ -124,7 +129,7 @@ def bound_window(types, sol: RentSolution, window: float, bound: float | None = 
         return WindowResult(effective_budget=budget.amount, feasible=True, bounded_response_time=sol.mean_response_time,
                             widths={a.name: a.k for a in sol.types}, assumptions=tuple(notes), **base)
     lo = sol.min_budget * (1 + 1e-9)
-    ones = solve(types, Budget(lo * (1 + 1e-6), budget.unit), integer=integer)
+    ones = resolve(lo * (1 + 1e-6))
     if quantile(ones) > bound:
         return WindowResult(effective_budget=math.nan, feasible=False, bounded_response_time=math.nan, widths={},
                             assumptions=tuple(notes), **base)
@@ -132,7 +137,7 @@ def bound_window(types, sol: RentSolution, window: float, bound: float | None = 
     best = ones
     for _ in range(60):
         mid = 0.5 * (lo + hi)
-        s = solve(types, Budget(mid, budget.unit), integer=integer)
+        s = resolve(mid)
         if quantile(s) <= bound:
             lo, best = mid, s
         else:
