@@ -12,6 +12,8 @@ and a new job going to the type with the most GPUs per waiting job (an extension
 
 from __future__ import annotations
 
+import numpy as np
+
 from gpuwise.policies.admission import check_admission, refused
 from gpuwise.policies.base import Decision, JobState, PerfModel, Policy, SchedView
 from gpuwise.policies.dp import dp_allocate
@@ -22,16 +24,23 @@ from gpuwise.policies.value import value_table
 class ElasticDP(Policy):
     needs_progress = True
 
-    def __init__(self, elastic: bool = True, admission: str = "drop", min_interval_s: float = 60.0):
+    def __init__(self, elastic: bool = True, admission: str = "drop", min_interval_s: float = 60.0,
+                 hysteresis: float = 0.1, normalise: str = "job"):
         self.elastic = elastic                    # choose the batch per GPU count (False: user's batch)
         self.admission = check_admission(admission)
         self.min_interval_s = float(min_interval_s)  # fewest seconds between two re-optimisations
+        # a running job's value at any other (GPUs, batch) is discounted by this fraction, so it is
+        # only rescaled (a checkpoint-restart) for a clear gain
+        self.hysteresis = float(hysteresis)
+        self.normalise = normalise  # value unit: "request" (speed vs own request) or "job" (job/hour)
         self.name = "elastic-dp" if elastic else "elastic-dp-fixed-batch"
 
     def describe(self) -> list[str]:
         return [f"{self.name}: DP over GPU counts{' and batch sizes' if self.elastic else ' (batch fixed)'}, "
                 f"admission={self.admission}, re-optimised on arrival/completion at most every "
-                f"{self.min_interval_s:g} s; value = goodput relative to the job's own request"]
+                f"{self.min_interval_s:g} s, hysteresis {self.hysteresis:.0%} against rescaling a running job; "
+                + ("value = fraction of the job done per hour (paper's normalisation is unpublished)"
+                   if self.normalise == "job" else "value = goodput relative to the job's own request")]
 
     def _pools(self, view: SchedView) -> dict[str, list[JobState]]:
         cap = view.cluster.capacity_by_type()
@@ -46,6 +55,24 @@ class ElasticDP(Policy):
                 pools[t].append(js)
         return pools
 
+    def _table(self, perf: PerfModel, js: JobState, gpu: str, K: int, gpn: int):
+        v, b, ref = value_table(perf, js, gpu, K, gpn, self.elastic, self.normalise)
+        cur = js.allocation
+        if cur is None or self.hysteresis <= 0 or cur.gpu_type != gpu:
+            return v, b, ref
+        g0 = cur.num_gpus
+        keep = v[g0] if g0 < len(v) else -np.inf
+        if cur.batch_size is not None and g0 < len(v):
+            now_b = perf.goodput_grid(js, gpu, g0, gpn, (cur.batch_size,))[g0 - 1, 0] / ref
+            if now_b > 0 and v[g0] <= now_b * (1 + self.hysteresis):
+                b = b.copy()
+                b[g0] = cur.batch_size  # not worth a restart just to change the batch
+                keep = now_b
+        v = v * (1 - self.hysteresis)
+        if g0 < len(v):
+            v[g0] = keep
+        return v, b, ref
+
     def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
         shares: dict[str, tuple[str, int, int | None]] = {}
         for gpu, jobs in self._pools(view).items():
@@ -54,7 +81,7 @@ class ElasticDP(Policy):
             K = view.cluster.spec.gpus_of_type(gpu)
             gpn = view.cluster.spec.max_gpus_per_node(gpu)
             jobs = jobs[:K]  # queue trimming: at most K jobs can each hold a GPU
-            tables = [value_table(perf, js, gpu, K, gpn, self.elastic) for js in jobs]
+            tables = [self._table(perf, js, gpu, K, gpn) for js in jobs]
             _, gs, n = dp_allocate([t[0] for t in tables], K)
             for js, g, (_, b, _) in zip(jobs[:n], gs, tables[:n]):
                 shares[js.name] = (gpu, g, None if js.job.rigid else int(b[g]))

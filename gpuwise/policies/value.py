@@ -30,14 +30,26 @@ def batch_candidates(perf: PerfModel, js: JobState, gpu: str, elastic: bool) -> 
     return tuple(sorted(grid))
 
 
+NORMALISATIONS = ("request", "job")
+
+
 def value_table(perf: PerfModel, js: JobState, gpu: str, max_gpus: int, gpus_per_node: int,
-                elastic: bool) -> tuple[np.ndarray, np.ndarray, float]:
+                elastic: bool, normalise: str = "request") -> tuple[np.ndarray, np.ndarray, float]:
     """(V, best batch, reference goodput) for g = 0..max_gpus; V[g] = -inf where infeasible
-    (V[0] = -inf: an admitted job gets at least one GPU)."""
+    (V[0] = -inf: an admitted job gets at least one GPU).
+
+    ``normalise="request"``: V = speed relative to the job's own request; ``"job"``: V = fraction of
+    the whole job done per hour (favours jobs close to completion, like SRPT)."""
     batches = batch_candidates(perf, js, gpu, elastic)
     grid = perf.goodput_grid(js, gpu, max_gpus, gpus_per_node, batches)  # (G, B)
     best = grid.argmax(axis=1)
     good = grid[np.arange(grid.shape[0]), best]
+    if normalise == "job":
+        v = np.full(max_gpus + 1, -np.inf)
+        v[1:] = np.where(good > 0, good * 3600.0, -np.inf)
+        b = np.zeros(max_gpus + 1, dtype=np.int64)
+        b[1:] = np.asarray(batches, dtype=np.int64)[best]
+        return v, b, 1.0 / 3600.0
     ref = 0.0
     req = js.job.num_gpus
     if 1 <= req <= max_gpus:

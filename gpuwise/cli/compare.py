@@ -1,0 +1,50 @@
+"""`gpuwise compare`: several scheduling policies side by side on one cluster and job stream."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpuwise.cli.simulate import POLICY_NAMES, add_common
+
+    add_common(parser)
+    parser.add_argument("--policy", action="append", required=True,
+                        help="a policy to compare (repeat the flag): " + ", ".join(POLICY_NAMES))
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuwise.cli.output import emit_json, print_assumptions, print_table
+    from gpuwise.cli.simulate import ROWS, fmt, load_inputs, simulate_policy
+    from gpuwise.policies.registry import make_policy
+
+    names = list(dict.fromkeys(args.policy))
+    for n in names:
+        make_policy(n)  # validate every name before the first (possibly long) run
+    cluster, workload = load_inputs(args)
+    metrics, series = {}, {}
+    for n in names:
+        metrics[n], series[n] = simulate_policy(cluster, workload, n, args)
+    shared: list[str] = []
+    for m in metrics.values():
+        for a in m["assumptions"]:
+            if a not in shared:
+                shared.append(a)
+    out = {"cluster": cluster.name, "cluster_gpus": cluster.total_gpus, "workload": workload.source,
+           "workload_format": workload.format, "jobs": len(workload), "seed": args.seed,
+           "policies": metrics, "assumptions": shared}
+    if args.plot:
+        from gpuwise.sim.plots import write_plots
+
+        out["plots"] = write_plots(series, args.plot, cluster.total_gpus)
+    if args.json:
+        emit_json(out)
+        return 0
+    print(f"{cluster.name} ({cluster.describe()}), {len(workload)} jobs from {workload.source}")
+    print_table("simulated metrics per policy",
+                ["metric", *names],
+                [(title, *(fmt(metrics[n][key], how) for n in names)) for key, title, how in ROWS])
+    print_assumptions(shared)
+    for f in out.get("plots", []):
+        print(f"wrote {f}")
+    return 0

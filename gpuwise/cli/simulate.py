@@ -1,0 +1,93 @@
+"""`gpuwise simulate`: one scheduling policy on a cluster and a job stream."""
+
+from __future__ import annotations
+
+import argparse
+
+POLICY_NAMES = ("fifo", "las", "elastic-dp", "elastic-dp-fixed-batch", "frenzy", "first-fit", "milp")
+# (JSON key, column title, format) of the human table
+ROWS = (("jobs_completed", "jobs completed", "{:d}"), ("jobs_dropped", "jobs dropped", "{:d}"),
+        ("jobs_unfinished", "jobs unfinished", "{:d}"),
+        ("mean_jct_s", "mean JCT (h)", "h"), ("median_jct_s", "median JCT (h)", "h"),
+        ("p99_jct_s", "p99 JCT (h)", "h"), ("makespan_s", "makespan (h)", "h"),
+        ("gpu_hours", "GPU-hours", "{:.0f}"), ("utilisation", "utilisation", "{:.0%}"),
+        ("mean_queue_len", "mean queue length", "{:.1f}"), ("restarts", "restarts/rescales", "{:d}"),
+        ("rounds", "policy rounds", "{:d}"), ("mean_decision_ms", "mean decision (ms)", "{:.3f}"),
+        ("p99_decision_ms", "p99 decision (ms)", "{:.3f}"), ("sim_wall_s", "simulation wall (s)", "{:.2f}"))
+
+
+def add_common(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--cluster", metavar="CLUSTER.yaml",
+                        help="cluster spec (default: the Pollux testbed, 16 nodes x 4 T4)")
+    parser.add_argument("--workload", required=True, metavar="FILE",
+                        help="job stream: Pollux workload CSV, Philly CSV, or gpuwise CSV/YAML")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--plot", metavar="DIR", help="write JCT CDF, GPUs-in-use and queue plots here")
+    parser.add_argument("--seed", type=int, default=0, help="seed of the speed noise (default 0)")
+    parser.add_argument("--admission", choices=("queue", "drop"), default=None,
+                        help="elastic-dp policies: drop or queue jobs that do not fit (default drop)")
+    parser.add_argument("--restart-s", type=float, default=30.0,
+                        help="seconds a job loses per start/rescale (default 30, Pollux's simulator)")
+    parser.add_argument("--speed-noise", type=float, default=0.0,
+                        help="sigma of a per-job log-normal error of the true speed vs the policies' "
+                             "model (default 0: policies see the truth)")
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    add_common(parser)
+    parser.add_argument("--policy", required=True, help="one of: " + ", ".join(POLICY_NAMES))
+
+
+def load_inputs(args):
+    from gpuwise.errors import InputError
+    from gpuwise.hardware.cluster import load_cluster, pollux_cluster
+    from gpuwise.workload.traces import load_workload
+
+    if args.restart_s < 0:
+        raise InputError("--restart-s", args.restart_s, "give seconds >= 0")
+    if args.speed_noise < 0:
+        raise InputError("--speed-noise", args.speed_noise, "give a sigma >= 0")
+    cluster = load_cluster(args.cluster) if args.cluster else pollux_cluster()
+    return cluster, load_workload(args.workload)
+
+
+def fmt(value, how: str) -> str:
+    if value is None:
+        return "-"
+    if how == "h":
+        return f"{value / 3600:.2f}"
+    return how.format(value)
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuwise.cli.output import emit_json, print_assumptions, print_table
+
+    cluster, workload = load_inputs(args)
+    metrics, series = simulate_policy(cluster, workload, args.policy, args)
+    metrics = {"workload": workload.source, "workload_format": workload.format, **metrics}
+    if args.plot:
+        from gpuwise.sim.plots import write_plots
+
+        metrics["plots"] = write_plots({args.policy: series}, args.plot, cluster.total_gpus)
+    if args.json:
+        emit_json(metrics)
+        return 0
+    print(f"{args.policy} on {cluster.name} ({cluster.describe()}), {len(workload)} jobs from {workload.source}")
+    print_table("simulated metrics", ["metric", args.policy],
+                [(title, fmt(metrics[key], how)) for key, title, how in ROWS])
+    print_assumptions(metrics["assumptions"])
+    for f in metrics.get("plots", []):
+        print(f"wrote {f}")
+    return 0
+
+
+def simulate_policy(cluster, workload, name: str, args) -> tuple[dict, dict]:
+    """Run one policy; returns (metrics, series for plots)."""
+    from gpuwise.policies.registry import make_policy
+    from gpuwise.sim.cluster import simulate
+    from gpuwise.sim.metrics import series, summarise
+
+    policy = make_policy(name, admission=args.admission)
+    res = simulate(cluster, workload, policy, restart_s=args.restart_s, seed=args.seed,
+                   speed_noise=args.speed_noise)
+    return summarise(res), series(res)
