@@ -189,7 +189,7 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, ac
         total = _robust(err)
         if log_comp is not None:
             pred_comp = p.alpha_c + p.beta_c * bsz
-            total += 0.5 * _robust(np.log(pred_comp) - log_comp)
+            total += 0.25 * _robust(np.log(pred_comp) - log_comp)
         la_n, lb_n, la_r, lb_r = theta[2], theta[3], theta[4], theta[5]
         # tie unobserved network terms to the observed ones (strongly when unobserved)
         # across-node all-reduce ~NODE_NET_RATIO x the within-node one (strong prior while either is unseen)
