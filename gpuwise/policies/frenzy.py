@@ -13,10 +13,37 @@ computed once per (application, batch, GPU types) and cached, so a decision is a
 
 from __future__ import annotations
 
+import json
+from functools import lru_cache
 from typing import Callable
 
 from gpuwise.policies.base import Allocation, Decision, JobState, PerfModel, Policy, SchedView
 from gpuwise.policies.placement import best_fit
+
+
+@lru_cache(maxsize=None)
+def memory_limit(app: str, gpu: str) -> int | None:
+    """Largest per-GPU batch of a Pollux application that the memory estimator says fits on
+    ``gpu`` (binary search over micro-batches); None when the application has no model preset."""
+    from gpuwise.data import data_path
+    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.workload.training import TrainingConfig
+
+    apps = json.loads(data_path("scheduling", "pollux_app_models.json").read_text())
+    if app not in apps:
+        return None
+    a, spec = apps[app], get_gpu(gpu)
+    lo, hi = 0, 1 << 17
+    while lo < hi:
+        mid = (lo + hi + 1) // 2
+        cfg = TrainingConfig(micro_batch=mid, seq_len=a["seq_len"], precision=a["precision"],
+                             optimizer=a["optimizer"])
+        if estimate_memory(a["model"], cfg).fits(spec):
+            lo = mid
+        else:
+            hi = mid - 1
+    return lo or None
 
 
 class Frenzy(Policy):
@@ -25,9 +52,12 @@ class Frenzy(Policy):
     def __init__(self, min_efficiency: float = 0.8,
                  max_local_fn: Callable[[str, str], int | None] | None = None):
         self.min_efficiency = float(min_efficiency)  # keep bigger plans while speedup/GPU >= this
-        self.max_local_fn = max_local_fn    # (application, gpu) -> largest per-GPU batch that fits
+        # (application, gpu) -> largest per-GPU batch that fits; default: the memory estimator
+        self.max_local_fn = max_local_fn if max_local_fn is not None else memory_limit
         self._plans: dict[tuple, list[tuple[str, int]]] = {}
-        self.memory_source = "measured per-GPU batch limits of the Pollux profiles"
+        self.memory_source = ("gpuwise.estimate.memory on the apps' model presets, "
+                              "gpuwise/data/scheduling/pollux_app_models.json" if max_local_fn is None
+                              else "a supplied per-GPU batch limit")
 
     def describe(self) -> list[str]:
         return [f"frenzy: plans = fewest GPUs whose per-GPU batch fits ({self.memory_source}), doubled "
@@ -57,6 +87,10 @@ class Frenzy(Policy):
             gpn = view.cluster.spec.max_gpus_per_node(t)
             fresh = JobState(job=job, submitted_s=0.0, target=js.target)  # speed at the start
             speed = perf.goodput_grid(fresh, t, cap[t], gpn, (b,))[:, 0]
+            while n_min <= cap[t] and speed[n_min - 1] <= 0:
+                n_min += 1  # the speed model cannot run that per-GPU batch: take the next count it can
+            if n_min > cap[t]:
+                continue
             base = speed[n_min - 1] / n_min
             n = n_min
             while n <= min(cap[t], b):
