@@ -62,7 +62,8 @@ class Frenzy(Policy):
     def describe(self) -> list[str]:
         return [f"frenzy: plans = fewest GPUs whose per-GPU batch fits ({self.memory_source}), doubled "
                 f"while parallel efficiency >= {self.min_efficiency:g}, ranked by predicted speed at the "
-                "user's batch; first plan best-fit can place; no preemption"]
+                "user's batch (if none fits: the user's GPU count with gradient accumulation); first plan "
+                "best-fit can place; no preemption"]
 
     def plans(self, js: JobState, view: SchedView, perf: PerfModel) -> list[tuple[str, int]]:
         job = js.job
@@ -99,6 +100,8 @@ class Frenzy(Policy):
                 scored.append((-float(speed[n - 1]), order, t, n))
                 n *= 2
         plans = [(t, n) for _, _, t, n in sorted(scored)]
+        if not plans:  # the batch fits nowhere in one step: the user's request, accumulating gradients
+            plans = [(t, job.num_gpus) for t in types if job.num_gpus <= cap[t]]
         self._plans[key] = plans
         return plans
 
