@@ -55,6 +55,8 @@ class FitScore:
     scalability_points: int
     scalability_median_error: float   # extrapolation to 6-64 GPUs (scalability.csv), never trained on
     params: dict[str, float] = field(default_factory=dict)
+    floor_median_error: float = float("nan")  # in-sample median when fitted on *all* placements rows:
+                                              # what the 7-parameter form can reach at best
 
 
 def score_pollux_fit(app: str, max_points: int = 10) -> FitScore:
@@ -71,9 +73,12 @@ def score_pollux_fit(app: str, max_points: int = 10) -> FitScore:
     sc = load_scalability(app)
     sn, sr, sb, st, _ = _cols(sc)
     serr = relative_errors(params, sn, sr, sb, st)
+    an, ar, ab, at, as_ = _cols(rows)
+    full = fit_pollux(an, ar, ab, at, as_)
+    floor = float(np.median(relative_errors(full, an, ar, ab, at)))
     return FitScore(app, len(tr), [f"{x.placement}@{x.local_bsz}" for x in tr], len(test),
                     float(np.median(err)), float(err.max()), len(sc), float(np.median(serr)),
-                    params.as_dict())
+                    params.as_dict(), floor)
 
 
 def score_all_pollux(max_points: int = 10) -> list[FitScore]:
