@@ -15,11 +15,35 @@ allocation) and lambda_a = 0.01 (restart penalty). Jobs then get best-fit placem
 
 from __future__ import annotations
 
+import contextlib
+import os
+import sys
+
 import numpy as np
 
 from gpuwise.policies.base import Decision, PerfModel, Policy, SchedView
 from gpuwise.policies.placement import best_fit, place_shares
 from gpuwise.policies.value import value_table
+
+
+@contextlib.contextmanager
+def _quiet_stdout():
+    """HiGHS prints some MIP diagnostics straight to file descriptor 1, which would corrupt
+    `--json` output: point fd 1 at /dev/null while the solver runs."""
+    try:
+        fd = sys.stdout.fileno()
+    except (AttributeError, OSError, ValueError):  # captured / not a real file
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(fd)
+    try:
+        with open(os.devnull, "w") as null:
+            os.dup2(null.fileno(), fd)
+            yield
+    finally:
+        os.dup2(saved, fd)
+        os.close(saved)
 
 
 def configurations(gpus_per_node: int, total: int) -> list[int]:
@@ -87,9 +111,10 @@ class Milp(Policy):
             a[j, k] = 1.0
             a[len(jobs) + types.index(t), k] = n
         ub = np.concatenate([np.ones(len(jobs)), [cap[t] for t in types]])
-        res = milp(c=-np.asarray(obj), constraints=LinearConstraint(a, -np.inf, ub),
-                   integrality=np.ones(nvar), bounds=Bounds(0, 1),
-                   options={"time_limit": self.time_limit_s, "disp": False})
+        with _quiet_stdout():
+            res = milp(c=-np.asarray(obj), constraints=LinearConstraint(a, -np.inf, ub),
+                       integrality=np.ones(nvar), bounds=Bounds(0, 1),
+                       options={"time_limit": self.time_limit_s, "disp": False})
         if res.x is None:
             return Decision()
         shares = {}
