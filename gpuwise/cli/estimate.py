@@ -138,6 +138,9 @@ def _from_spec(args):
         if best is None or key < best[0]:
             best = (key, cfg, est, mem)
     _, cfg, est, mem = best
+    if lo == hi and cfg.global_batch() != lo:
+        est.assumptions.append(f"global batch {lo} rounded to {cfg.global_batch()} = micro-batch x accumulation x "
+                               f"{cfg.plan.dp} data-parallel replicas")
     if lo != hi:
         est.assumptions.append(f"global batch {cfg.global_batch()} chosen from [{lo}, {hi}] for the shortest time")
     amount = Amount(noise, desc)
