@@ -45,7 +45,8 @@ class AppProfile:
     max_batch: int             # largest validated global batch (the elastic upper bound)
     min_local_bsz: int         # smallest measured per-GPU batch
     max_local_bsz: int         # largest measured per-GPU batch on a T4 (what fits in 16 GB)
-    target_progress: float     # job size: progress of the last validation row at M0
+    target_progress: float     # job size: progress at M0 when the validation metric reaches the goal
+    goal: str                  # the target metric (shared with gpuwise.estimate.job_model)
     seg_end: np.ndarray        # progress where each gradient-statistics segment ends
     grad_sqr: np.ndarray       # |E g|^2 per segment
     grad_var: np.ndarray       # tr Var g per segment (at M0)
@@ -58,7 +59,7 @@ class AppProfile:
     def assumptions(self) -> list[str]:
         return [f"{self.name}: step time = T4 single-GPU profile + measured multi-GPU overhead "
                 f"({self.points} Pollux profile rows); job size {self.target_progress:.0f} iterations "
-                f"at batch {self.init_batch} (last row of validation-{self.init_batch}.csv); "
+                f"at batch {self.init_batch} (until {self.goal} in validation-{self.init_batch}.csv); "
                 f"batch range {self.init_batch}-{self.max_batch}, per-GPU batch <= {self.max_local_bsz} on T4"]
 
 
@@ -71,7 +72,7 @@ def applications() -> tuple[str, ...]:
 @lru_cache(maxsize=None)
 def app_profile(app: str) -> AppProfile:
     """Load and condition the measured profile of a Pollux application (cached)."""
-    from gpuwise.workload.pollux_traces import load_placements, load_scalability, load_validation
+    from gpuwise.workload.pollux_traces import load_app_info, load_placements, load_scalability, load_validation
 
     if app not in applications():
         raise unknown_name("application", app, applications())
@@ -103,10 +104,13 @@ def app_profile(app: str) -> AppProfile:
         reps = sorted(extra[n])
         table.append((np.array(reps, float), np.array([float(np.mean(extra[n][k])) for k in reps])))
     seg_end = np.array([r.progress for r in rows0], float)
+    info = load_app_info(app)  # shared target metric (gpuwise/data/calibration/pollux_apps.csv)
+    target = next((r.progress for r in rows0 if info.reached(r.metric)), rows0[-1].progress)
+    goal = f"{info.metric} {'>=' if info.higher_is_better else '<='} {info.target:g}"
     return AppProfile(
         name=app, init_batch=int(m0), max_batch=int(max(val)),
         min_local_bsz=int(ulbs[0]), max_local_bsz=int(ulbs[-1]),
-        target_progress=float(seg_end[-1]), seg_end=seg_end,
+        target_progress=float(target), goal=goal, seg_end=seg_end,
         grad_sqr=np.array([max(r.grad_sqr, 1e-30) for r in rows0], float),
         grad_var=np.array([max(r.grad_var, 0.0) for r in rows0], float),
         local_bsz=ulbs, compute_s=ucomp, overhead_nodes=nodes, overhead_table=tuple(table),
