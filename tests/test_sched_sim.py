@@ -126,3 +126,16 @@ def test_high_load_file_is_workload6_compressed():
     assert [j.name for j in a.jobs] == [j.name for j in b.jobs]
     assert all(abs(y.arrival_s - round(x.arrival_s / 4)) < 1e-9 for x, y in zip(a.jobs, b.jobs))
     assert dataclasses.replace(b.jobs[0], arrival_s=a.jobs[0].arrival_s) == a.jobs[0]
+
+
+@pytest.mark.slow
+def test_policies_with_the_fitted_shared_model():
+    """--policy-model fitted: the policy sees the shared JobModel (Pollux fit + constant noise
+    scale) while jobs advance with the measured truth; model error costs little on workload-6
+    (mean JCT within 1.5x of the oracle run)."""
+    w = load_workload(W6)
+    oracle = _run(w, make_policy("elastic-dp"))
+    fitted = _run(w, make_policy("elastic-dp"), policy_model="fitted")
+    assert fitted["jobs_completed"] == 160
+    assert fitted["mean_jct_s"] <= 1.5 * oracle["mean_jct_s"]
+    assert any("JobModel" in a for a in fitted["assumptions"])

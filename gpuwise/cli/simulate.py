@@ -28,6 +28,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="elastic-dp policies: drop or queue jobs that do not fit (default drop)")
     parser.add_argument("--restart-s", type=float, default=30.0,
                         help="seconds a job loses per start/rescale (default 30, Pollux's simulator)")
+    parser.add_argument("--policy-model", choices=("oracle", "fitted"), default="oracle",
+                        help="speed model the policies see: the measured truth (default) or the shared "
+                             "JobModel fitted on the profiles")
     parser.add_argument("--speed-noise", type=float, default=0.0,
                         help="sigma of a per-job log-normal error of the true speed vs the policies' "
                              "model (default 0: policies see the truth)")
@@ -89,5 +92,5 @@ def simulate_policy(cluster, workload, name: str, args) -> tuple[dict, dict]:
 
     policy = make_policy(name, admission=args.admission)
     res = simulate(cluster, workload, policy, restart_s=args.restart_s, seed=args.seed,
-                   speed_noise=args.speed_noise)
+                   speed_noise=args.speed_noise, policy_model=args.policy_model)
     return summarise(res), series(res)

@@ -15,7 +15,9 @@ Nodes are numbered in file order; node ids are ``<gpu>-<index>``.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 from pathlib import Path
 
 from gpuwise.errors import InputError
@@ -29,6 +31,20 @@ def canonical_gpu(name: str, field_name: str = "gpu") -> str:
     if resolved is None:
         raise unknown_name(field_name, str(name), known_names())
     return resolved
+
+
+@lru_cache(maxsize=None)
+def relative_speed(gpu: str, reference: str = "T4") -> tuple[float, float]:
+    """(compute speed, memory) of ``gpu`` relative to ``reference`` from gpus.csv.
+
+    Speed = geometric mean of the dense fp16 tensor peak ratio and the HBM bandwidth ratio: DL
+    training kernels are partly compute-, partly bandwidth-bound. An assumption (the Pollux
+    profiles are T4-only); used to carry T4 measurements to other GPU types."""
+    from gpuwise.hardware.gpus import get_gpu
+
+    ref, spec = get_gpu(reference), get_gpu(gpu)
+    peak = (spec.fp16_tflops or spec.fp32_tflops) / (ref.fp16_tflops or ref.fp32_tflops)
+    return math.sqrt(peak * spec.hbm_gbps / ref.hbm_gbps), spec.memory_gib / ref.memory_gib
 
 
 @dataclass(frozen=True)

@@ -47,14 +47,26 @@ class ClusterSimulator:
 
     def __init__(self, cluster: ClusterSpec, workload: Workload, policy: Policy,
                  restart_s: float = DEFAULT_RESTART_S, seed: int = 0, speed_noise: float = 0.0,
-                 sample_every: float | None = None) -> None:
+                 sample_every: float | None = None, policy_model: str = "oracle") -> None:
         """``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
         per-job log-normal factor on the true speed that policies do not see; 0 = none);
-        ``sample_every``: seconds between recorded samples for plots (None: auto)."""
+        ``sample_every``: seconds between recorded samples for plots (None: auto);
+        ``policy_model``: what policies see -- "oracle" (the measured truth) or "fitted" (the
+        shared JobModel fitted on the profiles)."""
         check_fits(workload, {t: cluster.gpus_of_type(t) for t in cluster.gpu_types})
         self.cluster, self.workload, self.policy = cluster, workload, policy
         self.restart_s, self.seed = float(restart_s), int(seed)
         self.perf = gt.GroundTruthPerf()
+        if policy_model == "oracle":
+            self.policy_perf = self.perf
+        elif policy_model == "fitted":
+            from gpuwise.policies.job_model_perf import JobModelPerf
+
+            self.policy_perf = JobModelPerf()
+        else:
+            from gpuwise.errors import InputError
+
+            raise InputError("--policy-model", policy_model, "use oracle or fitted")
         rng = np.random.default_rng(seed)
         self._noise = (np.exp(rng.normal(0.0, speed_noise, len(workload.jobs)))
                        if speed_noise > 0 else None)
@@ -146,7 +158,7 @@ class ClusterSimulator:
         view = SchedView(self.pending, self.running, self.state, self._new)
         self._new = []
         t0 = time.perf_counter()
-        decision = self.policy.schedule(now, view, self.perf)
+        decision = self.policy.schedule(now, view, self.policy_perf)
         self.decision_s.append(time.perf_counter() - t0)
         self._apply(now, decision)
         if self.policy.period_s and self.running and not self._tick_pending:
@@ -197,6 +209,8 @@ class ClusterSimulator:
                                "tick": self._tick})
         apps = {j.application for j in self.workload.jobs if j.application}
         notes = list(self.workload.notes) + self.perf.assumptions(apps) + self.policy.describe()
+        notes.append(self.policy_perf.describe() if self.policy_perf is not self.perf
+                     else "policies see the measured speed model (an oracle, as in Pollux's simulator)")
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
         return SimResult(self.policy.name, self.cluster, self.jobs, self.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,

@@ -117,15 +117,11 @@ def app_profile(app: str) -> AppProfile:
         points=len(placements) + len(scal))
 
 
-@lru_cache(maxsize=None)
 def gpu_speed(gpu: str) -> tuple[float, float]:
     """(compute speed relative to a T4, memory relative to a T4) for a canonical GPU name."""
-    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.hardware.cluster import relative_speed
 
-    ref, spec = get_gpu(REFERENCE_GPU), get_gpu(gpu)
-    peak = (spec.fp16_tflops or spec.fp32_tflops) / (ref.fp16_tflops or ref.fp32_tflops)
-    speed = math.sqrt(peak * spec.hbm_gbps / ref.hbm_gbps)
-    return speed, spec.memory_gib / ref.memory_gib
+    return relative_speed(gpu, REFERENCE_GPU)
 
 
 def _overhead(p: AppProfile, nodes: np.ndarray, replicas: np.ndarray) -> np.ndarray:
