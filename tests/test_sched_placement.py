@@ -5,7 +5,6 @@ request that fits on one node is never split. Every policy's decision respects c
 (property tests over random clusters and job sets; exact).
 """
 
-import numpy as np
 from hypothesis import given, settings
 from hypothesis import strategies as st
 

@@ -14,7 +14,7 @@ job gets, and a `Placement` (placement.py) that maps counts onto nodes.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Iterable, Protocol
+from typing import TYPE_CHECKING, Protocol
 
 import numpy as np
 
@@ -181,16 +181,6 @@ class Policy:
         return []
 
 
-def changed(view: SchedView, wanted: dict[str, Allocation | None]) -> dict[str, Allocation | None]:
-    """Only the entries that differ from the jobs' current allocations."""
-    out = {}
-    for name, alloc in wanted.items():
-        js = view.running.get(name) or view.pending.get(name)
-        if js is None or js.allocation != alloc:
-            out[name] = alloc
-    return out
-
-
 def check_decision(view: SchedView, decision: Decision) -> None:
     """Raise if applying ``decision`` would exceed any node's capacity (used by tests and the sim)."""
     state = view.cluster.copy()
@@ -202,11 +192,3 @@ def check_decision(view: SchedView, decision: Decision) -> None:
     for name, alloc in decision.allocations.items():
         if alloc is not None:
             state.allocate(alloc)
-
-
-def nodes_for(gpus: int, gpus_per_node: int) -> int:
-    return -(-gpus // gpus_per_node)
-
-
-def iter_names(xs: Iterable[JobState]) -> list[str]:
-    return [x.name for x in xs]

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from typing import Callable
 
-from gpuwise.policies.base import Allocation, ClusterState, JobState, SchedView
+from gpuwise.policies.base import Allocation, ClusterState, SchedView
 
 Placement = tuple[tuple[int, int], ...]
 PlaceFn = Callable[[ClusterState, str, int], "Placement | None"]
@@ -99,7 +99,3 @@ def place_shares(view: SchedView, shares: dict[str, Share], place: PlaceFn = bes
         else:
             out[name] = alloc
     return out
-
-
-def running_or_pending(view: SchedView, name: str) -> JobState:
-    return view.running.get(name) or view.pending[name]

@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwise.hardware.cluster import ClusterSpec
-from gpuwise.policies.base import Allocation, ClusterState, Decision, JobState, Policy, SchedView
+from gpuwise.policies.base import ClusterState, Decision, JobState, Policy, SchedView
 from gpuwise.sim import ground_truth as gt
 from gpuwise.sim.engine import Engine, TimeAverage
 from gpuwise.workload.traces import Workload, check_fits
@@ -219,7 +219,3 @@ class ClusterSimulator:
 
 def simulate(cluster: ClusterSpec, workload: Workload, policy: Policy, **kwargs) -> SimResult:
     return ClusterSimulator(cluster, workload, policy, **kwargs).run()
-
-
-def allocation_of(js: JobState) -> Allocation | None:
-    return js.allocation
