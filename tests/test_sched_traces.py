@@ -86,3 +86,25 @@ def test_bad_cluster(data, field):
     with pytest.raises(InputError) as e:
         cluster_from_dict(data, "c.yaml")
     assert field in str(e.value)
+
+
+@pytest.mark.parametrize("body,where", [
+    ("a,0,2,cifar10,256,,H900,,\n", "row 1 column gpu_type"),   # unknown GPU type
+    ("a,0,2,,,,,,\n", "row 1 column application"),              # neither application nor duration
+    ("a,0,2,bert,48,,,96,24\n", "row 1 column min_batch"),      # empty batch range
+    ("a,0,2,bert,48,,,,\na,5,1,,,60,,,\n", "row 2 column name"),  # duplicate name
+])
+def test_own_format_errors_name_the_row(tmp_path, body, where):
+    f = tmp_path / "w.csv"
+    f.write_text("name,time,num_gpus,application,batch_size,duration_s,gpu_type,min_batch,max_batch\n" + body)
+    with pytest.raises(InputError) as e:
+        load_workload(f)
+    assert where in str(e.value)
+
+
+def test_gpu_type_missing_from_cluster(tmp_path):
+    f = tmp_path / "w.csv"
+    f.write_text("name,time,num_gpus,application,batch_size,duration_s,gpu_type,min_batch,max_batch\n"
+                 "a,0,2,cifar10,256,,A100,,\n")
+    with pytest.raises(InputError, match="row 1 column gpu_type"):
+        check_fits(load_workload(f), {"T4": 64})
