@@ -45,7 +45,8 @@ class AppProfile:
     max_batch: int             # largest validated global batch (the elastic upper bound)
     min_local_bsz: int         # smallest measured per-GPU batch
     max_local_bsz: int         # largest measured per-GPU batch on a T4 (what fits in 16 GB)
-    target_progress: float     # job size: progress at M0 when the validation metric reaches the goal
+    target_progress: float     # end of the recorded training curve (last validation row at M0)
+    job_progress: float        # simulated job size: progress at M0 when the metric reaches the goal
     goal: str                  # the target metric (shared with gpuwise.estimate.job_model)
     seg_end: np.ndarray        # progress where each gradient-statistics segment ends
     grad_sqr: np.ndarray       # |E g|^2 per segment
@@ -58,7 +59,7 @@ class AppProfile:
 
     def assumptions(self) -> list[str]:
         return [f"{self.name}: step time = T4 single-GPU profile + measured multi-GPU overhead "
-                f"({self.points} Pollux profile rows); job size {self.target_progress:.0f} iterations "
+                f"({self.points} Pollux profile rows); job size {self.job_progress:.0f} iterations "
                 f"at batch {self.init_batch} (until {self.goal} in validation-{self.init_batch}.csv); "
                 f"batch range {self.init_batch}-{self.max_batch}, per-GPU batch <= {self.max_local_bsz} on T4"]
 
@@ -110,7 +111,7 @@ def app_profile(app: str) -> AppProfile:
     return AppProfile(
         name=app, init_batch=int(m0), max_batch=int(max(val)),
         min_local_bsz=int(ulbs[0]), max_local_bsz=int(ulbs[-1]),
-        target_progress=float(target), goal=goal, seg_end=seg_end,
+        target_progress=float(seg_end[-1]), job_progress=float(target), goal=goal, seg_end=seg_end,
         grad_sqr=np.array([max(r.grad_sqr, 1e-30) for r in rows0], float),
         grad_var=np.array([max(r.grad_var, 0.0) for r in rows0], float),
         local_bsz=ulbs, compute_s=ucomp, overhead_nodes=nodes, overhead_table=tuple(table),
@@ -280,7 +281,7 @@ class GroundTruthPerf:
         tp = self._throughput_grid(job.application, gpu_type, max_gpus, gpus_per_node, tuple(batches))
         i = segment_index(p, js.progress)
         eff = _eff(p, np.asarray(batches, float), p.grad_sqr[i], p.grad_var[i])
-        return tp * eff[None, :] / (p.init_batch * p.target_progress)
+        return tp * eff[None, :] / (p.init_batch * p.job_progress)
 
     def rates(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int | None) -> np.ndarray:
         """Progress rate per gradient-statistics segment (rigid jobs: one segment, seconds/s)."""
@@ -294,7 +295,7 @@ class GroundTruthPerf:
         return r
 
     def target(self, job) -> float:
-        return job.duration_s if job.application is None else app_profile(job.application).target_progress
+        return job.duration_s if job.application is None else app_profile(job.application).job_progress
 
     def assumptions(self, apps) -> list[str]:
         out = [app_profile(a).assumptions()[0] for a in sorted(apps)]
