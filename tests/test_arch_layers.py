@@ -5,7 +5,7 @@ Every import is parsed with `ast` (module level, inside functions, under TYPE_CH
 imports resolved), so a lazy import inside a function cannot hide an upward dependency.
 `gpuwise.validation` (estimators scored against measured data, with simulated ground truth) is not
 named in DEVELOPERS.md; it sits with sim / runtime because it drives the simulator's ground truth and
-only the CLI calls it. `gpuwise.errors`, `gpuwise.data` and `gpuwise/__init__.py` are the base
+only the CLI calls it. `gpuwise.errors`, `gpuwise.user_files`, `gpuwise.data` and `gpuwise/__init__.py` are the base
 everyone may import; `gpuwise/__main__.py` is the entry point (cli level).
 """
 
@@ -22,7 +22,7 @@ PKG = Path(gpuwise.__file__).resolve().parent
 
 # top-level part of gpuwise -> layer rank (a module may import its own rank or lower)
 LAYERS: dict[str, int] = {
-    "errors": 0, "data": 0, "__init__": 0,
+    "errors": 0, "data": 0, "__init__": 0, "user_files": 0,
     "hardware": 1,
     "workload": 2,
     "estimate": 3,

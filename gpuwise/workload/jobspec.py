@@ -262,7 +262,7 @@ def _to_input_error(exc: ValidationError, data: Any) -> InputError:
 def parse_job(data: Any, source_path: str | None = None) -> JobSpec:
     """Validate a mapping (parsed YAML) into a JobSpec; errors name the YAML path."""
     if not isinstance(data, dict):
-        raise InputError(source_path or "job", type(data).__name__, "a job spec is a YAML mapping (key: value)")
+        raise InputError(source_path or "job", "(empty file)" if data is None else type(data).__name__, "a job spec is a YAML mapping (key: value)")
     try:
         spec = JobSpec.model_validate({**data, "source_path": source_path})
     except ValidationError as exc:
@@ -272,15 +272,6 @@ def parse_job(data: Any, source_path: str | None = None) -> JobSpec:
 
 def load_job(path: str | Path) -> JobSpec:
     """Read and validate a YAML job spec."""
-    import yaml
+    from gpuwise.user_files import load_yaml
 
-    p = Path(path)
-    if not p.exists():
-        raise InputError("JOB", str(path), "file not found; check the path")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f"line {mark.line + 1}" if mark else "somewhere"
-        raise InputError(str(path), where, f"not valid YAML ({getattr(exc, 'problem', exc)})") from None
-    return parse_job(data, str(p))
+    return parse_job(load_yaml(path, "JOB", "job spec YAML (see examples/)"), str(Path(path)))
