@@ -128,12 +128,14 @@ def _trace_stats(path: Path, names: list[str]) -> dict[str, tuple[float, list[fl
     """Per type in a trace CSV (arrival_time,type,size): (arrival rate, sizes, horizon hours)."""
     import csv
 
+    from gpuwise.user_files import read_text
+
     if not path.exists():
         raise InputError("trace", str(path), "file not found; the path is relative to the YAML file")
     per: dict[str, list[float]] = {n: [] for n in names}
     first = last = None
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
+    if True:  # keeps the row loop's indentation
+        reader = csv.DictReader(read_text(path, "trace", "CSV of arrival_time,type[,size]").splitlines())
         if not reader.fieldnames or not {"arrival_time", "type"} <= set(reader.fieldnames):
             raise InputError(f"trace {path.name}", reader.fieldnames, "needs columns arrival_time,type[,size]")
         for line, row in enumerate(reader, start=2):
@@ -157,7 +159,13 @@ def parse_budget(value, field: str = "budget") -> Budget:
     if isinstance(value, dict):
         if len(value) == 1 and next(iter(value)) in ("gpus", "usd_per_hour"):
             (unit, amount), = value.items()
-            return Budget(float(amount), unit)
+            try:
+                amount = float(amount)
+            except (TypeError, ValueError):
+                raise InputError(f"{field}.{unit}", amount, "must be a number") from None
+            if not (amount > 0 and math.isfinite(amount)):
+                raise InputError(f"{field}.{unit}", amount, "must be a positive number")
+            return Budget(amount, unit)
         raise InputError(field, value, "give a number of GPUs, {gpus: 2} or {usd_per_hour: 30}")
     text = str(value).strip().lower().replace(" ", "")
     unit = "gpus"
@@ -182,7 +190,7 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
     from gpuwise.plan.rent.speedup import from_mapping
 
     if not isinstance(data, dict):
-        raise InputError(source, type(data).__name__, "the file must be a mapping with a `types:` list")
+        raise InputError(source, "(empty file)" if data is None else type(data).__name__, "the file must be a mapping with a `types:` list")
     try:
         model = _models().model_validate(data)
     except ValidationError as exc:
@@ -233,15 +241,7 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
 
 
 def load_spec(path: str | Path) -> RentSpec:
-    import yaml
+    from gpuwise.user_files import load_yaml
 
     path = Path(path)
-    if not path.exists():
-        raise InputError("JOBS.yaml", str(path), "file not found; check the path")
-    try:
-        data = yaml.safe_load(path.read_text())
-    except yaml.YAMLError as exc:
-        mark = getattr(exc, "problem_mark", None)
-        where = f" line {mark.line + 1}" if mark else ""
-        raise InputError(str(path), f"YAML error{where}", "fix the YAML syntax") from None
-    return parse_spec(data, path.name, path.parent)
+    return parse_spec(load_yaml(path, "JOBS.yaml", "job-types YAML (see examples/rent/)"), path.name, path.parent)
