@@ -74,6 +74,16 @@ def main(argv: list[str] | None = None) -> int:
     except FileNotFoundError as exc:
         sys.stderr.write(f"gpuwise {name}: file not found: {exc.filename}; check the path\n")
         return 2
+    # Last line of defence for files a loader opened without gpuwise.user_files: a folder, an
+    # unreadable or binary file the user named is still bad input (one line, exit 2), not a crash.
+    except (IsADirectoryError, NotADirectoryError, FileExistsError, PermissionError) as exc:
+        what = "exists and is not a folder" if isinstance(exc, FileExistsError) else exc.strerror
+        sys.stderr.write(f"gpuwise {name}: cannot use {exc.filename}: {what}; check the path\n")
+        return 2
+    except UnicodeDecodeError as exc:
+        sys.stderr.write(f"gpuwise {name}: an input file is not UTF-8 text (byte {exc.start}); "
+                         "give a text CSV/YAML/JSON file\n")
+        return 2
     except BrokenPipeError:  # e.g. `gpuwise catalog | head`
         return 0
 
