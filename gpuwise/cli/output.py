@@ -60,3 +60,20 @@ def print_assumptions(assumptions: Iterable[str]) -> None:
     print("Assumptions:")
     for a in assumptions:
         print(f"  - {a}")
+
+
+def check_output_file(flag: str, path: str, suffixes: Sequence[str]) -> None:
+    """Refuse an output path before any work is done: wrong extension, a folder, or a missing folder.
+
+    flag: the option naming the path (e.g. "--plot"); suffixes: accepted extensions, e.g. (".png", ".svg")."""
+    from pathlib import Path
+
+    from gpuwise.errors import InputError
+
+    p = Path(path)
+    if p.is_dir():
+        raise InputError(flag, path, f"is a folder; give a file name ending in {' or '.join(suffixes)}")
+    if p.suffix.lower() not in suffixes:
+        raise InputError(flag, path, f"give a file name ending in {' or '.join(suffixes)}")
+    if not p.resolve().parent.is_dir():
+        raise InputError(flag, path, f"folder {p.parent} does not exist; create it or write elsewhere")

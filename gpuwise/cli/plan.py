@@ -86,6 +86,12 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--top", args.top, "give at least 1")
     if args.max_gpus is not None and args.max_gpus < 1:
         raise InputError("--max-gpus", args.max_gpus, "give at least 1")
+    from gpuwise.cli.output import check_output_file
+
+    if args.plot:
+        check_output_file("--plot", args.plot, (".png", ".svg"))
+    if args.export_skypilot:
+        check_output_file("--export-skypilot", args.export_skypilot, (".yaml", ".yml"))
     spec = load_job(args.job)
     job = from_jobspec(spec, clouds=args.cloud, gpus=args.gpu, spot=args.spot, max_gpus=args.max_gpus)
     catalog = load_catalog(args.catalog_dir) if args.catalog_dir else load_catalog()

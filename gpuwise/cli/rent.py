@@ -104,6 +104,10 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.plan.rent.solver import solve
     from gpuwise.plan.rent.spec import load_spec, parse_budget
 
+    if args.plot:
+        from gpuwise.cli.output import check_output_file
+
+        check_output_file("--plot", args.plot, (".png", ".pdf", ".svg"))
     spec = load_spec(args.jobs)
     types = list(spec.types)
     if args.budget is not None:
