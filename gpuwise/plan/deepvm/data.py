@@ -62,12 +62,27 @@ class DeepVMData:
         return (sp if spot else od) // max(inst.vcpus, 1)
 
 
+# columns each table must have (others are ignored)
+COLUMNS = {
+    "instances.csv": ("name", "family", "ondemand_price", "spot_price", "vcpus", "memory_gb", "network_gbps"),
+    "scaling_factor_params.csv": ("instance", "a", "b", "c"),
+    "network_saturation.csv": ("min_bandwidth_gbps", "max_training_nodes_per_checkpoint_node"),
+    "quotas.csv": ("family", "ondemand_vcpus", "spot_vcpus"),
+}
+
+
 def _rows(path: Path) -> list[dict[str, str]]:
+    from gpuwise.user_files import read_text
+
     if not path.is_file():
         raise InputError("--data", str(path.parent),
                          f"the directory must hold {', '.join(FILES)} (missing {path.name})")
-    with path.open(newline="") as fh:
-        return list(csv.DictReader(fh))
+    reader = csv.DictReader(read_text(path, f"--data {path.name}", "CSV file").splitlines())
+    missing = [c for c in COLUMNS[path.name] if c not in (reader.fieldnames or [])]
+    if missing:
+        raise InputError(str(path), ",".join(reader.fieldnames or []) or "(empty)",
+                         f"missing column(s) {', '.join(missing)}")
+    return list(reader)
 
 
 def _num(row: dict[str, str], key: str, path: Path) -> float:
