@@ -161,9 +161,11 @@ def list_presets() -> list[str]:
 
 @lru_cache(maxsize=None)
 def _read_json(path: str) -> dict:
+    from gpuwise.user_files import read_text
+
+    text = read_text(path, "model", "Hugging Face config.json")
     try:
-        with open(path, encoding="utf-8") as f:
-            return json.load(f)
+        return json.loads(text)
     except json.JSONDecodeError as exc:
         raise InputError("model", path, f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
 
