@@ -34,16 +34,16 @@ def dp_allocate(values: list[np.ndarray], capacity: int) -> tuple[float, list[in
         G = min(useful_cap(v), K)
         if G < 1:
             break
-        g = np.arange(1, G + 1)
-        idx = ks[:, None] - g[None, :]                      # (K+1, G): GPUs left for jobs before j
-        vg = np.asarray(v[1:G + 1], float)
-        cand = np.where(idx >= 0, P[np.maximum(idx, 0)] + vg[None, :], -np.inf)
+        # window k holds P[k-G .. k-1] (-inf where k-g < 0): column i is g = G - i
+        padded = np.concatenate([np.full(G, -np.inf), P])
+        windows = np.lib.stride_tricks.sliding_window_view(padded, G)[: K + 1]
+        cand = windows + np.asarray(v[G:0:-1], float)[None, :]
         arg = cand.argmax(axis=1)
         newP = cand[ks, arg]
         if not np.isfinite(newP[K]):
             break  # this job cannot get its minimum next to the ones before it
         P = newP
-        choices.append((arg + 1).astype(np.int32))
+        choices.append((G - arg).astype(np.int32))
     n = len(choices)
     gs = [0] * n
     k = K
