@@ -104,3 +104,20 @@ def test_no_policy_ever_exceeds_capacity(scn, name):
             assert alloc.num_gpus >= 1
             assert all(cluster.nodes[i].gpu == alloc.gpu_type for i, _ in alloc.placement)
     assert set(decision.drop) <= set(pending)
+
+
+@settings(max_examples=40, deadline=None)
+@given(scenarios(), st.sampled_from(sorted(POLICIES)))
+def test_whole_simulation_stays_within_capacity(scn, name):
+    """Every allocation of a full run goes through ClusterState.allocate, which raises on any
+    over-subscribed node; the run ends with every job done or dropped and the peak <= capacity."""
+    from gpuwise.sim.cluster import simulate
+    from gpuwise.sim.metrics import summarise
+    from gpuwise.workload.traces import Workload
+
+    cluster, jobs, _ = scn
+    jobs = [j if j.rigid else TraceJob(j.name, j.arrival_s, j.num_gpus, application="ncf",
+                                       batch_size=j.batch_size) for j in jobs]  # ncf: short jobs
+    m = summarise(simulate(cluster, Workload(tuple(jobs), "random", "gpuwise"), make_policy(name)))
+    assert m["jobs_completed"] + m["jobs_dropped"] == len(jobs)
+    assert m["peak_gpus_used"] <= cluster.total_gpus

@@ -42,8 +42,16 @@ def summarise(res: SimResult) -> dict:
         "cluster": res.cluster.name,
         "cluster_gpus": total,
         "seed": res.seed,
+        "utilisation_over_time": _downsample(res.gpus_used.samples, res.end_s, res.gpus_used.level, total),
         "assumptions": list(res.assumptions),
     }
+
+
+def _downsample(samples, end: float, level: float, total: int, points: int = 50) -> list[list[float]]:
+    """[[time_s, fraction of GPUs in use], ...] at most ``points`` long (step function samples)."""
+    pts = list(samples) + [(end, level)]
+    step = max(1, len(pts) // points)
+    return [[float(t), float(v) / total] for t, v in pts[::step]]
 
 
 def series(res: SimResult) -> dict:
