@@ -50,8 +50,8 @@ def summarise(res: SimResult) -> dict:
 def _downsample(samples, end: float, level: float, total: int, points: int = 50) -> list[list[float]]:
     """[[time_s, fraction of GPUs in use], ...] at most ``points`` long (step function samples)."""
     pts = list(samples) + [(end, level)]
-    step = max(1, len(pts) // points)
-    return [[float(t), float(v) / total] for t, v in pts[::step]]
+    idx = sorted(set(np.linspace(0, len(pts) - 1, min(points, len(pts))).round().astype(int).tolist()))
+    return [[float(pts[i][0]), float(pts[i][1]) / total] for i in idx]
 
 
 def series(res: SimResult) -> dict:
