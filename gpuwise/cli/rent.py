@@ -149,6 +149,9 @@ def run(args: argparse.Namespace) -> int:
               "mix two neighbouring widths",))
     occ = occupancy(plan_types, sol)
     assumptions = list(sol.assumptions) + list(spec.notes) + list(occ.assumptions)
+    if budget.unit == "usd_per_hour" and spec.unpriced:
+        assumptions.append(f"no price_per_gpu_hour in {spec.source} for {', '.join(spec.unpriced)}: priced at "
+                           "$1/GPU-h by default, so the USD budget equals a GPU budget; set the prices in the file")
     out = _sol_json(sol, occ)
     unit = "GPUs" if budget.unit == "gpus" else "USD/h"
 

@@ -33,6 +33,7 @@ class RentSpec:
     trace: Path | None               # optional CSV of arrivals: arrival_time,type[,size]
     source: str                      # file name, for messages
     notes: tuple[str, ...] = ()      # assumptions made while reading (derived speedups and sizes)
+    unpriced: tuple[str, ...] = ()   # types with no price_per_gpu_hour anywhere (USD budgets use $1/GPU-h)
 
 
 def _models():
@@ -53,7 +54,7 @@ def _models():
         model_config = ConfigDict(extra="forbid")
         types: list[TypeModel] = Field(min_length=1)
         budget: Union[float, str, dict[str, float], None] = None
-        price_per_gpu_hour: float = Field(default=1.0, gt=0, allow_inf_nan=False)
+        price_per_gpu_hour: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
         trace: Optional[str] = None
 
     return SpecModel
@@ -204,6 +205,7 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
     fitted = _trace_stats(trace, [t.name for t in model.types]) if trace is not None else {}
     types = []
     notes: list[str] = []
+    unpriced: list[str] = []
     names = set()
     for i, t in enumerate(model.types):
         prefix = f"types[{i}]"
@@ -235,9 +237,11 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
         else:
             speed = from_mapping(t.speedup, f"{prefix}.speedup").with_cap(t.max_gpus)
         types.append(JobType(name=t.name, arrival_rate=t.arrival_rate, sizes=_sizes(t, prefix), speedup=speed,
-                             price=t.price_per_gpu_hour or model.price_per_gpu_hour, field_prefix=prefix))
+                             price=t.price_per_gpu_hour or model.price_per_gpu_hour or 1.0, field_prefix=prefix))
+        if not (t.price_per_gpu_hour or model.price_per_gpu_hour):
+            unpriced.append(t.name)
     budget = None if model.budget is None else parse_budget(model.budget)
-    return RentSpec(tuple(types), budget, trace, source, tuple(notes))
+    return RentSpec(tuple(types), budget, trace, source, tuple(notes), tuple(unpriced))
 
 
 def load_spec(path: str | Path) -> RentSpec:
