@@ -88,7 +88,10 @@ class Milp(Policy):
             for t in cap:
                 gpn = spec.max_gpus_per_node(t)
                 v, b, ref = value_table(perf, js, t, cap[t], gpn, elastic=True)
-                per_type.append((t, v, b, ref, configurations(gpn, cap[t])))
+                confs = configurations(gpn, cap[t])
+                if js.job.num_gpus <= cap[t] and js.job.num_gpus not in confs:
+                    confs = sorted(confs + [js.job.num_gpus])  # the user's own size (rigid jobs need it)
+                per_type.append((t, v, b, ref, confs))
             # normalise by the best single-GPU goodput over types (Sia normalises per job)
             one = max((v[1] * ref for _, v, _, ref, _ in per_type if np.isfinite(v[1])), default=0.0)
             for t, v, b, ref, confs in per_type:

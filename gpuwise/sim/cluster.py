@@ -40,6 +40,8 @@ class SimResult:
     seed: int
     restart_s: float
     assumptions: list[str] = field(default_factory=list)
+    gpu_series: list[tuple[float, int]] = field(default_factory=list)    # (time, GPUs in use) at changes
+    queue_series: list[tuple[float, int]] = field(default_factory=list)  # (time, jobs waiting) at changes
 
 
 class ClusterSimulator:
@@ -47,10 +49,9 @@ class ClusterSimulator:
 
     def __init__(self, cluster: ClusterSpec, workload: Workload, policy: Policy,
                  restart_s: float = DEFAULT_RESTART_S, seed: int = 0, speed_noise: float = 0.0,
-                 sample_every: float | None = None, policy_model: str = "oracle") -> None:
+                 policy_model: str = "oracle") -> None:
         """``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
         per-job log-normal factor on the true speed that policies do not see; 0 = none);
-        ``sample_every``: seconds between recorded samples for plots (None: auto);
         ``policy_model``: what policies see -- "oracle" (the measured truth) or "fitted" (the
         shared JobModel fitted on the profiles)."""
         check_fits(workload, {t: cluster.gpus_of_type(t) for t in cluster.gpu_types})
@@ -70,8 +71,6 @@ class ClusterSimulator:
         rng = np.random.default_rng(seed)
         self._noise = (np.exp(rng.normal(0.0, speed_noise, len(workload.jobs)))
                        if speed_noise > 0 else None)
-        horizon = (workload.jobs[-1].arrival_s if workload.jobs else 0.0) + 1.0
-        self._sample_every = sample_every if sample_every is not None else max(1.0, horizon / 2000)
 
     # -- progress -------------------------------------------------------------------------
     def _advance(self, js: JobState, now: float) -> None:
@@ -146,8 +145,19 @@ class ClusterSimulator:
             js.rates = rates
             js.measured_speed = float(np.mean(rates)) / js.target
             self._project(js)
-        self.gpus_used.update(now, self.state.used())
-        self.queue_len.update(now, len(self.pending))
+        self._levels(now)
+
+    def _levels(self, now: float) -> None:
+        """Record GPUs in use and queue length (TimeAverage keeps the means; the series keep the
+        last level of each instant, for plots: several changes can happen at one time)."""
+        used, queued = self.state.used(), len(self.pending)
+        self.gpus_used.update(now, used)
+        self.queue_len.update(now, queued)
+        for series, level in ((self.gpu_series, used), (self.queue_series, queued)):
+            if series and series[-1][0] == now:
+                series[-1] = (now, level)
+            elif not series or series[-1][1] != level:
+                series.append((now, level))
 
     def _round(self, now: float, _payload) -> None:
         self._round_at = None
@@ -175,7 +185,7 @@ class ClusterSimulator:
         self.jobs.append(js)
         self.pending[job.name] = js
         self._new.append(job.name)
-        self.queue_len.update(now, len(self.pending))
+        self._levels(now)
         self._request_round(now)
 
     def _finish(self, now: float, js: JobState) -> None:
@@ -185,7 +195,7 @@ class ClusterSimulator:
         self.state.release(js.allocation)
         self.running.pop(js.name)
         js.status, js.finish_s = "done", now
-        self.gpus_used.update(now, self.state.used())
+        self._levels(now)
         if self.running or self.pending:
             self._request_round(now)
 
@@ -201,8 +211,10 @@ class ClusterSimulator:
         self._round_at: float | None = None
         self._last_round = -1.0
         self._tick_pending = False
-        self.gpus_used = TimeAverage(sample_every=self._sample_every)
-        self.queue_len = TimeAverage(sample_every=self._sample_every)
+        self.gpus_used = TimeAverage()
+        self.queue_len = TimeAverage()
+        self.gpu_series: list[tuple[float, int]] = []
+        self.queue_series: list[tuple[float, int]] = []
         for i, job in enumerate(self.workload.jobs):
             self.engine.schedule(job.arrival_s, "arrive", i)
         end = self.engine.run({"arrive": self._arrive, "finish": self._finish, "round": self._round,
@@ -214,7 +226,7 @@ class ClusterSimulator:
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
         return SimResult(self.policy.name, self.cluster, self.jobs, self.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,
-                         self.seed, self.restart_s, notes)
+                         self.seed, self.restart_s, notes, self.gpu_series, self.queue_series)
 
 
 def simulate(cluster: ClusterSpec, workload: Workload, policy: Policy, **kwargs) -> SimResult:

@@ -42,16 +42,18 @@ def summarise(res: SimResult) -> dict:
         "cluster": res.cluster.name,
         "cluster_gpus": total,
         "seed": res.seed,
-        "utilisation_over_time": _downsample(res.gpus_used.samples, res.end_s, res.gpus_used.level, total),
+        "utilisation_over_time": [[t, v / total] for t, v in _downsample(res.gpu_series, res.end_s, 50)],
         "assumptions": list(res.assumptions),
     }
 
 
-def _downsample(samples, end: float, level: float, total: int, points: int = 50) -> list[list[float]]:
-    """[[time_s, fraction of GPUs in use], ...] at most ``points`` long (step function samples)."""
-    pts = list(samples) + [(end, level)]
+def _downsample(series, end: float, points: int) -> list[tuple[float, float]]:
+    """At most ``points`` (time, level) pairs of a step function, ending at ``end``."""
+    pts = list(series) + ([(end, series[-1][1])] if series else [])
+    if not pts:
+        return []
     idx = sorted(set(np.linspace(0, len(pts) - 1, min(points, len(pts))).round().astype(int).tolist()))
-    return [[float(pts[i][0]), float(pts[i][1]) / total] for i in idx]
+    return [(float(pts[i][0]), float(pts[i][1])) for i in idx]
 
 
 def series(res: SimResult) -> dict:
@@ -59,6 +61,6 @@ def series(res: SimResult) -> dict:
     done = [j for j in res.jobs if j.status == "done"]
     return {
         "jct_s": sorted(j.finish_s - j.submitted_s for j in done),
-        "gpus_used": list(res.gpus_used.samples) + [(res.end_s, res.gpus_used.level)],
-        "queue_len": list(res.queue_len.samples) + [(res.end_s, res.queue_len.level)],
+        "gpus_used": _downsample(res.gpu_series, res.end_s, 4000),
+        "queue_len": _downsample(res.queue_series, res.end_s, 4000),
     }
