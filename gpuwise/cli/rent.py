@@ -108,6 +108,10 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.cli.output import check_output_file
 
         check_output_file("--plot", args.plot, (".png", ".pdf", ".svg"))
+    if args.sweep:  # refuse a bad range before solving anything
+        from gpuwise.plan.rent.sweep import parse_range
+
+        parse_range(args.sweep)
     spec = load_spec(args.jobs)
     types = list(spec.types)
     if args.budget is not None:
