@@ -44,3 +44,14 @@ def test_time_average_of_a_step_function():
     assert math.isclose(ta.integral(4.0), 9.0)
     assert math.isclose(ta.mean(4.0), 2.25)
     assert ta.peak == 4.0
+
+
+def test_samples_keep_the_last_level_of_an_instant():
+    # several jobs start at t=1: the plotted level is the one that lasts, not the first update
+    ta = TimeAverage(start=0.0, level=0.0, sample_every=10.0)
+    ta.update(1.0, 4.0)
+    ta.update(1.0, 8.0)
+    ta.update(1.0, 12.0)
+    ta.update(2.0, 0.0)   # within sample_every of the last sample: not recorded
+    assert ta.samples == [(1.0, 12.0)]
+    assert math.isclose(ta.integral(2.0), 12.0)

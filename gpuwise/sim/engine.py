@@ -106,7 +106,12 @@ class TimeAverage:
         self._level = level
         if level > self._peak:
             self._peak = level
-        if self._sample_every is not None and now >= self._next_sample:
+        if self._sample_every is None:
+            return
+        if self.samples and self.samples[-1][0] == now:
+            # several updates at one instant: the sample must hold the level that lasts
+            self.samples[-1] = (now, level)
+        elif now >= self._next_sample:
             self.samples.append((now, level))
             self._next_sample = now + self._sample_every
 
