@@ -193,6 +193,7 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
     evaluated = 0
     any_fit = False
     steps_memo = cache.setdefault("_steps", {})   # global batch -> optimizer steps to target
+    st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
     for micro in job.micro_batches:
         cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
         fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
@@ -210,6 +211,9 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
                 run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})
                 st = analytical_step_time(job.model, run_cfg, spec, gpus_per_node, nodes)
                 evaluated += 1
+                for note in st.assumptions:
+                    if not note.startswith("pipeline bubble"):  # per-plan numbers, not an assumption
+                        st_notes[note] = None
                 if gb not in steps_memo:
                     steps_memo[gb] = float(job.noise.steps(gb))
                 hours = steps_memo[gb] * st.step_time_s / 3600.0
@@ -325,11 +329,12 @@ def generate(job: PlanJob, catalog) -> CandidateSet:
     cs = CandidateSet(offs, options, off_i, opt_i, nodes, gpn * nodes, spot, node_price, hourly, time_h, t10,
                       t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
                       {k: v for k, v in cache.items() if isinstance(v, ShapeResult)})
-    cs.assumptions = _assumptions(job, catalog, offs, cs, sources)
+    cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())))
     return cs
 
 
-def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, int]) -> list[str]:
+def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, int],
+                 step_notes: list[str]) -> list[str]:
     from gpuwise.hardware.catalog import catalog_assumptions
 
     clouds = sorted({o.cloud for o in offs})
@@ -351,6 +356,8 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
                   "= trainable parameters x 14 bytes (bf16 weights + fp32 master + Adam moments)")
                + f", written at {job.checkpoint_write_gbps:g} GB/s per node, restart "
                f"{job.restart_h * 60:.0f} min")
+    # the efficiency factors and bandwidths the analytical step times rest on (estimate states them too)
+    out += [f"step time: {n}" for n in step_notes]
     if sources:
         out.append("spot preemption rates: " + "; ".join(f"{s} ({n} offerings)" for s, n in sources.items()))
     return out
