@@ -102,7 +102,10 @@ def test_fit_and_predict_json(tmp_path, capsys):
     _write(tmp_path / "pts.csv", pts, cols)
     _write(tmp_path / "pts_noy.csv", pts, ["placement", "local_bsz"])
     out = _json(capsys, ["fit", str(tmp_path / "train.csv"), "--predict", str(tmp_path / "pts.csv"), "--json"])
-    assert set(out["parameters"]) == {"alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r", "gamma"}
+    assert out["form"] == "extended" and {"delta", "eta"} <= set(out["parameters"])
+    assert any("extended" in a for a in out["assumptions"])
+    pol = _json(capsys, ["fit", str(tmp_path / "train.csv"), "--form", "pollux", "--json"])
+    assert set(pol["parameters"]) == {"alpha_c", "beta_c", "alpha_n", "beta_n", "alpha_r", "beta_r", "gamma"}
     assert out["in_sample_error"]["median"] < 0.05
     assert len(out["predictions"]) == 10
     assert [p["placement"] for p in out["predictions"]] == [r.placement for r in pts]  # row order kept

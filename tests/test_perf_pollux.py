@@ -89,18 +89,30 @@ def test_online_update_matches_batch_fit():
     assert np.median(np.abs(pa - pb) / pb) < 0.02
 
 
+# Held-out median |error| measured (fit on <= 10 points, score every other placements.csv row):
+#   extended form, design rule: bert 3.9%, cifar10 6.7%, deepspeech2 5.9%, imagenet 5.9%, ncf 7.0%, yolov3 6.8%
+#   pollux form, online rule (before this change): 3.7%, 9.5%, 7.7%, 5.9%, 8.0%, 10.7%
+# Target (issue 3 "Done means", after Scavenger's < 5% model error): <= 5% on every app. It is NOT met on
+# five apps: the extended form's floor (fitted on *all* rows, in-sample) is already 3.9-5.6%, and single
+# profiled points scatter 2-10% around any smooth function of (nodes, replicas, batch) -- NCF's multi-node
+# rows ~5% even around a free table per (nodes, replicas) plus a free compute per batch. The tolerance
+# is the measured value + ~1.5 points so regressions fail; bert meets the 5% target and is held to it.
+HELDOUT_TOLERANCE = {"bert": 0.05, "cifar10": 0.08, "deepspeech2": 0.075, "imagenet": 0.075, "ncf": 0.085,
+                     "yolov3": 0.085}
+
+
 @pytest.mark.parametrize("app", APPLICATIONS)
 def test_heldout_error_on_pollux_profiles(app):
-    """Fit on <= 10 online points, score all other placements.csv rows. Target (issue 3, after
-    Scavenger's < 5% model error): median <= 5%. Measured here: bert 3.7%, imagenet 5.8%,
-    deepspeech2 7.9%, ncf 8.1%, cifar10 9.4%, yolov3 10.7%. The 7-parameter form cannot reach 5% on
-    every app even fitted on *all* rows (in-sample medians 3-6%): 2-node placements run 10-30% slower
-    than 3-4-node ones with more replicas, placements with the same GPUs per node in another order
-    (1124 vs 1142) differ by up to 30%, and compute is not linear in batch over a 32x range. The
-    tolerance below is the measured value plus ~2 points, so regressions fail."""
-    s = score_pollux_fit(app)
-    assert s.train_points <= 10
-    assert s.median_error <= {"bert": 0.05}.get(app, 0.13)
+    """Extended form on the design-rule points: held-out median within HELDOUT_TOLERANCE (see above)."""
+    s = score_pollux_fit(app, form="extended", rule="design", floor=False)
+    assert s.train_points <= 10 and s.heldout_points > 500
+    assert s.median_error <= HELDOUT_TOLERANCE[app]
+
+
+def test_online_rule_still_scored():
+    """The 7-parameter form on the online points keeps its measured held-out error (bert 3.7%, tol 5%)."""
+    s = score_pollux_fit("bert", form="pollux", rule="online", floor=False)
+    assert s.rule == "online" and s.median_error <= 0.05
 
 
 def test_three_real_points_usable():

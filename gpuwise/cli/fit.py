@@ -1,4 +1,7 @@
-"""`gpuwise fit TRAIN.csv [--predict POINTS.csv] [--json]`: fit the Pollux step-time model.
+"""`gpuwise fit TRAIN.csv [--predict POINTS.csv] [--form pollux|extended] [--json]`: fit the step-time model.
+
+Forms: ``extended`` (default; best held-out error on the bundled Pollux profiles, see
+``gpuwise validate throughput``) or ``pollux`` (the 7-parameter form of Qiao et al. OSDI'21).
 
 CSV columns as Pollux's placements.csv: placement (one digit per node = GPUs on it, e.g. 1222),
 local_bsz, step_time, sync_time (seconds). Optional column accum_steps (extra micro-steps, default 0).
@@ -16,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("train", help="measured rows: placement,local_bsz,step_time,sync_time")
     parser.add_argument("--predict", metavar="POINTS.csv",
                         help="rows to predict (placement,local_bsz; measured step_time/sync_time only scored)")
+    parser.add_argument("--form", choices=("extended", "pollux"), default="extended",
+                        help="model form: extended (default: non-linear compute, node-count term) or pollux "
+                             "(7 parameters)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -68,19 +74,24 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
-    from gpuwise.estimate.pollux_fit import fit_pollux, predict
+    from gpuwise.estimate.pollux_fit import fit_form, predict
 
     train = _read(args.train, True)
     a = np.array([r[1:5] for r in train], float)
     step = np.array([r[5] for r in train], float)
     sync = None if any(r[6] is None for r in train) else np.array([r[6] for r in train], float)
-    params = fit_pollux(a[:, 0], a[:, 1], a[:, 2], step, sync, a[:, 3])
+    form = getattr(args, "form", "extended")
+    params = fit_form(form, a[:, 0], a[:, 1], a[:, 2], step, sync, a[:, 3])
     pred, _ = predict(params, a[:, 0], a[:, 1], a[:, 2], a[:, 3])
     err = np.abs(pred - step) / step
     out = {"parameters": params.as_dict(),
            "in_sample_error": {"median": float(np.median(err)), "max": float(err.max()), "points": len(train)},
-           "assumptions": [f"Pollux 7-parameter step-time model fitted on {len(train)} rows of {args.train} "
-                           "(soft-L1 loss on log step time, priors tie unobserved network terms)",
+           "form": form,
+           "assumptions": [(f"extended step-time form (Pollux terms + compute exponent delta, across-node "
+                            f"(nodes/2)^eta, 2-node and one-GPU-per-node factors)" if form == "extended" else
+                            "Pollux 7-parameter step-time form") +
+                           f" fitted on {len(train)} rows of {args.train} "
+                           "(soft-L1 loss on log step time, priors tie unobserved terms to the Pollux values)",
                            "alpha_n/beta_n: replicas across nodes; alpha_r/beta_r: replicas within one node"]}
     preds = []
     if args.predict:
@@ -103,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
     if args.json:
         emit_json(out)
         return 0
-    print_table("Pollux step-time model", ["parameter", "value"],
+    print_table(f"Step-time model ({form} form)", ["parameter", "value"],
                 [(k, f"{v:.6g}") for k, v in out["parameters"].items()], ["left", "right"])
     e = out["in_sample_error"]
     print(f"in-sample error: median {e['median']:.1%}, max {e['max']:.1%} over {e['points']} rows")

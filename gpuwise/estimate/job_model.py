@@ -45,7 +45,7 @@ class StepTimeSource(Protocol):
 
 @dataclass(frozen=True)
 class PolluxStepTime:
-    """Step time from fitted Pollux parameters."""
+    """Step time from fitted parameters of either form (PolluxParams or extended_fit.ExtendedParams)."""
 
     params: PolluxParams
     origin: str = "fitted"   # where the parameters come from (shown in assumptions)
@@ -55,8 +55,11 @@ class PolluxStepTime:
 
     def describe(self) -> str:
         p = self.params
-        return (f"step time: Pollux model ({self.origin}): alpha_c={p.alpha_c:.4g}s beta_c={p.beta_c:.4g}s/sample "
-                f"alpha_r={p.alpha_r:.4g}s alpha_n={p.alpha_n:.4g}s gamma={p.gamma:.3g}")
+        form = getattr(p, "form", "pollux")
+        extra = f" delta={p.delta:.3g} eta={p.eta:.3g}" if form == "extended" else ""
+        return (f"step time: {form} form of the Pollux model ({self.origin}): alpha_c={p.alpha_c:.4g}s "
+                f"beta_c={p.beta_c:.4g}s/sample alpha_r={p.alpha_r:.4g}s alpha_n={p.alpha_n:.4g}s "
+                f"gamma={p.gamma:.3g}{extra}")
 
 
 @dataclass(frozen=True)

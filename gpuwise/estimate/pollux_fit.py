@@ -49,16 +49,26 @@ class PolluxParams:
     beta_r: float    # extra within-node all-reduce time per replica beyond 2 (s)
     gamma: float     # compute/communication overlap exponent in [1, 10]
 
+    form = "pollux"
+
     def as_dict(self) -> dict[str, float]:
         return asdict(self)
 
 
-def predict(params: PolluxParams, num_nodes, num_replicas, local_bsz, accum_steps=0):
+FORMS = ("pollux", "extended")   # step-time model forms; "extended" lives in extended_fit.py
+
+
+def predict(params, num_nodes, num_replicas, local_bsz, accum_steps=0):
     """(step_time, sync_time) in seconds; vectorised over numpy-broadcastable arguments.
 
     ``accum_steps`` counts the *extra* micro-steps per optimizer step (0 = no accumulation), so the
-    global batch is num_replicas * local_bsz * (accum_steps + 1).
+    global batch is num_replicas * local_bsz * (accum_steps + 1). ``params`` is a PolluxParams or an
+    ``extended_fit.ExtendedParams`` (dispatched on its ``form``).
     """
+    if getattr(params, "form", "pollux") == "extended":
+        from gpuwise.estimate.extended_fit import predict_extended
+
+        return predict_extended(params, num_nodes, num_replicas, local_bsz, accum_steps)
     nodes = np.asarray(num_nodes, dtype=float)
     reps = np.asarray(num_replicas, dtype=float)
     bsz = np.asarray(local_bsz, dtype=float)
@@ -228,6 +238,20 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, ac
     return _unpack(best.x)
 
 
+def fit_form(form: str, num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
+             **kwargs):
+    """Fit the named form (``FORMS``): PolluxParams or ExtendedParams; both work with ``predict``."""
+    if form == "pollux":
+        return fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time, accum_steps, **kwargs)
+    if form == "extended":
+        from gpuwise.estimate.extended_fit import fit_extended
+
+        return fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time, accum_steps, **kwargs)
+    from gpuwise.errors import unknown_name
+
+    raise unknown_name("form", form, FORMS)
+
+
 def relative_errors(params: PolluxParams, num_nodes, num_replicas, local_bsz, step_time,
                     accum_steps=0) -> np.ndarray:
     """|predicted - measured| / measured step time, per point."""
@@ -240,17 +264,18 @@ def relative_errors(params: PolluxParams, num_nodes, num_replicas, local_bsz, st
 class OnlinePolluxFit:
     """Incremental fitting: keep the measured points, refit with a warm start when new ones arrive."""
 
-    def __init__(self, prior_weight: float = 0.02):
+    def __init__(self, prior_weight: float = 0.02, form: str = "pollux"):
         self.prior_weight = prior_weight  # see fit_pollux
+        self.form = form                  # "pollux" or "extended" (see FORMS)
         self._rows: list[tuple[float, float, float, float, float, float]] = []
-        self.params: PolluxParams | None = None
+        self.params = None   # PolluxParams / ExtendedParams once >= 2 points
 
     @property
     def num_points(self) -> int:
         return len(self._rows)
 
     def observe(self, num_nodes: int, num_replicas: int, local_bsz: float, step_time: float,
-                sync_time: float | None = None, accum_steps: int = 0) -> PolluxParams | None:
+                sync_time: float | None = None, accum_steps: int = 0):
         """Add one measured point; refit (warm-started) once there are >= 2 points."""
         self._rows.append((num_nodes, num_replicas, local_bsz, step_time,
                            np.nan if sync_time is None else sync_time, accum_steps))
@@ -258,8 +283,8 @@ class OnlinePolluxFit:
             return None
         a = np.array(self._rows, float)
         sync = None if np.isnan(a[:, 4]).any() else a[:, 4]
-        self.params = fit_pollux(a[:, 0], a[:, 1], a[:, 2], a[:, 3], sync, a[:, 5],
-                                 init=self.params, prior_weight=self.prior_weight)
+        self.params = fit_form(self.form, a[:, 0], a[:, 1], a[:, 2], a[:, 3], sync, a[:, 5],
+                               init=self.params, prior_weight=self.prior_weight)
         return self.params
 
 

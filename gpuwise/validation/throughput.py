@@ -1,8 +1,10 @@
 """Validation of the step-time models against measured throughput.
 
-- Fitted model (Pollux form, ``gpuwise.estimate.pollux_fit``) on the bundled Pollux profiles: fit on
-  <= 10 points chosen the way an online system gathers them (a job starts on one GPU, tries a few
-  batch sizes, then grows to a few small placements), score on every other row.
+- Fitted models (``pollux`` and ``extended`` forms, ``gpuwise.estimate.pollux_fit``) on the bundled
+  Pollux profiles: fit on <= 10 points, score on every other row. Two rules choose the points, neither
+  looks at the held-out errors: the *design* rule (``DESIGN_PLAN``: profile the corners of the space
+  first, as Scavenger profiles extreme configurations) and the *online* rule (``ONLINE_PLAN``: the
+  first small placements an elastic job runs on).
 - Analytical model (``gpuwise.estimate.step_time``) on Gavel's measured throughputs and Korthikanti
   et al.'s Megatron iteration times (see ``analytical_*`` functions).
 """
@@ -22,6 +24,44 @@ ONLINE_PLAN: tuple[tuple[str, int | str], ...] = (
     ("1", 0), ("1", "mid"), ("1", -1), ("2", "mid"), ("4", "mid"),
     ("11", 0), ("11", -1), ("111", "mid"), ("1111", "mid"), ("2222", "mid"),
 )
+
+
+# Design rule: (nodes, GPUs on each node, local batch) with "N" = most nodes profiled, "K" = most GPUs
+# per node, batch "min"/"mid"/"max" among those measured for that placement. It covers the corners:
+# 1 GPU at the smallest and largest batch (compute curve), one full node at both (within-node
+# all-reduce and overlap), 2 nodes and 3 nodes (node-count term), and the largest node count with one,
+# two and K GPUs per node at small and large batch (across-node all-reduce, retrogression). Only
+# uniform placements (every node with the same GPU count) are used, so the rule needs no knowledge of
+# a particular cluster's slow nodes.
+DESIGN_PLAN: tuple[tuple[int | str, int | str, str], ...] = (
+    (1, 1, "min"), (1, 1, "max"), (1, "K", "min"), (1, "K", "max"), (2, 2, "mid"),
+    (3, 2, "mid"), ("N", 1, "mid"), ("N", 2, "min"), ("N", "K", "min"), ("N", "K", "max"),
+)
+
+
+def design_training_points(rows: list[StepTimeRow], max_points: int = 10) -> list[int]:
+    """Indices (into ``rows``) of the <= max_points points of ``DESIGN_PLAN`` (missing ones skipped)."""
+    placed = [r for r in rows if r.placement]
+    if not placed:
+        return []
+    most_nodes = max(r.num_nodes for r in placed)
+    most_per_node = max(int(c) for r in placed for c in r.placement)
+    chosen: list[int] = []
+    for nodes, per, which in DESIGN_PLAN:
+        n = most_nodes if nodes == "N" else int(nodes)
+        k = most_per_node if per == "K" else int(per)
+        idx = [i for i, r in enumerate(rows) if r.num_nodes == n and r.placement and set(r.placement) == {str(k)}]
+        if not idx:
+            continue
+        sizes = sorted({rows[i].local_bsz for i in idx})
+        target = {"min": sizes[0], "mid": sizes[len(sizes) // 2], "max": sizes[-1]}[which]
+        i = next(i for i in idx if rows[i].local_bsz == target)
+        if i not in chosen:
+            chosen.append(i)
+    return chosen[:max_points]
+
+
+POINT_RULES = ("design", "online")
 
 
 def online_training_points(rows: list[StepTimeRow], max_points: int = 10) -> list[int]:
@@ -44,7 +84,7 @@ def _cols(rows: list[StepTimeRow]) -> tuple[np.ndarray, ...]:
 
 @dataclass
 class FitScore:
-    """Held-out error of the Pollux fit for one application."""
+    """Held-out error of one fitted form for one application and one point rule."""
 
     app: str
     train_points: int
@@ -56,33 +96,51 @@ class FitScore:
     scalability_median_error: float   # extrapolation to 6-64 GPUs (scalability.csv), never trained on
     params: dict[str, float] = field(default_factory=dict)
     floor_median_error: float = float("nan")  # in-sample median when fitted on *all* placements rows:
-                                              # what the 7-parameter form can reach at best
+                                              # what the form can reach at best (nan if not computed)
+    form: str = "pollux"                      # "pollux" | "extended"
+    rule: str = "online"                      # "design" | "online" (POINT_RULES)
 
 
-def score_pollux_fit(app: str, max_points: int = 10) -> FitScore:
-    from gpuwise.estimate.pollux_fit import fit_pollux, relative_errors
+def training_points(rows: list[StepTimeRow], rule: str, max_points: int = 10) -> list[int]:
+    if rule == "design":
+        return design_training_points(rows, max_points)
+    if rule == "online":
+        return online_training_points(rows, max_points)
+    from gpuwise.errors import unknown_name
+
+    raise unknown_name("point rule", rule, POINT_RULES)
+
+
+def score_pollux_fit(app: str, max_points: int = 10, form: str = "pollux", rule: str = "online",
+                     floor: bool = True) -> FitScore:
+    """Fit ``form`` on the points of ``rule`` for ``app``, score every other placements.csv row and
+    the scalability.csv rows; ``floor`` also fits on all rows (in-sample limit of the form)."""
+    from gpuwise.estimate.pollux_fit import fit_form, relative_errors
 
     rows = load_placements(app)
-    train = online_training_points(rows, max_points)
+    train = training_points(rows, rule, max_points)
     tr = [rows[i] for i in train]
     test = [r for i, r in enumerate(rows) if i not in set(train)]
     n, r, b, t, s = _cols(tr)
-    params = fit_pollux(n, r, b, t, s)
+    params = fit_form(form, n, r, b, t, s)
     tn, tr_, tb, tt, _ = _cols(test)
     err = relative_errors(params, tn, tr_, tb, tt)
     sc = load_scalability(app)
     sn, sr, sb, st, _ = _cols(sc)
     serr = relative_errors(params, sn, sr, sb, st)
-    an, ar, ab, at, as_ = _cols(rows)
-    full = fit_pollux(an, ar, ab, at, as_)
-    floor = float(np.median(relative_errors(full, an, ar, ab, at)))
+    floor_err = float("nan")
+    if floor:
+        an, ar, ab, at, as_ = _cols(rows)
+        full = fit_form(form, an, ar, ab, at, as_)
+        floor_err = float(np.median(relative_errors(full, an, ar, ab, at)))
     return FitScore(app, len(tr), [f"{x.placement}@{x.local_bsz}" for x in tr], len(test),
                     float(np.median(err)), float(err.max()), len(sc), float(np.median(serr)),
-                    params.as_dict(), floor)
+                    params.as_dict(), floor_err, form, rule)
 
 
-def score_all_pollux(max_points: int = 10) -> list[FitScore]:
-    return [score_pollux_fit(app, max_points) for app in APPLICATIONS]
+def score_all_pollux(max_points: int = 10, form: str = "pollux", rule: str = "online",
+                     floor: bool = True) -> list[FitScore]:
+    return [score_pollux_fit(app, max_points, form, rule, floor) for app in APPLICATIONS]
 
 
 # ---------------------------------------------------------------------------------------------
