@@ -23,17 +23,13 @@ def _spend(types, w, ks, boot_delay: float = 0.0) -> float:
     return sum(wi * t.load * cost_per_work(t, k, boot_delay) for t, wi, k in zip(types, w, ks))
 
 
-def _weights(types, budget: Budget):
-    return [t.price if budget.unit == "usd_per_hour" else 1.0 for t in types]
-
-
 def one_gpu(types) -> FixedWidthPolicy:
     return FixedWidthPolicy.uniform([1.0] * len(types), "one-gpu")
 
 
 def equal_width(types, budget: Budget, boot_delay: float = 0.0) -> FixedWidthPolicy:
     """The common width k (capped per type) at which the budget binds, by bisection on k."""
-    w = _weights(types, budget)
+    w = budget.weights(types)
     caps = [t.speedup.cap for t in types]
     def ks(k):
         return [min(k, c) for c in caps]
@@ -52,7 +48,7 @@ def equal_width(types, budget: Budget, boot_delay: float = 0.0) -> FixedWidthPol
 
 def greedy(types, budget: Budget, boot_delay: float = 0.0, max_steps: int = 200_000) -> FixedWidthPolicy:
     """Marginal allocation on whole GPUs (a heap of savings per unit of extra spend)."""
-    w = _weights(types, budget)
+    w = budget.weights(types)
     ks = [1] * len(types)
     spent = _spend(types, w, ks, boot_delay)
     def gain(i):
@@ -87,7 +83,7 @@ def size_aware(types, budget: Budget, solution: RentSolution, rng: np.random.Gen
     """Widths proportional to size (around pi*'s widths), scale found by bisection so the
     expected spend, estimated on a size sample of each type, equals the budget."""
     rng = rng or np.random.default_rng(12345)
-    w = _weights(types, budget)
+    w = budget.weights(types)
     base = tuple(a.k for a in solution.types)
     draws = [t.sizes.sample(rng, samples) for t in types]
 

@@ -63,9 +63,9 @@ def _pick(c: Candidates, mu_w: float) -> int:
 def solve_realistic(types: Sequence[JobType], budget: Budget, boot: float = 0.0, increment: float = 0.0,
                     minimum: float = 0.0, instance_sizes: Sequence[int] | None = None) -> RentSolution:
     check_types(types)
-    w = [t.price if budget.unit == "usd_per_hour" else 1.0 for t in types]
+    w = budget.weights(types)
     b = budget.amount
-    unit = "GPUs" if budget.unit == "gpus" else "USD/h"
+    unit = budget.units
     cands = []
     for t in types:
         cap = t.speedup.cap
@@ -84,9 +84,7 @@ def solve_realistic(types: Sequence[JobType], budget: Budget, boot: float = 0.0,
         return sum(wi * t.arrival_rate * c.cost[j] for t, c, wi, j in zip(types, cands, w, js)), js
 
     floor_b = sum(wi * t.arrival_rate * float(c.cost.min()) for t, c, wi in zip(types, cands, w))
-    if b <= floor_b * (1 + 1e-12):
-        raise InputError("--budget", b, f"infeasible with these billing rules: the cheapest widths already cost "
-                                        f"{floor_b:.6g} {unit}; the minimum feasible budget is above {floor_b:.6g} {unit}")
+    budget.refuse_at_or_below(floor_b, "with these billing rules the cheapest widths already cost")
     assumptions = [
         "realistic cloud: whole-GPU widths; per width, mean billed GPU-hours per job tabulated over a "
         "4096-point mid-quantile sample of each size law (billing makes the size distribution matter)",

@@ -31,6 +31,23 @@ class Budget:
     def label(self) -> str:
         return f"{self.amount:g} GPUs" if self.unit == "gpus" else f"${self.amount:g}/h"
 
+    @property
+    def units(self) -> str:
+        """Unit name for messages: "GPUs" or "USD/h"."""
+        return "GPUs" if self.unit == "gpus" else "USD/h"
+
+    def weights(self, types: Sequence["JobType"]) -> list[float]:
+        """Budget units one rented GPU-hour of each type costs: 1 (GPU budget) or its price (USD budget)."""
+        return [t.price if self.unit == "usd_per_hour" else 1.0 for t in types]
+
+    def refuse_at_or_below(self, floor: float, what: str, note: str = "") -> None:
+        """InputError unless the budget exceeds `floor` (stability needs strictly more, eq. 2).
+
+        what: what costs `floor` (e.g. "everything on 1 GPU already costs"); note: text after the number."""
+        if self.amount <= floor * (1 + 1e-12):
+            raise InputError("--budget", self.amount, f"infeasible: {what} {floor:.6g} {self.units}{note}; "
+                             f"the minimum feasible budget is above {floor:.6g} {self.units}")
+
 
 @dataclass(frozen=True)
 class TypeAllocation:
@@ -67,10 +84,6 @@ class RentSolution:
         return [t.k for t in self.types]
 
 
-def _weights(types: Sequence[JobType], budget: Budget) -> list[float]:
-    return [t.price if budget.unit == "usd_per_hour" else 1.0 for t in types]
-
-
 def check_types(types: Sequence[JobType]) -> None:
     """Refuse inputs the model cannot solve (A.3.4)."""
     if not types:
@@ -87,7 +100,7 @@ def check_types(types: Sequence[JobType]) -> None:
 def min_feasible_budget(types: Sequence[JobType], budget: Budget, boot_delay: float = 0.0) -> float:
     """sum w_i (rho_i + lambda_i d): everything on one GPU (plus its boot time d); the budget must
     exceed it (stability, eq. 2)."""
-    w = _weights(types, budget)
+    w = budget.weights(types)
     return sum(wi * (t.load + t.arrival_rate * boot_delay) for wi, t in zip(w, types))
 
 
@@ -148,15 +161,14 @@ def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_
     check_types(types)
     if not (budget.amount > 0 and math.isfinite(budget.amount)):
         raise InputError("--budget", budget.amount, "must be a positive number")
-    w = _weights(types, budget)
+    w = budget.weights(types)
     b = budget.amount
     if not (boot_delay >= 0 and math.isfinite(boot_delay)):
         raise InputError("--boot-delay", boot_delay, "must be >= 0")
     floor_b = min_feasible_budget(types, budget, boot_delay)
-    unit = "GPUs" if budget.unit == "gpus" else "USD/h"
-    if b <= floor_b * (1 + 1e-12):
-        raise InputError("--budget", b, f"infeasible: everything on 1 GPU already costs {floor_b:.6g} {unit} "
-                                         f"(sum of rho_i{' + lambda_i x boot' if boot_delay else ''}); the minimum feasible budget is above {floor_b:.6g} {unit}")
+    unit = budget.units
+    budget.refuse_at_or_below(floor_b, "everything on 1 GPU already costs",
+                              f" (sum of rho_i{' + lambda_i x boot' if boot_delay else ''})")
     assumptions = [
         "fixed-width policy pi* (Li et al., arXiv:2406.15560, Thm 1): each job rents k_i GPUs on arrival and "
         "keeps them until done; no queueing",
