@@ -25,13 +25,16 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator, model_validator
+from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+                      model_validator)
 
 from gpuwise.errors import InputError
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE
 
 LR_RULES = ("adascale", "linear", "sqrt", "none")
+# Training fields that take one name from a fixed list
+_CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "recompute": RECOMPUTE, "lr_scaling": LR_RULES}
 
 
 class _Strict(BaseModel):
@@ -68,32 +71,12 @@ class Training(_Strict):
     lr_scaling: str = Field("adascale", description="learning-rate scaling rule with batch: " + ", ".join(LR_RULES))
     noise_scale: Optional[float] = Field(None, gt=0, description="gradient noise scale (samples), if measured")
 
-    @field_validator("precision")
+    @field_validator("precision", "optimizer", "recompute", "lr_scaling")
     @classmethod
-    def _prec(cls, v: str) -> str:
-        if v not in PRECISIONS:
-            raise ValueError("must be one of " + ", ".join(PRECISIONS))
-        return v
-
-    @field_validator("optimizer")
-    @classmethod
-    def _opt(cls, v: str) -> str:
-        if v not in OPTIMIZERS:
-            raise ValueError("must be one of " + ", ".join(OPTIMIZERS))
-        return v
-
-    @field_validator("recompute")
-    @classmethod
-    def _rec(cls, v: str) -> str:
-        if v not in RECOMPUTE:
-            raise ValueError("must be one of " + ", ".join(RECOMPUTE))
-        return v
-
-    @field_validator("lr_scaling")
-    @classmethod
-    def _lr(cls, v: str) -> str:
-        if v not in LR_RULES:
-            raise ValueError("must be one of " + ", ".join(LR_RULES))
+    def _one_of(cls, v: str, info: ValidationInfo) -> str:
+        allowed = _CHOICES[info.field_name]
+        if v not in allowed:
+            raise ValueError("must be one of " + ", ".join(allowed))
         return v
 
     @field_validator("global_batch")
