@@ -38,7 +38,8 @@ _CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "recompute": RECOM
 
 
 class _Strict(BaseModel):
-    model_config = ConfigDict(extra="forbid")
+    # unknown keys are typos; NaN/inf are never a training amount, price or size
+    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
 
 class ExplicitModel(_Strict):
