@@ -37,6 +37,7 @@ FILES = {
     "unknown_model.yaml": "name: x\nmodel: no-such-model\ntraining:\n  tokens: 1e9\n  global_batch: 64\n",
     "bad_precision.yaml": "name: x\nmodel: llama-3.1-8b\ntraining:\n  tokens: 1e9\n  global_batch: 64\n"
                           "  precision: fp7\n",
+    "inf_tokens.yaml": "name: x\nmodel: llama-3.1-8b\ntraining:\n  tokens: .inf\n  global_batch: 64\n",
     "extra_key.yaml": "name: x\nmodel: llama-3.1-8b\ntraining:\n  tokens: 1e9\n  global_batch: 64\nbogus_key: 3\n",
     "rent_neg.yaml": "types:\n  - name: a\n    arrival_rate: -1\n    mean_size: 1\n    speedup: {amdahl: 0.8}\n",
     "rent_bad_speedup.yaml": "types:\n  - name: a\n    arrival_rate: 0.4\n    mean_size: 1\n    speedup: {bogus: 0.8}\n",
@@ -110,6 +111,7 @@ CASES = [
     # plan (issue 4)
     ("plan-job-folder", "plan {B}/folder", "folder"),
     ("plan-job-malformed", "plan {B}/malformed.yaml", "YAML"),
+    ("plan-tokens-inf", "plan {B}/inf_tokens.yaml", "training.tokens"),
     ("plan-cloud-unknown", f"plan {JOB} --cloud nocloud", "nocloud"),
     ("plan-gpu-unknown", f"plan {JOB} --gpu NoSuchGPU", "NoSuchGPU"),
     ("plan-max-gpus-zero", f"plan {JOB} --max-gpus 0", "--max-gpus"),
@@ -180,6 +182,10 @@ NOT_YET = {
                                  "--inter-node-gbps"),
     "fit-predict-header-only": ("cli/fit.py: --predict with a header and no rows ends in an IndexError",
                                 f"fit {PLACEMENTS} --predict {{B}}/headeronly.csv", "row"),
+    "estimate-price-nan": ("cli/estimate.py: --price nan / inf pass the >= 0 check",
+                           f"estimate {JOB} --gpu H100 --gpus 8 --price nan", "--price"),
+    "simulate-restart-nan": ("cli/simulate.py: --restart-s nan reaches the engine (ValueError traceback)",
+                             f"simulate --workload {WORKLOAD} --policy fifo --restart-s nan", "--restart-s"),
     "simulate-no-jobs": ("a workload with a header and no rows simulates 0 jobs (exit 0) instead of refusing",
                          "simulate --workload {B}/wl_header.csv --policy fifo", "job"),
 }
