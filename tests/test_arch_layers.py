@@ -147,3 +147,26 @@ def test_known_list_is_not_stale():
     """Each KNOWN entry must still be a real violation (remove it once its owner fixes it)."""
     stale = KNOWN - {(v[1], v[2]) for v in find_violations()}
     assert not stale, f"fixed upward imports still listed in KNOWN: {sorted(stale)}"
+
+
+def test_cli_modules_import_no_heavy_libraries():
+    """DEVELOPERS.md: heavy imports (scipy, matplotlib, rich, pydantic) live inside functions so
+    start-up stays fast (issue 2: `gpuwise memory` answers well under a second). Importing every
+    command module, and running `memory --json`, must load none of them (numpy is allowed)."""
+    import subprocess
+    import sys
+
+    from gpuwise.cli.main import COMMANDS
+
+    mods = sorted({m for m, _ in COMMANDS.values()} | {"main", "output"})
+    code = ("import importlib, sys, io, contextlib\n"
+            f"for m in {mods!r}: importlib.import_module('gpuwise.cli.' + m)\n"
+            "heavy = ('scipy', 'matplotlib', 'rich', 'pydantic')\n"
+            "print(','.join(h for h in heavy if h in sys.modules))\n"
+            "from gpuwise.cli.main import main\n"
+            "with contextlib.redirect_stdout(io.StringIO()): main(['memory', 'llama-3.1-8b', '--json'])\n"
+            "print(','.join(h for h in heavy if h in sys.modules))\n")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    on_import, after_memory = (out.splitlines() + ["", ""])[:2]
+    assert on_import == "", f"importing the CLI modules loads {on_import}"
+    assert after_memory == "", f"`gpuwise memory --json` loads {after_memory}"
