@@ -68,3 +68,47 @@ def test_spot_time_properties(work, rate, nodes, c, r):
 
 def test_checkpoint_seconds():
     assert checkpoint_seconds(128, 1.0, 8) == 16.0
+
+
+@settings(max_examples=40, deadline=None)
+@given(work=st.floats(0.1, 2000), rate=st.floats(0.0, 0.5), nodes=st.integers(1, 32),
+       ckpt=st.floats(1, 3000), restart=st.floats(0, 1800), deadline=st.floats(1, 5000))
+def test_vectorised_equals_scalar(work, rate, nodes, ckpt, restart, deadline):
+    """spot_times (numpy, used by the planner) reproduces spot_time row by row (same model, rel 1e-9);
+    P(finish by deadline) >= 0.9 whenever the deadline is past p90."""
+    from gpuwise.estimate.preemption import spot_times
+
+    d = spot_times([work * 3600, 1.0], [rate, 0.0], [nodes, 1], [ckpt, 1.0], [restart, 0.0],
+                   deadline_s=deadline * 3600)
+    assert d.expected_s[1] == 1.0 and d.prob[1] == 1.0          # no preemptions: work only
+    try:
+        ref = spot_time(work * 3600, rate, nodes, ckpt, restart)
+    except InputError:
+        assert math.isinf(d.expected_s[0]) and d.prob[0] == 0.0
+        return
+    for got, want in ((d.expected_s, ref.expected_s), (d.p10_s, ref.p10_s), (d.p90_s, ref.p90_s),
+                      (d.expected_preemptions, ref.expected_preemptions)):
+        assert got[0] == pytest.approx(want, rel=1e-9)
+    if deadline * 3600 >= ref.p90_s:
+        assert d.prob[0] >= 0.9 - 1e-12
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.floats(1e-6, 5e4), st.sampled_from([0.1, 0.5, 0.9]))
+def test_numpy_poisson_quantile_matches_scipy(mu, q):
+    from scipy.stats import poisson
+
+    from gpuwise.estimate.preemption import poisson_ppf
+
+    assert poisson_ppf(q, mu) == poisson.ppf(q, mu)
+
+
+def test_import_is_cheap():
+    """No scipy at import time of the preemption model (the planner's start-up budget)."""
+    import subprocess
+    import sys
+
+    code = "import sys, gpuwise.estimate.preemption as p; p.spot_time(3600, 0.1, 2, 60, 300); " \
+           "print('scipy' in sys.modules)"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "False"
