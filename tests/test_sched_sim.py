@@ -2,8 +2,10 @@
 
 Relations (papers.md C.7 and E.5 -- qualitative targets, checked with margins):
 - elastic-scaling paper: under high load with drop admission the elastic DP completes ~2x the jobs
-  of the fixed-batch DP (we require >= 1.5x); with queue admission its mean JCT is far lower
-  (paper: up to ~10x; we require >= 3x);
+  of the fixed-batch DP (we require >= 1.5x) and has lower mean JCT over the jobs both complete
+  (the mean over *all* completions is higher: it also finishes the long ImageNet/BERT jobs the
+  baseline drops -- no objective we tried avoids that, see README); with queue admission its
+  mean JCT is far lower (paper: up to ~10x; we require >= 3x);
 - Frenzy: plan-and-place mean JCT no worse than first-fit with user requests on a heterogeneous
   cluster (three GPU types, its setting).
 """
@@ -31,14 +33,55 @@ def _run(workload, policy, cluster=None, **kw):
     return summarise(simulate(cluster or pollux_cluster(), workload, policy, **kw))
 
 
+def _jcts(res):
+    return {j.name: j.finish_s - j.submitted_s for j in res.jobs if j.status == "done"}
+
+
 def test_elastic_dp_completes_more_under_high_load_with_drop():
+    """Paper (Saxena et al. MASCOTS'20): ~2x jobs completed (>= 1.5x here; measured 155 vs 75)
+    and lower mean JCT -- like-for-like over the jobs both policies complete (measured 0.46 vs
+    0.55 h; we require a 10% margin)."""
+    from gpuwise.sim.metrics import common_jct
+
     w = load_workload(HIGH)
-    el = _run(w, ElasticDP(elastic=True, admission="drop"))
-    fx = _run(w, ElasticDP(elastic=False, admission="drop"))
-    print(el["jobs_completed"], fx["jobs_completed"])
+    el_res = simulate(pollux_cluster(), w, ElasticDP(elastic=True, admission="drop"))
+    fx_res = simulate(pollux_cluster(), w, ElasticDP(elastic=False, admission="drop"))
+    el, fx = summarise(el_res), summarise(fx_res)
     assert el["jobs_completed"] >= 1.5 * fx["jobs_completed"]
     assert el["jobs_dropped"] < fx["jobs_dropped"]
     assert el["jobs_completed"] + el["jobs_dropped"] == 160
+    n, mean = common_jct({"el": _jcts(el_res), "fx": _jcts(fx_res)})
+    assert n >= 0.9 * fx["jobs_completed"]  # nearly every job the baseline finishes, elastic does too
+    assert mean["el"] <= 0.9 * mean["fx"]
+
+
+@pytest.mark.parametrize("objective", ["job", "remaining", "request", "speedup"])
+def test_every_objective_completes_more_with_drop(objective):
+    """The ~2x completion relation does not hinge on the unpublished normalisation of V_j(g)
+    (papers.md C.3): every objective completes >= 1.5x the fixed-batch DP's jobs."""
+    w = load_workload(HIGH)
+    el = _run(w, ElasticDP(elastic=True, admission="drop", objective=objective))
+    fx = _run(w, ElasticDP(elastic=False, admission="drop", objective=objective))
+    assert el["jobs_completed"] >= 1.5 * fx["jobs_completed"]
+    assert any(f"objective {objective}" in a for a in el["assumptions"])
+
+
+def test_unknown_objective_is_input_error():
+    from gpuwise.errors import InputError
+
+    with pytest.raises(InputError, match="--objective"):
+        ElasticDP(objective="throughput")
+
+
+def test_cli_objective_choices_match_the_policy():
+    import argparse
+
+    from gpuwise.cli.simulate import add_common
+    from gpuwise.policies.value import OBJECTIVES
+
+    p = argparse.ArgumentParser()
+    add_common(p)
+    assert next(a for a in p._actions if a.dest == "objective").choices == tuple(OBJECTIVES)
 
 
 def test_elastic_dp_lower_mean_jct_with_queue_admission():
@@ -106,6 +149,8 @@ def test_cli_compare_json_and_plots(capsys, tmp_path):
     assert rc == 0
     out = json.loads(capsys.readouterr().out)
     assert set(out["policies"]) == {"fifo", "elastic-dp"}
+    assert out["policies"]["fifo"]["jobs_completed_by_all"] == 6
+    assert out["policies"]["fifo"]["mean_jct_common_s"] == pytest.approx(out["policies"]["fifo"]["mean_jct_s"])
     assert out["policies"]["fifo"]["jobs_completed"] == 6
     for f in ("jct_cdf.png", "gpus_in_use.png", "queue_length.png"):
         assert (tmp_path / f).stat().st_size > 1000

@@ -26,6 +26,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--seed", type=int, default=0, help="seed of the speed noise (default 0)")
     parser.add_argument("--admission", choices=("queue", "drop"), default=None,
                         help="elastic-dp policies: drop or queue jobs that do not fit (default drop)")
+    parser.add_argument("--objective", choices=("job", "remaining", "request", "speedup"), default=None,
+                        help="elastic-dp policies: what V_j(g) measures -- job (fraction of the job per "
+                             "hour, default), remaining (of its remaining work: SRPT-like), request "
+                             "(speed vs its own request), speedup (vs its best single GPU)")
     parser.add_argument("--restart-s", type=float, default=30.0,
                         help="seconds a job loses per start/rescale (default 30, Pollux's simulator)")
     parser.add_argument("--policy-model", choices=("oracle", "fitted"), default="oracle",
@@ -90,7 +94,7 @@ def simulate_policy(cluster, workload, name: str, args) -> tuple[dict, dict]:
     from gpuwise.sim.cluster import simulate
     from gpuwise.sim.metrics import series, summarise
 
-    policy = make_policy(name, admission=args.admission)
+    policy = make_policy(name, admission=args.admission, objective=args.objective)
     res = simulate(cluster, workload, policy, restart_s=args.restart_s, seed=args.seed,
                    speed_noise=args.speed_noise, policy_model=args.policy_model)
     return summarise(res), series(res)

@@ -14,33 +14,36 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuwise.errors import InputError
 from gpuwise.policies.admission import check_admission, refused
 from gpuwise.policies.base import Decision, JobState, PerfModel, Policy, SchedView
 from gpuwise.policies.dp import dp_allocate
 from gpuwise.policies.placement import best_fit, place_shares
-from gpuwise.policies.value import value_table
+from gpuwise.policies.value import DEFAULT_OBJECTIVE, OBJECTIVES, value_table
 
 
 class ElasticDP(Policy):
     needs_progress = True
 
     def __init__(self, elastic: bool = True, admission: str = "drop", min_interval_s: float = 60.0,
-                 hysteresis: float = 0.1, normalise: str = "job"):
+                 hysteresis: float = 0.1, objective: str = DEFAULT_OBJECTIVE):
         self.elastic = elastic                    # choose the batch per GPU count (False: user's batch)
         self.admission = check_admission(admission)
         self.min_interval_s = float(min_interval_s)  # fewest seconds between two re-optimisations
         # a running job's value at any other (GPUs, batch) is discounted by this fraction, so it is
         # only rescaled (a checkpoint-restart) for a clear gain
         self.hysteresis = float(hysteresis)
-        self.normalise = normalise  # value unit: "request" (speed vs own request) or "job" (job/hour)
+        if objective not in OBJECTIVES:
+            raise InputError("--objective", objective, "use one of " + ", ".join(OBJECTIVES))
+        self.objective = objective  # what V_j(g) measures: a key of gpuwise.policies.value.OBJECTIVES
         self.name = "elastic-dp" if elastic else "elastic-dp-fixed-batch"
 
     def describe(self) -> list[str]:
         return [f"{self.name}: DP over GPU counts{' and batch sizes' if self.elastic else ' (batch fixed)'}, "
                 f"admission={self.admission}, re-optimised on arrival/completion at most every "
                 f"{self.min_interval_s:g} s, hysteresis {self.hysteresis:.0%} against rescaling a running job; "
-                + ("value = fraction of the job done per hour (paper's normalisation is unpublished)"
-                   if self.normalise == "job" else "value = goodput relative to the job's own request")]
+                + f"objective {self.objective}: V_j(g) = {OBJECTIVES[self.objective]} "
+                "(the paper's normalisation is unpublished)"]
 
     def _pools(self, view: SchedView) -> dict[str, list[JobState]]:
         cap = view.cluster.capacity_by_type()
@@ -56,7 +59,7 @@ class ElasticDP(Policy):
         return pools
 
     def _table(self, perf: PerfModel, js: JobState, gpu: str, K: int, gpn: int):
-        v, b, ref = value_table(perf, js, gpu, K, gpn, self.elastic, self.normalise)
+        v, b, ref = value_table(perf, js, gpu, K, gpn, self.elastic, self.objective)
         cur = js.allocation
         if cur is None or self.hysteresis <= 0 or cur.gpu_type != gpu:
             return v, b, ref

@@ -49,11 +49,17 @@ POLICIES: dict[str, Callable[..., Policy]] = {
 }
 # options each policy accepts from the command line
 TAKES_ADMISSION = ("elastic-dp", "elastic-dp-fixed-batch")
+TAKES_OBJECTIVE = TAKES_ADMISSION
 
 
-def make_policy(name: str, admission: str | None = None) -> Policy:
-    """A fresh policy by name (unknown -> InputError naming the valid ones)."""
+def make_policy(name: str, admission: str | None = None, objective: str | None = None) -> Policy:
+    """A fresh policy by name (unknown -> InputError naming the valid ones). ``admission`` and
+    ``objective`` (None = the policy's default) apply to the elastic-DP policies only."""
     if name not in POLICIES:
         raise unknown_name("--policy", name, POLICIES)
-    kw = {"admission": admission} if admission and name in TAKES_ADMISSION else {}
+    kw = {}
+    if name in TAKES_ADMISSION and admission:
+        kw["admission"] = admission
+    if name in TAKES_OBJECTIVE and objective:
+        kw["objective"] = objective
     return POLICIES[name](**kw)

@@ -1,10 +1,10 @@
 """Per-job value of g GPUs: V_j(g) = max over allowed batches of goodput_j(g, b) / reference.
 
 Elastic-scaling paper (MASCOTS'20, notes C.3): the value of k GPUs is the best throughput over
-the feasible batch range, normalised so that different models are comparable. We normalise by
-the goodput of the job's own request (its GPUs at its batch), or by its best value when the
-request itself is infeasible, so V is "speed relative to what the user asked for" and the same
-reference serves the elastic policy and its fixed-batch baseline.
+the feasible batch range, normalised so that different models are comparable. The paper does not
+publish the normalisation, so it is an option (`OBJECTIVES`); every one divides goodput (fraction
+of the job per second) by a per-job reference that is the same for the elastic policy and its
+fixed-batch baseline.
 """
 
 from __future__ import annotations
@@ -30,36 +30,49 @@ def batch_candidates(perf: PerfModel, js: JobState, gpu: str, elastic: bool) -> 
     return tuple(sorted(grid))
 
 
-NORMALISATIONS = ("request", "job")
+# V_j(g) objectives of the elastic DP (papers.md C.3/C.4 leave the paper's normalisation open);
+# measured on Pollux workload-6 at 4x load with drop admission (README, tests/test_sched_sim.py):
+OBJECTIVES = {
+    # fraction of the whole job done per hour: weights goodput by 1/job size (short jobs first)
+    "job": "fraction of the whole job done per hour (goodput / job size)",
+    # fraction of the *remaining* work done per hour: SRPT-like, 1/remaining-work weighting
+    "remaining": "fraction of the job's remaining work done per hour (goodput / remaining work, SRPT-like)",
+    # goodput relative to the user's own request (its GPUs at its batch)
+    "request": "goodput relative to the job's own request (its GPUs at its batch)",
+    # goodput relative to the job's best single-GPU goodput: a speedup, the notes' natural choice
+    "speedup": "speedup over the job's best single-GPU goodput",
+}
+DEFAULT_OBJECTIVE = "job"
 
 
 def value_table(perf: PerfModel, js: JobState, gpu: str, max_gpus: int, gpus_per_node: int,
-                elastic: bool, normalise: str = "request") -> tuple[np.ndarray, np.ndarray, float]:
+                elastic: bool, objective: str = DEFAULT_OBJECTIVE) -> tuple[np.ndarray, np.ndarray, float]:
     """(V, best batch, reference goodput) for g = 0..max_gpus; V[g] = -inf where infeasible
-    (V[0] = -inf: an admitted job gets at least one GPU).
-
-    ``normalise="request"``: V = speed relative to the job's own request; ``"job"``: V = fraction of
-    the whole job done per hour (favours jobs close to completion, like SRPT)."""
+    (V[0] = -inf: an admitted job gets at least one GPU). ``objective``: a key of `OBJECTIVES`;
+    the reference is what goodput (fraction of the job per second) is divided by."""
     batches = batch_candidates(perf, js, gpu, elastic)
     grid = perf.goodput_grid(js, gpu, max_gpus, gpus_per_node, batches)  # (G, B)
     best = grid.argmax(axis=1)
     good = grid[np.arange(grid.shape[0]), best]
-    if normalise == "job":
-        v = np.full(max_gpus + 1, -np.inf)
-        v[1:] = np.where(good > 0, good * 3600.0, -np.inf)
-        b = np.zeros(max_gpus + 1, dtype=np.int64)
-        b[1:] = np.asarray(batches, dtype=np.int64)[best]
-        return v, b, 1.0 / 3600.0
-    ref = 0.0
-    req = js.job.num_gpus
-    if 1 <= req <= max_gpus:
-        own = batch_candidates(perf, js, gpu, elastic=False)
-        ref = float(perf.goodput_grid(js, gpu, req, gpus_per_node, own)[req - 1, 0]) if elastic else \
-            float(grid[req - 1, 0])
-    if ref <= 0:
+    b = np.zeros(max_gpus + 1, dtype=np.int64)
+    b[1:] = np.asarray(batches, dtype=np.int64)[best]
+    if objective == "job":
+        ref = 1.0 / 3600.0
+    elif objective == "remaining":  # floor: a job about to finish must not get an unbounded value
+        ref = max(1.0 - js.fraction_done, 1e-3) / 3600.0
+    elif objective == "speedup":
+        ref = float(good[0])
+    elif objective == "request":
+        ref = 0.0
+        req = js.job.num_gpus
+        if 1 <= req <= max_gpus:
+            own = batch_candidates(perf, js, gpu, elastic=False)
+            ref = float(perf.goodput_grid(js, gpu, req, gpus_per_node, own)[req - 1, 0]) if elastic else \
+                float(grid[req - 1, 0])
+    else:
+        raise ValueError(f"unknown objective {objective!r}")
+    if ref <= 0:  # the reference itself is infeasible: normalise by the job's best value
         ref = float(good.max()) if good.max() > 0 else 1.0
     v = np.full(max_gpus + 1, -np.inf)
     v[1:] = np.where(good > 0, good / ref, -np.inf)
-    b = np.zeros(max_gpus + 1, dtype=np.int64)
-    b[1:] = np.asarray(batches, dtype=np.int64)[best]
     return v, b, ref

@@ -61,6 +61,17 @@ def series(res: SimResult) -> dict:
     done = [j for j in res.jobs if j.status == "done"]
     return {
         "jct_s": sorted(j.finish_s - j.submitted_s for j in done),
+        "jct_by_job": {j.name: j.finish_s - j.submitted_s for j in done},
         "gpus_used": _downsample(res.gpu_series, res.end_s, 4000),
         "queue_len": _downsample(res.queue_series, res.end_s, 4000),
     }
+
+
+def common_jct(jct_by_job: dict[str, dict[str, float]]) -> tuple[int, dict[str, float | None]]:
+    """Mean JCT of each run over the jobs that *every* run completed: a like-for-like view when
+    drop admission lets policies complete different job sets. ``jct_by_job``: run -> job -> JCT.
+    Returns (number of common jobs, run -> mean JCT in seconds or None)."""
+    sets = [set(d) for d in jct_by_job.values()]
+    common = set.intersection(*sets) if sets else set()
+    return len(common), {k: (float(np.mean([d[n] for n in common])) if common else None)
+                         for k, d in jct_by_job.items()}
