@@ -62,6 +62,9 @@ CASES = [
     ("catalog-top-text", "catalog --top abc", "--top"),
     ("catalog-dir-missing", "catalog --catalog-dir {B}/missing", "catalog-dir"),
     ("catalog-dir-empty", "catalog --catalog-dir {B}/folder", "vms.csv"),
+    ("catalog-vms-columns", "catalog --catalog-dir {B}/cat_cols", "missing column"),
+    ("catalog-vms-empty", "catalog --catalog-dir {B}/cat_empty", "empty file"),
+    ("catalog-vms-binary", "plan examples/llama-3.1-8b-lora.yaml --catalog-dir {B}/cat_binary", "UTF-8"),
     # memory / fit-gpus (issue 2: malformed config names the field; impossible plans)
     ("memory-unknown-model", "memory llama-3.1-9b", "did you mean"),
     ("memory-config-missing", "memory {B}/missing.json", "config.json"),
@@ -203,6 +206,9 @@ def bad_dir(tmp_path_factory) -> Path:
     cols.mkdir()
     for f in ("instances", "scaling_factor_params", "network_saturation", "quotas"):
         (cols / f"{f}.csv").write_text("x,y\n1,2\n")
+    for name, content in (("cat_cols", b"x,y\n1,2\n"), ("cat_empty", b""), ("cat_binary", BINARY)):
+        (d / name / "aws").mkdir(parents=True)
+        (d / name / "aws" / "vms.csv").write_bytes(content)
     return d
 
 

@@ -298,9 +298,14 @@ def parse_vms_csv(cloud: str, path: Path | str, date: str, skipped: dict[str, in
     skipped = {} if skipped is None else skipped
     path = Path(path)
     name = source_name or str(path)
-    if cloud == "gcp":
-        return _parse_gcp(path, date, skipped, name)
-    return _parse_generic(cloud, path, date, skipped, name)
+    try:
+        if cloud == "gcp":
+            return _parse_gcp(path, date, skipped, name)
+        return _parse_generic(cloud, path, date, skipped, name)
+    except StopIteration:  # no header row
+        raise InputError("catalog", str(path), "empty file; not a SkyPilot v8 vms.csv") from None
+    except UnicodeDecodeError as exc:
+        raise InputError("catalog", str(path), f"not UTF-8 text (byte {exc.start}); not a SkyPilot v8 vms.csv") from None
 
 
 _FILE_NAME = re.compile(r"([a-z0-9]+)_(?:.*_)?vms.*\.csv")  # <cloud>_vms.csv, <cloud>_gpu_vms_subset.csv
