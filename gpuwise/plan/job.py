@@ -57,16 +57,15 @@ def batch_grid(lo: int, hi: int) -> tuple[int, ...]:
 def from_jobspec(spec, *, clouds: list[str] | None = None, gpus: list[str] | None = None,
                  spot: bool | None = None, max_gpus: int | None = None) -> PlanJob:
     """Build the planner's job from a validated JobSpec; CLI flags override the spec's constraints."""
+    from gpuwise.estimate.job_model import noise_model_for
+
     model = spec.model_spec()
     tr = spec.training
     token_model = model.sample_unit == "token"
-    samples = tr.amount_samples(token_model)
-    if samples is None or samples <= 0:
-        raise InputError("training", None, "give tokens, samples, epochs (+dataset_samples) or steps")
+    # the same steps-to-target model the shared JobModel (simulator, rent solver) uses
+    noise = noise_model_for(spec)
+    samples, ref, phi = noise.samples_at_ref, noise.ref_batch, noise.phi
     lo, hi = tr.batch_range
-    ref = tr.amount_reference_batch()
-    phi = tr.noise_scale if tr.noise_scale else math.inf
-    noise = NoiseModel(phi=phi, ref_batch=ref, samples_at_ref=samples, rule=tr.lr_scaling)
     base = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token_model else 1, grad_accum=1,
                           precision=tr.precision, optimizer=tr.optimizer, recompute=tr.recompute,
                           lora_rank=tr.lora_rank, quantize=tr.quantize)
