@@ -157,7 +157,7 @@ def run(args: argparse.Namespace) -> int:
         assumptions.append(f"no price_per_gpu_hour in {spec.source} for {', '.join(spec.unpriced)}: priced at "
                            "$1/GPU-h by default, so the USD budget equals a GPU budget; set the prices in the file")
     out = _sol_json(sol, occ)
-    unit = "GPUs" if budget.unit == "gpus" else "USD/h"
+    unit = budget.units
 
     swept = None
     if args.sweep or args.plot:

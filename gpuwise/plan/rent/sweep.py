@@ -61,7 +61,7 @@ def plot(result: SweepResult, path: str, title: str = "") -> None:
         ax2.plot(b, [s.types[i].mean_response_time for s in result.solutions], ":", label=f"E[T] ({name})")
     ax2.plot(b, [s.mean_response_time for s in result.solutions], color="black", lw=2, label="E[T]")
     ax1.axhline(1.0, ls="--", color="grey", lw=0.8)
-    unit = "GPUs" if result.solutions[0].budget.unit == "gpus" else "USD/h"
+    unit = result.solutions[0].budget.units
     ax1.set(xlabel=f"budget b ({unit})", ylabel="optimal width k_i (GPUs)", yscale="log")
     ax2.set(xlabel=f"budget b ({unit})", ylabel="mean response time (h)")
     ax1.legend()
