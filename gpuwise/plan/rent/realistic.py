@@ -22,7 +22,7 @@ import numpy as np
 from gpuwise.errors import InputError
 from gpuwise.plan.rent.instances import achievable_widths, instance_gpus
 from gpuwise.plan.rent.jobtypes import JobType
-from gpuwise.plan.rent.solver import Budget, RentSolution, TypeAllocation, check_types, solve
+from gpuwise.plan.rent.solver import Budget, RentSolution, TypeAllocation, bracket_mu, check_types, solve
 
 MAX_WIDTH = 4096  # widest candidate for an uncapped type
 
@@ -96,19 +96,8 @@ def solve_realistic(types: Sequence[JobType], budget: Budget, boot: float = 0.0,
     if top <= b:
         return _finish(types, w, cands, js_top, mixes, 0.0, budget, floor_b, boot, False,
                        assumptions + [f"budget slack: the widest candidates use {top:.6g} of {b:g} {unit}"])
-    mu_lo, mu_hi = 1.0, 1.0
-    while spend(mu_hi)[0] > b:
-        mu_hi *= 4.0
-    while spend(mu_lo)[0] <= b:
-        mu_lo /= 4.0
-    for _ in range(400):
-        mid = math.sqrt(mu_lo * mu_hi)
-        if not (mu_lo < mid < mu_hi):
-            break
-        if spend(mid)[0] > b:
-            mu_lo = mid
-        else:
-            mu_hi = mid
+    mu_lo, mu_hi = bracket_mu(lambda mu: spend(mu)[0], b,
+                              f"cannot be met; minimum feasible budget is above {floor_b:.6g} {unit}")
     spent, js = spend(mu_hi)
     _, js_lo = spend(mu_lo)
     deficit = b - spent

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from typing import Sequence
+from typing import Callable, Sequence
 
 import numpy as np
 
@@ -149,6 +149,30 @@ def _spend(types, w, mu, integer, boot_delay=0.0) -> tuple[float, list[float]]:
     return total, ks
 
 
+def bracket_mu(spent: Callable[[float], float], b: float, refusal: str) -> tuple[float, float]:
+    """mu_lo < mu* <= mu_hi with spent(mu_lo) > b >= spent(mu_hi), to float precision.
+
+    ``spent(mu)`` is the long-run spend of the per-type argmin widths at multiplier mu; it falls as mu
+    rises (dearer GPUs -> narrower jobs). Bracket by factors of 4, then bisect geometrically.
+    ``refusal`` is the InputError fix text when no finite mu meets the budget."""
+    mu_lo, mu_hi = 1.0, 1.0
+    while spent(mu_hi) > b:
+        mu_hi *= 4.0
+        if mu_hi > 1e300:
+            raise InputError("--budget", b, refusal)
+    while spent(mu_lo) <= b and mu_lo > 1e-300:
+        mu_lo /= 4.0
+    for _ in range(400):
+        mid = math.sqrt(mu_lo * mu_hi)
+        if not (mu_lo < mid < mu_hi):
+            break
+        if spent(mid) > b:
+            mu_lo = mid
+        else:
+            mu_hi = mid
+    return mu_lo, mu_hi
+
+
 def _discrete(t: JobType, integer: bool) -> bool:
     return integer or t.speedup.is_piecewise_linear
 
@@ -196,22 +220,8 @@ def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_
     if top <= b:
         return _finish(types, w, ks_top, [None] * len(types), 0.0, budget, floor_b, integer, False, boot_delay,
                        assumptions + [f"budget slack: every type at its cap uses {top:.6g} of {b:g} {unit}"])
-    # Bracket mu*: spend(mu_lo) > b >= spend(mu_hi).
-    mu_lo, mu_hi = 1.0, 1.0
-    while _spend(types, w, mu_hi, integer, boot_delay)[0] > b:
-        mu_hi *= 4.0
-        if mu_hi > 1e300:
-            raise InputError("--budget", b, f"cannot be met; minimum feasible budget is above {floor_b:.6g} {unit}")
-    while _spend(types, w, mu_lo, integer, boot_delay)[0] <= b:
-        mu_lo /= 4.0
-    for _ in range(400):
-        mid = math.sqrt(mu_lo * mu_hi)
-        if not (mu_lo < mid < mu_hi):
-            break
-        if _spend(types, w, mid, integer, boot_delay)[0] > b:
-            mu_lo = mid
-        else:
-            mu_hi = mid
+    mu_lo, mu_hi = bracket_mu(lambda mu: _spend(types, w, mu, integer, boot_delay)[0], b,
+                              f"cannot be met; minimum feasible budget is above {floor_b:.6g} {unit}")
     spend_hi, ks_hi = _spend(types, w, mu_hi, integer, boot_delay)
     _, ks_lo = _spend(types, w, mu_lo, integer, boot_delay)
     # Hand the remaining budget to the types whose width jumps at mu*, one at a time; the last
