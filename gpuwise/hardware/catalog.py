@@ -30,9 +30,11 @@ import csv
 import datetime as _dt
 import json
 import re
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
+from typing import Iterator
 
 from gpuwise.data import data_path
 from gpuwise.errors import InputError, unknown_name
@@ -199,19 +201,28 @@ def _resolve(cloud: str, instance: str, accelerator: str, count: float | None,
     return gpu, float(count)  # type: ignore[arg-type]
 
 
-def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
-    out: list[Offering] = []
+@contextmanager
+def _vms_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[dict[str, int], Iterator[list[str]]]]:
+    """Column index by name and the complete rows of a v8 vms.csv, after checking `required` columns."""
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
-        header = next(reader)
+        header = next(reader, None)
+        if header is None:
+            raise InputError("catalog", str(path), "empty file; not a SkyPilot v8 vms.csv")
         col = {name: i for i, name in enumerate(header)}
-        _require(path, col, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region"))
+        _require(path, col, required)
+        yield col, (row for row in reader if len(row) >= len(header))
+
+
+def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
+    out: list[Offering] = []
+    with _vms_csv(path, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")) as (col, rows):
         i_inst, i_acc, i_cnt = col["InstanceType"], col["AcceleratorName"], col["AcceleratorCount"]
         i_cpu, i_mem = col.get("vCPUs"), col.get("MemoryGiB")
         i_price, i_spot, i_region = col["Price"], col.get("SpotPrice"), col["Region"]
         i_zone = col.get("AvailabilityZone")
-        for row in reader:
-            if len(row) < len(header) or not row[i_acc].strip():
+        for row in rows:
+            if not row[i_acc].strip():
                 continue  # CPU-only instance
             res = _resolve(cloud, row[i_inst], row[i_acc], _float(row[i_cnt]), skipped)
             if res is None:
@@ -232,16 +243,10 @@ def _parse_gcp(path: Path, date: str, skipped: dict[str, int], name: str) -> lis
     wanted_hosts = {h for hs in hosts_for.values() for h in hs}
     gpu_rows: list[list[str]] = []
     hosts: dict[tuple[str, str], list[str]] = {}  # (instance, zone) -> row
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader)
-        col = {name: i for i, name in enumerate(header)}
-        _require(path, col, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice",
-                             "Region", "AvailabilityZone", "vCPUs", "MemoryGiB"))
+    with _vms_csv(path, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice",
+                         "Region", "AvailabilityZone", "vCPUs", "MemoryGiB")) as (col, rows):
         i_inst, i_acc, i_zone = col["InstanceType"], col["AcceleratorName"], col["AvailabilityZone"]
-        for row in reader:
-            if len(row) < len(header):
-                continue
+        for row in rows:
             inst = row[i_inst]
             if not inst and row[i_acc]:
                 gpu_rows.append(row)
@@ -302,8 +307,6 @@ def parse_vms_csv(cloud: str, path: Path | str, date: str, skipped: dict[str, in
         if cloud == "gcp":
             return _parse_gcp(path, date, skipped, name)
         return _parse_generic(cloud, path, date, skipped, name)
-    except StopIteration:  # no header row
-        raise InputError("catalog", str(path), "empty file; not a SkyPilot v8 vms.csv") from None
     except UnicodeDecodeError as exc:
         raise InputError("catalog", str(path), f"not UTF-8 text (byte {exc.start}); not a SkyPilot v8 vms.csv") from None
 
@@ -399,15 +402,11 @@ def _cpu_rows(cloud: str, path: str, date: str, source: str) -> tuple[Offering, 
     gpu_only = tuple(sorted({h.split("-")[0] + "-" for (_, count), hosts in _gcp_hosts().items()
                              if count != "*" for h in hosts}))
     out = []
-    with open(path, newline="") as fh:
-        reader = csv.reader(fh)
-        header = next(reader)
-        col = {name: i for i, name in enumerate(header)}
-        _require(Path(path), col, ("InstanceType", "AcceleratorName", "Price", "Region"))
+    with _vms_csv(Path(path), ("InstanceType", "AcceleratorName", "Price", "Region")) as (col, rows):
         i_zone, i_spot = col.get("AvailabilityZone"), col.get("SpotPrice")
         i_cpu, i_mem = col.get("vCPUs"), col.get("MemoryGiB")
-        for row in reader:
-            if len(row) < len(header) or row[col["AcceleratorName"]].strip() or not row[col["InstanceType"]]:
+        for row in rows:
+            if row[col["AcceleratorName"]].strip() or not row[col["InstanceType"]]:
                 continue
             if cloud == "gcp" and row[col["InstanceType"]].startswith(gpu_only):
                 continue
