@@ -158,24 +158,19 @@ def _trace_stats(path: Path, names: list[str]) -> dict[str, tuple[float, list[fl
 def parse_budget(value, field: str = "budget") -> Budget:
     """2 | "2" -> 2 GPUs; "30usd", "$30", "$30/h", {usd_per_hour: 30}, {gpus: 2}."""
     if isinstance(value, dict):
-        if len(value) == 1 and next(iter(value)) in ("gpus", "usd_per_hour"):
-            (unit, amount), = value.items()
-            try:
-                amount = float(amount)
-            except (TypeError, ValueError):
-                raise InputError(f"{field}.{unit}", amount, "must be a number") from None
-            if not (amount > 0 and math.isfinite(amount)):
-                raise InputError(f"{field}.{unit}", amount, "must be a positive number")
-            return Budget(amount, unit)
-        raise InputError(field, value, "give a number of GPUs, {gpus: 2} or {usd_per_hour: 30}")
-    text = str(value).strip().lower().replace(" ", "")
-    unit = "gpus"
-    if text.startswith("$") or text.endswith(("usd", "usd/h", "$/h", "/h")):
-        unit = "usd_per_hour"
-        for token in ("usd/h", "$/h", "/h", "usd", "$"):
-            text = text.replace(token, "")
-    elif text.endswith("gpus") or text.endswith("gpu"):
-        text = text.removesuffix("gpus").removesuffix("gpu")
+        if not (len(value) == 1 and next(iter(value)) in ("gpus", "usd_per_hour")):
+            raise InputError(field, value, "give a number of GPUs, {gpus: 2} or {usd_per_hour: 30}")
+        (unit, value), = value.items()
+        field, text = f"{field}.{unit}", str(value).strip()
+    else:
+        text = str(value).strip().lower().replace(" ", "")
+        unit = "gpus"
+        if text.startswith("$") or text.endswith(("usd", "usd/h", "$/h", "/h")):
+            unit = "usd_per_hour"
+            for token in ("usd/h", "$/h", "/h", "usd", "$"):
+                text = text.replace(token, "")
+        elif text.endswith("gpus") or text.endswith("gpu"):
+            text = text.removesuffix("gpus").removesuffix("gpu")
     try:
         amount = float(text)
     except ValueError:
