@@ -121,3 +121,39 @@ def test_whole_simulation_stays_within_capacity(scn, name):
     m = summarise(simulate(cluster, Workload(tuple(jobs), "random", "gpuwise"), make_policy(name)))
     assert m["jobs_completed"] + m["jobs_dropped"] == len(jobs)
     assert m["peak_gpus_used"] <= cluster.total_gpus
+
+
+def test_frenzy_plans_accumulate_instead_of_taking_53_gpus():
+    """Frenzy's plan list (papers.md E.2-E.4: plans ranked by predicted speed, first feasible).
+    ImageNet at global batch 6400 fits 122 samples per T4 by the memory estimator, i.e. 53 T4s in
+    one step; with gradient accumulation (same global batch) fewer GPUs are valid plans, so no plan
+    holds more than the user's 32 and the list is in decreasing predicted speed (exact)."""
+    from gpuwise.hardware.cluster import pollux_cluster
+    from gpuwise.policies.frenzy import Frenzy, memory_limit
+
+    perf = GroundTruthPerf()
+    view = SchedView({}, {}, ClusterState(pollux_cluster()))
+    job = TraceJob("imagenet-0", 0.0, 32, "imagenet", 6400)
+    js = JobState(job=job, submitted_s=0.0, target=perf.target(job))
+    assert -(-6400 // memory_limit("imagenet", "T4")) > 32
+    fr = Frenzy()
+    plans = fr.plans(js, view, perf)
+    counts = [n for _, n in plans]
+    assert counts and max(counts) <= 32 and min(counts) < 32
+    speeds = dict(fr._type_plans(js, "T4", view, perf))
+    assert [speeds[n] for n in counts] == sorted(speeds.values(), reverse=True)
+    # every kept plan is within the speed floor of the fastest one
+    assert min(speeds.values()) >= fr.min_speed * max(speeds.values())
+
+
+def test_perf_models_accumulate_only_when_asked():
+    """goodput_grid: a per-GPU batch over the memory limit is infeasible (0) unless accumulate=True,
+    which runs it as micro-steps (slower per sample than the fitting batch, never zero)."""
+    perf = GroundTruthPerf()
+    job = TraceJob("imagenet-0", 0.0, 32, "imagenet", 6400)
+    js = JobState(job=job, submitted_s=0.0, target=perf.target(job))
+    plain = perf.goodput_grid(js, "T4", 64, 4, (6400,))[:, 0]
+    acc = perf.goodput_grid(js, "T4", 64, 4, (6400,), accumulate=True)[:, 0]
+    assert plain[0] == 0.0 and acc[0] > 0.0            # 6400 on one T4 only by accumulating
+    assert plain[31] > 0 and acc[31] == plain[31]       # 200 per GPU fits: identical
+    assert (acc > 0).all()

@@ -6,8 +6,8 @@ Relations (papers.md C.7 and E.5 -- qualitative targets, checked with margins):
   (the mean over *all* completions is higher: it also finishes the long ImageNet/BERT jobs the
   baseline drops -- no objective we tried avoids that, see README); with queue admission its
   mean JCT is far lower (paper: up to ~10x; we require >= 3x);
-- Frenzy: plan-and-place mean JCT no worse than first-fit with user requests on a heterogeneous
-  cluster (three GPU types, its setting).
+- Frenzy: plan-and-place mean JCT no worse than first-fit with user requests on every Pollux
+  workload, on the Pollux testbed and on a heterogeneous cluster (three GPU types, its setting).
 """
 
 import dataclasses
@@ -92,13 +92,18 @@ def test_elastic_dp_lower_mean_jct_with_queue_admission():
     assert el["mean_jct_s"] * 3 <= fx["mean_jct_s"]
 
 
-def test_frenzy_no_worse_than_first_fit_on_heterogeneous_cluster():
-    w = load_workload(W6)
-    cl = load_cluster(HETERO)
-    fr = _run(w, make_policy("frenzy"), cl)
-    ff = _run(w, make_policy("first-fit"), cl)
-    assert fr["jobs_completed"] == ff["jobs_completed"] == 160
-    assert fr["mean_jct_s"] <= ff["mean_jct_s"]
+@pytest.mark.parametrize("cluster", ["pollux", "hetero"])
+def test_frenzy_no_worse_than_first_fit_on_every_pollux_workload(cluster):
+    """Frenzy (papers.md E.5 target 3): mean JCT no worse than first-fit with the user's requests
+    (the paper reports 12-18% lower). Checked on all 8 Pollux workloads, on the Pollux testbed
+    (measured ratios 0.52-0.97) and the heterogeneous cluster (0.36-0.81); exact (deterministic)."""
+    cl = pollux_cluster() if cluster == "pollux" else load_cluster(HETERO)
+    for i in range(1, 9):
+        w = load_workload(data_path("pollux", "workloads", f"workload-{i}.csv"))
+        fr = _run(w, make_policy("frenzy"), cl)
+        ff = _run(w, make_policy("first-fit"), cl)
+        assert fr["jobs_completed"] == ff["jobs_completed"] == 160
+        assert fr["mean_jct_s"] <= ff["mean_jct_s"], f"workload-{i}"
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))

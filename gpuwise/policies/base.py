@@ -154,10 +154,12 @@ class PerfModel(Protocol):
         ...
 
     def goodput_grid(self, js: JobState, gpu_type: str, max_gpus: int, gpus_per_node: int,
-                     batches: tuple[int, ...]) -> np.ndarray:
+                     batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
         """Fraction of the job completed per second with g = 1..max_gpus GPUs of ``gpu_type``
         packed on ceil(g/gpus_per_node) nodes (rows) at each global batch (columns); 0 where the
-        configuration is infeasible (per-GPU batch does not fit, or a rigid job's size differs)."""
+        configuration is infeasible (per-GPU batch does not fit, or a rigid job's size differs).
+        ``accumulate=True``: a per-GPU batch that does not fit runs as ceil(local/limit)
+        micro-steps of gradient accumulation instead of being infeasible."""
         ...
 
 

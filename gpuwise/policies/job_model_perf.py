@@ -47,7 +47,7 @@ class JobModelPerf:
         return int(lo), int(hi), max(1, int(jm.max_local_bsz * mem))
 
     def goodput_grid(self, js, gpu_type: str, max_gpus: int, gpus_per_node: int,
-                     batches: tuple[int, ...]) -> np.ndarray:
+                     batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
         job = js.job
         out = np.zeros((max_gpus, len(batches)))
         if job.gpu_type not in (None, gpu_type):
@@ -63,9 +63,11 @@ class JobModelPerf:
         b = np.asarray(batches, float)[None, :]
         nodes = np.ceil(g / gpus_per_node)
         local = b / g
-        step = np.asarray(jm.step_source.step_time(nodes, g, local, 0), float) / speed
+        micro_steps = np.maximum(1.0, np.ceil(local / limit - 1e-9))  # > 1 only with accumulation
+        step = np.asarray(jm.step_source.step_time(nodes, g, local / micro_steps, micro_steps - 1),
+                          float) / speed
         good = b / step * np.asarray(jm.efficiency(b), float) / jm.noise.samples_at_ref
-        return np.where(local <= limit + 1e-9, good, 0.0)
+        return np.where((micro_steps <= 1) | accumulate, good, 0.0)
 
     def describe(self) -> str:
         return (f"policies see the shared JobModel fitted on {self.fit_points} Pollux profile points "

@@ -255,20 +255,21 @@ class GroundTruthPerf:
             lo, hi = min(lo, job.batch_size), max(hi, job.batch_size)
         return int(lo), int(hi), max_local_bsz(job.application, gpu_type)
 
-    def _throughput_grid(self, app: str, gpu: str, max_gpus: int, gpn: int, batches: tuple) -> np.ndarray:
-        key = (app, gpu, max_gpus, gpn, batches)
+    def _throughput_grid(self, app: str, gpu: str, max_gpus: int, gpn: int, batches: tuple,
+                         accumulate: bool = False) -> np.ndarray:
+        key = (app, gpu, max_gpus, gpn, batches, accumulate)
         tp = self._tp.get(key)
         if tp is None:
             g = np.arange(1, max_gpus + 1, dtype=float)[:, None]
             nodes = np.ceil(g / gpn)
-            tp = throughput(app, gpu, g, nodes, np.asarray(batches, float)[None, :])
+            tp = throughput(app, gpu, g, nodes, np.asarray(batches, float)[None, :], accumulate)
             if len(self._tp) > 4096:
                 self._tp.clear()
             self._tp[key] = tp
         return tp
 
     def goodput_grid(self, js, gpu_type: str, max_gpus: int, gpus_per_node: int,
-                     batches: tuple[int, ...]) -> np.ndarray:
+                     batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
         job = js.job
         if job.application is None:
             out = np.zeros((max_gpus, len(batches)))
@@ -278,7 +279,8 @@ class GroundTruthPerf:
         if job.gpu_type not in (None, gpu_type):
             return np.zeros((max_gpus, len(batches)))
         p = app_profile(job.application)
-        tp = self._throughput_grid(job.application, gpu_type, max_gpus, gpus_per_node, tuple(batches))
+        tp = self._throughput_grid(job.application, gpu_type, max_gpus, gpus_per_node, tuple(batches),
+                                 accumulate)
         i = segment_index(p, js.progress)
         eff = _eff(p, np.asarray(batches, float), p.grad_sqr[i], p.grad_var[i])
         return tp * eff[None, :] / (p.init_batch * p.job_progress)
