@@ -49,3 +49,23 @@ def test_affine_fit_recovers_and_time_cost():
     hours, usd = scavenger_time_cost(170, 50000, 1024, 0.6, 16, 0.13402)
     assert usd == pytest.approx(hours * 16 * 0.13402)
     assert f.step_time(1, 8, 48) == pytest.approx(true.tau(8, 384))
+
+
+def test_job_model_from_jobspec_matches_planner_and_memory():
+    """JobModel.from_jobspec: the planner's step count (gpuwise.plan.job) and the memory limit
+    (largest power-of-two micro-batch that fits) are the same construction everywhere."""
+    from gpuwise.estimate.job_model import JobModel, largest_micro_batch
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.plan.job import from_jobspec as plan_job
+    from gpuwise.workload.jobspec import load_job
+
+    spec = load_job("examples/resnet50-imagenet.yaml")
+    jm = JobModel.from_jobspec(spec, "V100")
+    pj = plan_job(spec)
+    for gb in (256, 1024, 4096):
+        assert jm.steps_to_target(gb) == pytest.approx(float(pj.noise.steps(gb)), rel=1e-12)
+    gpu = get_gpu("V100")
+    assert jm.max_local_bsz == largest_micro_batch(spec.model_spec(), jm.step_source.cfg, gpu) >= 1
+    assert jm.best_batch(8) is not None and jm.speedup(8) > 1.0
+    with pytest.raises(InputError):
+        JobModel.from_jobspec(spec, "not-a-gpu")

@@ -159,7 +159,8 @@ def spot_times(work_s, rate_per_node_hour, nodes, checkpoint_s, restart_s, inter
     has = lam > 0
     safe_lam = np.where(has, lam, 1.0)
     if interval_s is None:
-        tau = np.sqrt(2.0 * np.maximum(ck, 1e-3) / safe_lam)
+        with np.errstate(over="ignore"):   # vanishing rates: interval -> inf, no preemptions either way
+            tau = np.sqrt(2.0 * np.maximum(ck, 1e-3) / safe_lam)
     else:
         tau = np.broadcast_to(np.asarray(interval_s, float), work.shape).astype(float)
     tau = np.where(has, tau, np.inf)

@@ -11,7 +11,6 @@ The single-GPU time to target is also returned: the job's size in single-GPU hou
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 from gpuwise.errors import InputError
@@ -65,40 +64,14 @@ def from_pollux(app: str, max_gpus: float | None, field: str) -> DerivedSpeedup:
 
 
 def from_job(path: str, gpu_name: str, max_gpus: float | None, field: str, gpus_per_node: int = 8) -> DerivedSpeedup:
-    """Analytical step time of a job spec on one GPU type (data parallel; tp = pp = 1)."""
+    """Analytical step time of a job spec on one GPU type (data parallel; tp = pp = 1), through
+    ``JobModel.from_jobspec`` (the same construction the planner uses)."""
     from gpuwise.estimate.job_model import JobModel
-    from gpuwise.estimate.memory import estimate_memory
-    from gpuwise.estimate.step_time import AnalyticalStepTime
-    from gpuwise.estimate.stat_efficiency import NoiseModel
-    from gpuwise.hardware.gpus import get_gpu
     from gpuwise.workload.jobspec import load_job
-    from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
     spec = load_job(path)
-    gpu = get_gpu(gpu_name)
-    model = spec.model_spec()
-    tr = spec.training
-    token = model.sample_unit == "token"
-    samples = tr.amount_samples(token)
-    if not samples:
-        raise InputError(f"{field}.job", path, "the job spec needs a training amount (tokens, samples, epochs, steps)")
-    lo, hi = tr.batch_range
-    noise = NoiseModel(phi=tr.noise_scale or math.inf, ref_batch=tr.amount_reference_batch(),
-                       samples_at_ref=samples, rule=tr.lr_scaling)
-    zero = spec.parallelism.zero[0] if spec.parallelism.zero else 0
-    cfg = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token else 1, grad_accum=1, precision=tr.precision,
-                         optimizer=tr.optimizer, recompute=tr.recompute, lora_rank=tr.lora_rank,
-                         quantize=tr.quantize, plan=ParallelPlan(dp=1, tp=1, pp=1, zero=zero))
-    # largest per-GPU micro-batch that fits in memory (powers of two)
-    local = 0
-    b = 1
-    while b <= 4096 and estimate_memory(model, TrainingConfig(**{**cfg.__dict__, "micro_batch": b}), gpu).fits(gpu):
-        local, b = b, b * 2
-    if local == 0:
-        raise InputError(f"{field}.gpu", gpu_name, f"{model.name} does not fit on one {gpu.name} with tp = pp = 1; "
-                                                   "pick a larger GPU or give a speedup table")
-    jm = JobModel(AnalyticalStepTime(model, cfg, gpu, gpus_per_node), noise, lo, hi, local,
-                  gpus_per_node=gpus_per_node, name=spec.name)
+    jm = JobModel.from_jobspec(spec, gpu_name, gpus_per_node=gpus_per_node, field=field)
+    gpu = jm.step_source.gpu
     return _from_model(jm, max_gpus or spec.constraints.max_gpus or DEFAULT_MAX, field,
                        f"job spec {spec.name} on {gpu.name} via the shared JobModel (analytical step time, "
-                       f"data parallel, micro-batch <= {local})")
+                       f"data parallel, micro-batch <= {jm.max_local_bsz})")
