@@ -78,7 +78,7 @@ class Frenzy(Policy):
         job = js.job
         cap = view.cluster.capacity_by_type()
         types = tuple(t for t in cap if job.gpu_type in (None, t))
-        key = (job.application, job.batch_size, job.num_gpus, types)
+        key = (job.application, job.jobspec, job.batch_size, job.num_gpus, types)
         cached = self._plans.get(key)
         if cached is not None:
             return cached

@@ -9,6 +9,10 @@ pass the same object (fitted online) to the same policies.
 T4-fitted step times are carried to other GPU types by `relative_speed` (whole step scaled, an
 approximation) and the per-GPU batch limit by the memory ratio. Rigid jobs (no application) run
 for their logged duration on exactly their requested GPUs.
+
+Jobs described by a job-spec YAML (``TraceJob.jobspec``) have no measured profile: their model is
+`JobModel.from_jobspec` built for each GPU type itself (analytical step time, the spec's noise
+scale and training amount), and it is both what policies see and the simulator's ground truth.
 """
 
 from __future__ import annotations
@@ -23,9 +27,11 @@ REFERENCE_GPU = "T4"  # the Pollux profiles the JobModel is fitted on were measu
 class JobModelPerf:
     """Policies' view of job speed through the shared JobModel (fitted per application, cached)."""
 
-    def __init__(self, fit_points: str = "all") -> None:
+    def __init__(self, fit_points: str = "all", inter_node_gbps: float | None = None) -> None:
         self.fit_points = fit_points  # "all" profile rows or "online" (<= 10 points, as a new job has)
+        self.inter_node_gbps = inter_node_gbps  # network of spec jobs' analytical model (None: its default)
         self._models: dict[str, object] = {}
+        self._spec_models: dict[tuple, object] = {}
 
     def model(self, app: str):
         jm = self._models.get(app)
@@ -36,15 +42,34 @@ class JobModelPerf:
             self._models[app] = jm
         return jm
 
-    def batch_range(self, job, gpu_type: str) -> tuple[int, int, int]:
+    def spec_model(self, path: str, gpu_type: str, gpus_per_node: int):
+        """JobModel of a job-spec YAML on ``gpu_type`` (None if the model does not fit that GPU)."""
+        key = (path, gpu_type, gpus_per_node)
+        if key not in self._spec_models:
+            from gpuwise.errors import InputError
+            from gpuwise.estimate.job_model import JobModel
+
+            try:
+                jm = JobModel.from_jobspec(path, gpu_type, gpus_per_node=gpus_per_node,
+                                           inter_node_gbps=self.inter_node_gbps, field=path)
+            except InputError as exc:
+                if not exc.field.endswith(".gpu"):
+                    raise
+                jm = None  # too big for this GPU type: the job only runs on others
+            self._spec_models[key] = jm
+        return self._spec_models[key]
+
+    def batch_range(self, job, gpu_type: str, gpus_per_node: int = 8) -> tuple[int, int, int]:
+        if job.jobspec is not None:
+            jm = self.spec_model(job.jobspec, gpu_type, gpus_per_node)
+            if jm is None:
+                return (0, 0, 0)
+            return (*_range(job, jm.min_batch, jm.max_batch), int(jm.max_local_bsz))
         if job.application is None:
             return (0, 0, 0)
         jm = self.model(job.application)
-        lo, hi = job.min_batch or jm.min_batch, job.max_batch or jm.max_batch
-        if job.batch_size:
-            lo, hi = min(lo, job.batch_size), max(hi, job.batch_size)
         mem = relative_speed(gpu_type, REFERENCE_GPU)[1]
-        return int(lo), int(hi), max(1, int(jm.max_local_bsz * mem))
+        return (*_range(job, jm.min_batch, jm.max_batch), max(1, int(jm.max_local_bsz * mem)))
 
     def goodput_grid(self, js, gpu_type: str, max_gpus: int, gpus_per_node: int,
                      batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
@@ -52,6 +77,12 @@ class JobModelPerf:
         out = np.zeros((max_gpus, len(batches)))
         if job.gpu_type not in (None, gpu_type):
             return out
+        if job.jobspec is not None:
+            jm = self.spec_model(job.jobspec, gpu_type, gpus_per_node)
+            if jm is None:
+                return out
+            g = np.arange(1, max_gpus + 1, dtype=float)[:, None]
+            return _goodput(jm, 1.0, jm.max_local_bsz, g, np.ceil(g / gpus_per_node), batches, accumulate, True)
         if job.application is None:
             if job.num_gpus <= max_gpus:
                 out[job.num_gpus - 1, :] = 1.0 / job.duration_s
@@ -60,17 +91,58 @@ class JobModelPerf:
         speed, _ = relative_speed(gpu_type, REFERENCE_GPU)
         limit = self.batch_range(job, gpu_type)[2]
         g = np.arange(1, max_gpus + 1, dtype=float)[:, None]
-        b = np.asarray(batches, float)[None, :]
-        nodes = np.ceil(g / gpus_per_node)
-        local = b / g
-        micro_steps = np.maximum(1.0, np.ceil(local / limit - 1e-9))  # > 1 only with accumulation
-        step = np.asarray(jm.step_source.step_time(nodes, g, local / micro_steps, micro_steps - 1),
-                          float) / speed
-        good = b / step * np.asarray(jm.efficiency(b), float) / jm.noise.samples_at_ref
-        return np.where((micro_steps <= 1) | accumulate, good, 0.0)
+        return _goodput(jm, speed, limit, g, np.ceil(g / gpus_per_node), batches, accumulate)
+
+    def spec_rate(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int,
+                  gpus_per_node: int) -> float:
+        """Fraction of a job-spec job done per second on this placement (accumulating gradients
+        where the per-GPU batch does not fit) -- the simulator's ground truth for such jobs."""
+        jm = self.spec_model(job.jobspec, gpu_type, gpus_per_node)
+        if jm is None:
+            return 0.0
+        return float(_goodput(jm, 1.0, jm.max_local_bsz, np.array([[float(num_gpus)]]),
+                              np.array([[float(num_nodes)]]), (batch,), True, True)[0, 0])
 
     def describe(self) -> str:
         return (f"policies see the shared JobModel fitted on {self.fit_points} Pollux profile points "
                 "(step time) and a constant noise scale (efficiency); the simulator advances jobs with "
                 "the measured profiles")
+
+    def spec_assumptions(self) -> list[str]:
+        """Assumptions of the job-spec models built so far (one line per spec and GPU type)."""
+        out = []
+        for (path, gpu, gpn), jm in sorted(self._spec_models.items(), key=lambda kv: kv[0]):
+            if jm is None:
+                out.append(f"{path}: does not fit on {gpu} (the job runs on other types only)")
+            else:
+                out.append(f"{path} on {gpu} ({gpn}/node): shared JobModel.from_jobspec -- "
+                           f"{jm.step_source.describe()}; {'; '.join(jm.assumptions)}; "
+                           f"{jm.noise.samples_at_ref:.3g} samples at batch {jm.noise.ref_batch}, noise "
+                           f"scale {jm.noise.phi:g}")
+        return out
+
+
+def _range(job, lo: int, hi: int) -> tuple[int, int]:
+    """The job's batch range: its own min/max if given, widened to hold its requested batch."""
+    lo, hi = job.min_batch or lo, job.max_batch or hi
+    if job.batch_size:
+        lo, hi = min(lo, job.batch_size), max(hi, job.batch_size)
+    return int(lo), int(hi)
+
+
+def _goodput(jm, speed: float, limit: int, g: np.ndarray, nodes: np.ndarray, batches, accumulate: bool,
+             whole: bool = False) -> np.ndarray:
+    """Fraction of the job per second for GPU counts ``g`` (column) x global ``batches`` (row):
+    data parallel over g replicas, ceil(local/limit) micro-steps where the local batch does not fit
+    (0 there unless ``accumulate``), the JobModel's statistical efficiency and training amount.
+    ``whole``: round micro-batches up to whole samples (the analytical model takes integers)."""
+    b = np.asarray(batches, float)[None, :]
+    local = b / g
+    micro_steps = np.maximum(1.0, np.ceil(local / limit - 1e-9))
+    micro = np.ceil(local / micro_steps - 1e-9) if whole else local / micro_steps
+    g_, nodes_, micro_ = np.broadcast_arrays(g, nodes, micro)
+    step = np.asarray(jm.step_source.step_time(nodes_, g_, micro_, micro_steps - 1), float) / speed
+    good = b / step * np.asarray(jm.efficiency(b), float) / jm.noise.samples_at_ref
+    return np.where((micro_steps <= 1) | accumulate, good, 0.0)
+
 

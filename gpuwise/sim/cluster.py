@@ -57,20 +57,35 @@ class ClusterSimulator:
         check_fits(workload, {t: cluster.gpus_of_type(t) for t in cluster.gpu_types})
         self.cluster, self.workload, self.policy = cluster, workload, policy
         self.restart_s, self.seed = float(restart_s), int(seed)
-        self.perf = gt.GroundTruthPerf()
+        self.perf = gt.GroundTruthPerf(cluster)
         if policy_model == "oracle":
             self.policy_perf = self.perf
         elif policy_model == "fitted":
             from gpuwise.policies.job_model_perf import JobModelPerf
 
-            self.policy_perf = JobModelPerf()
+            self.policy_perf = JobModelPerf(inter_node_gbps=cluster.inter_node_gbps)
         else:
             from gpuwise.errors import InputError
 
             raise InputError("--policy-model", policy_model, "use oracle or fitted")
+        self._check_specs()
         rng = np.random.default_rng(seed)
         self._noise = (np.exp(rng.normal(0.0, speed_noise, len(workload.jobs)))
                        if speed_noise > 0 else None)
+
+    def _check_specs(self) -> None:
+        """A job-spec job whose model fits in memory on none of its allowed GPU types would never
+        start: refuse it before simulating, naming the row."""
+        from gpuwise.errors import InputError
+
+        for j in self.workload.jobs:
+            if j.jobspec is None:
+                continue
+            types = [t for t in self.cluster.gpu_types if j.gpu_type in (None, t)]
+            if all(self.perf.batch_range(j, t)[2] < 1 for t in types):
+                raise InputError(f"{self.workload.source} row {j.row} column jobspec", j.jobspec,
+                                 f"the model fits on none of {', '.join(types)} (data parallel, tp=pp=1); "
+                                 "use a cluster with larger GPUs")
 
     # -- progress -------------------------------------------------------------------------
     def _advance(self, js: JobState, now: float) -> None:
@@ -80,7 +95,7 @@ class ClusterSimulator:
         js.attained_gpu_s += js.allocation.num_gpus * (now - js.last_update)
         start = max(js.last_update, js.run_from)
         if now > start:
-            if js.job.rigid:
+            if js.job.application is None:  # rigid and job-spec jobs: one constant rate
                 js.progress = min(js.target, js.progress + (now - start) * float(js.rates[0]))
             else:
                 js.progress = gt.progress_after(js.job.application, js.rates, js.progress, now - start, js.target)
@@ -92,7 +107,7 @@ class ClusterSimulator:
             js.finish_token = None
         if js.allocation is None:
             return
-        if js.job.rigid:
+        if js.job.application is None:
             r = float(js.rates[0])
             left = (js.target - js.progress) / r if r > 0 else math.inf
         else:
@@ -220,7 +235,8 @@ class ClusterSimulator:
         end = self.engine.run({"arrive": self._arrive, "finish": self._finish, "round": self._round,
                                "tick": self._tick})
         apps = {j.application for j in self.workload.jobs if j.application}
-        notes = list(self.workload.notes) + self.perf.assumptions(apps) + self.policy.describe()
+        notes = (list(self.workload.notes) + self.perf.assumptions(apps) + self.perf.specs.spec_assumptions()
+                 + self.policy.describe())
         notes.append(self.policy_perf.describe() if self.policy_perf is not self.perf
                      else "policies see the measured speed model (an oracle, as in Pollux's simulator)")
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")

@@ -241,11 +241,19 @@ class GroundTruthPerf:
     """`gpuwise.policies.base.PerfModel` backed by the measured profiles (rigid jobs: their logged
     duration on exactly their requested GPUs). Tables are cached per (app, GPU type, shape)."""
 
-    def __init__(self) -> None:
+    def __init__(self, cluster=None) -> None:
+        """``cluster`` (a ClusterSpec): GPUs per node and network for jobs described by a job spec."""
+        from gpuwise.policies.job_model_perf import JobModelPerf
+
         self._tp: dict[tuple, np.ndarray] = {}
         self._rates: dict[tuple, np.ndarray] = {}
+        self._gpn = {t: cluster.max_gpus_per_node(t) for t in cluster.gpu_types} if cluster else {}
+        # job-spec jobs: no measured profile, the shared JobModel is their truth
+        self.specs = JobModelPerf(inter_node_gbps=cluster.inter_node_gbps if cluster else None)
 
     def batch_range(self, job, gpu_type: str) -> tuple[int, int, int]:
+        if job.jobspec is not None:
+            return self.specs.batch_range(job, gpu_type, self._gpn.get(gpu_type, 8))
         if job.application is None:
             return (0, 0, 0)
         p = app_profile(job.application)
@@ -271,6 +279,8 @@ class GroundTruthPerf:
     def goodput_grid(self, js, gpu_type: str, max_gpus: int, gpus_per_node: int,
                      batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
         job = js.job
+        if job.jobspec is not None:
+            return self.specs.goodput_grid(js, gpu_type, max_gpus, gpus_per_node, batches, accumulate)
         if job.application is None:
             out = np.zeros((max_gpus, len(batches)))
             if job.num_gpus <= max_gpus and (job.gpu_type in (None, gpu_type)):
@@ -286,7 +296,14 @@ class GroundTruthPerf:
         return tp * eff[None, :] / (p.init_batch * p.job_progress)
 
     def rates(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int | None) -> np.ndarray:
-        """Progress rate per gradient-statistics segment (rigid jobs: one segment, seconds/s)."""
+        """Progress rate per gradient-statistics segment (rigid jobs: one segment, seconds/s;
+        job-spec jobs: one segment, fraction of the job per second)."""
+        if job.jobspec is not None:
+            key = (job.jobspec, gpu_type, num_gpus, num_nodes, batch)
+            if key not in self._rates:
+                self._rates[key] = np.array([self.specs.spec_rate(
+                    job, gpu_type, num_gpus, num_nodes, int(batch), self._gpn.get(gpu_type, 8))])
+            return self._rates[key]
         if job.application is None:
             return np.array([min(1.0, num_gpus / job.num_gpus)])
         key = (job.application, gpu_type, num_gpus, num_nodes, batch)
@@ -297,6 +314,8 @@ class GroundTruthPerf:
         return r
 
     def target(self, job) -> float:
+        if job.jobspec is not None:
+            return 1.0  # the whole job; rates are fractions of it per second
         return job.duration_s if job.application is None else app_profile(job.application).job_progress
 
     def assumptions(self, apps) -> list[str]:

@@ -17,8 +17,12 @@ Three formats, recognised by their header:
    ``time``                arrival, seconds from the start (rows sorted by time)
    ``num_gpus``            GPUs the user asks for (rigid policies give exactly this)
    ``application``         a Pollux application (bert, cifar10, deepspeech2, imagenet, ncf, yolov3)
-                           -- or empty for a rigid job with ``duration_s``
-   ``batch_size``          the user's global batch (application jobs; default: the app's reference)
+                           -- or empty for a rigid job with ``duration_s`` or a ``jobspec`` job
+   ``jobspec``             a job-spec YAML (gpuwise.workload.jobspec; path relative to this file):
+                           speed from the shared JobModel (analytical step time, the spec's noise
+                           scale and training amount); batch range from the spec
+   ``batch_size``          the user's global batch (application/jobspec jobs; default: the smallest
+                           allowed)
    ``duration_s``          run time on ``num_gpus`` GPUs (rigid jobs)
    ``gpu_type``            optional: only this GPU type (e.g. A100)
    ``min_batch``           optional: smallest global batch elastic policies may use
@@ -39,7 +43,7 @@ from gpuwise.errors import InputError, unknown_name
 POLLUX_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
 OWN_COLUMNS = ("name", "time", "num_gpus", "application", "batch_size", "duration_s", "gpu_type",
-               "min_batch", "max_batch")
+               "min_batch", "max_batch", "jobspec")
 
 
 @dataclass(frozen=True)
@@ -56,11 +60,12 @@ class TraceJob:
     min_batch: int | None = None   # elastic batch range (None: the application's validated range)
     max_batch: int | None = None
     row: int = 0                   # 1-based data row in the source file (for error messages)
+    jobspec: str | None = None     # path of a job-spec YAML (speed from the shared JobModel) or None
 
     @property
     def rigid(self) -> bool:
         """True for jobs that only run on exactly num_gpus GPUs for a known duration."""
-        return self.application is None
+        return self.application is None and self.jobspec is None
 
 
 @dataclass(frozen=True)
@@ -105,6 +110,34 @@ def _check_app(app: str, path: str, row: int) -> str:
         err = unknown_name(_where(path, row, "application"), app, APPLICATIONS)
         raise err
     return app
+
+
+def _check_jobspec(raw: str | None, path: str, row: int) -> tuple[str | None, int | None]:
+    """Resolve a job-spec path (relative to the workload file) and validate the spec now, so a bad
+    spec fails before the simulation with the row named. Returns (path, the spec's smallest batch)."""
+    if raw is None:
+        return None, None
+    from gpuwise.workload.jobspec import load_job
+
+    p = Path(raw) if Path(raw).is_absolute() else Path(path).parent / raw
+    if not p.is_file():
+        raise InputError(_where(path, row, "jobspec"), raw, "give the path of a job-spec YAML (relative to "
+                         "the workload file)")
+    try:
+        spec = load_job(p)
+    except InputError as exc:
+        raise InputError(_where(path, row, "jobspec"), raw, f"fix the spec: {exc}") from None
+    if not spec.training.amount_samples(spec.model_spec().sample_unit == "token"):
+        raise InputError(_where(path, row, "jobspec"), raw,
+                         "the spec needs a training amount (tokens, samples, epochs or steps)")
+    return str(p), int(spec.training.batch_range[0])
+
+
+def _reference_batch(app: str) -> int:
+    """A Pollux application's reference batch: the smallest validated one (its M0)."""
+    from gpuwise.workload.pollux_traces import load_validation
+
+    return int(min(load_validation(app)))
 
 
 def _check_sorted(times: list[float], path: str) -> None:
@@ -167,8 +200,13 @@ def _own(rows: list[dict], path: str) -> Workload:
         names.add(name)
         app = str(r.get("application") or "").strip() or None
         dur = _num(r.get("duration_s"), path, i, "duration_s", optional=True)
-        if app is None and dur is None:
-            raise InputError(_where(path, i, "application"), "", "give an application or a duration_s")
+        spec, spec_batch = _check_jobspec(str(r.get("jobspec") or "").strip() or None, path, i)
+        if spec is not None and (app is not None or dur is not None):
+            raise InputError(_where(path, i, "jobspec"), r.get("jobspec"),
+                             "a jobspec job takes no application or duration_s; leave them empty")
+        if spec is None and app is None and dur is None:
+            raise InputError(_where(path, i, "application"), "",
+                             "give an application, a duration_s (rigid job) or a jobspec")
         if app is not None:
             _check_app(app, path, i)
         gpu = r.get("gpu_type")
@@ -177,11 +215,12 @@ def _own(rows: list[dict], path: str) -> Workload:
             name=name, arrival_s=float(_num(r.get("time"), path, i, "time", positive=False)),
             num_gpus=int(_num(r.get("num_gpus"), path, i, "num_gpus", integer=True)),
             application=app,
-            batch_size=_num(r.get("batch_size"), path, i, "batch_size", integer=True, optional=True),
+            batch_size=_num(r.get("batch_size"), path, i, "batch_size", integer=True, optional=True)
+            or (_reference_batch(app) if app else spec_batch),
             duration_s=None if dur is None else float(dur), gpu_type=gpu,
             min_batch=_num(r.get("min_batch"), path, i, "min_batch", integer=True, optional=True),
             max_batch=_num(r.get("max_batch"), path, i, "max_batch", integer=True, optional=True),
-            row=i))
+            row=i, jobspec=spec))
         j = jobs[-1]
         if j.min_batch and j.max_batch and j.min_batch > j.max_batch:
             raise InputError(_where(path, i, "min_batch"), j.min_batch, "min_batch must be <= max_batch")

@@ -1,0 +1,101 @@
+"""Jobs described by a job-spec YAML in our own workload format (issue 6 scope 1: "ground-truth
+job speed ... from the shared performance model for jobs described by a spec").
+
+Their truth in the simulator is the shared `JobModel.from_jobspec` (analytical step time, the
+spec's noise scale and amount): a lone job's simulated run time equals the model's time to target
+(exact up to float rounding, 1e-9 relative).
+"""
+
+from pathlib import Path
+
+import pytest
+
+from gpuwise.errors import InputError
+from gpuwise.estimate.job_model import JobModel
+from gpuwise.hardware.cluster import load_cluster, pollux_cluster
+from gpuwise.policies.registry import POLICIES, make_policy
+from gpuwise.sim.cluster import simulate
+from gpuwise.sim.ground_truth import GroundTruthPerf
+from gpuwise.sim.metrics import summarise
+from gpuwise.workload.traces import TraceJob, Workload, load_workload
+
+MIX = "examples/workloads/jobspec-mix.yaml"
+GPT2 = "examples/workloads/specs/gpt2-finetune.yaml"
+HETERO = "examples/clusters/hetero-t4-v100-a100.yaml"
+
+
+def test_mix_reads_spec_jobs_with_paths_and_default_batch():
+    w = load_workload(MIX)
+    jobs = {j.name: j for j in w.jobs}
+    assert jobs["gpt2-a"].jobspec == GPT2 and not jobs["gpt2-a"].rigid
+    assert jobs["gpt2-a"].batch_size == 64
+    assert jobs["resnet18-a"].batch_size == 128          # the spec's smallest global batch
+    assert jobs["cifar10-a"].jobspec is None and jobs["rigid-a"].rigid
+
+
+def test_ground_truth_rate_is_the_shared_job_model():
+    """Progress rate on (4 T4 on one node, batch 64) = 1 / JobModel time to target at that batch."""
+    job = TraceJob("g", 0.0, 4, batch_size=64, jobspec=GPT2)
+    perf = GroundTruthPerf(pollux_cluster())
+    rate = float(perf.rates(job, "T4", 4, 1, 64)[0])
+    jm = JobModel.from_jobspec(GPT2, "T4", gpus_per_node=4, inter_node_gbps=pollux_cluster().inter_node_gbps)
+    choice = jm.fixed_batch(4, 64, nodes=1)
+    assert choice.accum == 0 and choice.local_bsz == 16
+    assert 1.0 / rate == pytest.approx(jm.time_to_target(4, 1, choice), rel=1e-9)
+    lo, hi, limit = perf.batch_range(job, "T4")
+    assert (lo, hi, limit) == (16, 256, jm.max_local_bsz)
+
+
+def test_lone_spec_job_runs_for_the_model_time():
+    job = TraceJob("g", 0.0, 8, batch_size=256, jobspec=GPT2)  # 32 per GPU > 16: accumulation
+    cl = pollux_cluster()
+    res = simulate(cl, Workload((job,), "t", "gpuwise"), make_policy("fifo"), restart_s=0.0)
+    jct = res.jobs[0].finish_s - res.jobs[0].submitted_s
+    jm = JobModel.from_jobspec(GPT2, "T4", gpus_per_node=4, inter_node_gbps=cl.inter_node_gbps)
+    choice = jm.fixed_batch(8, 256, nodes=2)
+    assert choice.accum == 1
+    assert jct == pytest.approx(jm.time_to_target(8, 2, choice), rel=1e-9)
+    assert any("from_jobspec" in a for a in summarise(res)["assumptions"])
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_every_policy_completes_the_mix_on_the_heterogeneous_cluster(name):
+    w = load_workload(MIX)
+    m = summarise(simulate(load_cluster(HETERO), w, make_policy(name)))
+    assert m["jobs_completed"] == len(w) == 7
+
+
+def test_elastic_beats_rigid_on_the_mix():
+    """Spec jobs take part in batch/GPU choices: the elastic DP's mean JCT is below FIFO's."""
+    w = load_workload(MIX)
+    cl = load_cluster(HETERO)
+    el = summarise(simulate(cl, w, make_policy("elastic-dp")))
+    ff = summarise(simulate(cl, w, make_policy("fifo")))
+    assert el["mean_jct_s"] < ff["mean_jct_s"]
+
+
+def _write(tmp_path, line):
+    f = tmp_path / "w.yaml"
+    f.write_text("jobs:\n  - " + line + "\n")
+    return f
+
+
+def test_bad_spec_rows_name_the_row(tmp_path):
+    spec = tmp_path / "s.yaml"
+    spec.write_text("name: x\nmodel: gpt2\ntraining: {tokens: -5, seq_len: 128, global_batch: 8}\n")
+    cases = [
+        ("{name: a, time: 0, num_gpus: 1, jobspec: nope.yaml}", "row 1 column jobspec"),
+        ("{name: a, time: 0, num_gpus: 1, jobspec: s.yaml}", "training.tokens"),
+        (f"{{name: a, time: 0, num_gpus: 1, jobspec: {GPT2}, application: ncf}}", "row 1 column jobspec"),
+    ]
+    for line, needle in cases:
+        with pytest.raises(InputError) as e:
+            load_workload(_write(tmp_path, line.replace(GPT2, str(Path(GPT2).resolve()))))
+        assert needle in str(e.value) and "\n" not in str(e.value)
+
+
+def test_spec_that_fits_no_gpu_of_the_cluster(tmp_path):
+    big = Path("examples/llama-3.1-8b-pretrain.yaml").resolve()
+    w = load_workload(_write(tmp_path, f"{{name: big, time: 0, num_gpus: 4, jobspec: {big}}}"))
+    with pytest.raises(InputError, match="row 1 column jobspec.*fits on none of T4"):
+        simulate(pollux_cluster(), w, make_policy("fifo"))
