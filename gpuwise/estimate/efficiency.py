@@ -5,6 +5,12 @@ dense peak; small problems pay a fixed per-micro-step overhead ``t0`` (kernel la
 layers too small to fill the GPU), so efficiency = flops / (peak * time) rises with problem size and
 saturates at e_max. Values per (architecture, unit) come from ``gpuwise/data/calibration/efficiency.csv``
 with how many measured points fitted each (0 = a stated assumption).
+
+Workload class: e_max of tensor units is calibrated on large transformer GEMMs. Explicit models (CNNs,
+speech, recommendation) spend most of their time in bandwidth-bound layers, so their micro-step is
+``t0 + max(FLOPs / (e_max * peak), traffic / HBM bandwidth)`` (a roofline) with the HBM traffic per
+sample = ``traffic_ratio`` x the preset's saved-activation bytes (at the training precision), the ratio
+calibrated on one published measurement (``gpuwise/data/calibration/roofline.csv``).
 """
 
 from __future__ import annotations
@@ -71,3 +77,36 @@ def efficiency_for(gpu: GpuSpec, unit: str) -> Efficiency:
     if unit == "tensor" and (arch, "fp32") in t and not gpu.fp16_tflops:
         return t[(arch, "fp32")]
     return t[("default", unit)]
+
+
+@dataclass(frozen=True)
+class Roofline:
+    """HBM traffic model of one workload class (see module docstring)."""
+
+    workload_class: str
+    traffic_ratio: float   # HBM bytes moved per byte of saved activations, per training sample
+    points: int            # measurements it was calibrated on
+    source: str
+
+    def describe(self) -> str:
+        return (f"roofline for {self.workload_class} models: HBM traffic = {self.traffic_ratio:.1f} x saved "
+                f"activation bytes per sample, calibrated on {self.points} measurement(s) ({self.source})")
+
+
+@lru_cache(maxsize=1)
+def roofline(workload_class: str = "explicit") -> Roofline:
+    with open(data_path("calibration", "roofline.csv"), newline="") as fh:
+        for r in csv.DictReader(line for line in fh if not line.startswith("#")):
+            if r["workload_class"] == workload_class:
+                return Roofline(r["workload_class"], float(r["traffic_ratio"]), int(r["points"]), r["source"])
+    raise KeyError(workload_class)
+
+
+def memory_traffic_bytes(model, precision: str) -> float | None:
+    """HBM bytes moved per training sample of an explicit model (None if it has no activation size).
+    Preset activation bytes are fp32; 16-bit training moves half."""
+    act = getattr(model, "activation_bytes_per_sample", None)
+    if not act:
+        return None
+    value = 4.0 if COMPUTE_DTYPE.get(precision, "bf16") in ("fp32", "tf32") else 2.0
+    return roofline().traffic_ratio * act * value / 4.0

@@ -1,6 +1,8 @@
 """Analytical step time of a training configuration on a GPU type, count and layout.
 
     micro-step compute  = t0 + hardware FLOPs per GPU / (e_max * peak)      (efficiency.py)
+                          explicit models (CNNs, ...): t0 + max(that, memory traffic / HBM bandwidth),
+                          traffic = calibrated bytes per sample (efficiency.memory_traffic_bytes)
     tensor parallel     = 4 all-reduces of b*s*h activations per layer (+2 with full recompute)
     pipeline            = (m + pp - 1) micro-steps per stage (bubble (pp-1)/(m+pp-1))
     data parallel       = gradient all-reduce (ZeRO: reduce-scatter + all-gather; ZeRO-3 x1.5),
@@ -19,7 +21,7 @@ from dataclasses import dataclass, field, replace
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import comm
-from gpuwise.estimate.efficiency import compute_unit, efficiency_for
+from gpuwise.estimate.efficiency import compute_unit, efficiency_for, memory_traffic_bytes, roofline
 from gpuwise.estimate.flops import step_flops
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
@@ -115,7 +117,16 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     micro_flops = fl.hardware_flops / (plan.dp * micro_batches) / (plan.tp * plan.pp)
     width = (model.hidden / plan.tp) if model.is_transformer else 0.0
     e_size = eff.e_max * gemm_width_factor(width)
-    t_micro = eff.t0_s + micro_flops / (e_size * peak)
+    t_flops = micro_flops / (e_size * peak)
+    t_micro = eff.t0_s + t_flops
+    traffic = None if model.is_transformer else memory_traffic_bytes(model, cfg.precision)
+    if traffic is not None:
+        # roofline: elementwise layers (BN, ReLU, pooling) of CNN-class models are bound by HBM bandwidth,
+        # not by the GEMM efficiency calibrated on transformer matmuls
+        t_mem = cfg.micro_batch * traffic * (2.0 if cfg.recompute == "full" else 1.0) / (gpu.hbm_gbps * 1e9)
+        t_micro = eff.t0_s + max(t_flops, t_mem)
+        assumptions.append(roofline().describe() + f"; here {'memory' if t_mem > t_flops else 'compute'}-bound "
+                           f"({traffic / 1e6:.0f} MB per sample at {gpu.hbm_gbps:.0f} GB/s)")
 
     # tensor parallel: activations of one micro-batch per layer
     t_tp = 0.0

@@ -273,7 +273,55 @@ def gavel_comparisons() -> list[Comparison]:
     return out
 
 
-HEADLINE_SOURCES = ("korthikanti-tab5", "gavel-absolute", "gavel-cross-gpu", "gavel-scaling")
+def published_rows() -> list[dict]:
+    """Rows of gpuwise/data/calibration/published_throughput.csv (published training throughputs)."""
+    import csv
+
+    from gpuwise.data import data_path
+
+    with open(data_path("calibration", "published_throughput.csv"), newline="") as fh:
+        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+
+
+def nvidia_rn50_comparisons() -> list[Comparison]:
+    """NVIDIA DeepLearningExamples ResNet-50 v1.5 training images/s (A100 80GB, V100 16/32GB; AMP,
+    TF32, FP32; 1 and 8 GPUs of one DGX) vs the analytical model (roofline for explicit models)."""
+    from gpuwise.estimate.step_time import analytical_step_time
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.workload.models import load_model
+    from gpuwise.workload.training import ParallelPlan, TrainingConfig
+
+    out = []
+    for r in published_rows():
+        n, b = int(r["gpus"]), int(r["batch_per_gpu"])
+        cfg = TrainingConfig(micro_batch=b, precision=r["precision"], plan=ParallelPlan(dp=n))
+        est = analytical_step_time(load_model(r["model"]), cfg, get_gpu(r["gpu"]), 8)
+        tag = " (calibration point)" if r["calibration"] == "yes" else ""
+        out.append(Comparison("nvidia-rn50", f"{r['model']} {r['gpu']} x{n} {r['precision']}{tag}",
+                              float(r["images_per_s"]), est.samples_per_s))
+    return out
+
+
+def calibrate_roofline(images_per_s: float, batch: int, model_name: str = "resnet50", gpu_name: str = "A100-80GB",
+                       precision: str = "fp16-mixed") -> float:
+    """Traffic ratio of calibration/roofline.csv from one measured single-GPU throughput: the memory
+    time per sample = step time - t0 - optimizer update, times HBM bandwidth, over the activation bytes."""
+    from gpuwise.estimate.efficiency import COMPUTE_DTYPE, compute_unit, efficiency_for
+    from gpuwise.estimate.step_time import analytical_step_time
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.workload.models import load_model
+    from gpuwise.workload.training import ParallelPlan, TrainingConfig
+
+    model, gpu = load_model(model_name), get_gpu(gpu_name)
+    est = analytical_step_time(model, TrainingConfig(micro_batch=batch, precision=precision, plan=ParallelPlan()),
+                               gpu, 8)
+    t0 = efficiency_for(gpu, compute_unit(gpu, precision)[0]).t0_s
+    t_mem = batch / images_per_s - t0 - est.optimizer_s
+    value = 4.0 if COMPUTE_DTYPE.get(precision, "bf16") in ("fp32", "tf32") else 2.0
+    return t_mem / batch * gpu.hbm_gbps * 1e9 / (model.activation_bytes_per_sample * value / 4.0)
+
+
+HEADLINE_SOURCES = ("korthikanti-tab5", "gavel-absolute", "gavel-cross-gpu", "gavel-scaling", "nvidia-rn50")
 
 
 def summarize(comps: list[Comparison]) -> dict[str, dict[str, float]]:
