@@ -222,7 +222,7 @@ def _run(args: str, bad: Path) -> subprocess.CompletedProcess:
 def results(bad_dir) -> dict[str, subprocess.CompletedProcess]:
     """Every case run once, concurrently (the subprocesses are independent)."""
     jobs = [(cid, args) for cid, args, _ in CASES] + [(cid, v[1]) for cid, v in NOT_YET.items()]
-    with cf.ThreadPoolExecutor(max_workers=max(2, os.cpu_count() or 2)) as ex:
+    with cf.ThreadPoolExecutor(max_workers=2 * (os.cpu_count() or 2)) as ex:
         futures = {cid: ex.submit(_run, args, bad_dir) for cid, args in jobs}
         return {cid: f.result() for cid, f in futures.items()}
 
