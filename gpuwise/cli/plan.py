@@ -75,6 +75,15 @@ def _table(data: dict, res) -> None:
                 rows)
 
 
+def _nearest_text(value) -> str:
+    """A nearest-feasible value: a number (budget, deadline) or GPU counts [{gpu, gpus, ...}]."""
+    if isinstance(value, (int, float)):
+        return f"{value:,.2f}"
+    if isinstance(value, list) and all(isinstance(d, dict) and {"gpu", "gpus"} <= set(d) for d in value):
+        return ", ".join(f"{d['gpus']} x {d['gpu']}" for d in value)
+    return str(value)
+
+
 def run(args: argparse.Namespace) -> int:
     from gpuwise.errors import InputError
     from gpuwise.hardware.catalog import load_catalog
@@ -117,10 +126,11 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.output import print_assumptions
 
     if res.chosen is None:
-        print(f"No configuration meets the constraints ({', '.join(res.infeasible.get('binding') or []) if isinstance(res.infeasible.get('binding'), list) else res.infeasible.get('binding')}).")
+        binding = res.infeasible.get("binding") or []
+        print(f"No configuration meets the constraints ({binding if isinstance(binding, str) else ', '.join(binding)}).")
         print(res.infeasible["message"])
         for k, v in (res.infeasible.get("nearest") or {}).items():
-            print(f"  nearest feasible: {k} = {v:,.2f}")
+            print(f"  nearest feasible: {k} = {_nearest_text(v)}")
     else:
         _table(data, res)
         print("Chosen (*): " + res.explanation[0])
