@@ -99,3 +99,11 @@ def test_spec_that_fits_no_gpu_of_the_cluster(tmp_path):
     w = load_workload(_write(tmp_path, f"{{name: big, time: 0, num_gpus: 4, jobspec: {big}}}"))
     with pytest.raises(InputError, match="row 1 column jobspec.*fits on none of T4"):
         simulate(pollux_cluster(), w, make_policy("fifo"))
+
+
+def test_own_format_application_job_without_batch_uses_the_reference(tmp_path):
+    """An own-format application job with no batch_size runs at the app's reference batch (the
+    smallest validated one, Pollux M0: cifar10 128) instead of failing in the simulator."""
+    w = load_workload(_write(tmp_path, "{name: a, time: 0, num_gpus: 2, application: cifar10}"))
+    assert w.jobs[0].batch_size == 128
+    assert summarise(simulate(pollux_cluster(), w, make_policy("fifo")))["jobs_completed"] == 1
