@@ -123,8 +123,12 @@ def test_fit_missing_columns_exit_2(tmp_path, capsys):
     assert main(["fit", str(tmp_path / "nope.csv")]) == 2
 
 
+@pytest.mark.slow  # fits two forms x two point rules on six profiles (20-30 s)
 def test_validate_throughput_json(capsys):
     out = _json(capsys, ["validate", "throughput", "--json"])
     assert len(out["fitted"]["applications"]) == 6
     assert all(a["train_points"] <= 10 for a in out["fitted"]["applications"])
     assert out["analytical"]["median_error"] <= 0.15
+    assert "nvidia-rn50" in out["analytical"]["summary"]
+    forms = {(f["form"], f["rule"]) for f in out["fitted"]["by_form_and_rule"]}
+    assert forms == {("extended", "design"), ("extended", "online"), ("pollux", "design"), ("pollux", "online")}

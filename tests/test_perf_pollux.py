@@ -72,6 +72,7 @@ def test_three_points_give_usable_model():
     assert np.max(relative_errors(p, qn, qr, qb, predict(TRUE, qn, qr, qb)[0])) < 0.2
 
 
+@pytest.mark.slow  # ten warm-started refits (5-15 s)
 def test_online_update_matches_batch_fit():
     rows = load_placements("imagenet")
     online = OnlinePolluxFit()
