@@ -108,3 +108,19 @@ def test_gpu_type_missing_from_cluster(tmp_path):
                  "a,0,2,cifar10,256,,A100,,\n")
     with pytest.raises(InputError, match="row 1 column gpu_type"):
         check_fits(load_workload(f), {"T4": 64})
+
+
+def test_workload_without_jobs_is_refused(tmp_path):
+    for name, text in (("h.csv", "name,time,application,num_replicas,batch_size\n"), ("h.yaml", "jobs: []\n")):
+        f = tmp_path / name
+        f.write_text(text)
+        with pytest.raises(InputError, match="no jobs"):
+            load_workload(f)
+
+
+def test_cli_refuses_non_finite_restart(capsys):
+    from gpuwise.cli.main import main
+
+    assert main(["simulate", "--workload", "examples/workloads/small.csv", "--policy", "fifo",
+                 "--restart-s", "nan"]) == 2
+    assert "--restart-s" in capsys.readouterr().err

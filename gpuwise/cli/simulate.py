@@ -50,9 +50,11 @@ def load_inputs(args):
     from gpuwise.hardware.cluster import load_cluster, pollux_cluster
     from gpuwise.workload.traces import load_workload
 
-    if args.restart_s < 0:
+    import math
+
+    if not math.isfinite(args.restart_s) or args.restart_s < 0:
         raise InputError("--restart-s", args.restart_s, "give seconds >= 0")
-    if args.speed_noise < 0:
+    if not math.isfinite(args.speed_noise) or args.speed_noise < 0:
         raise InputError("--speed-noise", args.speed_noise, "give a sigma >= 0")
     cluster = load_cluster(args.cluster) if args.cluster else pollux_cluster()
     return cluster, load_workload(args.workload)

@@ -229,7 +229,15 @@ def _own(rows: list[dict], path: str) -> Workload:
 
 
 def load_workload(path: str | Path) -> Workload:
-    """Read a job stream in any of the three formats (errors name the file, row and column)."""
+    """Read a job stream in any of the three formats (errors name the file, row and column);
+    a stream without jobs is refused."""
+    w = _load(path)
+    if not w.jobs:
+        raise InputError(w.source, "no jobs", "the workload lists no jobs; add at least one")
+    return w
+
+
+def _load(path: str | Path) -> Workload:
     p = Path(path)
     if not p.is_file():
         raise InputError("--workload", str(path), "give the path of a workload CSV/YAML")
