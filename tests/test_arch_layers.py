@@ -34,12 +34,7 @@ LAYERS: dict[str, int] = {
 # Known violations in files this reviewer may not edit, reported to their owners. Each entry is
 # (importing module, imported module); the test below is xfail(strict=True) only while one of these
 # is present, and any violation NOT listed here still fails it.
-KNOWN: set[tuple[str, str]] = {
-    # estimate.job_model.for_pollux_app(fit_points="online") picks the <= 10 online points with
-    # validation.throughput.online_training_points; the selection rule belongs in the estimate layer
-    # (or workload.pollux_traces) and validation should import it from there.
-    ("gpuwise.estimate.job_model", "gpuwise.validation.throughput"),
-}
+KNOWN: set[tuple[str, str]] = set()
 
 
 def _module_name(path: Path) -> str:

@@ -256,7 +256,7 @@ class JobModel:
         info = load_app_info(app)
         rows = load_placements(app)
         if fit_points == "online":
-            from gpuwise.validation.throughput import online_training_points
+            from gpuwise.workload.pollux_traces import online_training_points
 
             rows = [rows[i] for i in online_training_points(rows)]
         a = np.array([(r.num_nodes, r.num_replicas, r.local_bsz, r.step_time, r.sync_time) for r in rows])

@@ -117,3 +117,62 @@ def load_app_info(app: str) -> AppInfo:
                 return AppInfo(app, r["model_preset"], r["dataset"], int(r["dataset_size"]), r["metric"],
                                r["higher_is_better"].strip().lower() == "true", float(r["target"]))
     raise unknown_name("application", app, APPLICATIONS)
+
+
+# --- which rows a <= 10-point fit is given (used by the job model and by validation) ---
+
+# (placement, which local batch among the sorted ones measured for it): 0 = smallest, -1 = largest,
+# "mid" = median. One GPU at three batch sizes, one node with 2 and 4 GPUs, then 1-GPU-per-node
+# placements on 2, 3 and 4 nodes and one 2-GPU-per-node placement: what an elastic job sees first.
+ONLINE_PLAN: tuple[tuple[str, int | str], ...] = (
+    ("1", 0), ("1", "mid"), ("1", -1), ("2", "mid"), ("4", "mid"),
+    ("11", 0), ("11", -1), ("111", "mid"), ("1111", "mid"), ("2222", "mid"),
+)
+
+
+# Design rule: (nodes, GPUs on each node, local batch) with "N" = most nodes profiled, "K" = most GPUs
+# per node, batch "min"/"mid"/"max" among those measured for that placement. It covers the corners:
+# 1 GPU at the smallest and largest batch (compute curve), one full node at both (within-node
+# all-reduce and overlap), 2 nodes and 3 nodes (node-count term), and the largest node count with one,
+# two and K GPUs per node at small and large batch (across-node all-reduce, retrogression). Only
+# uniform placements (every node with the same GPU count) are used, so the rule needs no knowledge of
+# a particular cluster's slow nodes.
+DESIGN_PLAN: tuple[tuple[int | str, int | str, str], ...] = (
+    (1, 1, "min"), (1, 1, "max"), (1, "K", "min"), (1, "K", "max"), (2, 2, "mid"),
+    (3, 2, "mid"), ("N", 1, "mid"), ("N", 2, "min"), ("N", "K", "min"), ("N", "K", "max"),
+)
+
+
+def design_training_points(rows: list[StepTimeRow], max_points: int = 10) -> list[int]:
+    """Indices (into ``rows``) of the <= max_points points of ``DESIGN_PLAN`` (missing ones skipped)."""
+    placed = [r for r in rows if r.placement]
+    if not placed:
+        return []
+    most_nodes = max(r.num_nodes for r in placed)
+    most_per_node = max(int(c) for r in placed for c in r.placement)
+    chosen: list[int] = []
+    for nodes, per, which in DESIGN_PLAN:
+        n = most_nodes if nodes == "N" else int(nodes)
+        k = most_per_node if per == "K" else int(per)
+        idx = [i for i, r in enumerate(rows) if r.num_nodes == n and r.placement and set(r.placement) == {str(k)}]
+        if not idx:
+            continue
+        sizes = sorted({rows[i].local_bsz for i in idx})
+        target = {"min": sizes[0], "mid": sizes[len(sizes) // 2], "max": sizes[-1]}[which]
+        i = next(i for i in idx if rows[i].local_bsz == target)
+        if i not in chosen:
+            chosen.append(i)
+    return chosen[:max_points]
+
+
+def online_training_points(rows: list[StepTimeRow], max_points: int = 10) -> list[int]:
+    """Indices (into ``rows``) of the points an online fit would have after its first placements."""
+    chosen: list[int] = []
+    for placement, which in ONLINE_PLAN:
+        idx = sorted((i for i, r in enumerate(rows) if r.placement == placement), key=lambda i: rows[i].local_bsz)
+        if not idx:
+            continue
+        i = idx[len(idx) // 2] if which == "mid" else idx[int(which)]
+        if i not in chosen:
+            chosen.append(i)
+    return chosen[:max_points]
