@@ -36,11 +36,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_argument("--tokens", type=float, help="training tokens (or samples for non-token models)")
 
 
-def _positive(name: str, value: int | float | None) -> None:
+def _positive(name: str, value: int | float | None, allow_zero: bool = False) -> None:
+    """A finite number > 0 (>= 0 with allow_zero); NaN and infinities are refused too."""
     from gpuwise.errors import InputError
 
-    if value is not None and value <= 0:
-        raise InputError(name, value, "must be > 0")
+    if value is None:
+        return
+    if not math.isfinite(value) or value < 0 or (value == 0 and not allow_zero):
+        raise InputError(name, value, "must be a finite number " + (">= 0" if allow_zero else "> 0"))
 
 
 def _layout(args, default_gpn: int | None = None) -> tuple[int, int]:
@@ -164,6 +167,8 @@ def _fmt(v, unit=""):
 def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
 
+    _positive("--price", args.price, allow_zero=True)
+    _positive("--inter-node-gbps", args.inter_node_gbps)
     out, _ = _from_spec(args) if args.job else _from_flags(args)
     if args.json:
         emit_json(out)

@@ -67,6 +67,8 @@ def _read(path: str, need_times: bool):
             rows.append((place, nodes, reps, bsz, accum, st, sy))
     if need_times and len(rows) < 2:
         raise InputError(path, len(rows), "need at least 2 measured rows to fit")
+    if not rows:
+        raise InputError(path, "no rows", "give at least one row (placement,local_bsz) to predict")
     return rows
 
 
