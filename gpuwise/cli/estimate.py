@@ -12,6 +12,13 @@ import argparse
 import math
 
 
+# Defaults of the job-by-flags form. They are applied after parsing (the flags default to None) so that
+# a flag typed next to a JOB.yaml is refused instead of silently ignored.
+FLAG_DEFAULTS = {"precision": "bf16-mixed", "zero": 0, "recompute": "none", "grad_accum": 1,
+                 "tp": 1, "pp": 1, "optimizer": "adamw", "lora_rank": 0}
+FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", *FLAG_DEFAULTS)
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("job", nargs="?", help="job spec YAML (see examples/); omit to give the job by flags")
     parser.add_argument("--gpu", required=True, help="GPU type, e.g. H100, A100-80GB (see gpuwise gpus)")
@@ -24,15 +31,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags = parser.add_argument_group("job by flags (instead of JOB.yaml)")
     flags.add_argument("--model", help="model preset or config.json path")
     flags.add_argument("--batch-size", type=int, help="per-GPU micro-batch (sequences or samples)")
-    flags.add_argument("--seq-len", type=int, default=2048, help="tokens per sequence (default 2048)")
-    flags.add_argument("--precision", default="bf16-mixed", help="fp32 | bf16-mixed | fp16-mixed | bf16")
-    flags.add_argument("--zero", type=int, default=0, help="ZeRO stage 0-3 (3 = FSDP full shard)")
-    flags.add_argument("--recompute", default="none", help="activation recomputation: none | selective | full")
-    flags.add_argument("--grad-accum", type=int, default=1, help="micro-steps per optimizer step")
-    flags.add_argument("--tp", type=int, default=1, help="tensor-parallel size")
-    flags.add_argument("--pp", type=int, default=1, help="pipeline stages")
-    flags.add_argument("--optimizer", default="adamw", help="adamw | adam | sgd | adafactor | adamw-8bit")
-    flags.add_argument("--lora-rank", type=int, default=0, help="LoRA rank (0 = full fine-tuning)")
+    flags.add_argument("--seq-len", type=int,
+                       help="tokens per sequence (default 2048, or the model's position table if shorter)")
+    flags.add_argument("--precision", help="fp32 | bf16-mixed | fp16-mixed | bf16")
+    flags.add_argument("--zero", type=int, help="ZeRO stage 0-3 (3 = FSDP full shard)")
+    flags.add_argument("--recompute", help="activation recomputation: none | selective | full")
+    flags.add_argument("--grad-accum", type=int, help="micro-steps per optimizer step")
+    flags.add_argument("--tp", type=int, help="tensor-parallel size")
+    flags.add_argument("--pp", type=int, help="pipeline stages")
+    flags.add_argument("--optimizer", help="adamw | adam | sgd | adafactor | adamw-8bit")
+    flags.add_argument("--lora-rank", type=int, help="LoRA rank (0 = full fine-tuning)")
     flags.add_argument("--tokens", type=float, help="training tokens (or samples for non-token models)")
 
 
@@ -79,6 +87,9 @@ def _from_flags(args):
         _positive("--" + name.replace("_", "-"), getattr(args, name))
     gpu = get_gpu(args.gpu)
     model = load_model(args.model)
+    from gpuwise.cli.memory_flags import seq_len_for
+
+    args.seq_len = seq_len_for(model, args.seq_len)
     gpn, nodes = _layout(args)
     if args.gpus % (args.tp * args.pp):
         raise InputError("--gpus", args.gpus, f"must be a multiple of tp*pp = {args.tp * args.pp}")
@@ -167,6 +178,15 @@ def _fmt(v, unit=""):
 def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
 
+    from gpuwise.errors import InputError
+
+    typed = ["--" + d.replace("_", "-") for d in FLAG_ONLY if getattr(args, d) is not None]
+    if args.job and typed:
+        raise InputError(typed[0], getattr(args, typed[0][2:].replace("-", "_")),
+                         "the job comes from JOB.yaml; edit the file, or drop JOB.yaml to give the job by flags")
+    for dest, value in FLAG_DEFAULTS.items():
+        if getattr(args, dest) is None:
+            setattr(args, dest, value)
     _positive("--price", args.price, allow_zero=True)
     _positive("--inter-node-gbps", args.inter_node_gbps)
     out, _ = _from_spec(args) if args.job else _from_flags(args)
