@@ -1,7 +1,8 @@
 """Scavenger online search (papers.md B.3) on a synthetic ground truth from the Pollux profiles.
 
 Published reference: partial-search overhead vs the oracle +13% time / +9% cost (Scavenger Sec.
-V-B); the issue asks for <= 10% of both. We check it on the Pollux jobs long enough for a ~5-minute
+V-B, means over its jobs); the issue (4, scope 5) asks for <= 10% of both. We check the mean over
+all 5 Pollux applications x 3 objectives, and every case of the jobs long enough for a ~5-minute
 profiling phase to matter as in the paper (ImageNet ResNet-50, 41 h at the knee; YOLOv3, 3.3 h).
 """
 
@@ -27,6 +28,32 @@ def test_overhead_within_ten_percent(app, objective):
     assert d.overhead.time_overhead <= 0.10 and d.overhead.cost_overhead <= 0.10, d.overhead
     # the profiled extremes are few: Scavenger's partial search
     assert len(d.result.profiled) <= 6 < len(d.result.configs)
+
+
+APPS = ("imagenet", "yolov3", "deepspeech2", "bert", "cifar10")
+
+
+@pytest.mark.slow
+def test_mean_overhead_over_all_cases_within_ten_percent():
+    """Issue 4 Done means: mean search overhead <= 10% of the oracle's time AND cost over the 15
+    app x objective cases (Scavenger reports means: +13% time, +9% cost). Measured here: 1.039 /
+    1.038 with the 5% exploration budget, 1.052 / 1.109 profiling every extreme."""
+    ratios = np.array([(1 + d.overhead.time_overhead, 1 + d.overhead.cost_overhead)
+                       for d in (demo(a, o) for a in APPS for o in ("knee", "time", "cost"))])
+    assert ratios.mean(axis=0).max() <= 1.10, ratios
+
+
+def test_budget_skips_costly_profiles_of_a_short_job():
+    """cifar10 (ResNet18, ~1 h on one T4 at minimum cost): profiling 16 GPUs for a restart and 20
+    iterations costs more than 5% of the predicted rest of the job, so the budgeted search skips
+    them, still picks the oracle, and costs less than profiling every extreme."""
+    budgeted, every = demo("cifar10", "cost"), demo("cifar10", "cost", explore_fraction=None)
+    assert {c.gpus for c in budgeted.result.skipped} >= {16} and not every.result.skipped
+    assert budgeted.result.chosen == budgeted.overhead.oracle
+    assert budgeted.overhead.total_cost_usd < every.overhead.total_cost_usd
+    # profiles run cheapest first: the GPU counts never decrease
+    ks = [c.gpus for c, _ in every.result.profiled]
+    assert ks == sorted(ks)
 
 
 def test_partial_search_finds_the_oracle_on_imagenet():
@@ -95,6 +122,9 @@ def test_noise_curve_segments():
 
 
 def test_bad_settings_raise_input_error():
+    with pytest.raises(InputError):
+        scavenger_search(lambda c, i: None, [SearchConfig(1, 8), SearchConfig(2, 8)], ref_batch=8,
+                         target_progress=1, price_per_gpu_hour=1, explore_fraction=-0.1)
     with pytest.raises(InputError):
         scavenger_search(lambda c, i: None, [SearchConfig(1, 8)], ref_batch=8, target_progress=1,
                          price_per_gpu_hour=1)

@@ -12,7 +12,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from gpuwise.plan.online_search import (Measurement, NoiseCurve, Overhead, SearchConfig,
+from gpuwise.plan.online_search import (EXPLORE_FRACTION, Measurement, NoiseCurve, Overhead, SearchConfig,
                                         SearchResult, scavenger_search, search_overhead)
 from gpuwise.workload.pollux_traces import load_validation
 from gpuwise.sim import ground_truth as gt
@@ -79,18 +79,20 @@ def prior_run(app: str) -> NoiseCurve:
 
 def demo(app: str = "cifar10", objective: str = "knee", price_per_gpu_hour: float = 0.526,
          mode: str = "partial", seed: int = 0, noise: float = 0.03, restart_s: float = 37.0,
-         use_prior: bool = True) -> Demo:
+         use_prior: bool = True, explore_fraction: float | None = EXPLORE_FRACTION) -> Demo:
     """Run the search on the synthetic job and compare with the oracle.
 
     price_per_gpu_hour: default AWS g4dn.xlarge on-demand (1 x T4), the GPU of the profiles.
     use_prior: give the search the noise curve of an earlier run (`prior_run`).
+    explore_fraction: partial search's exploration budget (None: profile every extreme).
     """
     job = GroundTruthJob(app, noise=noise, seed=seed)
     space = search_space(app)
     res = scavenger_search(job.run, space, ref_batch=job.profile.init_batch,
                            target_progress=job.profile.target_progress,
                            price_per_gpu_hour=price_per_gpu_hour, objective=objective, mode=mode,
-                           restart_s=restart_s, noise_prior=prior_run(app) if use_prior else None)
+                           restart_s=restart_s, noise_prior=prior_run(app) if use_prior else None,
+                           explore_fraction=explore_fraction)
     fresh = GroundTruthJob(app, noise=0.0)
     return Demo(res, search_overhead(res, fresh.true_time, price_per_gpu_hour),
                 job.profile.target_progress)
