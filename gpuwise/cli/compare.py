@@ -36,13 +36,13 @@ def run(args: argparse.Namespace) -> int:
         for a in m["assumptions"]:
             if a not in shared:
                 shared.append(a)
-    out = {"cluster": cluster.name, "cluster_gpus": cluster.total_gpus, "workload": workload.source,
+    out = {"cluster": cluster.name, "cluster_gpus": None if cluster.unbounded else cluster.total_gpus, "workload": workload.source,
            "workload_format": workload.format, "jobs": len(workload), "seed": args.seed,
            "policies": metrics, "assumptions": shared}
     if args.plot:
         from gpuwise.sim.plots import write_plots
 
-        out["plots"] = write_plots(series, args.plot, cluster.total_gpus)
+        out["plots"] = write_plots(series, args.plot, None if cluster.unbounded else cluster.total_gpus)
     if args.json:
         emit_json(out)
         return 0

@@ -11,6 +11,7 @@ ROWS = (("jobs_completed", "jobs completed", "{:d}"), ("jobs_dropped", "jobs dro
         ("mean_jct_s", "mean JCT (h)", "h"), ("median_jct_s", "median JCT (h)", "h"),
         ("p99_jct_s", "p99 JCT (h)", "h"), ("makespan_s", "makespan (h)", "h"),
         ("gpu_hours", "GPU-hours", "{:.0f}"), ("utilisation", "utilisation", "{:.0%}"),
+        ("mean_gpus_in_use", "mean GPUs in use", "{:.1f}"),
         ("mean_queue_len", "mean queue length", "{:.1f}"), ("restarts", "restarts/rescales", "{:d}"),
         ("rounds", "policy rounds", "{:d}"), ("mean_decision_ms", "mean decision (ms)", "{:.3f}"),
         ("p99_decision_ms", "p99 decision (ms)", "{:.3f}"), ("sim_wall_s", "simulation wall (s)", "{:.2f}"))
@@ -45,6 +46,30 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--policy", required=True, help="one of: " + ", ".join(POLICY_NAMES))
 
 
+def check_plot_dir(flag: str, path: str | None) -> None:
+    """Refuse a plot folder before simulating (runs can take minutes): an existing file, a name that
+    looks like an image file, or a place where the folder cannot be created."""
+    import os
+    from pathlib import Path
+
+    from gpuwise.errors import InputError
+
+    if not path:
+        return
+    p = Path(path)
+    if p.exists() and not p.is_dir():
+        raise InputError(flag, path, "is a file; give a folder for the plots (created if missing)")
+    if not p.exists() and p.suffix.lower() in (".png", ".svg", ".pdf", ".jpg"):
+        raise InputError(flag, path, "give a folder, not an image file name: three plots are written into it")
+    base = p.resolve()
+    while not base.exists():  # the folders that exist above it must let us create the rest
+        base = base.parent
+    if not base.is_dir():
+        raise InputError(flag, path, f"{base} is a file, so the folder cannot be created; write elsewhere")
+    if not os.access(base, os.W_OK | os.X_OK):
+        raise InputError(flag, path, f"folder {base} is not writable; write elsewhere")
+
+
 def load_inputs(args):
     from gpuwise.errors import InputError
     from gpuwise.hardware.cluster import load_cluster, pollux_cluster
@@ -56,6 +81,7 @@ def load_inputs(args):
         raise InputError("--restart-s", args.restart_s, "give seconds >= 0")
     if not math.isfinite(args.speed_noise) or args.speed_noise < 0:
         raise InputError("--speed-noise", args.speed_noise, "give a sigma >= 0")
+    check_plot_dir("--plot", args.plot)
     cluster = load_cluster(args.cluster) if args.cluster else pollux_cluster()
     return cluster, load_workload(args.workload)
 
@@ -77,7 +103,8 @@ def run(args: argparse.Namespace) -> int:
     if args.plot:
         from gpuwise.sim.plots import write_plots
 
-        metrics["plots"] = write_plots({args.policy: series}, args.plot, cluster.total_gpus)
+        metrics["plots"] = write_plots({args.policy: series}, args.plot,
+                                       None if cluster.unbounded else cluster.total_gpus)
     if args.json:
         emit_json(metrics)
         return 0

@@ -11,6 +11,18 @@ YAML format (see examples/clusters/*.yaml)::
         intra_node: PCIe3         # optional: GPU-GPU link inside the node (label only)
 
 Nodes are numbered in file order; node ids are ``<gpu>-<index>``.
+
+An **unbounded** (pay-per-use) cluster is one more kind of cluster (issue 5: "an unbounded,
+pay-per-use cloud is one kind of cluster")::
+
+    name: cloud-a100
+    unbounded: true               # GPUs created on demand; nothing queues for capacity
+    nodes:
+      - gpu: A100                 # each listed type can be rented ...
+        gpus_per_node: 8          # ... in machines of this many GPUs (no count: there is no limit)
+
+Its nodes are templates, one per type; the simulator adds machines as allocations need them and
+a machine's idle GPUs cost nothing, so the cost of a run is the GPU-seconds allocated.
 """
 
 from __future__ import annotations
@@ -58,12 +70,13 @@ class Node:
 
 @dataclass(frozen=True)
 class ClusterSpec:
-    """A fixed cluster of (possibly heterogeneous) nodes."""
+    """A fixed cluster of (possibly heterogeneous) nodes, or an unbounded pay-per-use one."""
 
     name: str
-    nodes: tuple[Node, ...]
+    nodes: tuple[Node, ...]                       # the machines (unbounded: one template per GPU type)
     inter_node_gbps: float | None = None          # network between nodes (None: unknown)
     intra_node: dict[str, str] = field(default_factory=dict)  # gpu type -> link label
+    unbounded: bool = False                       # GPUs created on demand, billed per GPU-second used
 
     @property
     def total_gpus(self) -> int:
@@ -83,10 +96,21 @@ class ClusterSpec:
         return max((n.gpus for n in self.nodes if n.gpu == gpu), default=0)
 
     def describe(self) -> str:
+        if self.unbounded:
+            return "unbounded: " + " + ".join(f"{n.gpu} on demand ({n.gpus} per machine)" for n in self.nodes)
         groups: dict[tuple[str, int], int] = {}
         for n in self.nodes:
             groups[(n.gpu, n.gpus)] = groups.get((n.gpu, n.gpus), 0) + 1
         return " + ".join(f"{c}x{g} {t}" for (t, g), c in groups.items())
+
+
+def unbounded_cluster(types: list[tuple[str, int]], name: str = "cloud",
+                      inter_node_gbps: float | None = None) -> ClusterSpec:
+    """Unbounded pay-per-use cluster from ``[(gpu type, gpus per machine), ...]`` (canonical types)."""
+    if len({t for t, _ in types}) != len(types):
+        raise InputError("nodes", [t for t, _ in types], "list each GPU type once in an unbounded cluster")
+    spec = make_cluster([(t, 1, gpn) for t, gpn in types], name=name, inter_node_gbps=inter_node_gbps)
+    return ClusterSpec(spec.name, spec.nodes, spec.inter_node_gbps, unbounded=True)
 
 
 def make_cluster(groups: list[tuple[str, int, int]], name: str = "cluster",
@@ -112,10 +136,13 @@ def cluster_from_dict(data: object, source: str = "cluster") -> ClusterSpec:
     """Validate a parsed YAML/JSON mapping into a ClusterSpec (errors name the field)."""
     if not isinstance(data, dict):
         raise InputError(source, type(data).__name__, "the file must be a mapping with a 'nodes' list")
-    unknown = set(data) - {"name", "nodes", "inter_node_gbps", "description"}
+    unknown = set(data) - {"name", "nodes", "inter_node_gbps", "description", "unbounded"}
     if unknown:
         raise InputError(f"{source}: key", sorted(unknown)[0],
-                         "valid keys: name, nodes, inter_node_gbps, description")
+                         "valid keys: name, nodes, inter_node_gbps, description, unbounded")
+    unbounded = data.get("unbounded", False)
+    if not isinstance(unbounded, bool):
+        raise InputError(f"{source}: unbounded", unbounded, "give true (GPUs on demand) or false")
     groups_raw = data.get("nodes")
     if not isinstance(groups_raw, list) or not groups_raw:
         raise InputError(f"{source}: nodes", groups_raw, "give a non-empty list of {gpu, count, gpus_per_node}")
@@ -130,6 +157,9 @@ def cluster_from_dict(data: object, source: str = "cluster") -> ClusterSpec:
             raise InputError(f"{where}.{sorted(extra)[0]}", g[sorted(extra)[0]],
                              "valid keys: gpu, count, gpus_per_node, intra_node")
         gpu = canonical_gpu(g["gpu"], f"{where}.gpu")
+        if unbounded and "count" in g:
+            raise InputError(f"{where}.count", g["count"],
+                             "an unbounded cluster has no node count; drop it (machines are created on demand)")
         groups.append((gpu, _positive_int(g.get("count", 1), f"{where}.count"),
                        _positive_int(g["gpus_per_node"], f"{where}.gpus_per_node")))
         if "intra_node" in g:
@@ -137,23 +167,19 @@ def cluster_from_dict(data: object, source: str = "cluster") -> ClusterSpec:
     bw = data.get("inter_node_gbps")
     if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float)) or bw <= 0):
         raise InputError(f"{source}: inter_node_gbps", bw, "give a positive number (Gbit/s)")
-    spec = make_cluster(groups, name=str(data.get("name", Path(source).stem)),
-                        inter_node_gbps=None if bw is None else float(bw))
-    return ClusterSpec(spec.name, spec.nodes, spec.inter_node_gbps, intra)
+    name = str(data.get("name", Path(source).stem))
+    gbps = None if bw is None else float(bw)
+    spec = (unbounded_cluster([(t, gpn) for t, _, gpn in groups], name, gbps) if unbounded
+            else make_cluster(groups, name=name, inter_node_gbps=gbps))
+    return ClusterSpec(spec.name, spec.nodes, spec.inter_node_gbps, intra, spec.unbounded)
 
 
 def load_cluster(path: str | Path) -> ClusterSpec:
-    """Read a cluster YAML file."""
-    import yaml
+    """Read a cluster YAML file (missing, folder, binary and malformed files are InputErrors naming it)."""
+    from gpuwise.user_files import load_yaml
 
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("--cluster", str(path), "give the path of a cluster YAML (see examples/clusters/)")
-    try:
-        data = yaml.safe_load(p.read_text())
-    except yaml.YAMLError as exc:
-        raise InputError(str(p), "YAML", f"fix the syntax: {str(exc).splitlines()[0]}") from None
-    return cluster_from_dict(data, str(p))
+    data = load_yaml(path, "--cluster", "cluster YAML (see examples/clusters/)")
+    return cluster_from_dict(data, str(path))
 
 
 def pollux_cluster() -> ClusterSpec:

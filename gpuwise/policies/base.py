@@ -72,19 +72,29 @@ class JobState:
 
 
 class ClusterState:
-    """Free GPUs per node; every change goes through `allocate`/`release`, which check capacity."""
+    """Free GPUs per node; every change goes through `allocate`/`release`, which check capacity.
 
-    __slots__ = ("spec", "free", "_node_gpu", "_gpn")
+    On an unbounded (pay-per-use) cluster the node list is a pool that grows: `fresh_placement`
+    names machines after the existing ones and `allocate` creates them, so a policy planning on a
+    `copy` and the caller applying the same decision afterwards create the same machines."""
+
+    __slots__ = ("spec", "free", "cap", "_node_gpu")
 
     def __init__(self, spec: ClusterSpec) -> None:
         self.spec = spec
         self.free = [n.gpus for n in spec.nodes]
+        self.cap = list(self.free)  # GPUs per node (grows with the pool when unbounded)
         self._node_gpu = [n.gpu for n in spec.nodes]
 
     def copy(self) -> "ClusterState":
         c = ClusterState.__new__(ClusterState)
-        c.spec, c.free, c._node_gpu = self.spec, list(self.free), self._node_gpu
+        c.spec, c.free, c.cap = self.spec, list(self.free), list(self.cap)
+        c._node_gpu = list(self._node_gpu) if self.spec.unbounded else self._node_gpu
         return c
+
+    @property
+    def unbounded(self) -> bool:
+        return self.spec.unbounded
 
     def node_gpu(self, i: int) -> str:
         return self._node_gpu[i]
@@ -102,9 +112,30 @@ class ClusterState:
         return {t: self.spec.gpus_of_type(t) for t in self.spec.gpu_types}
 
     def used(self) -> int:
-        return self.spec.total_gpus - sum(self.free)
+        return sum(self.cap) - sum(self.free)
+
+    def fresh_placement(self, gpu: str, n: int) -> tuple[tuple[int, int], ...]:
+        """Unbounded clusters only: ``n`` GPUs of ``gpu`` on new machines (full ones first),
+        numbered after the existing nodes. Nothing is created until `allocate`."""
+        gpn = self.spec.max_gpus_per_node(gpu)
+        if not self.spec.unbounded or gpn < 1 or n < 1:
+            raise ValueError(f"cannot create {n} {gpu} GPUs on cluster {self.spec.name}")
+        first = len(self.free)
+        return tuple((first + j, min(gpn, n - j * gpn)) for j in range(-(-n // gpn)))
+
+    def _grow(self, alloc: Allocation) -> None:
+        top = max(i for i, _ in alloc.placement)
+        gpn = self.spec.max_gpus_per_node(alloc.gpu_type)
+        if top >= len(self.free) and gpn < 1:
+            raise ValueError(f"cluster {self.spec.name} rents no {alloc.gpu_type}")
+        while len(self.free) <= top:
+            self.free.append(gpn)
+            self.cap.append(gpn)
+            self._node_gpu.append(alloc.gpu_type)
 
     def allocate(self, alloc: Allocation) -> None:
+        if self.spec.unbounded:
+            self._grow(alloc)
         for i, g in alloc.placement:
             if self._node_gpu[i] != alloc.gpu_type:
                 raise ValueError(f"node {i} has {self._node_gpu[i]}, not {alloc.gpu_type}")
@@ -116,7 +147,7 @@ class ClusterState:
     def release(self, alloc: Allocation) -> None:
         for i, g in alloc.placement:
             self.free[i] += g
-            if self.free[i] > self.spec.nodes[i].gpus:
+            if self.free[i] > self.cap[i]:
                 raise ValueError(f"node {i}: released more GPUs than it has")
 
 
@@ -174,6 +205,7 @@ class Policy:
     min_interval_s: float = 0.0
     period_s: float | None = None
     needs_progress: bool = False  # ask the caller to bring every running job's progress up to date
+    unbounded_ok: bool = False    # sound on an unbounded cluster (capacity planners are not: no capacity)
 
     def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
         raise NotImplementedError

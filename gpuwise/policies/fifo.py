@@ -4,9 +4,12 @@
 - `first-fit`: scans the whole queue in arrival order and starts every job that fits now
   (backfilling), placed first-fit -- the baseline of Frenzy's evaluation.
 A job without a GPU type runs on the first type (cluster order) that can place it.
+On an unbounded cluster nothing waits: every job starts on arrival on machines rented for it.
 """
 
 from __future__ import annotations
+
+import math
 
 from gpuwise.policies.base import Allocation, Decision, PerfModel, Policy, SchedView
 from gpuwise.policies.placement import PlaceFn, best_fit, first_fit
@@ -27,6 +30,8 @@ def place_request(state, js, place: PlaceFn) -> Allocation | None:
 class Fifo(Policy):
     """Strict FIFO with the user's GPU count; ``backfill=True`` gives the first-fit baseline."""
 
+    unbounded_ok = True
+
     def __init__(self, backfill: bool = False, place: PlaceFn | None = None):
         self.backfill = backfill                # start later jobs when the head does not fit
         self.place = place or (first_fit if backfill else best_fit)  # node choice
@@ -42,7 +47,7 @@ class Fifo(Policy):
         if not view.pending:
             return Decision()
         state = view.cluster.copy()
-        free = sum(state.free)
+        free = math.inf if state.unbounded else sum(state.free)
         for name, js in view.pending.items():
             if free == 0:
                 break

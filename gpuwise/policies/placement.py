@@ -5,6 +5,8 @@
   free first. A request that fits on one node is therefore never split.
 - `first_fit`: the first node (in cluster order) that holds the request, else GPUs gathered in
   node order -- the classic baseline.
+On an unbounded cluster both use free GPUs of existing machines as above and, when those are
+short, new machines (`ClusterState.fresh_placement`): a pay-per-use cloud never says no.
 """
 
 from __future__ import annotations
@@ -20,7 +22,11 @@ PlaceFn = Callable[[ClusterState, str, int], "Placement | None"]
 def best_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
     """Best-fit placement of ``n`` GPUs of type ``gpu`` on ``state`` (not modified); None if short."""
     nodes = [(state.free[i], i) for i in state.nodes_of(gpu) if state.free[i] > 0]
-    if n < 1 or sum(f for f, _ in nodes) < n:
+    if n < 1:
+        return None
+    if state.unbounded:
+        return _on_demand(state, gpu, n, nodes)
+    if sum(f for f, _ in nodes) < n:
         return None
     holders = [(f, i) for f, i in nodes if f >= n]
     if holders:  # exact fit if any, else least remaining: both are the minimum free >= n
@@ -39,7 +45,11 @@ def best_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
 def first_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
     """First-fit placement (cluster order); None if the type has fewer than ``n`` free GPUs."""
     nodes = [i for i in state.nodes_of(gpu) if state.free[i] > 0]
-    if n < 1 or sum(state.free[i] for i in nodes) < n:
+    if n < 1:
+        return None
+    if state.unbounded:
+        return _on_demand(state, gpu, n, [(state.free[i], i) for i in nodes])
+    if sum(state.free[i] for i in nodes) < n:
         return None
     for i in nodes:
         if state.free[i] >= n:
@@ -51,6 +61,27 @@ def first_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
         need -= take
         if need == 0:
             break
+    return tuple(out)
+
+
+def _on_demand(state: ClusterState, gpu: str, n: int, nodes: list[tuple[int, int]]) -> Placement | None:
+    """Unbounded cluster: the best-fitting machine that holds the request whole; else idle machines
+    (reused so the pool stays as large as the peak need) topped up with new ones."""
+    if gpu not in state.spec.gpu_types:
+        return None
+    holders = [(f, i) for f, i in nodes if f >= n]
+    if holders:
+        return ((min(holders)[1], n),)
+    out, need = [], n
+    for f, i in nodes:
+        if need == 0:
+            break
+        if f == state.cap[i]:
+            take = min(f, need)
+            out.append((i, take))
+            need -= take
+    if need:
+        out.extend(state.fresh_placement(gpu, need))
     return tuple(out)
 
 

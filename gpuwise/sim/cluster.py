@@ -5,6 +5,13 @@ re-projected when its allocation changes), ``round`` (call the policy) and ``tic
 policies). Progress between events is integrated exactly (rates are piecewise constant), so the
 cost is per event, never per simulated second. Every allocation change costs the job
 ``restart_s`` seconds without progress (checkpoint-restart, as in Pollux's simulator).
+
+The cluster may be unbounded (a pay-per-use cloud: machines created on demand, cost = GPU-seconds
+allocated); then only policies with ``unbounded_ok`` run. The rental policies of issue 5 run here
+through `gpuwise.policies.rental.FixedWidthScheduler` and give the same response times and rented
+GPUs as the specialised `gpuwise.sim.cloud` on the same seeded stream (tests/test_sched_unbounded.py);
+that one exists for speed -- a fixed-width policy needs no allocation rounds, so it simulates 10^6
+jobs in seconds, which this general loop (a policy call per arrival) does not.
 """
 
 from __future__ import annotations
@@ -54,7 +61,13 @@ class ClusterSimulator:
         per-job log-normal factor on the true speed that policies do not see; 0 = none);
         ``policy_model``: what policies see -- "oracle" (the measured truth) or "fitted" (the
         shared JobModel fitted on the profiles)."""
-        check_fits(workload, {t: cluster.gpus_of_type(t) for t in cluster.gpu_types})
+        if cluster.unbounded and not policy.unbounded_ok:
+            from gpuwise.errors import InputError
+
+            raise InputError("--policy", policy.name, "this policy plans against a fixed capacity; on an "
+                             "unbounded cluster use fifo, first-fit or a rental policy")
+        check_fits(workload, {t: (1 << 62) if cluster.unbounded else cluster.gpus_of_type(t)
+                              for t in cluster.gpu_types})
         self.cluster, self.workload, self.policy = cluster, workload, policy
         self.restart_s, self.seed = float(restart_s), int(seed)
         self.perf = gt.GroundTruthPerf(cluster)

@@ -281,6 +281,12 @@ class GroundTruthPerf:
         job = js.job
         if job.jobspec is not None:
             return self.specs.goodput_grid(js, gpu_type, max_gpus, gpus_per_node, batches, accumulate)
+        if job.speedup is not None:  # moldable rental job: s(g) single-GPU seconds per second
+            out = np.zeros((max_gpus, len(batches)))
+            if job.gpu_type in (None, gpu_type):
+                g = np.arange(1, max_gpus + 1, dtype=float)
+                out[:, :] = (np.asarray(job.speedup(g), float) / job.duration_s)[:, None]
+            return out
         if job.application is None:
             out = np.zeros((max_gpus, len(batches)))
             if job.num_gpus <= max_gpus and (job.gpu_type in (None, gpu_type)):
@@ -304,6 +310,8 @@ class GroundTruthPerf:
                 self._rates[key] = np.array([self.specs.spec_rate(
                     job, gpu_type, num_gpus, num_nodes, int(batch), self._gpn.get(gpu_type, 8))])
             return self._rates[key]
+        if job.speedup is not None:  # moldable rental job: target is single-GPU seconds
+            return np.array([float(job.speedup(float(num_gpus)))])
         if job.application is None:
             return np.array([min(1.0, num_gpus / job.num_gpus)])
         key = (job.application, gpu_type, num_gpus, num_nodes, batch)
@@ -314,6 +322,8 @@ class GroundTruthPerf:
         return r
 
     def target(self, job) -> float:
+        """Work of the job: iterations at the reference batch (applications), seconds on its
+        request (rigid jobs), single-GPU seconds (moldable ``speedup`` jobs) or 1 (job specs)."""
         if job.jobspec is not None:
             return 1.0  # the whole job; rates are fractions of it per second
         return job.duration_s if job.application is None else app_profile(job.application).job_progress

@@ -15,9 +15,12 @@ def summarise(res: SimResult) -> dict:
     first = min((j.submitted_s for j in res.jobs), default=0.0)
     last = max((j.finish_s for j in done), default=first)
     dec = np.array(res.decision_s, float) * 1e3
+    unbounded = res.cluster.unbounded
     total = res.cluster.total_gpus
     gpu_s = res.gpus_used.integral(res.end_s)
     span = max(res.end_s - first, 1e-9)
+    # unbounded (pay-per-use) clusters have no capacity to be a fraction of: report GPUs, not shares
+    scale = 1.0 if unbounded else total
     return {
         "policy": res.policy,
         "jobs": len(res.jobs),
@@ -29,7 +32,8 @@ def summarise(res: SimResult) -> dict:
         "p99_jct_s": float(np.percentile(jct, 99)) if len(jct) else None,
         "makespan_s": float(last - first),
         "gpu_hours": float(gpu_s) / 3600.0,
-        "utilisation": float(gpu_s / (total * span)),
+        "utilisation": None if unbounded else float(gpu_s / (total * span)),
+        "mean_gpus_in_use": float(gpu_s / span),
         "peak_gpus_used": int(res.gpus_used.peak),
         "mean_queue_len": float(res.queue_len.mean(res.end_s)),
         "restarts": int(sum(max(0, j.restarts - 1) for j in res.jobs)),
@@ -40,11 +44,27 @@ def summarise(res: SimResult) -> dict:
         "sim_wall_s": res.wall_s,
         "events": res.events,
         "cluster": res.cluster.name,
-        "cluster_gpus": total,
+        "cluster_gpus": None if unbounded else total,
         "seed": res.seed,
-        "utilisation_over_time": [[t, v / total] for t, v in _downsample(res.gpu_series, res.end_s, 50)],
+        # fraction of the cluster busy; unbounded clusters: GPUs rented
+        "utilisation_over_time": [[t, v / scale] for t, v in _downsample(res.gpu_series, res.end_s, 50)],
         "assumptions": list(res.assumptions),
     }
+
+
+def level_mean(series: list[tuple[float, int]], start: float, end: float) -> float:
+    """Time average over [start, end] of a step function given as (time, level) at its changes
+    (level 0 before the first change) -- e.g. GPUs in use over the arrival period."""
+    area, t_prev, level = 0.0, start, 0.0
+    for t, v in series:
+        if t > end:
+            break
+        if t > start:
+            area += level * (t - t_prev)
+            t_prev = t
+        level = v
+    area += level * (end - t_prev)
+    return area / (end - start) if end > start else level
 
 
 def _downsample(series, end: float, points: int) -> list[tuple[float, float]]:

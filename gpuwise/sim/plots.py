@@ -5,8 +5,9 @@ from __future__ import annotations
 from pathlib import Path
 
 
-def write_plots(runs: dict[str, dict], out_dir: str | Path, total_gpus: int) -> list[str]:
-    """``runs``: policy name -> `metrics.series` dict. Returns the files written."""
+def write_plots(runs: dict[str, dict], out_dir: str | Path, total_gpus: int | None) -> list[str]:
+    """``runs``: policy name -> `metrics.series` dict; ``total_gpus``: the capacity line on the
+    GPUs-in-use plot (None for an unbounded cluster). Returns the files written."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -41,7 +42,7 @@ def write_plots(runs: dict[str, dict], out_dir: str | Path, total_gpus: int) -> 
                 t = np.array([p[0] for p in pts]) / 3600
                 v = np.array([p[1] for p in pts])
                 ax.step(t, v, where="post", label=name)
-        if key == "gpus_used":
+        if key == "gpus_used" and total_gpus:
             ax.axhline(total_gpus, color="grey", lw=0.8, ls="--")
         ax.set_xlabel("time (h)")
         ax.set_ylabel(label)

@@ -34,9 +34,11 @@ from __future__ import annotations
 
 import csv
 import math
+import io
 from dataclasses import dataclass
 from datetime import datetime
 from pathlib import Path
+from typing import Callable
 
 from gpuwise.errors import InputError, unknown_name
 
@@ -61,10 +63,16 @@ class TraceJob:
     max_batch: int | None = None
     row: int = 0                   # 1-based data row in the source file (for error messages)
     jobspec: str | None = None     # path of a job-spec YAML (speed from the shared JobModel) or None
+    # moldable jobs of a rental stream (issue 5, built in code by gpuwise.sim.cloud_cluster, not read
+    # from files): duration_s is then the single-GPU work in seconds and the job runs at speedup(k) on k
+    # GPUs. Policies that do not read it treat the job as rigid on num_gpus.
+    speedup: Callable | None = None  # s(k), vectorised over numpy arrays, s(1) = 1
+    job_type: str | None = None    # name of the job's type in the stream (what a rental policy keys on)
 
     @property
     def rigid(self) -> bool:
-        """True for jobs that only run on exactly num_gpus GPUs for a known duration."""
+        """True for jobs that only run on exactly num_gpus GPUs for a known duration (and for
+        moldable ``speedup`` jobs, as far as policies that ignore the speedup are concerned)."""
         return self.application is None and self.jobspec is None
 
 
@@ -238,24 +246,20 @@ def load_workload(path: str | Path) -> Workload:
 
 
 def _load(path: str | Path) -> Workload:
-    p = Path(path)
-    if not p.is_file():
-        raise InputError("--workload", str(path), "give the path of a workload CSV/YAML")
-    src = str(p)
-    if p.suffix.lower() in (".yaml", ".yml"):
-        import yaml
+    from gpuwise.user_files import load_yaml, read_text
 
-        try:
-            data = yaml.safe_load(p.read_text())
-        except yaml.YAMLError as exc:
-            raise InputError(src, "YAML", f"fix the syntax: {str(exc).splitlines()[0]}") from None
+    p = Path(path)
+    src = str(p)
+    kind = "workload CSV/YAML"
+    if p.suffix.lower() in (".yaml", ".yml"):
+        data = load_yaml(p, "--workload", kind)
         if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
             raise InputError(src, type(data).__name__, "the file needs a top-level 'jobs:' list")
         return _own(data["jobs"], src)
-    with open(p, newline="") as fh:
-        reader = csv.DictReader(fh)
-        header = tuple(h.strip() for h in (reader.fieldnames or ()))
-        rows = list(reader)
+    # read_text names the file when it is missing, a folder or not text (binary)
+    reader = csv.DictReader(io.StringIO(read_text(p, "--workload", kind), newline=""))
+    header = tuple(h.strip() for h in (reader.fieldnames or ()))
+    rows = list(reader)
     if not header:
         raise InputError(src, "empty", "the file has no header row")
     for r in rows:
