@@ -115,6 +115,25 @@ def test_exact_model_truth_is_recovered(noise_scale, objective):
     assert metric[i] <= metric[o] * 1.05 + 1e-12 or objective == "knee"
 
 
+def test_budget_bounds_between_cold_start_and_every_extreme():
+    """A zero budget leaves Scavenger's cold start only (the two single-GPU extremes, B.3 step 1);
+    an unbounded one profiles every extreme, like the budget-free search; both cheapest first."""
+    space = [SearchConfig(k, b, 4) for k in (1, 2, 4, 8, 16) for b in (64, 256, 1024) if 8 <= b / k <= 256]
+
+    def run(cfg, iters):
+        step, sync = predict(P_TRUE, cfg.nodes, cfg.gpus, cfg.local_batch)
+        return Measurement(step, sync, 1.0, 10.0)
+
+    kw = dict(ref_batch=64, target_progress=1e4, price_per_gpu_hour=1.0, objective="knee")
+    none = scavenger_search(run, space, explore_fraction=0.0, **kw)
+    assert [(c.gpus, c.batch) for c, _ in none.profiled] == [(1, 64), (1, 256)]
+    assert len(none.skipped) == 4 and any("budget" in a for a in none.assumptions)
+    every = scavenger_search(run, space, explore_fraction=1e9, **kw)
+    free = scavenger_search(run, space, explore_fraction=None, **kw)
+    assert {c for c, _ in every.profiled} == {c for c, _ in free.profiled} and len(free.profiled) == 6
+    assert [c.gpus for c, _ in every.profiled] == sorted(c.gpus for c, _ in every.profiled)
+
+
 def test_noise_curve_segments():
     nc = NoiseCurve(np.array([10.0, 20.0, 30.0]), np.ones(3), np.ones(3))
     assert nc.segment_lengths(0, 30).tolist() == [10, 10, 10]
