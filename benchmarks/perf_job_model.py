@@ -10,10 +10,10 @@ Run: python benchmarks/perf_job_model.py
 from __future__ import annotations
 
 import math
-import time
 
 import numpy as np
 
+from _bench import best_time
 from gpuwise.estimate.job_model import JobModel
 from gpuwise.estimate.pollux_fit import predict
 
@@ -35,15 +35,6 @@ def scalar_best(jm: JobModel, gpus: int) -> float:
     return best
 
 
-def timeit(fn, repeat: int = 3) -> float:
-    best = math.inf
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def main() -> None:
     jm = JobModel.for_pollux_app("imagenet")
     gpus = [1, 2, 4, 8, 16, 32, 64]
@@ -60,7 +51,7 @@ def main() -> None:
     for g in gpus:  # same answer
         jm._cache.clear()
         assert abs(jm.best_batch(g).goodput - scalar_best(jm, g)) <= 1e-9 * scalar_best(jm, g)
-    t_vec, t_loop = timeit(vec), timeit(loop)
+    t_vec, t_loop = best_time(vec), best_time(loop)
     print(f"best_batch over {len(gpus)} GPU counts: vectorised {t_vec * 1e3:.2f} ms, scalar loop "
           f"{t_loop * 1e3:.2f} ms -> {t_loop / t_vec:.1f}x faster")
 
@@ -80,7 +71,7 @@ def main() -> None:
                 fresh._cache.clear()
                 fresh.speedup(g)
 
-    t_warm, t_cold = timeit(warm), timeit(cold)
+    t_warm, t_cold = best_time(warm), best_time(cold)
     print(f"speedup table x100: memoised {t_warm * 1e3:.2f} ms, recomputed {t_cold * 1e3:.2f} ms -> "
           f"{t_cold / t_warm:.0f}x faster")
 

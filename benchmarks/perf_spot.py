@@ -11,10 +11,10 @@ from __future__ import annotations
 
 import subprocess
 import sys
-import time
 
 import numpy as np
 
+from _bench import best_time
 from gpuwise.errors import InputError
 from gpuwise.estimate.preemption import spot_time, spot_times
 
@@ -28,15 +28,6 @@ def _rows(n: int, seed: int = 0):
     return work, rate, nodes, ckpt, np.full(n, 300.0)
 
 
-def _timed(fn, repeat: int = 3) -> float:
-    best = float("inf")
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        best = min(best, time.perf_counter() - t)
-    return best
-
-
 def main() -> None:
     n = 5000
     work, rate, nodes, ckpt, restart = _rows(n)
@@ -48,8 +39,8 @@ def main() -> None:
             except InputError:
                 pass
 
-    t_vec = _timed(lambda: spot_times(work, rate, nodes, ckpt, restart, deadline_s=work * 1.5))
-    t_loop = _timed(loop, 1)
+    t_vec = best_time(lambda: spot_times(work, rate, nodes, ckpt, restart, deadline_s=work * 1.5))
+    t_loop = best_time(loop, 1)
     print(f"spot model on {n} rows: vectorised {t_vec * 1e3:.1f} ms, scalar loop {t_loop * 1e3:.1f} ms, "
           f"ratio {t_loop / t_vec:.1f}x")
 

@@ -140,3 +140,22 @@ def test_on_demand_pool_accounting(ops, gpn, place):
         live.append(a)
         assert state.used() == sum(x.num_gpus for x in live)
         assert all(0 <= f <= c for f, c in zip(state.free, state.cap))
+
+
+def test_rent_cli_cluster_simulator_gives_the_cloud_numbers(capsys):
+    # `gpuwise rent --simulate --simulator cluster`: pi* through the policy interface, same JSON numbers.
+    import json
+
+    from gpuwise.cli.main import main
+
+    out = {}
+    for sim in ("cloud", "cluster"):
+        assert main(["rent", "examples/rent/fig1.yaml", "--budget", "2", "--integer", "--simulate", "--jobs",
+                     "3000", "--seed", "4", "--no-baselines", "--json", "--simulator", sim]) == 0
+        out[sim] = json.loads(capsys.readouterr().out)["simulated"]
+    assert out["cluster"]["simulator"] == "cluster"
+    for key in ("mean_response_time", "mean_gpus_rented"):
+        assert out["cluster"][key] == pytest.approx(out["cloud"][key], rel=1e-9)
+    assert main(["rent", "examples/rent/fig1.yaml", "--budget", "2.3", "--simulate", "--jobs", "100",
+                 "--simulator", "cluster"]) == 2  # fractional widths: asks for --integer
+    assert "--integer" in capsys.readouterr().err

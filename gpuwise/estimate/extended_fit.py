@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gpuwise.estimate.pollux_fit import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, PolluxParams, _robust,
-                                         fit_pollux)
+                                         as_points, fit_pollux)
 
 DELTA_BOUNDS = (0.5, 2.0)   # compute exponent: sub- to super-linear in the local batch
 ETA_BOUNDS = (-2.0, 2.0)    # node-count exponent of the across-node all-reduce
@@ -98,11 +98,7 @@ def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
 
     base = fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time, accum_steps,
                       prior_weight=prior_weight)   # validates the inputs too
-    nodes = np.asarray(num_nodes, dtype=float).ravel()
-    reps = np.asarray(num_replicas, dtype=float).ravel()
-    bsz = np.asarray(local_bsz, dtype=float).ravel()
-    step = np.asarray(step_time, dtype=float).ravel()
-    accum = np.zeros_like(step) if accum_steps is None else np.asarray(accum_steps, float).ravel()
+    nodes, reps, bsz, step, accum = as_points(num_nodes, num_replicas, local_bsz, step_time, accum_steps)
     n = step.size
     comp = None
     if sync_time is not None:

@@ -148,6 +148,15 @@ def default_init(local_bsz: np.ndarray, compute_time: np.ndarray, step_time: np.
     return PolluxParams(icpt, slope, net_n, 0.05 * net_n, net_r, 0.05 * net_r, 1.5)
 
 
+def as_points(num_nodes, num_replicas, local_bsz, step_time, accum_steps=None) -> tuple[np.ndarray, ...]:
+    """The measured columns of a fit as flat float arrays (nodes, replicas, local batch, step time,
+    accumulation steps -- zeros when not given); shared by every step-time fit."""
+    step = np.asarray(step_time, dtype=float).ravel()
+    accum = np.zeros_like(step) if accum_steps is None else np.asarray(accum_steps, float).ravel()
+    return (np.asarray(num_nodes, dtype=float).ravel(), np.asarray(num_replicas, dtype=float).ravel(),
+            np.asarray(local_bsz, dtype=float).ravel(), step, accum)
+
+
 def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
                init: PolluxParams | None = None, prior_weight: float = 0.02) -> PolluxParams:
     """Fit PolluxParams to measured points (arrays of equal length, >= 2 points).
@@ -159,11 +168,7 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, ac
     """
     from scipy.optimize import minimize
 
-    nodes = np.asarray(num_nodes, dtype=float).ravel()
-    reps = np.asarray(num_replicas, dtype=float).ravel()
-    bsz = np.asarray(local_bsz, dtype=float).ravel()
-    step = np.asarray(step_time, dtype=float).ravel()
-    accum = np.zeros_like(step) if accum_steps is None else np.asarray(accum_steps, float).ravel()
+    nodes, reps, bsz, step, accum = as_points(num_nodes, num_replicas, local_bsz, step_time, accum_steps)
     n = step.size
     if n < 2:
         raise InputError("points", n, "need at least 2 measured rows to fit the step-time model")
