@@ -55,3 +55,10 @@ def test_samples_keep_the_last_level_of_an_instant():
     ta.update(2.0, 0.0)   # within sample_every of the last sample: not recorded
     assert ta.samples == [(1.0, 12.0)]
     assert math.isclose(ta.integral(2.0), 12.0)
+
+
+def test_change_points_skip_unchanged_levels():
+    ta = TimeAverage(start=0.0, level=0.0, sample_every=0.0)
+    for now, level in [(1, 2), (2, 2), (3, 5), (3, 4), (4, 4), (5, 0)]:
+        ta.update(float(now), float(level))
+    assert ta.samples == [(1.0, 2.0), (3.0, 4.0), (5.0, 0.0)]

@@ -77,7 +77,9 @@ class Engine:
 class TimeAverage:
     """Time-weighted mean of a piecewise-constant level (GPUs in use, GPUs rented, queue length).
 
-    Optionally records the step function (for plots) at most every ``sample_every`` seconds.
+    With ``sample_every`` set, also records the step function for plots as change points
+    ``(time, level)``: the last level of each instant, unchanged levels skipped, at most one new point
+    every ``sample_every`` seconds (0 = every change).
     """
 
     __slots__ = ("_t0", "_last_t", "_level", "_area", "_peak", "samples", "_sample_every", "_next_sample")
@@ -108,11 +110,12 @@ class TimeAverage:
             self._peak = level
         if self._sample_every is None:
             return
-        if self.samples and self.samples[-1][0] == now:
+        samples = self.samples
+        if samples and samples[-1][0] == now:
             # several updates at one instant: the sample must hold the level that lasts
-            self.samples[-1] = (now, level)
-        elif now >= self._next_sample:
-            self.samples.append((now, level))
+            samples[-1] = (now, level)
+        elif (not samples or samples[-1][1] != level) and now >= self._next_sample:
+            samples.append((now, level))
             self._next_sample = now + self._sample_every
 
     def integral(self, now: float) -> float:
