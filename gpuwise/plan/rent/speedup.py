@@ -73,6 +73,17 @@ class Speedup(ABC):
         return int(hi if g_hi < g_lo else lo)
 
 
+def _closed_form_width(x: float, mu: float, cap: float, interior) -> float:
+    """best_width of a one-parameter family with x in [0, 1] (0: no speedup, 1: linear): width 1
+    when widening never helps, the cap when it is free (linear or mu = 0), otherwise the
+    stationary point `interior()` of table A.3.2 clipped to [1, cap]."""
+    if x <= 0.0:
+        return 1.0
+    if x >= 1.0 or mu <= 0.0:
+        return cap
+    return min(max(interior(), 1.0), cap)
+
+
 @dataclass(frozen=True)
 class PowerSpeedup(Speedup):
     """s(k) = k^p, 0 <= p <= 1 (p = 1 is linear and needs a cap)."""
@@ -93,11 +104,7 @@ class PowerSpeedup(Speedup):
 
     def best_width(self, mu: float) -> float:
         # phi(k) = k(1-p)/p = 1/mu  ->  k = p/((1-p) mu)   (table A.3.2)
-        if self.p <= 0.0:
-            return 1.0
-        if self.p >= 1.0 or mu <= 0.0:
-            return self.cap
-        return min(max(self.p / ((1.0 - self.p) * mu), 1.0), self.cap)
+        return _closed_form_width(self.p, mu, self.cap, lambda: self.p / ((1.0 - self.p) * mu))
 
     def describe(self) -> str:
         return f"power law k^{self.p:g}" + (f" up to {self.cap:g} GPUs" if math.isfinite(self.cap) else "")
@@ -124,11 +131,7 @@ class AmdahlSpeedup(Speedup):
 
     def best_width(self, mu: float) -> float:
         # phi(k) = (1-f)k^2/f = 1/mu  ->  k = sqrt(f/((1-f) mu))   (table A.3.2)
-        if self.f <= 0.0:
-            return 1.0
-        if self.f >= 1.0 or mu <= 0.0:
-            return self.cap
-        return min(max(math.sqrt(self.f / ((1.0 - self.f) * mu)), 1.0), self.cap)
+        return _closed_form_width(self.f, mu, self.cap, lambda: math.sqrt(self.f / ((1.0 - self.f) * mu)))
 
     def describe(self) -> str:
         return f"Amdahl, parallel fraction {self.f:g}" + (
