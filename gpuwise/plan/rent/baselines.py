@@ -15,12 +15,8 @@ import math
 
 import numpy as np
 
-from gpuwise.plan.rent.solver import Budget, RentSolution, cost_per_work
+from gpuwise.plan.rent.solver import Budget, RentSolution, cost_per_work, spend_at
 from gpuwise.policies.fixed_width import FixedWidthPolicy, SizeAwarePolicy
-
-
-def _spend(types, w, ks, boot_delay: float = 0.0) -> float:
-    return sum(wi * t.load * cost_per_work(t, k, boot_delay) for t, wi, k in zip(types, w, ks))
 
 
 def one_gpu(types) -> FixedWidthPolicy:
@@ -34,12 +30,12 @@ def equal_width(types, budget: Budget, boot_delay: float = 0.0) -> FixedWidthPol
     def ks(k):
         return [min(k, c) for c in caps]
     hi = 2.0
-    while _spend(types, w, ks(hi), boot_delay) < budget.amount and hi < 1e9 and any(hi < c for c in caps):
+    while spend_at(types, w, ks(hi), boot_delay) < budget.amount and hi < 1e9 and any(hi < c for c in caps):
         hi *= 2
     lo = 1.0
     for _ in range(200):
         mid = 0.5 * (lo + hi)
-        if _spend(types, w, ks(mid), boot_delay) > budget.amount:
+        if spend_at(types, w, ks(mid), boot_delay) > budget.amount:
             hi = mid
         else:
             lo = mid
@@ -50,7 +46,7 @@ def greedy(types, budget: Budget, boot_delay: float = 0.0, max_steps: int = 200_
     """Marginal allocation on whole GPUs (a heap of savings per unit of extra spend)."""
     w = budget.weights(types)
     ks = [1] * len(types)
-    spent = _spend(types, w, ks, boot_delay)
+    spent = spend_at(types, w, ks, boot_delay)
     def gain(i):
         t, k = types[i], ks[i]
         if k + 1 > t.speedup.cap:

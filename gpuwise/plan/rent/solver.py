@@ -107,7 +107,7 @@ def min_feasible_budget(types: Sequence[JobType], budget: Budget, boot_delay: fl
 def cost_per_work(t: JobType, k: float, boot_delay: float = 0.0) -> float:
     """GPU-hours rented per unit of work at width k: k/s(k) (Lemma 2) plus the billed boot time
     of the k GPUs spread over the job's mean size."""
-    return k / float(t.speedup(k)) + boot_delay * k / t.mean_size
+    return float(t.speedup.cost_per_work(k)) + boot_delay * k / t.mean_size
 
 
 def _best_with_boot(t: JobType, mu_w: float, boot_delay: float, integer: bool) -> float:
@@ -143,10 +143,14 @@ def _width(t: JobType, mu_w: float, integer: bool, boot_delay: float = 0.0) -> f
     return float(t.speedup.best_integer_width(mu_w)) if integer else t.speedup.best_width(mu_w)
 
 
+def spend_at(types, w, ks, boot_delay: float = 0.0) -> float:
+    """Long-run spend in budget units of widths `ks`: sum_i w_i rho_i cost_per_work_i(k_i)."""
+    return sum(wi * t.load * cost_per_work(t, k, boot_delay) for t, wi, k in zip(types, w, ks))
+
+
 def _spend(types, w, mu, integer, boot_delay=0.0) -> tuple[float, list[float]]:
     ks = [_width(t, mu * wi, integer, boot_delay) for t, wi in zip(types, w)]
-    total = sum(wi * t.load * cost_per_work(t, k, boot_delay) for t, wi, k in zip(types, w, ks))
-    return total, ks
+    return spend_at(types, w, ks, boot_delay), ks
 
 
 def bracket_mu(spent: Callable[[float], float], b: float, refusal: str) -> tuple[float, float]:
