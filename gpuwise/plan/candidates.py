@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from gpuwise.plan.job import PlanJob
-from gpuwise.plan.offerings import RegionOffering, filter_offerings, node_counts, region_offerings
+from gpuwise.plan.offerings import RegionOffering, columns, filter_offerings, node_counts, region_offerings
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 
@@ -263,8 +263,8 @@ def generate(job: PlanJob, catalog) -> CandidateSet:
     n_col = np.array(n_col, dtype=np.int64)
     o_idx = np.array(o_idx, dtype=np.int64)
     per_row = np.array(evaluated_per_row, dtype=np.int64)
-    od_price = np.array([o.price if o.price else np.nan for o in offs], float)
-    sp_price = np.array([o.spot_price if o.spot_price else np.nan for o in offs], float)
+    off_cols = columns(offs)
+    od_price, sp_price = off_cols["price"], off_cols["spot_price"]
     modes = [False, True] if job.spot else [False]
     cols = {k: [] for k in ("off", "opt", "n", "spot", "price")}
     for spot in modes:
@@ -282,7 +282,7 @@ def generate(job: PlanJob, catalog) -> CandidateSet:
     node_price = np.concatenate(cols["price"]) if cols["price"] else np.zeros(0)
     evaluated = int(sum(int(per_row[np.isfinite((sp_price if s else od_price)[r_idx])].sum())
                         for s in modes)) if r_idx.size else 0
-    gpn = np.array([offs[i].gpus_per_node for i in off_i], dtype=np.int64) if off_i.size else np.zeros(0, np.int64)
+    gpn = off_cols["gpn"][off_i]
     base_h = np.array([options[k].train_hours for k in opt_i], float) if opt_i.size else np.zeros(0)
     ckpt = np.array([options[k].checkpoint_gb for k in opt_i], float) if opt_i.size else np.zeros(0)
     hourly = node_price * nodes

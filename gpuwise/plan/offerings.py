@@ -8,12 +8,11 @@ spot zone need not be the cheapest on-demand zone).
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
 
-from gpuwise.errors import InputError, unknown_name
+from gpuwise.errors import unknown_name
 from gpuwise.hardware.types import Offering
 
 # Cluster sizes considered, in nodes; capped by the job's max GPUs. Powers of two plus the
@@ -95,11 +94,6 @@ def filter_offerings(catalog, clouds: list[str], regions: list[str], gpus: list[
 def node_counts(gpus_per_node: int, max_gpus: int | None) -> list[int]:
     cap = max_gpus if max_gpus else DEFAULT_MAX_GPUS
     return [n for n in NODE_COUNTS if n * gpus_per_node <= cap]
-
-
-def check_positive(field: str, value: float | None) -> None:
-    if value is not None and not (math.isfinite(value) and value > 0):
-        raise InputError(field, value, "must be a positive number")
 
 
 def columns(rows: list[RegionOffering]) -> dict[str, np.ndarray]:
