@@ -44,6 +44,10 @@ def test_issue_form_is_accepted():
     ("types.0.size_distribution", {"pareto": 0.9}, r"types\[0\]\.size_distribution\.pareto.*alpha"),
     ("types.0.size_distribution", "weibull", r"types\[0\]\.size_distribution"),
     ("types.0.colour", "red", r"types\[0\]\.colour"),
+    ("types.0.speedup", {"job": "job.yaml", "gpu": "H100", "gpus_per_node": "eight"},
+     r"types\[0\]\.speedup\.gpus_per_node.*whole number"),
+    ("types.0.speedup", {"job": "job.yaml", "gpu": "H100", "gpus_per_node": 2.5},
+     r"types\[0\]\.speedup\.gpus_per_node.*whole number"),
 ])
 def test_errors_name_the_yaml_path(path, value, match):
     import copy

@@ -118,11 +118,17 @@ def _derived(t, prefix: str, base_dir: Path | None):
     extra = set(sp) - {"job", "gpu", "gpus_per_node"}
     if extra or "gpu" not in sp:
         raise InputError(f"{prefix}.speedup", sp, "give {job: FILE, gpu: NAME} (optional gpus_per_node: 8)")
+    gpn = sp.get("gpus_per_node", 8)
+    try:
+        whole = float(gpn).is_integer() and float(gpn) >= 1
+    except (TypeError, ValueError):
+        whole = False
+    if not whole:
+        raise InputError(f"{prefix}.speedup.gpus_per_node", gpn, "must be a whole number of GPUs >= 1, e.g. 8")
     path = Path(str(sp["job"]))
     if not path.is_absolute() and base_dir is not None:
         path = base_dir / path
-    return perfmodel.from_job(str(path), str(sp["gpu"]), t.max_gpus, f"{prefix}.speedup",
-                              int(sp.get("gpus_per_node", 8)))
+    return perfmodel.from_job(str(path), str(sp["gpu"]), t.max_gpus, f"{prefix}.speedup", int(float(gpn)))
 
 
 def _trace_stats(path: Path, names: list[str]) -> dict[str, tuple[float, list[float], float]]:
