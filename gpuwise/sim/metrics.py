@@ -52,21 +52,6 @@ def summarise(res: SimResult) -> dict:
     }
 
 
-def level_mean(series: list[tuple[float, int]], start: float, end: float) -> float:
-    """Time average over [start, end] of a step function given as (time, level) at its changes
-    (level 0 before the first change) -- e.g. GPUs in use over the arrival period."""
-    area, t_prev, level = 0.0, start, 0.0
-    for t, v in series:
-        if t > end:
-            break
-        if t > start:
-            area += level * (t - t_prev)
-            t_prev = t
-        level = v
-    area += level * (end - t_prev)
-    return area / (end - start) if end > start else level
-
-
 def _downsample(series, end: float, points: int) -> list[tuple[float, float]]:
     """At most ``points`` (time, level) pairs of a step function, ending at ``end``."""
     pts = list(series) + ([(end, series[-1][1])] if series else [])
