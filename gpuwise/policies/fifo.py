@@ -11,20 +11,8 @@ from __future__ import annotations
 
 import math
 
-from gpuwise.policies.base import Allocation, Decision, PerfModel, Policy, SchedView
-from gpuwise.policies.placement import PlaceFn, best_fit, first_fit
-
-
-def place_request(state, js, place: PlaceFn) -> Allocation | None:
-    """Place the job's own request on ``state`` (modified) or return None."""
-    types = (js.job.gpu_type,) if js.job.gpu_type else state.spec.gpu_types
-    for gpu in types:
-        pl = place(state, gpu, js.job.num_gpus)
-        if pl is not None:
-            alloc = Allocation(gpu, pl, js.job.batch_size)
-            state.allocate(alloc)
-            return alloc
-    return None
+from gpuwise.policies.base import Decision, PerfModel, Policy, SchedView
+from gpuwise.policies.placement import PlaceFn, best_fit, first_fit, place_request
 
 
 class Fifo(Policy):

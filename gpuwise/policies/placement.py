@@ -85,6 +85,21 @@ def _on_demand(state: ClusterState, gpu: str, n: int, nodes: list[tuple[int, int
     return tuple(out)
 
 
+def place_request(state: ClusterState, js, place: PlaceFn, n: int | None = None) -> Allocation | None:
+    """Place ``n`` GPUs (default: the job's own request) at the job's batch on the first allowed GPU
+    type (the job's own, else cluster order) that ``place`` can realise; allocate it on ``state``
+    (modified) and return it, or None when no type can."""
+    n = js.job.num_gpus if n is None else n
+    types = (js.job.gpu_type,) if js.job.gpu_type else state.spec.gpu_types
+    for gpu in types:
+        pl = place(state, gpu, n)
+        if pl is not None:
+            alloc = Allocation(gpu, pl, js.job.batch_size)
+            state.allocate(alloc)
+            return alloc
+    return None
+
+
 PLACEMENTS: dict[str, PlaceFn] = {"best-fit": best_fit, "first-fit": first_fit}
 
 Share = tuple[str, int, "int | None"]  # (gpu type, GPUs, global batch)

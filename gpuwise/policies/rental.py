@@ -21,7 +21,7 @@ import numpy as np
 from gpuwise.errors import InputError
 from gpuwise.policies.base import Allocation, Decision, PerfModel, Policy, SchedView
 from gpuwise.policies.fixed_width import RentalPolicy
-from gpuwise.policies.placement import PlaceFn, best_fit
+from gpuwise.policies.placement import PlaceFn, best_fit, place_request
 
 
 class FixedWidthScheduler(Policy):
@@ -69,13 +69,9 @@ class FixedWidthScheduler(Policy):
         state = view.cluster.copy()
         out: dict[str, Allocation | None] = {}
         for name, js in view.pending.items():
-            gpus = (js.job.gpu_type,) if js.job.gpu_type else state.spec.gpu_types
-            k = self._width[name]
-            pl = next(((g, p) for g in gpus if (p := self.place(state, g, k)) is not None), None)
-            if pl is None:
+            alloc = place_request(state, js, self.place, self._width[name])
+            if alloc is None:
                 break  # strict arrival order on a fixed cluster
-            alloc = Allocation(pl[0], pl[1], js.job.batch_size)
-            state.allocate(alloc)
             out[name] = alloc
             del self._width[name]
         return Decision(out)
