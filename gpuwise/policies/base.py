@@ -173,6 +173,15 @@ class Decision:
     drop: list[str] = field(default_factory=list)
 
 
+def job_batch_range(job: "TraceJob", lo: int, hi: int) -> tuple[int, int]:
+    """The job's global batch range: its own min/max where given (else the model's ``lo``/``hi``),
+    widened to hold its requested batch. Shared by every `PerfModel`, so all agree on it."""
+    lo, hi = job.min_batch or lo, job.max_batch or hi
+    if job.batch_size:
+        lo, hi = min(lo, job.batch_size), max(hi, job.batch_size)
+    return int(lo), int(hi)
+
+
 class PerfModel(Protocol):
     """Predicted speed of a job -- the seam between policies and the performance model.
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 
 from gpuwise.hardware.cluster import relative_speed
+from gpuwise.policies.base import job_batch_range
 
 REFERENCE_GPU = "T4"  # the Pollux profiles the JobModel is fitted on were measured on T4s
 
@@ -64,12 +65,12 @@ class JobModelPerf:
             jm = self.spec_model(job.jobspec, gpu_type, gpus_per_node)
             if jm is None:
                 return (0, 0, 0)
-            return (*_range(job, jm.min_batch, jm.max_batch), int(jm.max_local_bsz))
+            return (*job_batch_range(job, jm.min_batch, jm.max_batch), int(jm.max_local_bsz))
         if job.application is None:
             return (0, 0, 0)
         jm = self.model(job.application)
         mem = relative_speed(gpu_type, REFERENCE_GPU)[1]
-        return (*_range(job, jm.min_batch, jm.max_batch), max(1, int(jm.max_local_bsz * mem)))
+        return (*job_batch_range(job, jm.min_batch, jm.max_batch), max(1, int(jm.max_local_bsz * mem)))
 
     def goodput_grid(self, js, gpu_type: str, max_gpus: int, gpus_per_node: int,
                      batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
@@ -120,14 +121,6 @@ class JobModelPerf:
                            f"{jm.noise.samples_at_ref:.3g} samples at batch {jm.noise.ref_batch}, noise "
                            f"scale {jm.noise.phi:g}")
         return out
-
-
-def _range(job, lo: int, hi: int) -> tuple[int, int]:
-    """The job's batch range: its own min/max if given, widened to hold its requested batch."""
-    lo, hi = job.min_batch or lo, job.max_batch or hi
-    if job.batch_size:
-        lo, hi = min(lo, job.batch_size), max(hi, job.batch_size)
-    return int(lo), int(hi)
 
 
 def _goodput(jm, speed: float, limit: int, g: np.ndarray, nodes: np.ndarray, batches, accumulate: bool,

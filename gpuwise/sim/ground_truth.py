@@ -32,6 +32,7 @@ from functools import lru_cache
 import numpy as np
 
 from gpuwise.errors import unknown_name
+from gpuwise.policies.base import job_batch_range
 
 REFERENCE_GPU = "T4"  # the Pollux profiles were measured on AWS g4dn (NVIDIA T4)
 
@@ -257,11 +258,7 @@ class GroundTruthPerf:
         if job.application is None:
             return (0, 0, 0)
         p = app_profile(job.application)
-        lo = job.min_batch or p.init_batch
-        hi = job.max_batch or p.max_batch
-        if job.batch_size:
-            lo, hi = min(lo, job.batch_size), max(hi, job.batch_size)
-        return int(lo), int(hi), max_local_bsz(job.application, gpu_type)
+        return (*job_batch_range(job, p.init_batch, p.max_batch), max_local_bsz(job.application, gpu_type))
 
     def _throughput_grid(self, app: str, gpu: str, max_gpus: int, gpn: int, batches: tuple,
                          accumulate: bool = False) -> np.ndarray:
