@@ -139,6 +139,24 @@ def job_speeds(types, type_idx: np.ndarray, width: np.ndarray) -> np.ndarray:
     return speed
 
 
+def per_type_means(values: np.ndarray, type_idx: np.ndarray, n_types: int) -> tuple[float, ...]:
+    """Mean of ``values`` over the jobs of each type (NaN for a type without jobs)."""
+    return tuple(float(values[type_idx == i].mean()) if np.any(type_idx == i) else math.nan
+                 for i in range(n_types))
+
+
+def time_quantile(levels: np.ndarray, weights: np.ndarray, p: float) -> float:
+    """Quantile ``p`` of a level held for ``weights`` (time) at each of ``levels``: the smallest
+    level whose cumulative share of time reaches ``p`` (the smallest level if no time passed)."""
+    order = np.argsort(levels, kind="stable")
+    lv, w = np.asarray(levels, float)[order], np.asarray(weights, float)[order]
+    total = float(w.sum())
+    if total <= 0:
+        return float(lv[0])
+    cdf = np.cumsum(w) / total
+    return float(lv[min(int(np.searchsorted(cdf, p - 1e-12)), lv.size - 1)])
+
+
 def simulate(types, policy, workload: Workload, config: CloudConfig = CloudConfig(),
              rng: np.random.Generator | None = None, batches: int = 30) -> CloudResult:
     """Run the stream through the cloud under `policy` on the shared Engine."""
@@ -196,13 +214,10 @@ def simulate(types, policy, workload: Workload, config: CloudConfig = CloudConfi
     rt = mean_ci(resp, batches=batches)
     gpus = np.asarray(batch_area) / span / _LEVEL_UNIT
     g_ci = mean_ci(gpus, batches=batches)
-    per_type = tuple(float(resp[workload.type_idx == i].mean()) if np.any(workload.type_idx == i) else math.nan
-                     for i in range(len(types)))
+    per_type = per_type_means(resp, workload.type_idx, len(types))
     levels = np.array(sorted(time_at), dtype=float)
     weights = np.array([time_at[int(v)] for v in levels])
-    cdf = np.cumsum(weights) / weights.sum() if weights.sum() > 0 else np.ones(1)
-    def q(p):
-        return float(levels[min(int(np.searchsorted(cdf, p - 1e-12)), levels.size - 1)] / _LEVEL_UNIT)
+    levels /= _LEVEL_UNIT
     notes = config.describe() + [
         f"{n} jobs ({workload.source} arrivals); CIs are 95% batch means over {batches} batches",
         "time-average GPUs measured over [0, last arrival]; billed GPU-hours include the final jobs' tails",
@@ -210,5 +225,6 @@ def simulate(types, policy, workload: Workload, config: CloudConfig = CloudConfi
     return CloudResult(
         policy=policy.name, jobs=n, horizon=horizon, mean_response_time=rt, per_type_response_time=per_type,
         mean_gpus_rented=g_ci, mean_gpus_billed=billed / horizon if horizon > 0 else math.nan,
-        p95_gpus=q(0.95), p99_gpus=q(0.99), p_zero=float(time_at.get(0, 0.0) / max(horizon, 1e-300)),
+        p95_gpus=time_quantile(levels, weights, 0.95), p99_gpus=time_quantile(levels, weights, 0.99),
+        p_zero=float(time_at.get(0, 0.0) / max(horizon, 1e-300)),
         events=engine.events_processed, wall_s=_time.perf_counter() - started, assumptions=tuple(notes))

@@ -19,7 +19,7 @@ import time as _time
 import numpy as np
 
 from gpuwise.errors import InputError
-from gpuwise.sim.cloud import CloudConfig, CloudResult, Workload
+from gpuwise.sim.cloud import CloudConfig, CloudResult, Workload, per_type_means, time_quantile
 from gpuwise.sim.stats import mean_ci
 
 HOUR_S = 3600.0  # the rental model's time unit (sizes in single-GPU hours, rates per hour)
@@ -70,15 +70,7 @@ def simulate_on_cluster(types, policy, workload: Workload, config: CloudConfig =
     # level held on each interval between changes (0 before the first), clipped to [0, horizon]
     held = np.concatenate(([0.0], levels))
     dwell = np.diff(np.clip(np.concatenate(([0.0], times, [horizon])), 0.0, horizon))
-    order = np.argsort(held, kind="stable")
-    cdf = np.cumsum(dwell[order]) / max(float(dwell.sum()), 1e-300)
-
-    def q(p: float) -> float:  # time-weighted quantile of the rented level, as sim.cloud reports it
-        return float(held[order][min(int(np.searchsorted(cdf, p - 1e-12)), held.size - 1)])
-
-    type_idx = workload.type_idx
-    per_type = tuple(float(response[type_idx == i].mean()) if np.any(type_idx == i) else math.nan
-                     for i in range(len(types)))
+    per_type = per_type_means(response, workload.type_idx, len(types))
     gpu_hours = res.gpus_used.integral(res.end_s) / HOUR_S
     notes = config.describe() + [
         f"{n} jobs ({workload.source} arrivals) on the cluster simulator, {cluster.describe()}; "
@@ -89,7 +81,8 @@ def simulate_on_cluster(types, policy, workload: Workload, config: CloudConfig =
         policy=policy.name, jobs=n, horizon=horizon, mean_response_time=mean_ci(response, batches=batches),
         per_type_response_time=per_type, mean_gpus_rented=mean_ci(per_batch, batches=batches),
         mean_gpus_billed=gpu_hours / horizon if horizon > 0 else math.nan,
-        p95_gpus=q(0.95), p99_gpus=q(0.99), p_zero=float(dwell[held == 0].sum() / max(horizon, 1e-300)),
+        p95_gpus=time_quantile(held, dwell, 0.95), p99_gpus=time_quantile(held, dwell, 0.99),
+        p_zero=float(dwell[held == 0].sum() / max(horizon, 1e-300)),
         events=res.events, wall_s=_time.perf_counter() - started, assumptions=tuple(notes))
 
 
