@@ -15,17 +15,10 @@ import subprocess
 import sys
 import time
 
+from _bench import best_time
+
 from gpuwise.data import data_path
 from gpuwise.hardware import catalog as catalog_mod
-
-
-def _best(fn, repeat: int) -> float:
-    times = []
-    for _ in range(repeat):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    return min(times)
 
 
 def _dictreader_pass() -> int:
@@ -52,8 +45,8 @@ def main() -> None:
     parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
     rows = _dictreader_pass()
-    base = _best(_dictreader_pass, args.repeat)
-    load = _best(_load_uncached, args.repeat)
+    base = best_time(_dictreader_pass, args.repeat)
+    load = best_time(_load_uncached, args.repeat)
     n_off = len(_load_uncached().offerings)
     print(f"rows in bundled files: {rows}; GPU offerings built: {n_off}")
     print(f"csv.DictReader pass (baseline): {base * 1000:.1f} ms")
