@@ -8,6 +8,7 @@ that names the key, so a truncated or foreign config.json is reported, not silen
 
 from __future__ import annotations
 
+from functools import partial
 from typing import Any, Callable
 
 from gpuwise.errors import InputError
@@ -60,15 +61,22 @@ def _llama_like(r: _Reader, name: str, family: str) -> ModelSpec:
     )
 
 
-def _gpt2(r: _Reader, name: str, family: str) -> ModelSpec:
+def _gpt2_keys(r: _Reader, name: str, family: str, *, positions: int, tied: bool, attn_bias: bool,
+               learned_pos_emb: bool = False, parallel: bool = False) -> ModelSpec:
+    """gpt2 and gptj: GPT-2 key names (n_embd, n_head, n_layer, n_inner, n_positions), full MHA, MLP biases."""
     h = r.int("n_embd", "hidden_size")
     heads = r.int("n_head", "num_attention_heads")
     return ModelSpec(
-        name=name, family="gpt2", n_layers=r.int("n_layer", "num_hidden_layers"), hidden=h, n_heads=heads,
+        name=name, family=family, n_layers=r.int("n_layer", "num_hidden_layers"), hidden=h, n_heads=heads,
         n_kv_heads=heads, head_dim=h // heads, ffn_hidden=int(r.get("n_inner", 4 * h)),
-        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("n_positions", 1024)),
-        tied_embeddings=bool(r.get("tie_word_embeddings", True)), attn_bias=True, mlp_bias=True,
-        learned_pos_emb=True)
+        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("n_positions", positions)),
+        tied_embeddings=bool(r.get("tie_word_embeddings", tied)), attn_bias=attn_bias, mlp_bias=True,
+        learned_pos_emb=learned_pos_emb, parallel_attn_mlp=parallel)
+
+
+# gpt2: tied, biases everywhere, learned positions; gptj: untied, no attention biases, rotary, parallel residual
+_gpt2 = partial(_gpt2_keys, positions=1024, tied=True, attn_bias=True, learned_pos_emb=True)
+_gptj = partial(_gpt2_keys, positions=2048, tied=False, attn_bias=False, parallel=True)
 
 
 def _gpt_neox(r: _Reader, name: str, family: str) -> ModelSpec:
@@ -80,17 +88,6 @@ def _gpt_neox(r: _Reader, name: str, family: str) -> ModelSpec:
         vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("max_position_embeddings", 2048)),
         tied_embeddings=bool(r.get("tie_word_embeddings", False)), attn_bias=bool(r.get("attention_bias", True)),
         mlp_bias=True, parallel_attn_mlp=bool(r.get("use_parallel_residual", True)))
-
-
-def _gptj(r: _Reader, name: str, family: str) -> ModelSpec:
-    h = r.int("n_embd", "hidden_size")
-    heads = r.int("n_head", "num_attention_heads")
-    return ModelSpec(
-        name=name, family="gptj", n_layers=r.int("n_layer", "num_hidden_layers"), hidden=h, n_heads=heads,
-        n_kv_heads=heads, head_dim=h // heads, ffn_hidden=int(r.get("n_inner", 4 * h)),
-        vocab_size=r.int("vocab_size"), max_seq_len=int(r.get("n_positions", 2048)),
-        tied_embeddings=bool(r.get("tie_word_embeddings", False)), attn_bias=False, mlp_bias=True,
-        parallel_attn_mlp=True)
 
 
 def _falcon(r: _Reader, name: str, family: str) -> ModelSpec:
