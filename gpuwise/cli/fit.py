@@ -27,44 +27,46 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def _read(path: str, need_times: bool):
     import csv
+    import io
 
     from gpuwise.errors import InputError
+    from gpuwise.user_files import read_text
     from gpuwise.workload.pollux_traces import parse_placement
 
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        cols = [c.strip() for c in (reader.fieldnames or [])]
-        has_place = "placement" in cols
-        has_nr = "num_nodes" in cols and "num_replicas" in cols
-        need = list(REQUIRED if need_times else ("local_bsz",))
-        missing = [c for c in need if c not in cols]
-        if not (has_place or has_nr):
-            missing.insert(0, "placement")
-        if missing:
-            raise InputError(path, ",".join(cols) or "(empty)",
-                             f"missing column(s) {', '.join(missing)}; need placement,local_bsz,step_time,sync_time")
-        rows = []
-        for i, raw in enumerate(reader, start=2):
-            r = {k.strip(): (v or "").strip() for k, v in raw.items() if k}
-            try:
-                if has_place:
-                    place = r["placement"]
-                    if not place.isdigit() or sum(int(c) for c in place) == 0:
-                        raise ValueError("placement")
-                    nodes, reps = parse_placement(place)
-                else:
-                    nodes, reps = int(r["num_nodes"]), int(r["num_replicas"])
-                    place = ""
-                bsz = float(r["local_bsz"])
-                accum = float(r.get("accum_steps") or 0)
-                st = float(r["step_time"]) if r.get("step_time") else None
-                sy = float(r["sync_time"]) if r.get("sync_time") else None
-            except (ValueError, KeyError) as exc:
-                raise InputError(f"{path} line {i}", dict(r), f"bad value ({exc}); placement is digits per node, "
-                                 "times are seconds") from None
-            if bsz <= 0 or (need_times and (st is None or st <= 0)):
-                raise InputError(f"{path} line {i}", dict(r), "local_bsz and step_time must be > 0")
-            rows.append((place, nodes, reps, bsz, accum, st, sy))
+    text = read_text(path, "TRAIN.csv" if need_times else "--predict", "CSV of measured rows")
+    reader = csv.DictReader(io.StringIO(text, newline=""))
+    cols = [c.strip() for c in (reader.fieldnames or [])]
+    has_place = "placement" in cols
+    has_nr = "num_nodes" in cols and "num_replicas" in cols
+    need = list(REQUIRED if need_times else ("local_bsz",))
+    missing = [c for c in need if c not in cols]
+    if not (has_place or has_nr):
+        missing.insert(0, "placement")
+    if missing:
+        raise InputError(path, ",".join(cols) or "(empty)",
+                         f"missing column(s) {', '.join(missing)}; need placement,local_bsz,step_time,sync_time")
+    rows = []
+    for i, raw in enumerate(reader, start=2):
+        r = {k.strip(): (v or "").strip() for k, v in raw.items() if k}
+        try:
+            if has_place:
+                place = r["placement"]
+                if not place.isdigit() or sum(int(c) for c in place) == 0:
+                    raise ValueError("placement")
+                nodes, reps = parse_placement(place)
+            else:
+                nodes, reps = int(r["num_nodes"]), int(r["num_replicas"])
+                place = ""
+            bsz = float(r["local_bsz"])
+            accum = float(r.get("accum_steps") or 0)
+            st = float(r["step_time"]) if r.get("step_time") else None
+            sy = float(r["sync_time"]) if r.get("sync_time") else None
+        except (ValueError, KeyError) as exc:
+            raise InputError(f"{path} line {i}", dict(r), f"bad value ({exc}); placement is digits per node, "
+                             "times are seconds") from None
+        if bsz <= 0 or (need_times and (st is None or st <= 0)):
+            raise InputError(f"{path} line {i}", dict(r), "local_bsz and step_time must be > 0")
+        rows.append((place, nodes, reps, bsz, accum, st, sy))
     if need_times and len(rows) < 2:
         raise InputError(path, len(rows), "need at least 2 measured rows to fit")
     if not rows:
