@@ -109,7 +109,7 @@ def _from_flags(args):
         amount = Amount(NoiseModel(math.inf, cfg.global_batch(), samples),
                         f"training amount: {args.tokens:.4g} {'tokens' if token else 'samples'} at global batch "
                         f"{cfg.global_batch()} (steps = amount / batch)")
-    return estimate(model, cfg, est, mem, gpu, gpn, amount, args.spot, args.price), None
+    return estimate(model, cfg, est, mem, gpu, gpn, amount, args.spot, args.price)
 
 
 def _from_spec(args):
@@ -131,7 +131,7 @@ def _from_spec(args):
     token = model.sample_unit == "token"
     samples = t.amount_samples(token)
     lo, hi = t.batch_range
-    ref = t.amount_reference_batch() or lo
+    ref = t.amount_reference_batch()
     noise = None
     desc = ""
     if samples is not None:
@@ -146,7 +146,7 @@ def _from_spec(args):
     for gb in cands:
         cfg, est, mem = choose_layout(model, base, gpu, args.gpus, gpn, nodes, gb, job.parallelism.tp,
                                       job.parallelism.pp, job.parallelism.zero, t.micro_batch, args.inter_node_gbps)
-        fits = not any("DOES NOT FIT" in a for a in est.assumptions)
+        fits = mem is None or mem.fits(gpu)
         score = (est.step_time_s * float(noise.steps(cfg.global_batch()))) if noise else est.step_time_s / cfg.global_batch()
         key = (not fits, score)
         if best is None or key < best[0]:
@@ -161,8 +161,7 @@ def _from_spec(args):
     ck = job.checkpoint
     out = estimate(model, cfg, est, mem, gpu, gpn, amount, args.spot, args.price, ck.size_gb, ck.write_gbps,
                    ck.interval_minutes, ck.restart_minutes, job.deadline_hours, job.budget_usd)
-    out = {"job": job.name, **out}
-    return out, job
+    return {"job": job.name, **out}
 
 
 def _fmt(v, unit=""):
@@ -189,7 +188,7 @@ def run(args: argparse.Namespace) -> int:
             setattr(args, dest, value)
     _positive("--price", args.price, allow_zero=True)
     _positive("--inter-node-gbps", args.inter_node_gbps)
-    out, _ = _from_spec(args) if args.job else _from_flags(args)
+    out = _from_spec(args) if args.job else _from_flags(args)
     if args.json:
         emit_json(out)
         return 0
