@@ -6,11 +6,12 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuwise.cli.simulate import POLICY_NAMES, add_common
+    from gpuwise.cli.simulate import add_common
+    from gpuwise.policies.registry import POLICIES
 
     add_common(parser)
     parser.add_argument("--policy", action="append", required=True,
-                        help="a policy to compare (repeat the flag): " + ", ".join(POLICY_NAMES))
+                        help="a policy to compare (repeat the flag): " + ", ".join(POLICIES))
 
 
 def run(args: argparse.Namespace) -> int:

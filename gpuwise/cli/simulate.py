@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-POLICY_NAMES = ("fifo", "las", "elastic-dp", "elastic-dp-fixed-batch", "frenzy", "first-fit", "milp")
 # (JSON key, column title, format) of the human table
 ROWS = (("jobs_completed", "jobs completed", "{:d}"), ("jobs_dropped", "jobs dropped", "{:d}"),
         ("jobs_unfinished", "jobs unfinished", "{:d}"),
@@ -42,8 +41,10 @@ def add_common(parser: argparse.ArgumentParser) -> None:
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpuwise.policies.registry import POLICIES  # the names --help lists are the names make_policy takes
+
     add_common(parser)
-    parser.add_argument("--policy", required=True, help="one of: " + ", ".join(POLICY_NAMES))
+    parser.add_argument("--policy", required=True, help="one of: " + ", ".join(POLICIES))
 
 
 def check_plot_dir(flag: str, path: str | None) -> None:
