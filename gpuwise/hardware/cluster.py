@@ -36,13 +36,9 @@ from gpuwise.errors import InputError
 
 def canonical_gpu(name: str, field_name: str = "gpu") -> str:
     """Canonical GPU type name (gpuwise/data/gpus.csv); unknown -> InputError with the closest names."""
-    from gpuwise.errors import unknown_name
-    from gpuwise.hardware.gpus import known_names, resolve_gpu_name
+    from gpuwise.hardware.gpus import get_gpu
 
-    resolved = resolve_gpu_name(str(name))
-    if resolved is None:
-        raise unknown_name(field_name, str(name), known_names())
-    return resolved
+    return get_gpu(str(name), field_name).name
 
 
 @lru_cache(maxsize=None)

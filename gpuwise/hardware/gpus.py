@@ -68,11 +68,11 @@ def resolve_gpu_name(name: str | None) -> str | None:
     return spec.name if spec else None
 
 
-def get_gpu(name: str) -> GpuSpec:
-    """The GpuSpec for a name or alias; unknown names raise InputError with the closest names."""
+def get_gpu(name: str, field: str = "gpu") -> GpuSpec:
+    """The GpuSpec for a name or alias; unknown names raise InputError (naming `field`) with the closest names."""
     spec = _table()[1].get(_key(name or ""))
     if spec is None:
-        raise unknown_name("gpu", name, known_names())
+        raise unknown_name(field, name, known_names())
     return spec
 
 
