@@ -92,8 +92,6 @@ def poisson_cdf(x: float, mu: float) -> float:
     return float(cdf[int(math.floor(x) - k[0])])
 
 
-_poisson_ppf = poisson_ppf   # older private name
-
 
 def time_with_checkpoints(work_s: float, checkpoint_s: float, interval_s: float) -> float:
     """Failure-free wall time including periodic checkpoint writes."""
@@ -129,7 +127,7 @@ def spot_time(work_s: float, rate_per_node_hour: float, nodes: int, checkpoint_s
                          "or fewer nodes")
     expected = base / (1.0 - lam * per)
     mu = lam * expected
-    q = {p: base + _poisson_ppf(p, mu) * per for p in (0.1, 0.5, 0.9)}
+    q = {p: base + poisson_ppf(p, mu) * per for p in (0.1, 0.5, 0.9)}
     return SpotTime(work_s, expected, q[0.1], q[0.5], q[0.9], mu, interval_s, checkpoint_s, lam * 3600, notes)
 
 
