@@ -26,7 +26,7 @@ Prior weights are small next to the data term, so with enough points the data do
 
 from __future__ import annotations
 
-from dataclasses import asdict, dataclass, replace
+from dataclasses import asdict, dataclass
 
 import numpy as np
 
@@ -291,8 +291,3 @@ class OnlinePolluxFit:
         self.params = fit_form(self.form, a[:, 0], a[:, 1], a[:, 2], a[:, 3], sync, a[:, 5],
                                init=self.params, prior_weight=self.prior_weight)
         return self.params
-
-
-def with_gamma(params: PolluxParams, gamma: float) -> PolluxParams:
-    """Copy with another overlap exponent (for sensitivity checks)."""
-    return replace(params, gamma=float(np.clip(gamma, *GAMMA_BOUNDS)))
