@@ -11,6 +11,7 @@ from gpuwise.estimate.job_model import JobModel, PolluxStepTime
 from gpuwise.estimate.pollux_fit import PolluxParams, fit_form, predict
 from gpuwise.validation.throughput import DESIGN_PLAN, design_training_points
 from gpuwise.workload.pollux_traces import APPLICATIONS, load_placements
+from test_perf_pollux import random_layouts
 
 POL = PolluxParams(0.05, 0.004, 0.30, 0.01, 0.08, 0.004, 2.0)
 TRUE = ExtendedParams(0.05, 0.0015, 1.2, 0.30, 0.01, 0.08, 0.004, -0.3, 2.0, 0.2, -0.3)
@@ -25,10 +26,7 @@ def test_pollux_values_reproduce_pollux_predictions():
 
 
 def test_fit_recovers_synthetic_extended_parameters():
-    rng = np.random.default_rng(1)
-    nodes = rng.integers(1, 5, 80)
-    reps = nodes * rng.integers(1, 5, 80)
-    bsz = rng.integers(8, 512, 80)
+    nodes, reps, bsz = random_layouts(1, 80, 512)
     step, sync = predict_extended(TRUE, nodes, reps, bsz)
     p = fit_extended(nodes, reps, bsz, step, sync)
     err = np.abs(predict_extended(p, nodes, reps, bsz)[0] - step) / step

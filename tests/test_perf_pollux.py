@@ -51,11 +51,15 @@ def test_predict_monotone_in_batch(nodes, reps, bsz):
     assert s2 >= s1 >= TRUE.alpha_c + TRUE.beta_c * bsz - 1e-12
 
 
+def random_layouts(seed: int, count: int, max_bsz: int):
+    """``count`` random data-parallel layouts: 1-4 nodes, 1-4 replicas per node, local batch 8..max_bsz-1."""
+    rng = np.random.default_rng(seed)
+    nodes = rng.integers(1, 5, count)
+    return nodes, nodes * rng.integers(1, 5, count), rng.integers(8, max_bsz, count)
+
+
 def test_fit_recovers_synthetic_parameters():
-    rng = np.random.default_rng(0)
-    nodes = rng.integers(1, 5, 60)
-    reps = nodes * rng.integers(1, 5, 60)
-    bsz = rng.integers(8, 256, 60)
+    nodes, reps, bsz = random_layouts(0, 60, 256)
     step, sync = predict(TRUE, nodes, reps, bsz)
     p = fit_pollux(nodes, reps, bsz, step, sync)
     err = relative_errors(p, nodes, reps, bsz, step)
