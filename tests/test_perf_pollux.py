@@ -26,6 +26,12 @@ def test_loaders_read_every_application():
         load_placements("resnet9000")
 
 
+def test_fit_refuses_sync_times_of_another_length():
+    """One clear InputError naming sync_time, not a numpy broadcasting traceback."""
+    with pytest.raises(InputError, match="sync_time"):
+        fit_pollux([1, 1, 2], [1, 1, 2], [16, 128, 64], [0.1, 0.5, 0.4], [0.0, 0.0])
+
+
 def test_predict_limits():
     # one replica: no sync, step = compute
     step, sync = predict(TRUE, 1, 1, 32)

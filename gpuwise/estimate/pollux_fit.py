@@ -182,6 +182,8 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, ac
     sync = None
     if sync_time is not None:
         sync = np.asarray(sync_time, dtype=float).ravel()
+        if sync.size != n:
+            raise InputError("sync_time", sync.size, f"give one sync time per measured row ({n})")
         _check("sync_time", sync, positive=False)
         sync = np.clip(sync, 0.0, step * 0.999)
     # compute-time target (per micro-step) where it can be read off the data
