@@ -254,7 +254,7 @@ class JobModel:
         from gpuwise.workload.pollux_traces import load_app_info, load_placements, load_validation
 
         info = load_app_info(app)
-        rows = load_placements(app)
+        rows = all_rows = load_placements(app)
         if fit_points == "online":
             from gpuwise.workload.pollux_traces import online_training_points
 
@@ -269,7 +269,7 @@ class JobModel:
         phis = noise_scale([r.grad_sqr for r in ref], [r.grad_var for r in ref], m0)
         phi = effective_phi(target, max(val), m0, phis, prog)
         noise = NoiseModel(phi=phi, ref_batch=m0, samples_at_ref=target * m0)
-        max_local = max(r.local_bsz for r in load_placements(app))
+        max_local = max(r.local_bsz for r in all_rows)
         return cls(PolluxStepTime(params, f"{len(rows)} rows of the Pollux {app} profile"), noise, m0, max(val),
                    max_local, gpus_per_node=gpus_per_node, name=app,
                    assumptions=[f"target: {info.metric} {'>=' if info.higher_is_better else '<='} {info.target} "
