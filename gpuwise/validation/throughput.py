@@ -66,7 +66,8 @@ def score_pollux_fit(app: str, max_points: int = 10, form: str = "pollux", rule:
     rows = load_placements(app)
     train = training_points(rows, rule, max_points)
     tr = [rows[i] for i in train]
-    test = [r for i, r in enumerate(rows) if i not in set(train)]
+    trained = set(train)
+    test = [r for i, r in enumerate(rows) if i not in trained]
     n, r, b, t, s = _cols(tr)
     params = fit_form(form, n, r, b, t, s)
     tn, tr_, tb, tt, _ = _cols(test)
