@@ -39,16 +39,24 @@ class SimResult:
     cluster: ClusterSpec
     jobs: list[JobState]
     decision_s: list[float]               # wall-clock seconds of every policy call
-    gpus_used: TimeAverage
-    queue_len: TimeAverage
+    gpus_used: TimeAverage                # mean, integral and change points of GPUs in use
+    queue_len: TimeAverage                # the same for jobs waiting
     end_s: float
     events: int
     wall_s: float
     seed: int
     restart_s: float
     assumptions: list[str] = field(default_factory=list)
-    gpu_series: list[tuple[float, int]] = field(default_factory=list)    # (time, GPUs in use) at changes
-    queue_series: list[tuple[float, int]] = field(default_factory=list)  # (time, jobs waiting) at changes
+
+    @property
+    def gpu_series(self) -> list[tuple[float, float]]:
+        """(time, GPUs in use) at each change: the last level of each instant."""
+        return self.gpus_used.samples
+
+    @property
+    def queue_series(self) -> list[tuple[float, float]]:
+        """(time, jobs waiting) at each change."""
+        return self.queue_len.samples
 
 
 class ClusterSimulator:
@@ -176,16 +184,9 @@ class ClusterSimulator:
         self._levels(now)
 
     def _levels(self, now: float) -> None:
-        """Record GPUs in use and queue length (TimeAverage keeps the means; the series keep the
-        last level of each instant, for plots: several changes can happen at one time)."""
-        used, queued = self.state.used(), len(self.pending)
-        self.gpus_used.update(now, used)
-        self.queue_len.update(now, queued)
-        for series, level in ((self.gpu_series, used), (self.queue_series, queued)):
-            if series and series[-1][0] == now:
-                series[-1] = (now, level)
-            elif not series or series[-1][1] != level:
-                series.append((now, level))
+        """Record GPUs in use and queue length: means for the metrics, change points for plots."""
+        self.gpus_used.update(now, self.state.used())
+        self.queue_len.update(now, len(self.pending))
 
     def _round(self, now: float, _payload) -> None:
         self._round_at = None
@@ -239,10 +240,8 @@ class ClusterSimulator:
         self._round_at: float | None = None
         self._last_round = -1.0
         self._tick_pending = False
-        self.gpus_used = TimeAverage()
-        self.queue_len = TimeAverage()
-        self.gpu_series: list[tuple[float, int]] = []
-        self.queue_series: list[tuple[float, int]] = []
+        self.gpus_used = TimeAverage(sample_every=0.0)
+        self.queue_len = TimeAverage(sample_every=0.0)
         for i, job in enumerate(self.workload.jobs):
             self.engine.schedule(job.arrival_s, "arrive", i)
         end = self.engine.run({"arrive": self._arrive, "finish": self._finish, "round": self._round,
@@ -255,7 +254,7 @@ class ClusterSimulator:
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
         return SimResult(self.policy.name, self.cluster, self.jobs, self.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,
-                         self.seed, self.restart_s, notes, self.gpu_series, self.queue_series)
+                         self.seed, self.restart_s, notes)
 
 
 def simulate(cluster: ClusterSpec, workload: Workload, policy: Policy, **kwargs) -> SimResult:
