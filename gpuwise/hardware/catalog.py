@@ -135,9 +135,7 @@ class Catalog:
         out: list[Offering] = []
         for c in wanted:
             f = self.files[c]
-            bundled = data_path("catalog", "v8")
-            shown = f"gpuwise/data/catalog/v8/{c}/vms.csv" if f == bundled / c / "vms.csv" else str(f)
-            out.extend(_cpu_rows(c, str(f), self.dates[c], shown))
+            out.extend(_cpu_rows(c, str(f), self.dates[c], _shown_name(c, f)))
         return out
 
     def clouds(self) -> list[str]:
@@ -344,6 +342,13 @@ def _cloud_of(path: Path) -> str | None:
     return m.group(1) if m else None
 
 
+def _shown_name(cloud: str, path: Path) -> str:
+    """What offerings record as their catalog file: bundled files relative to the package, others as given."""
+    if path == data_path("catalog", "v8", cloud, "vms.csv"):
+        return f"gpuwise/data/catalog/v8/{cloud}/vms.csv"
+    return str(path)
+
+
 def _mtime_date(path: Path) -> str:
     return _dt.datetime.fromtimestamp(path.stat().st_mtime, _dt.timezone.utc).date().isoformat()
 
@@ -365,7 +370,6 @@ def _load(dirs: tuple[str, ...], user_dir: str | None) -> Catalog:
         f = bundled / cloud / "vms.csv"
         if f.is_file():
             candidates.setdefault(cloud, []).append((f, meta["date"], meta["source"], False))
-    shown: dict[Path, str] = {c[0][0]: f"gpuwise/data/catalog/v8/{cl}/vms.csv" for cl, c in candidates.items()}
     locations = ([(Path(user_dir), True)] if user_dir else []) + [(Path(d), False) for d in dirs]
     for loc, from_cache in locations:
         try:
@@ -382,7 +386,7 @@ def _load(dirs: tuple[str, ...], user_dir: str | None) -> Catalog:
     for cloud in sorted(candidates):
         for f, date, source, from_cache in reversed(candidates[cloud]):
             try:
-                rows = parse_vms_csv(cloud, f, date, skipped, shown.get(f, str(f)))
+                rows = parse_vms_csv(cloud, f, date, skipped, _shown_name(cloud, f))
             except InputError:
                 if not from_cache:
                     raise  # a file the user named must parse
