@@ -51,6 +51,14 @@ def test_affine_fit_recovers_and_time_cost():
     assert f.step_time(1, 8, 48) == pytest.approx(true.tau(8, 384))
 
 
+def test_affine_fit_bad_input_is_one_input_error():
+    """Mismatched columns or non-positive workers: InputError naming the field, not a numpy traceback."""
+    with pytest.raises(InputError, match="points"):
+        fit_affine([1, 2, 4], [8, 16], [0.1, 0.2, 0.3])
+    with pytest.raises(InputError, match="workers"):
+        fit_affine([0, 2, 4], [8, 16, 32], [0.1, 0.2, 0.3])
+
+
 def test_job_model_from_jobspec_matches_planner_and_memory():
     """JobModel.from_jobspec: the planner's step count (gpuwise.plan.job) and the memory limit
     (largest power-of-two micro-batch that fits) are the same construction everywhere."""

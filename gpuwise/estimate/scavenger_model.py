@@ -16,6 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuwise.errors import InputError
+from gpuwise.estimate.pollux_fit import _check
 
 
 @dataclass(frozen=True)
@@ -50,8 +51,14 @@ def fit_affine(workers, global_batch, tau, compute_time=None) -> AffineStepTime:
     t = np.asarray(tau, float)
     if t.size < 3:
         raise InputError("points", t.size, "need >= 3 measured (K, B, tau) points")
-    if compute_time is not None:
-        c = np.asarray(compute_time, float)
+    c = None if compute_time is None else np.asarray(compute_time, float)
+    if not (k.size == b.size == t.size == (t.size if c is None else c.size)):
+        raise InputError("points", (k.size, b.size, t.size), "workers, global_batch, tau (and compute_time) "
+                         "need the same length")
+    _check("workers", k)
+    _check("global_batch", b)
+    _check("tau", t)
+    if c is not None:
         (c0, c1), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(k), b / k]), c, rcond=None)
         (s0, s1), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(k), k]), t - c, rcond=None)
         return AffineStepTime(float(c0), float(c1), float(s0), float(s1))
