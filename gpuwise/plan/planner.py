@@ -45,21 +45,22 @@ def plan(job: PlanJob, catalog, objective: str = "cost", top: int = 10) -> PlanR
     """Generate, filter by the constraints, choose by `objective`, explain."""
     if objective not in OBJECTIVES:
         raise ValueError(objective)
-    cs = generate(job, catalog)
-    ok = cs.ok.copy()
-    if objective == "deadline" and not job.deadline_hours:
+    if objective == "deadline" and not job.deadline_hours:   # before the catalog-wide search
         from gpuwise.errors import InputError
 
         raise InputError("--objective", "deadline", "the job has no deadline_hours; set it in the job "
                          "YAML or use --objective cost|time|knee")
+    cs = generate(job, catalog)
+    ok = cs.ok.copy()
     rows = np.flatnonzero(ok)
     t, c = cs.time_h[rows], cs.cost[rows]
-    front = rows[pareto_front(t, c)] if rows.size else np.zeros(0, np.int64)
+    front_pos = pareto_front(t, c) if rows.size else np.zeros(0, np.int64)   # positions in rows
+    front = rows[front_pos]
     knee = int(front[knee_of_front(cs.time_h[front], cs.cost[front])]) if front.size else None
     chosen = None
     if rows.size:
         prob = cs.deadline_prob[rows] if objective == "deadline" else None
-        k = choose(t, c, objective, deadline_prob=prob, front=pareto_front(t, c))
+        k = choose(t, c, objective, deadline_prob=prob, front=front_pos)
         chosen = None if k is None else int(rows[k])
     if chosen is None:
         info = infeasible(cs, job)
