@@ -39,6 +39,8 @@ import numpy as np
 from gpuwise.errors import InputError
 from gpuwise.estimate.pollux_fit import PolluxParams, fit_pollux, predict
 from gpuwise.estimate.stat_efficiency import efficiency, noise_scale
+# the planner's objective rule (ties: the other metric, then order), shared, not re-derived
+from gpuwise.plan.choose import choose
 
 OBJECTIVES = ("time", "cost", "knee")
 
@@ -157,19 +159,6 @@ def predict_space(space: Sequence[SearchConfig], params: PolluxParams, noise: No
     steps = (noise.segment_lengths(start, progress)[None, :] * ref_batch / (b[:, None] * eff)).sum(axis=1)
     t = steps * np.asarray(step)
     return t, t / 3600.0 * k * price_per_gpu_hour
-
-
-def choose(time_s: np.ndarray, cost: np.ndarray, objective: str) -> int:
-    """Index of the configuration the objective picks (ties: the other metric, then order)."""
-    from gpuwise.plan.knee import knee_of_front
-    from gpuwise.plan.pareto import pareto_front
-
-    if objective == "time":
-        return int(np.lexsort((np.arange(len(time_s)), cost, time_s))[0])
-    if objective == "cost":
-        return int(np.lexsort((np.arange(len(time_s)), time_s, cost))[0])
-    front = pareto_front(time_s, cost)
-    return int(front[knee_of_front(time_s[front], cost[front])])
 
 
 def _fit(profiled, noise_prior):
