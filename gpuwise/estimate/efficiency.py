@@ -15,11 +15,10 @@ calibrated on one published measurement (``gpuwise/data/calibration/roofline.csv
 
 from __future__ import annotations
 
-import csv
 from dataclasses import dataclass
 from functools import lru_cache
 
-from gpuwise.data import data_path
+from gpuwise.data import data_path, read_commented_csv
 from gpuwise.hardware.types import GpuSpec
 
 # precision of a TrainingConfig -> GpuSpec.peak_tflops dtype
@@ -54,10 +53,9 @@ class Efficiency:
 @lru_cache(maxsize=1)
 def _table() -> dict[tuple[str, str], Efficiency]:
     rows = {}
-    with open(data_path("calibration", "efficiency.csv"), newline="") as fh:
-        for r in csv.DictReader(line for line in fh if not line.startswith("#")):
-            rows[(r["architecture"], r["unit"])] = Efficiency(r["architecture"], r["unit"], float(r["e_max"]),
-                                                              float(r["t0_s"]), int(r["points"]), r["source"])
+    for r in read_commented_csv(data_path("calibration", "efficiency.csv")):
+        rows[(r["architecture"], r["unit"])] = Efficiency(r["architecture"], r["unit"], float(r["e_max"]),
+                                                          float(r["t0_s"]), int(r["points"]), r["source"])
     return rows
 
 
@@ -95,10 +93,9 @@ class Roofline:
 
 @lru_cache(maxsize=1)
 def roofline(workload_class: str = "explicit") -> Roofline:
-    with open(data_path("calibration", "roofline.csv"), newline="") as fh:
-        for r in csv.DictReader(line for line in fh if not line.startswith("#")):
-            if r["workload_class"] == workload_class:
-                return Roofline(r["workload_class"], float(r["traffic_ratio"]), int(r["points"]), r["source"])
+    for r in read_commented_csv(data_path("calibration", "roofline.csv")):
+        if r["workload_class"] == workload_class:
+            return Roofline(r["workload_class"], float(r["traffic_ratio"]), int(r["points"]), r["source"])
     raise KeyError(workload_class)
 
 

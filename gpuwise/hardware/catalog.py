@@ -36,7 +36,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterator
 
-from gpuwise.data import data_path
+from gpuwise.data import data_path, read_commented_csv
 from gpuwise.errors import InputError, unknown_name
 from gpuwise.hardware.gpus import get_gpu, resolve_gpu_name
 from gpuwise.hardware.types import Offering
@@ -86,7 +86,7 @@ class _Override:
 @lru_cache(maxsize=1)
 def _overrides() -> tuple[_Override, ...]:
     out = []
-    for row in _read_commented_csv(data_path("catalog", "instance_gpu_overrides.csv")):
+    for row in read_commented_csv(data_path("catalog", "instance_gpu_overrides.csv")):
         gpu = row["gpu"].strip() or None
         if gpu is not None:
             gpu = get_gpu(gpu).name  # fails loudly if the data file names an unknown GPU
@@ -99,12 +99,7 @@ def _overrides() -> tuple[_Override, ...]:
 def _gcp_hosts() -> dict[tuple[str, str], tuple[str, ...]]:
     """(accelerator, count or '*') -> host instance types."""
     return {(r["accelerator"].strip(), r["count"].strip()): tuple(r["host_instance_type"].strip().split("|"))
-            for r in _read_commented_csv(data_path("catalog", "gcp_gpu_hosts.csv"))}
-
-
-def _read_commented_csv(path: Path) -> list[dict[str, str]]:
-    with open(path, newline="") as fh:
-        return list(csv.DictReader(ln for ln in fh if not ln.lstrip().startswith("#")))
+            for r in read_commented_csv(data_path("catalog", "gcp_gpu_hosts.csv"))}
 
 
 @lru_cache(maxsize=1)

@@ -8,11 +8,10 @@ are ignored when matching (``a100_80gb``, ``A100 80GB`` and ``A100-80GB`` are th
 
 from __future__ import annotations
 
-import csv
 import re
 from functools import lru_cache
 
-from gpuwise.data import data_path
+from gpuwise.data import data_path, read_commented_csv
 from gpuwise.errors import InputError, unknown_name
 from gpuwise.hardware.types import GpuSpec
 
@@ -40,10 +39,7 @@ def _parse_row(row: dict[str, str], line: int) -> GpuSpec:
 
 @lru_cache(maxsize=1)
 def _table() -> tuple[tuple[GpuSpec, ...], dict[str, GpuSpec]]:
-    path = data_path("gpus.csv")
-    with open(path, newline="") as fh:
-        lines = [ln for ln in fh if not ln.lstrip().startswith("#")]
-    specs = tuple(_parse_row(r, i + 1) for i, r in enumerate(csv.DictReader(lines)))
+    specs = tuple(_parse_row(r, i + 1) for i, r in enumerate(read_commented_csv(data_path("gpus.csv"))))
     index: dict[str, GpuSpec] = {}
     for spec in specs:
         for name in (spec.name, *spec.aliases):

@@ -51,7 +51,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Iterable, Sequence
 
-from gpuwise.data import data_path
+from gpuwise.data import data_path, read_commented_csv
 from gpuwise.errors import InputError
 from gpuwise.hardware.types import Offering
 
@@ -271,9 +271,7 @@ def write_rates(path: Path | None = None) -> Path:
 @lru_cache(maxsize=1)
 def rate_table() -> dict[tuple[str, str, str], dict[str, str]]:
     """spot_rates.csv keyed by (cloud, family, region)."""
-    with open(data_path(*RATES_FILE), newline="") as fh:
-        rows = csv.DictReader(ln for ln in fh if not ln.startswith("#"))
-        return {(r["cloud"], r["family"], r["region"]): r for r in rows}
+    return {(r["cloud"], r["family"], r["region"]): r for r in read_commented_csv(data_path(*RATES_FILE))}
 
 
 def _risk(row: dict[str, str], source: str, default: bool) -> SpotRisk:

@@ -222,12 +222,9 @@ def gavel_comparisons() -> list[Comparison]:
 
 def published_rows() -> list[dict]:
     """Rows of gpuwise/data/calibration/published_throughput.csv (published training throughputs)."""
-    import csv
+    from gpuwise.data import data_path, read_commented_csv
 
-    from gpuwise.data import data_path
-
-    with open(data_path("calibration", "published_throughput.csv"), newline="") as fh:
-        return list(csv.DictReader(line for line in fh if not line.startswith("#")))
+    return read_commented_csv(data_path("calibration", "published_throughput.csv"))
 
 
 def nvidia_rn50_comparisons() -> list[Comparison]:
