@@ -59,7 +59,8 @@ def main() -> None:
     full = time.perf_counter() - t0
     tables = [value_table(perf, js, "T4", K, 4, True, "job")[0] for js in pending.values()]
     t0 = time.perf_counter()
-    total, gs, n = dp_allocate(tables, K)
+    total, gs, idx = dp_allocate(tables, K)
+    n = len(idx)
     dp = time.perf_counter() - t0
     sub = 10
     t0 = time.perf_counter()

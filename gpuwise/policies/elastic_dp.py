@@ -4,8 +4,10 @@ MASCOTS'20) and its fixed-batch baseline.
 Each round (on arrivals and completions, at most every ``min_interval_s``) it re-solves the DP of
 `dp.py` over the running jobs plus the waiting ones (FIFO), with V_j(g) the best goodput over the
 job's batch range (``elastic=True``) or at the job's own batch (``elastic=False``, the paper's
-baseline that rescales GPU counts but never the batch). Jobs outside the feasible prefix are
-dropped (``admission="drop"``, the paper's rule) or wait (``"queue"``). The paper's cluster is
+baseline that rescales GPU counts but never the batch). Under ``admission="drop"`` (the paper's
+rule) each new job that cannot get its minimum next to the running jobs and the jobs before it is
+dropped, and the DP goes on with the next ones; under ``"queue"`` the DP keeps the longest feasible
+FIFO prefix and the rest wait. The paper's cluster is
 homogeneous; on several GPU types we run one DP per type, a job staying on the type it started on
 and a new job going to the type with the most GPUs per waiting job (an extension, stated).
 """
@@ -85,9 +87,12 @@ class ElasticDP(Policy):
             gpn = view.cluster.spec.max_gpus_per_node(gpu)
             jobs = jobs[:K]  # queue trimming: at most K jobs can each hold a GPU
             tables = [self._table(perf, js, gpu, K, gpn) for js in jobs]
-            _, gs, n = dp_allocate([t[0] for t in tables], K)
-            for js, g, (_, b, _) in zip(jobs[:n], gs, tables[:n]):
-                shares[js.name] = (gpu, g, None if js.job.rigid else int(b[g]))
+            # drop: each new job is admitted or refused on its own (a refused one does not block the
+            # later ones); queue: strict FIFO, so a waiting job is never overtaken and cannot starve
+            _, gs, idx = dp_allocate([t[0] for t in tables], K, skip=self.admission == "drop")
+            for i, g in zip(idx, gs):
+                b = tables[i][1]
+                shares[jobs[i].name] = (gpu, g, None if jobs[i].job.rigid else int(b[g]))
         allocs = place_shares(view, shares, best_fit)
         granted = {n for n, a in allocs.items() if a is not None} | set(view.running)
         return Decision(allocs, refused(self.admission, view.new, granted))
