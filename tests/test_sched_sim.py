@@ -3,8 +3,9 @@
 Relations (papers.md C.7 and E.5 -- qualitative targets, checked with margins):
 - elastic-scaling paper: under high load with drop admission the elastic DP completes ~2x the jobs
   of the fixed-batch DP (we require >= 1.5x) and has lower mean JCT over the jobs both complete
-  (the mean over *all* completions is higher: it also finishes the long ImageNet/BERT jobs the
-  baseline drops -- no objective we tried avoids that, see README); with queue admission its
+  (the mean over *all* completions is higher with the workload's own top-of-range batches: it also
+  finishes the long ImageNet/BERT jobs the baseline drops; with mid-range batches at 16x load both
+  relations hold, tests/test_sched_elastic_load.py); with queue admission its
   mean JCT is far lower (paper: up to ~10x; we require >= 3x);
 - Frenzy: plan-and-place mean JCT no worse than first-fit with user requests on every Pollux
   workload, on the Pollux testbed and on a heterogeneous cluster (three GPU types, its setting).
@@ -39,8 +40,8 @@ def _jcts(res):
 
 def test_elastic_dp_completes_more_under_high_load_with_drop():
     """Paper (Saxena et al. MASCOTS'20): ~2x jobs completed (>= 1.5x here; measured 155 vs 75)
-    and lower mean JCT -- like-for-like over the jobs both policies complete (measured 0.45 vs
-    0.48 h since a refused job no longer blocks the later ones; we require a 5% margin)."""
+    and lower mean JCT -- like-for-like over the jobs both policies complete (measured 0.46 vs
+    0.50 h since a refused job no longer blocks the later ones; we require a 5% margin)."""
     from gpuwise.sim.metrics import common_jct
 
     w = load_workload(HIGH)

@@ -21,6 +21,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
                         help="cluster spec (default: the Pollux testbed, 16 nodes x 4 T4)")
     parser.add_argument("--workload", required=True, metavar="FILE",
                         help="job stream: Pollux workload CSV, Philly CSV, or gpuwise CSV/YAML")
+    parser.add_argument("--load", type=float, default=1.0, metavar="FACTOR",
+                        help="what-if arrival rate: every arrival time divided by FACTOR (default 1: as "
+                             "in the file; 4 = the same jobs arriving 4x as fast)")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--plot", metavar="DIR", help="write JCT CDF, GPUs-in-use and queue plots here")
     parser.add_argument("--seed", type=int, default=0, help="seed of the speed noise (default 0)")
@@ -75,6 +78,7 @@ def load_inputs(args):
     from gpuwise.errors import InputError
     from gpuwise.hardware.cluster import load_cluster, pollux_cluster
     from gpuwise.workload.traces import load_workload
+    from gpuwise.workload.transforms import at_load
 
     import math
 
@@ -84,7 +88,7 @@ def load_inputs(args):
         raise InputError("--speed-noise", args.speed_noise, "give a sigma >= 0")
     check_plot_dir("--plot", args.plot)
     cluster = load_cluster(args.cluster) if args.cluster else pollux_cluster()
-    return cluster, load_workload(args.workload)
+    return cluster, at_load(load_workload(args.workload), args.load)
 
 
 def fmt(value, how: str) -> str:
