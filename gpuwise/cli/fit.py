@@ -19,7 +19,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("train", help="measured rows: placement,local_bsz,step_time,sync_time")
     parser.add_argument("--predict", metavar="POINTS.csv",
                         help="rows to predict (placement,local_bsz; measured step_time/sync_time only scored)")
-    parser.add_argument("--form", choices=("extended", "pollux"), default="extended",
+    parser.add_argument("--form", choices=("extended", "pollux", "bottleneck"), default="extended",
                         help="model form: extended (default: non-linear compute, node-count term) or pollux "
                              "(7 parameters)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

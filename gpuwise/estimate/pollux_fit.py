@@ -55,7 +55,8 @@ class PolluxParams:
         return asdict(self)
 
 
-FORMS = ("pollux", "extended")   # step-time model forms; "extended" lives in extended_fit.py
+FORMS = ("pollux", "extended", "bottleneck")   # step-time model forms; the other two live in extended_fit.py
+                                               # and bottleneck_fit.py
 
 
 def predict(params, num_nodes, num_replicas, local_bsz, accum_steps=0):
@@ -63,12 +64,17 @@ def predict(params, num_nodes, num_replicas, local_bsz, accum_steps=0):
 
     ``accum_steps`` counts the *extra* micro-steps per optimizer step (0 = no accumulation), so the
     global batch is num_replicas * local_bsz * (accum_steps + 1). ``params`` is a PolluxParams or an
-    ``extended_fit.ExtendedParams`` (dispatched on its ``form``).
+    ``extended_fit.ExtendedParams`` or a ``bottleneck_fit.BottleneckParams`` (dispatched on its ``form``).
     """
-    if getattr(params, "form", "pollux") == "extended":
+    form = getattr(params, "form", "pollux")
+    if form == "extended":
         from gpuwise.estimate.extended_fit import predict_extended
 
         return predict_extended(params, num_nodes, num_replicas, local_bsz, accum_steps)
+    if form == "bottleneck":
+        from gpuwise.estimate.bottleneck_fit import predict_bottleneck
+
+        return predict_bottleneck(params, num_nodes, num_replicas, local_bsz, accum_steps)
     nodes = np.asarray(num_nodes, dtype=float)
     reps = np.asarray(num_replicas, dtype=float)
     bsz = np.asarray(local_bsz, dtype=float)
@@ -157,17 +163,9 @@ def as_points(num_nodes, num_replicas, local_bsz, step_time, accum_steps=None) -
             np.asarray(local_bsz, dtype=float).ravel(), step, accum)
 
 
-def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
-               init: PolluxParams | None = None, prior_weight: float = 0.02) -> PolluxParams:
-    """Fit PolluxParams to measured points (arrays of equal length, >= 2 points).
-
-    ``sync_time`` (optional) is the measured exposed synchronisation per step; with it the compute
-    part step - sync is fitted too, which pins alpha_c/beta_c from very few points. ``init`` warm-starts
-    the optimiser (incremental refits as new points arrive; see ``OnlinePolluxFit``).
-    ``prior_weight`` scales the regularisation terms described in the module docstring.
-    """
-    from scipy.optimize import minimize
-
+def check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None):
+    """``as_points`` plus validation (InputError naming the bad field) and the sync times clipped to
+    [0, step); returns (nodes, replicas, local batch, step, accum, sync or None)."""
     nodes, reps, bsz, step, accum = as_points(num_nodes, num_replicas, local_bsz, step_time, accum_steps)
     n = step.size
     if n < 2:
@@ -186,6 +184,23 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, ac
             raise InputError("sync_time", sync.size, f"give one sync time per measured row ({n})")
         _check("sync_time", sync, positive=False)
         sync = np.clip(sync, 0.0, step * 0.999)
+    return nodes, reps, bsz, step, accum, sync
+
+
+def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
+               init: PolluxParams | None = None, prior_weight: float = 0.02) -> PolluxParams:
+    """Fit PolluxParams to measured points (arrays of equal length, >= 2 points).
+
+    ``sync_time`` (optional) is the measured exposed synchronisation per step; with it the compute
+    part step - sync is fitted too, which pins alpha_c/beta_c from very few points. ``init`` warm-starts
+    the optimiser (incremental refits as new points arrive; see ``OnlinePolluxFit``).
+    ``prior_weight`` scales the regularisation terms described in the module docstring.
+    """
+    from scipy.optimize import minimize
+
+    nodes, reps, bsz, step, accum, sync = check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time,
+                                                       accum_steps)
+    n = step.size
     # compute-time target (per micro-step) where it can be read off the data
     comp = None if sync is None else (step - sync) / (accum + 1.0)
     x0 = _pack(init) if init is not None else _pack(default_init(
@@ -247,13 +262,18 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, ac
 
 def fit_form(form: str, num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
              **kwargs):
-    """Fit the named form (``FORMS``): PolluxParams or ExtendedParams; both work with ``predict``."""
+    """Fit the named form (``FORMS``): PolluxParams, ExtendedParams or BottleneckParams; all work with
+    ``predict``."""
     if form == "pollux":
         return fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time, accum_steps, **kwargs)
     if form == "extended":
         from gpuwise.estimate.extended_fit import fit_extended
 
         return fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time, accum_steps, **kwargs)
+    if form == "bottleneck":
+        from gpuwise.estimate.bottleneck_fit import fit_bottleneck
+
+        return fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time, accum_steps, **kwargs)
     from gpuwise.errors import unknown_name
 
     raise unknown_name("form", form, FORMS)
@@ -273,7 +293,7 @@ class OnlinePolluxFit:
 
     def __init__(self, prior_weight: float = 0.02, form: str = "pollux"):
         self.prior_weight = prior_weight  # see fit_pollux
-        self.form = form                  # "pollux" or "extended" (see FORMS)
+        self.form = form                  # one of FORMS
         self._rows: list[tuple[float, float, float, float, float, float]] = []
         self.params = None   # PolluxParams / ExtendedParams once >= 2 points
 

@@ -1,6 +1,6 @@
 """Validation of the step-time models against measured throughput.
 
-- Fitted models (``pollux`` and ``extended`` forms, ``gpuwise.estimate.pollux_fit``) on the bundled
+- Fitted models (``pollux``, ``extended`` and ``bottleneck`` forms, ``pollux_fit.FORMS``) on the bundled
   Pollux profiles: fit on <= 10 points, score on every other row. Two rules choose the points, neither
   looks at the held-out errors: the *design* rule (``DESIGN_PLAN``: profile the corners of the space
   first, as Scavenger profiles extreme configurations) and the *online* rule (``ONLINE_PLAN``: the
@@ -43,7 +43,7 @@ class FitScore:
     params: dict[str, float] = field(default_factory=dict)
     floor_median_error: float = float("nan")  # in-sample median when fitted on *all* placements rows:
                                               # what the form can reach at best (nan if not computed)
-    form: str = "pollux"                      # "pollux" | "extended"
+    form: str = "pollux"                      # one of pollux_fit.FORMS
     rule: str = "online"                      # "design" | "online" (POINT_RULES)
 
 
