@@ -35,7 +35,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gpuwise.estimate.extended_fit import DELTA_BOUNDS, ETA_BOUNDS, FACTOR_BOUNDS
-from gpuwise.estimate.pollux_fit import _FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, check_points, default_init
+from gpuwise.estimate.pollux_fit import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, check_points, default_init,
+                                         distinct_points, overlapped)
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,7 @@ def predict_bottleneck(params: BottleneckParams, num_nodes, num_replicas, local_
     accum = np.asarray(accum_steps, dtype=float)
     t_grad = np.maximum(p.alpha_c + p.beta_c * np.power(bsz, p.delta), _FLOOR)
     t_net = _network(p.alpha_n, p.alpha_r, p.beta_r, p.eta, p.two_node, p.kappa, p.kappa_two, nodes, reps)
-    g = p.gamma
-    t_optim = t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
-    step = accum * t_grad + t_optim
-    sync = t_optim - t_grad
-    if step.ndim == 0:
-        return float(step), float(sync)
-    return step, sync
+    return overlapped(t_grad, t_net, p.gamma, accum)
 
 
 def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
@@ -116,10 +111,7 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
                                 float(np.exp(t[3])), float(np.exp(t[4])), float(t[8]), float(t[5]), float(t[7]),
                                 float(t[9]), float(t[10]))
 
-    keys = np.column_stack([nodes, reps, bsz, accum])
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    u_nodes, u_reps, u_bsz, u_accum = uniq.T
+    inverse, (u_nodes, u_reps, u_bsz, u_accum) = distinct_points(nodes, reps, bsz, accum)
     u_rel = u_bsz / b_ref
     log_step = np.log(step)
     log_comp = None if comp is None else np.log(np.maximum(comp, _FLOOR))

@@ -26,7 +26,7 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gpuwise.estimate.pollux_fit import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, PolluxParams, _robust,
-                                         as_points, fit_pollux)
+                                         as_points, distinct_points, fit_pollux, overlapped)
 
 DELTA_BOUNDS = (0.5, 2.0)   # compute exponent: sub- to super-linear in the local batch
 ETA_BOUNDS = (-2.0, 2.0)    # node-count exponent of the across-node all-reduce
@@ -74,13 +74,7 @@ def predict_extended(params: ExtendedParams, num_nodes, num_replicas, local_bsz,
     t_grad, t_net = _times(p.alpha_c, p.beta_c, p.delta, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.eta,
                            p.two_node, p.one_per_node, nodes, reps, bsz)
     t_grad = np.maximum(t_grad, _FLOOR)
-    g = p.gamma
-    t_optim = t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
-    step = accum * t_grad + t_optim
-    sync = t_optim - t_grad
-    if step.ndim == 0:
-        return float(step), float(sync)
-    return step, sync
+    return overlapped(t_grad, t_net, p.gamma, accum)
 
 
 def from_pollux(p: PolluxParams) -> ExtendedParams:
@@ -117,10 +111,7 @@ def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
         return ExtendedParams(float(ac), float(bc_ref / b_ref ** delta), delta, float(an), float(bn), float(ar),
                               float(br), float(t[7]), float(t[8]), float(t[9]), float(t[10]))
 
-    keys = np.column_stack([nodes, reps, bsz, accum])
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    u_nodes, u_reps, u_bsz, u_accum = uniq.T
+    inverse, (u_nodes, u_reps, u_bsz, u_accum) = distinct_points(nodes, reps, bsz, accum)
     u_rel = u_bsz / b_ref
     log_step = np.log(step)
     log_comp = None if comp is None else np.log(np.maximum(comp, _FLOOR))

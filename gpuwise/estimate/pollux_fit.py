@@ -84,13 +84,18 @@ def predict(params, num_nodes, num_replicas, local_bsz, accum_steps=0):
     extra = np.maximum(reps - 2.0, 0.0)
     t_net = np.where(nodes > 1, p.alpha_n + p.beta_n * extra, p.alpha_r + p.beta_r * extra)
     t_net = np.where(reps > 1, t_net, 0.0)
-    g = p.gamma
+    return overlapped(t_grad, t_net, p.gamma, accum)
+
+
+def overlapped(t_grad, t_net, gamma: float, accum):
+    """(step_time, sync_time) from compute and network time per micro-step, overlapped as Pollux does:
+    T_optim = (T_grad^gamma + T_net^gamma)^(1/gamma), T_step = accum * T_grad + T_optim (every form)."""
     # (a^g + b^g)^(1/g) computed as a * (1 + (b/a)^g)^(1/g): no overflow for gamma up to 10.
     ratio = np.where(t_grad > 0, t_net / np.maximum(t_grad, _FLOOR), 0.0)
-    t_optim = np.maximum(t_grad, _FLOOR) * (1.0 + ratio ** g) ** (1.0 / g)
+    t_optim = np.maximum(t_grad, _FLOOR) * (1.0 + ratio ** gamma) ** (1.0 / gamma)
     step = accum * t_grad + t_optim
     sync = t_optim - t_grad
-    if step.ndim == 0:
+    if np.ndim(step) == 0:
         return float(step), float(sync)
     return step, sync
 
@@ -187,6 +192,13 @@ def check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
     return nodes, reps, bsz, step, accum, sync
 
 
+def distinct_points(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]:
+    """(inverse, distinct columns): a fitted form is evaluated once per distinct row of ``columns``
+    and scattered back with ``inverse`` (profiles repeat keys; 1,000+ rows stay cheap to fit)."""
+    uniq, inverse = np.unique(np.column_stack(columns), axis=0, return_inverse=True)
+    return inverse.ravel(), list(uniq.T)
+
+
 def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
                init: PolluxParams | None = None, prior_weight: float = 0.02) -> PolluxParams:
     """Fit PolluxParams to measured points (arrays of equal length, >= 2 points).
@@ -216,13 +228,10 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, ac
 
     # the prediction depends only on (across nodes?, replicas, local batch, accum): evaluate it once per
     # distinct key and scatter back, which makes large profiles (1,000+ rows) cheap to fit
-    keys = np.column_stack([nodes > 1, reps, bsz, accum])
-    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
-    inverse = inverse.ravel()
-    u_multi_node = uniq[:, 0] > 0
-    u_multi = uniq[:, 1] > 1
-    u_extra = np.maximum(uniq[:, 1] - 2.0, 0.0)
-    u_bsz, u_accum = uniq[:, 2], uniq[:, 3]
+    inverse, (u_multi_node, u_reps, u_bsz, u_accum) = distinct_points(nodes > 1, reps, bsz, accum)
+    u_multi_node = u_multi_node > 0
+    u_multi = u_reps > 1
+    u_extra = np.maximum(u_reps - 2.0, 0.0)
 
     def loss(theta: np.ndarray) -> float:
         ac, bc, an, bn, ar, br = np.exp(theta[:6])
