@@ -30,13 +30,9 @@ from gpuwise.data import data_path
 from gpuwise.hardware.cluster import pollux_cluster
 from gpuwise.policies.elastic_dp import ElasticDP
 from gpuwise.sim.cluster import simulate
-from gpuwise.sim.metrics import common_jct
+from gpuwise.sim.metrics import common_jct, series
 from gpuwise.workload.traces import load_workload
 from gpuwise.workload.transforms import at_load, with_batch_position
-
-
-def jcts(res) -> dict[str, float]:
-    return {js.name: js.finish_s - js.submitted_s for js in res.jobs if js.status == "done"}
 
 
 def by_app(res) -> dict[str, tuple[int, float]]:
@@ -68,7 +64,7 @@ def main() -> None:
             w = at_load(w0, f)
             el = simulate(pollux_cluster(), w, ElasticDP(elastic=True, admission="drop"))
             fx = simulate(pollux_cluster(), w, ElasticDP(elastic=False, admission="drop"))
-            je, jf = jcts(el), jcts(fx)
+            je, jf = series(el)["jct_by_job"], series(fx)["jct_by_job"]
             me, mf = np.mean(list(je.values())) / 3600, np.mean(list(jf.values())) / 3600
             n, common = common_jct({"el": je, "fx": jf})
             ce, cf = common["el"] / 3600, common["fx"] / 3600

@@ -1,7 +1,9 @@
-"""`gpuwise fit TRAIN.csv [--predict POINTS.csv] [--form pollux|extended] [--json]`: fit the step-time model.
+"""`gpuwise fit TRAIN.csv [--predict POINTS.csv] [--form extended|pollux|bottleneck] [--json]`: fit the
+step-time model.
 
-Forms: ``extended`` (default; best held-out error on the bundled Pollux profiles, see
-``gpuwise validate throughput``) or ``pollux`` (the 7-parameter form of Qiao et al. OSDI'21).
+Forms: ``extended`` (default), ``pollux`` (the 7-parameter form of Qiao et al. OSDI'21) or
+``bottleneck`` (lowest held-out error within the profiled 1-4 nodes, but extrapolates worse); see
+``gpuwise validate throughput`` and README section 2.
 
 CSV columns as Pollux's placements.csv: placement (one digit per node = GPUs on it, e.g. 1222),
 local_bsz, step_time, sync_time (seconds). Optional column accum_steps (extra micro-steps, default 0).
@@ -16,12 +18,14 @@ REQUIRED = ("local_bsz", "step_time", "sync_time")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpuwise.estimate.pollux_fit import FORMS
+
     parser.add_argument("train", help="measured rows: placement,local_bsz,step_time,sync_time")
     parser.add_argument("--predict", metavar="POINTS.csv",
                         help="rows to predict (placement,local_bsz; measured step_time/sync_time only scored)")
-    parser.add_argument("--form", choices=("extended", "pollux", "bottleneck"), default="extended",
-                        help="model form: extended (default: non-linear compute, node-count term) or pollux "
-                             "(7 parameters)")
+    parser.add_argument("--form", choices=FORMS, default="extended",
+                        help="model form: extended (default: non-linear compute, node-count term), pollux "
+                             "(7 parameters) or bottleneck (across-node all-reduce as a power of GPUs per node)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 
@@ -78,7 +82,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
-    from gpuwise.estimate.pollux_fit import fit_form, predict
+    from gpuwise.estimate.pollux_fit import FORM_ASSUMPTIONS, fit_form, predict
 
     train = _read(args.train, True)
     a = np.array([r[1:5] for r in train], float)
@@ -91,12 +95,9 @@ def run(args: argparse.Namespace) -> int:
     out = {"parameters": params.as_dict(),
            "in_sample_error": {"median": float(np.median(err)), "max": float(err.max()), "points": len(train)},
            "form": form,
-           "assumptions": [(f"extended step-time form (Pollux terms + compute exponent delta, across-node "
-                            f"(nodes/2)^eta, 2-node and one-GPU-per-node factors)" if form == "extended" else
-                            "Pollux 7-parameter step-time form") +
-                           f" fitted on {len(train)} rows of {args.train} "
+           "assumptions": [FORM_ASSUMPTIONS[form] + f" fitted on {len(train)} rows of {args.train} "
                            "(soft-L1 loss on log step time, priors tie unobserved terms to the Pollux values)",
-                           "alpha_n/beta_n: replicas across nodes; alpha_r/beta_r: replicas within one node"]}
+                           "_n parameters: replicas across nodes; _r parameters: replicas within one node"]}
     preds = []
     if args.predict:
         pts = _read(args.predict, False)

@@ -35,8 +35,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gpuwise.estimate.extended_fit import DELTA_BOUNDS, ETA_BOUNDS, FACTOR_BOUNDS
-from gpuwise.estimate.pollux_fit import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, check_points, default_init,
-                                         distinct_points, overlapped)
+from gpuwise.estimate.pollux_fit import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, as_arrays, check_points,
+                                         default_init, distinct_points, minimise_from, overlapped)
 
 
 @dataclass(frozen=True)
@@ -73,10 +73,7 @@ def _network(an, ar, br, eta, tau2, kap, kap2, nodes, reps):
 def predict_bottleneck(params: BottleneckParams, num_nodes, num_replicas, local_bsz, accum_steps=0):
     """(step_time, sync_time) in seconds, vectorised like ``pollux_fit.predict``."""
     p = params
-    nodes = np.asarray(num_nodes, dtype=float)
-    reps = np.asarray(num_replicas, dtype=float)
-    bsz = np.asarray(local_bsz, dtype=float)
-    accum = np.asarray(accum_steps, dtype=float)
+    nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, accum_steps)
     t_grad = np.maximum(p.alpha_c + p.beta_c * np.power(bsz, p.delta), _FLOOR)
     t_net = _network(p.alpha_n, p.alpha_r, p.beta_r, p.eta, p.two_node, p.kappa, p.kappa_two, nodes, reps)
     return overlapped(t_grad, t_net, p.gamma, accum)
@@ -88,8 +85,6 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
 
     ``init`` warm-starts the optimiser (besides the Pollux starting point of the same points, ``default_init``,
     at three overlap exponents); ``prior_weight`` scales the priors of the module docstring."""
-    from scipy.optimize import minimize
-
     nodes, reps, bsz, step, accum, sync = check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time,
                                                        accum_steps)
     n = step.size
@@ -147,7 +142,6 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
 
     bounds = ([(-25.0, 5.0)] * 2 + [DELTA_BOUNDS] + [(-25.0, 5.0)] * 2 + [GAMMA_BOUNDS] + [(-25.0, 5.0)]
               + [FACTOR_BOUNDS, ETA_BOUNDS, FACTOR_BOUNDS, FACTOR_BOUNDS])
-    lo, hi = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
     start = np.array([np.log(max(base.alpha_c, _FLOOR)), np.log(max(base.beta_c * b_ref, _FLOOR)), 1.0,
                       np.log(max(base.alpha_r, _FLOOR)), np.log(max(base.beta_r, _FLOOR)), base.gamma,
                       np.log(max(base.alpha_n, _FLOOR)), 0.0, 0.0, 0.0, 0.0])
@@ -156,9 +150,4 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
         x0 = start.copy()
         x0[5] = g0
         starts.append(x0)
-    best = None
-    for x0 in starts:
-        res = minimize(loss, np.clip(x0, lo, hi), method="L-BFGS-B", bounds=bounds)
-        if best is None or res.fun < best.fun:
-            best = res
-    return unpack(best.x)
+    return unpack(minimise_from(loss, starts, bounds))

@@ -26,7 +26,8 @@ from dataclasses import asdict, dataclass
 import numpy as np
 
 from gpuwise.estimate.pollux_fit import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, PolluxParams, _robust,
-                                         as_points, distinct_points, fit_pollux, overlapped)
+                                         as_arrays, check_points, distinct_points, minimise_from, fit_pollux,
+                                         overlapped)
 
 DELTA_BOUNDS = (0.5, 2.0)   # compute exponent: sub- to super-linear in the local batch
 ETA_BOUNDS = (-2.0, 2.0)    # node-count exponent of the across-node all-reduce
@@ -67,10 +68,7 @@ def _times(ac, bc, delta, an, bn, ar, br, eta, tau2, k1, nodes, reps, bsz):
 def predict_extended(params: ExtendedParams, num_nodes, num_replicas, local_bsz, accum_steps=0):
     """(step_time, sync_time) in seconds, vectorised like ``pollux_fit.predict``."""
     p = params
-    nodes = np.asarray(num_nodes, dtype=float)
-    reps = np.asarray(num_replicas, dtype=float)
-    bsz = np.asarray(local_bsz, dtype=float)
-    accum = np.asarray(accum_steps, dtype=float)
+    nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, accum_steps)
     t_grad, t_net = _times(p.alpha_c, p.beta_c, p.delta, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.eta,
                            p.two_node, p.one_per_node, nodes, reps, bsz)
     t_grad = np.maximum(t_grad, _FLOOR)
@@ -88,16 +86,12 @@ def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
 
     ``init`` warm-starts the optimiser; without it the Pollux fit of the same points is the start.
     ``prior_weight`` scales the priors (Pollux ones plus delta ~ 1, eta ~ 0)."""
-    from scipy.optimize import minimize
-
     base = fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time, accum_steps,
                       prior_weight=prior_weight)   # validates the inputs too
-    nodes, reps, bsz, step, accum = as_points(num_nodes, num_replicas, local_bsz, step_time, accum_steps)
+    nodes, reps, bsz, step, accum, sync = check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time,
+                                                       accum_steps)
     n = step.size
-    comp = None
-    if sync_time is not None:
-        sync = np.clip(np.asarray(sync_time, dtype=float).ravel(), 0.0, step * 0.999)
-        comp = (step - sync) / (accum + 1.0)
+    comp = None if sync is None else (step - sync) / (accum + 1.0)
     b_ref = float(np.exp(np.mean(np.log(bsz))))   # compute is parametrised at the data's typical batch
 
     def pack(p: ExtendedParams) -> np.ndarray:
@@ -151,12 +145,6 @@ def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
         return total
 
     bounds = [(-25.0, 5.0)] * 6 + [DELTA_BOUNDS, ETA_BOUNDS, GAMMA_BOUNDS, FACTOR_BOUNDS, FACTOR_BOUNDS]
-    lo, hi = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
     starts = [pack(init)] if init is not None else []
     starts.append(pack(from_pollux(base)))
-    best = None
-    for x0 in starts:
-        res = minimize(loss, np.clip(x0, lo, hi), method="L-BFGS-B", bounds=bounds)
-        if best is None or res.fun < best.fun:
-            best = res
-    return unpack(best.x)
+    return unpack(minimise_from(loss, starts, bounds))

@@ -57,6 +57,21 @@ class PolluxParams:
 
 FORMS = ("pollux", "extended", "bottleneck")   # step-time model forms; the other two live in extended_fit.py
                                                # and bottleneck_fit.py
+# what each form assumes, for the output of anything that fits one (one line each)
+FORM_ASSUMPTIONS = {
+    "pollux": "Pollux 7-parameter step-time form (compute alpha_c + beta_c*b; all-reduce alpha + beta*(replicas-2), "
+              "_n across nodes and _r within one node; overlap exponent gamma)",
+    "extended": "extended step-time form (Pollux terms + compute exponent delta, across-node (nodes/2)^eta, "
+                "2-node and one-GPU-per-node factors)",
+    "bottleneck": "bottleneck step-time form (compute alpha_c + beta_c*b^delta; across-node all-reduce "
+                  "alpha_n*(nodes/2)^eta*(GPUs per node)^kappa with its own level and exponent on 2 nodes; "
+                  "within-node as Pollux; fits best within the profiled node counts, extrapolates worse)",
+}
+
+
+def as_arrays(*values) -> tuple[np.ndarray, ...]:
+    """Each argument as a float array (scalars stay 0-d): the inputs of every form's ``predict``."""
+    return tuple(np.asarray(v, dtype=float) for v in values)
 
 
 def predict(params, num_nodes, num_replicas, local_bsz, accum_steps=0):
@@ -75,10 +90,7 @@ def predict(params, num_nodes, num_replicas, local_bsz, accum_steps=0):
         from gpuwise.estimate.bottleneck_fit import predict_bottleneck
 
         return predict_bottleneck(params, num_nodes, num_replicas, local_bsz, accum_steps)
-    nodes = np.asarray(num_nodes, dtype=float)
-    reps = np.asarray(num_replicas, dtype=float)
-    bsz = np.asarray(local_bsz, dtype=float)
-    accum = np.asarray(accum_steps, dtype=float)
+    nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, accum_steps)
     p = params
     t_grad = p.alpha_c + p.beta_c * bsz
     extra = np.maximum(reps - 2.0, 0.0)
@@ -197,6 +209,20 @@ def distinct_points(*columns: np.ndarray) -> tuple[np.ndarray, list[np.ndarray]]
     and scattered back with ``inverse`` (profiles repeat keys; 1,000+ rows stay cheap to fit)."""
     uniq, inverse = np.unique(np.column_stack(columns), axis=0, return_inverse=True)
     return inverse.ravel(), list(uniq.T)
+
+
+def minimise_from(loss, starts: list[np.ndarray], bounds: list[tuple[float, float]]) -> np.ndarray:
+    """Bounded L-BFGS-B from each start (clipped into ``bounds``); the parameters of the lowest loss.
+    Several starts because the overlap exponent makes the loss non-convex."""
+    from scipy.optimize import minimize
+
+    lo, hi = np.array([b[0] for b in bounds]), np.array([b[1] for b in bounds])
+    best = None
+    for x0 in starts:
+        res = minimize(loss, np.clip(x0, lo, hi), method="L-BFGS-B", bounds=bounds)
+        if best is None or res.fun < best.fun:
+            best = res
+    return best.x
 
 
 def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,

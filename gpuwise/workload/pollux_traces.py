@@ -81,11 +81,22 @@ def load_scalability(app: str) -> list[StepTimeRow]:
     return rows
 
 
+def _validation_files(app: str) -> dict[int, Path]:
+    """``{global_batch: path}`` of the app's ``validation-<bsz>.csv`` files, batches ascending."""
+    return dict(sorted((int(p.stem.split("-", 1)[1]), p) for p in _app_dir(app).glob("validation-*.csv")))
+
+
+def validated_batch_range(app: str) -> tuple[int, int]:
+    """(smallest, largest) global batch with a recorded training curve: the app's batch range, the
+    smallest being its reference batch M0 (read from the file names, no file is parsed)."""
+    batches = list(_validation_files(app))
+    return batches[0], batches[-1]
+
+
 def load_validation(app: str) -> dict[int, list[ValidationRow]]:
     """``{global_batch: rows}`` from every ``validation-<bsz>.csv`` of the app, batches ascending."""
     out: dict[int, list[ValidationRow]] = {}
-    for path in _app_dir(app).glob("validation-*.csv"):
-        bsz = int(path.stem.split("-", 1)[1])
+    for bsz, path in _validation_files(app).items():
         with open(path, newline="") as fh:
             out[bsz] = [ValidationRow(float(r["progress"]), int(float(r["iteration"])), float(r["metric"]),
                                       float(r["grad_sqr"]), float(r["grad_var"]))

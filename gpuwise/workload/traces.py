@@ -143,9 +143,9 @@ def _check_jobspec(raw: str | None, path: str, row: int) -> tuple[str | None, in
 
 def _reference_batch(app: str) -> int:
     """A Pollux application's reference batch: the smallest validated one (its M0)."""
-    from gpuwise.workload.pollux_traces import load_validation
+    from gpuwise.workload.pollux_traces import validated_batch_range
 
-    return int(min(load_validation(app)))
+    return validated_batch_range(app)[0]
 
 
 def _check_sorted(times: list[float], path: str) -> None:

@@ -36,19 +36,12 @@ def with_batch_position(workload: Workload, position: float) -> Workload:
 
     The elastic policies choose their own batch in that range either way; this moves only what a
     fixed-batch policy runs at (the batch the user picked)."""
-    from gpuwise.workload.pollux_traces import load_validation
+    from gpuwise.workload.pollux_traces import validated_batch_range
 
     if not math.isfinite(position) or not 0 <= position <= 1:
         raise InputError("batch position", position, "give a number in [0, 1] (0 = smallest validated batch)")
-    ranges: dict[str, tuple[int, int]] = {}
-    jobs = []
-    for j in workload.jobs:
-        if j.application is not None and j.jobspec is None:
-            if j.application not in ranges:
-                batches = load_validation(j.application)
-                ranges[j.application] = (min(batches), max(batches))
-            j = replace(j, batch_size=batch_at(*ranges[j.application], position))
-        jobs.append(j)
-    return replace(workload, jobs=tuple(jobs),
+    jobs = tuple(replace(j, batch_size=batch_at(*validated_batch_range(j.application), position))
+                 if j.application is not None and j.jobspec is None else j for j in workload.jobs)
+    return replace(workload, jobs=jobs,
                    notes=workload.notes + (f"each application job's fixed batch at {position:g} of its "
                                            "validated batch range (log scale)",))
