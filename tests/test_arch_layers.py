@@ -27,7 +27,7 @@ LAYERS: dict[str, int] = {
     "workload": 2,
     "estimate": 3,
     "plan": 4, "policies": 4,
-    "sim": 5, "runtime": 5, "validation": 5,
+    "sim": 5, "runtime": 5, "validation": 5, "jobqueue": 5,
     "cli": 6, "service": 6, "__main__": 6,
 }
 

@@ -1,0 +1,80 @@
+"""Admitting a submitted job: validate, predict (Frenzy), check the user's quota, record it queued.
+
+Predictions are cached per (spec, cluster): a team submitting the same spec a hundred times pays
+for one prediction, and concurrent twins wait for the first instead of computing it again.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+from dataclasses import dataclass
+from typing import Any
+
+from gpuwise.errors import InputError
+from gpuwise.hardware.cluster import ClusterSpec
+from gpuwise.jobqueue.store import Store, User
+from gpuwise.plan.submit import Prediction, predict_on_cluster
+from gpuwise.workload.jobspec import JobSpec
+
+_cache: dict[tuple[str, str, str], Prediction] = {}
+_locks: dict[tuple[str, str, str], threading.Lock] = {}
+_guard = threading.Lock()
+
+
+class QuotaError(Exception):
+    """The job cannot run within the user's GPU quota (HTTP 403 at the edge)."""
+
+
+class Infeasible(Exception):
+    """Valid input, but the job fits on no GPU type of the cluster (binding constraint named)."""
+
+
+@dataclass(frozen=True)
+class Admitted:
+    job: dict                 # the recorded row
+    created: bool             # False: an earlier submission with the same idempotency key
+    prediction: Prediction
+
+
+def spec_key(spec: JobSpec) -> str:
+    data = spec.model_dump(exclude={"source_path"}, mode="json")
+    return hashlib.sha256(json.dumps(data, sort_keys=True).encode()).hexdigest()
+
+
+def predict_cached(spec: JobSpec, cluster: ClusterSpec, objective: str = "time") -> Prediction:
+    key = (spec_key(spec), cluster.name + cluster.describe(), objective)
+    with _guard:
+        if key in _cache:
+            return _cache[key]
+        lock = _locks.setdefault(key, threading.Lock())
+    with lock:
+        if key not in _cache:
+            _cache[key] = predict_on_cluster(spec, cluster, objective)
+        return _cache[key]
+
+
+def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, sim_now: float | None,
+          idempotency_key: str | None = None, objective: str = "time") -> Admitted:
+    """Record ``spec`` for ``user`` as a queued job; raises Infeasible or QuotaError instead."""
+    if idempotency_key is not None and not (0 < len(idempotency_key) <= 128):
+        raise InputError("Idempotency-Key", idempotency_key, "give 1 to 128 characters")
+    pred = predict_cached(spec, cluster, objective)
+    if pred.chosen is None:
+        reasons = "; ".join(f"{o.gpu}: {o.reason}" for o in pred.options)
+        raise Infeasible(f"{spec.name} fits on no GPU type of cluster {cluster.name} ({reasons}); "
+                         "nearest feasible: a smaller model, more memory-saving options (recompute, ZeRO, "
+                         "a smaller micro_batch) or a cluster with larger GPUs")
+    fewest = min(o.min_gpus for o in pred.feasible)
+    if user.quota_gpus is not None and fewest > user.quota_gpus:
+        raise QuotaError(f"{spec.name} needs at least {fewest} GPUs; user {user.name}'s quota is "
+                         f"{user.quota_gpus} GPUs at once")
+    limit = min(x for x in (spec.constraints.max_gpus, user.quota_gpus, cluster.total_gpus) if x is not None)
+    allowed = [o.gpu for o in pred.feasible]
+    fields: dict[str, Any] = dict(
+        name=spec.name, spec=spec.model_dump(exclude={"source_path"}, mode="json"), spec_key=spec_key(spec),
+        prediction=pred.to_json(), max_gpus=limit, request_gpus=min(pred.chosen.gpus, limit),
+        gpu_type=allowed[0] if len(allowed) == 1 else None)
+    row, created = store.insert_job(user, fields, idempotency_key, sim_now)
+    return Admitted(row, created, pred)

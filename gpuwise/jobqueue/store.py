@@ -1,0 +1,229 @@
+"""The job store: users and hashed tokens, jobs, their events and allocations, GPU usage, the clock.
+
+Any SQLAlchemy URL works; the default is a SQLite file next to the user's data
+(``$GPUWISE_HOME`` or ``~/.gpuwise``/service.db) in WAL mode with synchronous=FULL, so a committed
+change survives the process being killed. Writers on SQLite take the write lock at BEGIN
+(``BEGIN IMMEDIATE``): a transaction that reads then writes never fails with "database is locked"
+half-way, it waits (busy timeout) instead. Readers use a second engine and never block writers.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import secrets
+import time
+import uuid
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, Iterator
+
+from sqlalchemy import Engine, create_engine, event, func, insert, select, update
+from sqlalchemy.exc import IntegrityError
+
+from gpuwise.errors import InputError
+from gpuwise.jobqueue import schema as s
+
+ACTIVE = ("queued", "scheduled", "running")
+TERMINAL = ("done", "cancelled", "failed")
+
+
+def default_url() -> str:
+    home = Path(os.environ.get("GPUWISE_HOME") or Path.home() / ".gpuwise")
+    home.mkdir(parents=True, exist_ok=True)
+    return f"sqlite:///{home / 'service.db'}"
+
+
+def hash_token(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+@dataclass(frozen=True)
+class User:
+    id: int
+    name: str
+    admin: bool
+    quota_gpus: int | None
+
+
+def _sqlite_engine(url: str, immediate: bool) -> Engine:
+    eng = create_engine(url, connect_args={"check_same_thread": False, "timeout": 60},
+                        pool_size=8, max_overflow=32)
+
+    @event.listens_for(eng, "connect")
+    def _connect(dbapi_conn, _record) -> None:
+        dbapi_conn.isolation_level = None      # we emit BEGIN ourselves
+        cur = dbapi_conn.cursor()
+        cur.execute("PRAGMA journal_mode=WAL")
+        cur.execute("PRAGMA synchronous=FULL")
+        cur.execute("PRAGMA busy_timeout=60000")
+        cur.execute("PRAGMA foreign_keys=ON")
+        cur.close()
+
+    @event.listens_for(eng, "begin")
+    def _begin(conn) -> None:
+        conn.exec_driver_sql("BEGIN IMMEDIATE" if immediate else "BEGIN")
+
+    return eng
+
+
+class Store:
+    """All reads and writes of the service's state (one instance per process)."""
+
+    def __init__(self, url: str | None = None) -> None:
+        self.url = url or default_url()
+        try:
+            if self.url.startswith("sqlite"):
+                self.engine = _sqlite_engine(self.url, immediate=True)
+                self.reader = _sqlite_engine(self.url, immediate=False)
+            else:
+                self.engine = self.reader = create_engine(self.url, pool_pre_ping=True)
+        except Exception as exc:  # bad URL syntax, missing driver
+            raise InputError("--db", self.url, f"not a usable SQLAlchemy URL ({exc}); e.g. "
+                             "sqlite:///path/service.db or postgresql://user@host/db") from None
+        self.migrate()
+
+    def migrate(self) -> None:
+        """Bring the schema to the newest Alembic revision (idempotent)."""
+        from alembic import command
+        from alembic.config import Config
+
+        cfg = Config()
+        cfg.set_main_option("script_location", str(Path(__file__).parent / "migrations"))
+        with self.engine.begin() as conn:
+            cfg.attributes["connection"] = conn
+            command.upgrade(cfg, "head")
+
+    @contextmanager
+    def write(self) -> Iterator[Any]:
+        with self.engine.begin() as conn:
+            yield conn
+
+    @contextmanager
+    def read(self) -> Iterator[Any]:
+        with self.reader.begin() as conn:
+            yield conn
+
+    def close(self) -> None:
+        self.engine.dispose()
+        if self.reader is not self.engine:
+            self.reader.dispose()
+
+    # -- users ------------------------------------------------------------------------------
+    def create_token(self, name: str, admin: bool = False, quota_gpus: int | None = None) -> tuple[User, str]:
+        """A new token for user ``name`` (created if new; ``admin``/``quota_gpus`` update it)."""
+        if not name or len(name) > 128 or not name.replace("-", "").replace("_", "").replace(".", "").isalnum():
+            raise InputError("USER", name, "use letters, digits, '-', '_' or '.' (at most 128)")
+        if quota_gpus is not None and quota_gpus < 1:
+            raise InputError("--quota-gpus", quota_gpus, "give at least 1 (or leave it out: no limit)")
+        token = "gw_" + secrets.token_urlsafe(32)
+        now = time.time()
+        with self.write() as conn:
+            row = conn.execute(select(s.users).where(s.users.c.name == name)).mappings().first()
+            if row is None:
+                uid = conn.execute(insert(s.users).values(name=name, admin=admin, quota_gpus=quota_gpus,
+                                                          created_at=now)).inserted_primary_key[0]
+            else:
+                uid = row["id"]
+                conn.execute(update(s.users).where(s.users.c.id == uid).values(
+                    admin=admin or row["admin"], quota_gpus=quota_gpus if quota_gpus is not None else row["quota_gpus"]))
+            conn.execute(insert(s.tokens).values(user_id=uid, token_sha256=hash_token(token), created_at=now))
+            u = conn.execute(select(s.users).where(s.users.c.id == uid)).mappings().one()
+        return User(u["id"], u["name"], bool(u["admin"]), u["quota_gpus"]), token
+
+    def user_for_token(self, token: str) -> User | None:
+        with self.read() as conn:
+            u = conn.execute(select(s.users).join(s.tokens, s.tokens.c.user_id == s.users.c.id)
+                             .where(s.tokens.c.token_sha256 == hash_token(token))).mappings().first()
+        return None if u is None else User(u["id"], u["name"], bool(u["admin"]), u["quota_gpus"])
+
+    def users(self) -> dict[int, User]:
+        with self.read() as conn:
+            rows = conn.execute(select(s.users)).mappings().all()
+        return {u["id"]: User(u["id"], u["name"], bool(u["admin"]), u["quota_gpus"]) for u in rows}
+
+    # -- meta -------------------------------------------------------------------------------
+    def meta(self, key: str, default: Any = None) -> Any:
+        with self.read() as conn:
+            v = conn.execute(select(s.meta.c.value).where(s.meta.c.key == key)).first()
+        return default if v is None else v[0]
+
+    def set_meta(self, conn, key: str, value: Any) -> None:
+        if conn.execute(update(s.meta).where(s.meta.c.key == key).values(value=value)).rowcount == 0:
+            conn.execute(insert(s.meta).values(key=key, value=value))
+
+    # -- jobs -------------------------------------------------------------------------------
+    def insert_job(self, user: User, fields: dict[str, Any], idempotency_key: str | None,
+                   sim_now: float | None) -> tuple[dict, bool]:
+        """Record a submitted job (state queued) and its first event; with an idempotency key a
+        repeated submission returns the recorded job and False instead of a second one."""
+        job_id = uuid.uuid4().hex
+        now = time.time()
+        try:
+            with self.write() as conn:
+                if idempotency_key:
+                    old = self._by_key(conn, user.id, idempotency_key)
+                    if old is not None:
+                        return old, False
+                conn.execute(insert(s.jobs).values(
+                    id=job_id, user_id=user.id, idempotency_key=idempotency_key, state="queued",
+                    submitted_at=now, submitted_sim=sim_now, progress=0.0, attained_gpu_s=0.0, restarts=0,
+                    **fields))
+                conn.execute(insert(s.events).values(job_id=job_id, at=now, at_sim=sim_now, kind="submitted",
+                                                     detail={"user": user.name}))
+        except IntegrityError:  # a concurrent twin with the same key won (other databases)
+            with self.read() as conn:
+                return self._by_key(conn, user.id, idempotency_key), False
+        return self.job(job_id), True
+
+    def _by_key(self, conn, user_id: int, key: str) -> dict | None:
+        row = conn.execute(select(s.jobs).where(s.jobs.c.user_id == user_id,
+                                                s.jobs.c.idempotency_key == key)).mappings().first()
+        return None if row is None else dict(row)
+
+    def job(self, job_id: str) -> dict | None:
+        with self.read() as conn:
+            row = conn.execute(select(s.jobs).where(s.jobs.c.id == job_id)).mappings().first()
+        return None if row is None else dict(row)
+
+    def jobs(self, user_id: int | None = None, states: tuple[str, ...] | None = None,
+             limit: int | None = None, newest_first: bool = True) -> list[dict]:
+        q = select(s.jobs)
+        if user_id is not None:
+            q = q.where(s.jobs.c.user_id == user_id)
+        if states:
+            q = q.where(s.jobs.c.state.in_(states))
+        q = q.order_by(s.jobs.c.seq.desc() if newest_first else s.jobs.c.seq)
+        if limit:
+            q = q.limit(limit)
+        with self.read() as conn:
+            return [dict(r) for r in conn.execute(q).mappings()]
+
+    def count_jobs(self) -> dict[str, int]:
+        with self.read() as conn:
+            rows = conn.execute(select(s.jobs.c.state, func.count()).group_by(s.jobs.c.state)).all()
+        return {k: int(v) for k, v in rows}
+
+    def events(self, job_id: str) -> list[dict]:
+        with self.read() as conn:
+            rows = conn.execute(select(s.events).where(s.events.c.job_id == job_id)
+                                .order_by(s.events.c.id)).mappings().all()
+        return [dict(r) for r in rows]
+
+    def allocation_history(self, job_id: str) -> list[dict]:
+        return [e for e in self.events(job_id) if e["kind"] in ("allocated", "released", "resumed")]
+
+    def cancel(self, job_id: str, sim_now: float | None) -> bool:
+        """Mark an active job cancelled (the scheduler releases its GPUs); False if it had ended."""
+        with self.write() as conn:
+            n = conn.execute(update(s.jobs).where(s.jobs.c.id == job_id, s.jobs.c.state.in_(ACTIVE))
+                             .values(state="cancelled", finished_sim=sim_now)).rowcount
+            if n:
+                conn.execute(insert(s.events).values(job_id=job_id, at=time.time(), at_sim=sim_now,
+                                                     kind="cancelled", detail=None))
+        return bool(n)
+
+    def usage_series(self) -> list[dict]:
+        with self.read() as conn:
+            return [dict(r) for r in conn.execute(select(s.usage).order_by(s.usage.c.id)).mappings()]
