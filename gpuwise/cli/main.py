@@ -26,6 +26,11 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "simulate": ("simulate", "simulate a scheduling policy on a cluster and workload"),
     "compare": ("compare", "compare scheduling policies side by side"),
     "validate": ("validate", "validate estimators against measured data"),
+    "serve": ("serve", "run the job service: HTTP API, scheduler and dashboard"),
+    "token": ("token", "create an API token for a user of the job service"),
+    "submit": ("submit", "submit a job spec to a gpuwise server"),
+    "jobs": ("jobs", "list your jobs on a gpuwise server"),
+    "cancel": ("cancel", "cancel a job on a gpuwise server"),
 }
 
 

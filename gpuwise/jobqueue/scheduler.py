@@ -402,3 +402,25 @@ class Scheduler:
                                "free": self.state.free[i]} for i, n in enumerate(self.backend.cluster.nodes)],
                     "active_jobs": len(self.jobs),
                     "last_round_s": self.stats.last_round_s, "rounds": self.stats.rounds}
+
+
+def open_queue(db: str | None, cluster, backend: str = "sim", policy: str | None = None,
+               time_scale: float = 60.0, period_s: float = 0.2) -> Scheduler:
+    """Store + backend + policy, restored from the store (a restart resumes where it stopped).
+    ``policy`` None: the one recorded in the store, else frenzy."""
+    from gpuwise.jobqueue.backend import make_backend
+    from gpuwise.jobqueue.store import Store
+    from gpuwise.policies.registry import make_policy
+
+    store = Store(db)
+    be = make_backend(backend, cluster, time_scale)
+    pol = make_policy(policy or store.meta("policy") or "frenzy")
+    if store.url.startswith("sqlite:///") and store.url != "sqlite:///:memory:":
+        spec_dir = Path(store.url.removeprefix("sqlite:///")).parent / "specs"
+    else:
+        from gpuwise.jobqueue.store import default_url
+
+        spec_dir = Path(default_url().removeprefix("sqlite:///")).parent / "specs"
+    sch = Scheduler(store, be, pol, spec_dir, period_s)
+    sch.restore()
+    return sch

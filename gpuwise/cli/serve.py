@@ -1,0 +1,56 @@
+"""`gpuwise serve`: the job service (HTTP API v1, OpenAPI at /docs, dashboard at /)."""
+
+from __future__ import annotations
+
+import argparse
+
+
+def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("--db", metavar="URL", default=None,
+                        help="SQLAlchemy URL of the store (default: sqlite:///$GPUWISE_HOME/service.db, "
+                             "GPUWISE_HOME defaulting to ~/.gpuwise)")
+    parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port)")
+    parser.add_argument("--backend", choices=("sim", "ray"), default="sim",
+                        help="sim: jobs run in simulated time; ray: on the Ray runtime")
+    parser.add_argument("--cluster", metavar="CLUSTER.yaml", default=None,
+                        help="cluster the jobs share (default: bundled 96-GPU T4/V100/A100 cluster)")
+    parser.add_argument("--policy", default=None,
+                        help="scheduling policy (default: the one recorded in the store, else frenzy)")
+    parser.add_argument("--time-scale", type=float, default=60.0,
+                        help="sim backend: simulated seconds per wall second (default 60)")
+    parser.add_argument("--round-s", type=float, default=0.2, help="seconds between scheduling rounds")
+
+
+def run(args: argparse.Namespace) -> int:
+    import socket
+
+    import uvicorn
+
+    from gpuwise.data import data_path
+    from gpuwise.errors import InputError
+    from gpuwise.hardware.cluster import load_cluster
+    from gpuwise.jobqueue.scheduler import open_queue
+    from gpuwise.service.app import create_app
+
+    if not 0 <= args.port <= 65535:
+        raise InputError("--port", args.port, "give 0-65535")
+    if not args.round_s > 0:
+        raise InputError("--round-s", args.round_s, "give a positive number of seconds")
+    cluster = load_cluster(args.cluster or data_path("clusters", "service-default.yaml"))
+    sch = open_queue(args.db, cluster, args.backend, args.policy, args.time_scale, args.round_s)
+    sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    try:
+        sock.bind((args.host, args.port))
+    except OSError as exc:
+        raise InputError("--port", args.port, f"cannot listen on {args.host}:{args.port} ({exc.strerror}); "
+                         "pick another port or 0") from None
+    port = sock.getsockname()[1]
+    print(f"gpuwise serve: {cluster.name} ({cluster.describe()}), backend {args.backend}, policy "
+          f"{sch.policy.name}, store {sch.store.url}", flush=True)
+    print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, docs /docs, dashboard /?token=...)",
+          flush=True)
+    server = uvicorn.Server(uvicorn.Config(create_app(sch.store, sch), log_level="warning"))
+    server.run(sockets=[sock])
+    return 0

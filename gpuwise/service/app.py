@@ -1,0 +1,158 @@
+"""The HTTP API (v1, OpenAPI at /docs) and the dashboard, on FastAPI.
+
+Routes only parse, authorise and render; admission, scheduling and storage are
+`gpuwise.jobqueue` library calls. Errors: bad input -> 422 with the CLI's words
+(``{"detail": {"field", "value", "fix", "message"}}``), no or unknown token -> 401, someone
+else's job -> 404, over quota -> 403, valid but infeasible -> 409.
+"""
+
+from __future__ import annotations
+
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
+from fastapi.exceptions import RequestValidationError
+from fastapi.responses import HTMLResponse, JSONResponse
+
+from gpuwise.errors import InputError
+from gpuwise.jobqueue.admission import Infeasible, QuotaError, admit
+from gpuwise.jobqueue.scheduler import Scheduler
+from gpuwise.jobqueue.store import Store, User
+from gpuwise.service.payloads import event_json, job_json, parse_body, spec_from_body
+
+JOB_BODY = {"requestBody": {"required": True, "content": {
+    "application/json": {"schema": {"type": "object", "description": "a job spec (gpuwise/workload/jobspec.py) "
+                                    "or {preset, amount, global_batch, constraints}"}},
+    "application/yaml": {"schema": {"type": "string", "description": "a job spec YAML file"}}}}}
+
+
+def _input_error(exc: InputError) -> JSONResponse:
+    value = exc.value if isinstance(exc.value, (str, int, float, bool, type(None), list, dict)) else repr(exc.value)
+    return JSONResponse(status_code=422, content={"detail": {"field": exc.field, "value": value, "fix": exc.fix,
+                                                             "message": str(exc)}})
+
+
+def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -> FastAPI:
+    @asynccontextmanager
+    async def lifespan(_app: FastAPI):
+        if run_scheduler:
+            scheduler.start()
+        yield
+        scheduler.stop()
+
+    app = FastAPI(title="gpuwise", version="1", lifespan=lifespan,
+                  description="Submit training jobs; gpuwise predicts their memory (Frenzy), picks GPU types "
+                              "and counts, and schedules them on a shared cluster.")
+    tokens: dict[str, User] = {}
+
+    @app.exception_handler(InputError)
+    async def _bad_input(_req: Request, exc: InputError) -> JSONResponse:
+        return _input_error(exc)
+
+    @app.exception_handler(RequestValidationError)
+    async def _bad_params(_req: Request, exc: RequestValidationError) -> JSONResponse:
+        err = exc.errors()[0]
+        field = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body")) or "request"
+        return _input_error(InputError(field, err.get("input"), err.get("msg", "invalid")))
+
+    def user(authorization: str | None = Header(None)) -> User:
+        scheme, _, token = (authorization or "").partition(" ")
+        if scheme.lower() != "bearer" or not token.strip():
+            raise HTTPException(401, "send Authorization: Bearer TOKEN (create one with gpuwise token create USER)",
+                                headers={"WWW-Authenticate": "Bearer"})
+        u = tokens.get(token) or store.user_for_token(token.strip())
+        if u is None:
+            raise HTTPException(401, "unknown token; create one with gpuwise token create USER",
+                                headers={"WWW-Authenticate": "Bearer"})
+        tokens[token] = u
+        return u
+
+    def visible(job_id: str, u: User) -> dict:
+        row = store.job(job_id)
+        if row is None or (row["user_id"] != u.id and not u.admin):
+            raise HTTPException(404, f"no job {job_id} of user {u.name}")
+        return row
+
+    def names() -> dict[int, str]:
+        return {i: x.name for i, x in store.users().items()}
+
+    @app.get("/v1/health", tags=["service"])
+    def health() -> dict[str, Any]:
+        return {"ok": True, "backend": scheduler.backend.name, "policy": scheduler.policy.name}
+
+    @app.post("/v1/jobs", status_code=201, tags=["jobs"], openapi_extra=JOB_BODY)
+    async def submit(request: Request, u: User = Depends(user),
+                     idempotency_key: str | None = Header(None)) -> JSONResponse:
+        """Submit a job: returns its id and the Frenzy prediction, then queues it."""
+        spec = spec_from_body(parse_body(await request.body(), request.headers.get("content-type")))
+        from starlette.concurrency import run_in_threadpool
+
+        try:
+            res = await run_in_threadpool(admit, store, scheduler.backend.cluster, u, spec,
+                                          sim_now=scheduler.backend.now(), idempotency_key=idempotency_key)
+        except QuotaError as exc:
+            raise HTTPException(403, str(exc)) from None
+        except Infeasible as exc:
+            raise HTTPException(409, str(exc)) from None
+        body = {"id": res.job["id"], "state": res.job["state"], "created": res.created,
+                "prediction": res.prediction.to_json()}
+        return JSONResponse(status_code=201 if res.created else 200, content=body)
+
+    @app.get("/v1/jobs", tags=["jobs"])
+    def list_jobs(u: User = Depends(user), state: str | None = Query(None, description="only this state"),
+                  limit: int = Query(500, ge=1, le=100000)) -> dict[str, Any]:
+        rows = store.jobs(None if u.admin else u.id, (state,) if state else None, limit)
+        who = names()
+        return {"jobs": [job_json(r, who.get(r["user_id"])) for r in rows]}
+
+    @app.get("/v1/jobs/{job_id}", tags=["jobs"])
+    def get_job(job_id: str, u: User = Depends(user)) -> dict[str, Any]:
+        row = visible(job_id, u)
+        hist = [event_json(e) for e in store.allocation_history(job_id)]
+        return job_json(row, names().get(row["user_id"]), hist)
+
+    @app.get("/v1/jobs/{job_id}/events", tags=["jobs"])
+    def job_events(job_id: str, u: User = Depends(user)) -> dict[str, Any]:
+        visible(job_id, u)
+        return {"id": job_id, "events": [event_json(e) for e in store.events(job_id)]}
+
+    @app.delete("/v1/jobs/{job_id}", tags=["jobs"])
+    def cancel(job_id: str, u: User = Depends(user)) -> dict[str, Any]:
+        row = visible(job_id, u)
+        if not store.cancel(job_id, scheduler.backend.now()):
+            raise HTTPException(409, f"job {job_id} already ended ({store.job(job_id)['state']})")
+        return {"id": job_id, "state": "cancelled", "was": row["state"]}
+
+    @app.get("/v1/cluster", tags=["cluster"])
+    def cluster(_u: User = Depends(user)) -> dict[str, Any]:
+        return {**scheduler.snapshot(), "jobs": store.count_jobs()}
+
+    @app.post("/v1/plan", tags=["plan"], openapi_extra=JOB_BODY)
+    async def plan(request: Request, _u: User = Depends(user),
+                   objective: str = Query("cost", description="cost | time | knee | deadline"),
+                   top: int = Query(10, ge=1, le=100)) -> dict[str, Any]:
+        """The planner as a service: ranked rental configurations for one job (as `gpuwise plan --json`)."""
+        from starlette.concurrency import run_in_threadpool
+
+        from gpuwise.plan.job import from_jobspec
+        from gpuwise.plan.planner import OBJECTIVES, plan as run_plan, to_json
+        from gpuwise.hardware.catalog import load_catalog
+
+        if objective not in OBJECTIVES:
+            raise InputError("objective", objective, "use one of " + ", ".join(OBJECTIVES))
+        spec = spec_from_body(parse_body(await request.body(), request.headers.get("content-type")))
+        res = await run_in_threadpool(run_plan, from_jobspec(spec), load_catalog(), objective, top)
+        return to_json(res)
+
+    @app.get("/", response_class=HTMLResponse, tags=["dashboard"])
+    def dashboard(token: str | None = Query(None, description="API token (browsers send no header)"),
+                  authorization: str | None = Header(None)) -> HTMLResponse:
+        from gpuwise.service.dashboard import render
+
+        u = user(authorization if authorization else f"Bearer {token or ''}")
+        rows = store.jobs(None if u.admin else u.id, limit=500)
+        done = store.jobs(None if u.admin else u.id, ("done",))
+        return HTMLResponse(render(u.name, rows, done, store.usage_series(), scheduler.snapshot(), names()))
+
+    return app
