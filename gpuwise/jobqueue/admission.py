@@ -10,7 +10,7 @@ import hashlib
 import json
 import threading
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Callable
 
 from gpuwise.errors import InputError
 from gpuwise.hardware.cluster import ClusterSpec
@@ -55,9 +55,10 @@ def predict_cached(spec: JobSpec, cluster: ClusterSpec, objective: str = "time")
         return _cache[key]
 
 
-def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, sim_now: float | None,
+def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, clock: Callable[[], float] | None,
           idempotency_key: str | None = None, objective: str = "time") -> Admitted:
-    """Record ``spec`` for ``user`` as a queued job; raises Infeasible or QuotaError instead."""
+    """Record ``spec`` for ``user`` as a queued job; raises Infeasible or QuotaError instead.
+    ``clock``: the backend's clock, read when the job is recorded (its arrival time)."""
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 128):
         raise InputError("Idempotency-Key", idempotency_key, "give 1 to 128 characters")
     pred = predict_cached(spec, cluster, objective)
@@ -76,5 +77,5 @@ def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, sim_
         name=spec.name, spec=spec.model_dump(exclude={"source_path"}, mode="json"), spec_key=spec_key(spec),
         prediction=pred.to_json(), max_gpus=limit, request_gpus=min(pred.chosen.gpus, limit),
         gpu_type=allowed[0] if len(allowed) == 1 else None)
-    row, created = store.insert_job(user, fields, idempotency_key, sim_now)
+    row, created = store.insert_job(user, fields, idempotency_key, clock)
     return Admitted(row, created, pred)

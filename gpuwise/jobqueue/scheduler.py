@@ -47,6 +47,17 @@ class RoundStats:
     round_s: list[float] = field(default_factory=list)
 
 
+def _trim(a: Allocation, n: int) -> Allocation:
+    """The first ``n`` GPUs of a placement (a grant cut down to a quota)."""
+    out, left = [], n
+    for node, g in a.placement:
+        if left <= 0:
+            break
+        out.append((node, min(g, left)))
+        left -= min(g, left)
+    return Allocation(a.gpu_type, tuple(out), a.batch_size)
+
+
 class Scheduler:
     """Owns the in-memory view of active jobs; the store owns the truth."""
 
@@ -56,6 +67,8 @@ class Scheduler:
         self.spec_dir = Path(spec_dir)
         self.spec_dir.mkdir(parents=True, exist_ok=True)
         self.period_s = float(period_s)
+        self.progress_every_s = max(1.0, self.period_s)   # running jobs' progress is recorded this often
+        self._progress_written = 0.0
         self.state = ClusterState(backend.cluster)
         self.jobs: dict[str, JobState] = {}        # active jobs by id, arrival order
         self.phase: dict[str, str] = {}            # id -> queued | scheduled | running (as recorded)
@@ -180,8 +193,13 @@ class Scheduler:
         take a user over quota or a job over its max_gpus (those wait for a later round)."""
         users = self.store.users()
         used = self._used_by_user()
-        pending = {j: js for j, js in self.jobs.items() if js.allocation is None
-                   and used.get(self.user_of[j], 0) < (users[self.user_of[j]].quota_gpus or 1 << 30)}
+        pending, asked = {}, dict(used)
+        for j, js in self.jobs.items():     # per user, only the queued jobs its remaining quota can hold
+            u = self.user_of[j]
+            room = (users[u].quota_gpus or 1 << 30) - asked.get(u, 0)
+            if js.allocation is None and room >= 1:
+                pending[j] = js
+                asked[u] = asked.get(u, 0) + min(js.job.num_gpus, room)
         running = {j: js for j, js in self.jobs.items() if js.allocation is not None}
         view = SchedView(pending, running, self.state, [j for j in self._new if j in pending])
         self._new = [j for j in self._new if j not in pending]
@@ -193,11 +211,15 @@ class Scheduler:
             a, u = d.allocations[jid], self.user_of[jid]
             if a is not None:
                 quota = users[u].quota_gpus or 1 << 30
-                if a.num_gpus > self.max_gpus[jid] or held.get(u, 0) + a.num_gpus > quota:
+                room = min(self.max_gpus[jid], quota - held.get(u, 0))
+                if a.num_gpus > room:
                     cur = self.jobs[jid].allocation
-                    if cur is not None:
-                        held[u] = held.get(u, 0) + cur.num_gpus
-                    continue
+                    if cur is None and room >= 1:      # a new job: the same placement, trimmed
+                        a = _trim(a, room)
+                    else:
+                        if cur is not None:
+                            held[u] = held.get(u, 0) + cur.num_gpus
+                        continue
                 held[u] = held.get(u, 0) + a.num_gpus
             keep[jid] = a
         return Decision(self._fit(keep), [j for j in d.drop if j in self.jobs])
@@ -275,11 +297,18 @@ class Scheduler:
 
         with self.store.write() as conn:
             self.store.set_meta(conn, "clock", now)
+            bulk = []
+            flush = time.monotonic() - self._progress_written >= self.progress_every_s
             for jid, js in self.jobs.items():
                 if js.allocation is None:
                     continue
                 vals = dict(progress=min(1.0, js.progress / js.target), attained_gpu_s=js.attained_gpu_s,
                             measured_speed=js.measured_speed)
+                if jid not in finished and jid not in started:
+                    if flush:
+                        bulk.append({"b_id": jid, "b_p": vals["progress"], "b_g": js.attained_gpu_s,
+                                     "b_s": js.measured_speed})
+                    continue
                 if jid in finished:
                     vals.update(state="done", progress=1.0, finished_sim=now, allocation=None)
                 elif jid in started:
@@ -287,10 +316,14 @@ class Scheduler:
                 if conn.execute(cond(jid).values(**vals)).rowcount == 0:
                     gone.add(jid)
                     continue
-                kind = "done" if jid in finished else "running" if jid in started else None
-                if kind:
-                    conn.execute(insert(s.events).values(job_id=jid, at=wall, at_sim=now, kind=kind,
-                                                         detail={"progress": vals["progress"]}))
+                if jid in started:    # progress began at run_from (maybe finished within this round)
+                    conn.execute(insert(s.events).values(job_id=jid, at=wall, at_sim=js.run_from, kind="running",
+                                                         detail=None if jid in finished else {"progress": vals["progress"]}))
+                if jid in finished:
+                    conn.execute(insert(s.events).values(job_id=jid, at=wall, at_sim=now, kind="done",
+                                                         detail={"progress": 1.0}))
+            if bulk:
+                gone |= self._write_progress(conn, bulk)
             for jid in d.drop:
                 if conn.execute(cond(jid).values(state="failed", finished_sim=now,
                                                  message="refused by the policy's admission")).rowcount:
@@ -317,6 +350,23 @@ class Scheduler:
                                                      detail=alloc_json(a) or alloc_json(js.allocation)))
             self._record_usage(conn, now, finished, d, gone)
         return gone
+
+    def _write_progress(self, conn, bulk: list[dict]) -> set[str]:
+        """Progress of running jobs in one statement (the restart point of the sim backend);
+        returns jobs no longer active (cancelled meanwhile)."""
+        from sqlalchemy import bindparam
+
+        J = s.jobs
+        active = (J.c.state == "queued") | (J.c.state == "scheduled") | (J.c.state == "running")
+        n = conn.execute(update(J).where(J.c.id == bindparam("b_id"), active).values(
+            progress=bindparam("b_p"), attained_gpu_s=bindparam("b_g"), measured_speed=bindparam("b_s")),
+            bulk).rowcount
+        self._progress_written = time.monotonic()
+        if n == len(bulk):
+            return set()
+        ids = [b["b_id"] for b in bulk]
+        live = set(conn.execute(select(J.c.id).where(J.c.id.in_(ids), J.c.state.in_(ACTIVE))).scalars())
+        return set(ids) - live
 
     def _record_usage(self, conn, now: float, finished: list[str], d: Decision, gone: set[str]) -> None:
         """GPUs in use per type after this round, written when a type's level changes."""

@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import hashlib
 import os
+import queue
 import secrets
+import threading
 import time
 import uuid
 from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any, Callable, Iterator
 
-from sqlalchemy import Engine, create_engine, event, func, insert, select, update
 from sqlalchemy.exc import IntegrityError
+from sqlalchemy import Engine, create_engine, event, func, insert, select, update
 
 from gpuwise.errors import InputError
 from gpuwise.jobqueue import schema as s
@@ -68,11 +70,23 @@ def _sqlite_engine(url: str, immediate: bool) -> Engine:
     return eng
 
 
+class _Pending:
+    """One submission waiting for the writer thread."""
+
+    def __init__(self, args: tuple) -> None:
+        self.args, self.done = args, threading.Event()
+        self.result: tuple[dict, bool] | None = None
+        self.error: BaseException | None = None
+
+
 class Store:
     """All reads and writes of the service's state (one instance per process)."""
 
     def __init__(self, url: str | None = None) -> None:
         self.url = url or default_url()
+        self._queue: queue.Queue[_Pending] = queue.Queue()
+        self._writer: threading.Thread | None = None
+        self._writer_lock = threading.Lock()
         try:
             if self.url.startswith("sqlite"):
                 self.engine = _sqlite_engine(self.url, immediate=True)
@@ -155,27 +169,66 @@ class Store:
 
     # -- jobs -------------------------------------------------------------------------------
     def insert_job(self, user: User, fields: dict[str, Any], idempotency_key: str | None,
-                   sim_now: float | None) -> tuple[dict, bool]:
+                   clock: Callable[[], float] | None = None) -> tuple[dict, bool]:
         """Record a submitted job (state queued) and its first event; with an idempotency key a
-        repeated submission returns the recorded job and False instead of a second one."""
-        job_id = uuid.uuid4().hex
-        now = time.time()
-        try:
-            with self.write() as conn:
-                if idempotency_key:
-                    old = self._by_key(conn, user.id, idempotency_key)
-                    if old is not None:
-                        return old, False
-                conn.execute(insert(s.jobs).values(
-                    id=job_id, user_id=user.id, idempotency_key=idempotency_key, state="queued",
-                    submitted_at=now, submitted_sim=sim_now, progress=0.0, attained_gpu_s=0.0, restarts=0,
-                    **fields))
-                conn.execute(insert(s.events).values(job_id=job_id, at=now, at_sim=sim_now, kind="submitted",
-                                                     detail={"user": user.name}))
-        except IntegrityError:  # a concurrent twin with the same key won (other databases)
-            with self.read() as conn:
-                return self._by_key(conn, user.id, idempotency_key), False
-        return self.job(job_id), True
+        repeated submission returns the recorded job and False instead of a second one.
+
+        Group commit: concurrent submissions are written by one writer thread, many per
+        transaction, so they share one fsync; each call returns only after its job is committed.
+        ``clock`` (the backend clock) is read in that transaction: the job's arrival time."""
+        item = _Pending((user, fields, idempotency_key, clock))
+        with self._writer_lock:
+            if self._writer is None or not self._writer.is_alive():
+                self._writer = threading.Thread(target=self._write_loop, name="gpuwise-store-writer", daemon=True)
+                self._writer.start()
+        self._queue.put(item)
+        item.done.wait()
+        if item.error is not None:
+            raise item.error
+        return item.result
+
+    def _write_loop(self) -> None:
+        while True:
+            batch = [self._queue.get()]
+            while len(batch) < 512:
+                try:
+                    batch.append(self._queue.get_nowait())
+                except queue.Empty:
+                    break
+            try:
+                with self.write() as conn:
+                    results = [self._insert(conn, *it.args) for it in batch]
+                for it, res in zip(batch, results):
+                    it.result = res
+            except Exception:          # one bad row must not fail its neighbours: one by one
+                for it in batch:
+                    try:
+                        with self.write() as conn:
+                            it.result = self._insert(conn, *it.args)
+                    except Exception as exc:  # noqa: BLE001 -- handed to the caller's thread
+                        it.error = exc
+                        if isinstance(exc, IntegrityError) and it.args[2]:   # a twin in another process won
+                            with self.read() as conn:
+                                old = self._by_key(conn, it.args[0].id, it.args[2])
+                            if old is not None:
+                                it.result, it.error = (old, False), None
+            for it in batch:
+                it.done.set()
+
+    def _insert(self, conn, user: User, fields: dict[str, Any], key: str | None,
+                clock: Callable[[], float] | None) -> tuple[dict, bool]:
+        if key:
+            old = self._by_key(conn, user.id, key)
+            if old is not None:
+                return old, False
+        job_id, now = uuid.uuid4().hex, time.time()
+        sim_now = clock() if clock else None
+        conn.execute(insert(s.jobs).values(
+            id=job_id, user_id=user.id, idempotency_key=key, state="queued", submitted_at=now,
+            submitted_sim=sim_now, progress=0.0, attained_gpu_s=0.0, restarts=0, **fields))
+        conn.execute(insert(s.events).values(job_id=job_id, at=now, at_sim=sim_now, kind="submitted",
+                                             detail={"user": user.name}))
+        return dict(conn.execute(select(s.jobs).where(s.jobs.c.id == job_id)).mappings().one()), True
 
     def _by_key(self, conn, user_id: int, key: str) -> dict | None:
         row = conn.execute(select(s.jobs).where(s.jobs.c.user_id == user_id,

@@ -90,7 +90,7 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
 
         try:
             res = await run_in_threadpool(admit, store, scheduler.backend.cluster, u, spec,
-                                          sim_now=scheduler.backend.now(), idempotency_key=idempotency_key)
+                                          clock=scheduler.backend.now, idempotency_key=idempotency_key)
         except QuotaError as exc:
             raise HTTPException(403, str(exc)) from None
         except Infeasible as exc:

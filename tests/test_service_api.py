@@ -1,0 +1,328 @@
+"""The job service against a real uvicorn on loopback (sim backend), started once per session.
+
+Covers: submit -> scheduled -> running -> done; 401/404 isolation between two users; 422 in the
+CLI's words; quotas; 200 concurrent submissions recorded once; the dashboard in headless Chromium;
+SIGKILL mid-run and restart with no job lost and the running ones resumed (last: it restarts the
+server).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import struct
+import subprocess
+import sys
+import time
+import zlib
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+
+import pytest
+
+httpx = pytest.importorskip("httpx")
+
+ROOT = Path(__file__).resolve().parents[1]
+SPEC = ROOT / "examples" / "workloads" / "specs" / "resnet18-cifar10.yaml"
+TIME_SCALE = 400     # simulated seconds per wall second: a small job finishes in about a second
+
+pytestmark = [pytest.mark.xdist_group("server"), pytest.mark.timeout(180), pytest.mark.slow]
+
+
+class Server:
+    """`gpuwise serve` in a subprocess on 127.0.0.1 (a free port); restartable on the same store."""
+
+    def __init__(self, tmp: Path):
+        self.tmp, self.db = tmp, f"sqlite:///{tmp / 'service.db'}"
+        self.env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUWISE_HOME": str(tmp)}
+        self.proc: subprocess.Popen | None = None
+        self.url = ""
+
+    def start(self) -> None:
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "gpuwise", "serve", "--db", self.db, "--port", "0",
+             "--time-scale", str(TIME_SCALE), "--round-s", "0.1"],
+            cwd=self.tmp, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+        deadline = time.monotonic() + 90
+        for line in self.proc.stdout:
+            if "listening on" in line:
+                self.url = line.split("listening on ")[1].split()[0]
+                break
+            assert time.monotonic() < deadline, "server did not start"
+        assert self.url, f"server exited: rc={self.proc.wait()}"
+        for _ in range(100):   # bounded: at most ~10 s
+            try:
+                if httpx.get(self.url + "/v1/health", timeout=2).status_code == 200:
+                    return
+            except httpx.HTTPError:
+                time.sleep(0.1)
+        raise AssertionError("server never answered /v1/health")
+
+    def kill(self) -> None:
+        self.proc.send_signal(signal.SIGKILL)
+        self.proc.wait(timeout=10)
+
+    def token(self, user: str, *extra: str) -> str:
+        out = subprocess.run([sys.executable, "-m", "gpuwise", "token", "create", user, "--db", self.db, *extra],
+                             env=self.env, capture_output=True, text=True, timeout=60, check=True)
+        return out.stdout.strip().splitlines()[-1].split()[-1]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    srv = Server(tmp_path_factory.mktemp("service"))
+    srv.start()
+    from gpuwise.jobqueue.store import Store
+
+    store = Store(srv.db)           # the library call behind `gpuwise token create` (one CLI run is enough)
+    srv.tokens = {"alice": srv.token("alice"), "bob": store.create_token("bob")[1],
+                  "root": store.create_token("root", admin=True)[1],
+                  "carol": store.create_token("carol", quota_gpus=2)[1],
+                  "dave": store.create_token("dave", quota_gpus=1)[1]}   # the burst: one GPU at a time
+    store.close()
+    yield srv
+    if srv.proc.poll() is None:
+        srv.proc.terminate()
+        srv.proc.wait(timeout=10)
+
+
+def auth(srv: Server, user: str) -> dict:
+    return {"Authorization": f"Bearer {srv.tokens[user]}"}
+
+
+def submit_yaml(srv: Server, user: str, text: str | None = None) -> httpx.Response:
+    return httpx.post(srv.url + "/v1/jobs", content=(text or SPEC.read_text()).encode(), timeout=60,
+                      headers={**auth(srv, user), "Content-Type": "application/yaml"})
+
+
+def wait_for(srv: Server, user: str, job_id: str, states: tuple[str, ...], seconds: float = 60) -> dict:
+    for _ in range(int(seconds / 0.1)):   # bounded poll
+        job = httpx.get(f"{srv.url}/v1/jobs/{job_id}", headers=auth(srv, user), timeout=10).json()
+        if job["state"] in states:
+            return job
+        time.sleep(0.1)
+    raise AssertionError(f"job {job_id} never reached {states}: {job}")
+
+
+def test_submit_runs_to_done_with_prediction_and_history(server):
+    r = submit_yaml(server, "alice")
+    assert r.status_code == 201, r.text
+    body = r.json()
+    pred = body["prediction"]
+    assert body["state"] == "queued" and len(body["id"]) == 32
+    chosen = pred["chosen"]
+    assert chosen["memory_gib_per_gpu"] < chosen["gpu_memory_gib"] and chosen["gpus"] >= 1
+    assert {o["gpu"] for o in pred["feasible"]} == {"T4", "V100-16GB-SXM2", "A100-40GB-SXM"}
+    assert chosen["time_hours"] > 0 and chosen["cost_usd"] > 0 and pred["assumptions"]
+    job = wait_for(server, "alice", body["id"], ("done",))
+    assert job["progress"] == 1.0 and job["jct_s"] > 0 and job["measured_speed_per_s"] > 0
+    kinds = [e["kind"] for e in httpx.get(f"{server.url}/v1/jobs/{body['id']}/events",
+                                          headers=auth(server, "alice")).json()["events"]]
+    assert kinds == ["submitted", "allocated", "running", "done"]
+    (alloc,) = job["allocation_history"]
+    assert alloc["detail"]["gpu_type"] in {o["gpu"] for o in pred["feasible"]} and alloc["detail"]["gpus"] >= 1
+    # simulated JCT = restart delay + predicted training time at the allocation the policy gave
+    assert job["jct_s"] >= 30.0
+
+
+def test_running_job_reports_measured_speed_and_cancel_releases(server):
+    long = SPEC.read_text().replace("epochs: 60", "epochs: 6000")
+    jid = submit_yaml(server, "alice", long).json()["id"]
+    job = wait_for(server, "alice", jid, ("running",))
+    assert job["measured_speed_per_s"] > 0 and job["gpus"] >= 1 and 0 <= job["progress"] < 1
+    r = httpx.delete(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "alice"))
+    assert r.status_code == 200 and r.json()["was"] == "running"
+    assert httpx.delete(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "alice")).status_code == 409
+    cluster = httpx.get(server.url + "/v1/cluster", headers=auth(server, "alice")).json()
+    assert {g["gpu"] for g in cluster["gpu_types"]} == {"T4", "V100-16GB-SXM2", "A100-40GB-SXM"}
+
+
+def test_users_are_isolated(server):
+    jid = submit_yaml(server, "alice").json()["id"]
+    assert httpx.get(server.url + "/v1/jobs").status_code == 401
+    assert httpx.get(server.url + "/v1/jobs", headers={"Authorization": "Bearer nope"}).status_code == 401
+    assert submit_yaml(server, "alice").status_code == 201
+    assert httpx.post(server.url + "/v1/jobs", content=SPEC.read_bytes(),
+                      headers={"Content-Type": "application/yaml"}).status_code == 401
+    for path in (f"/v1/jobs/{jid}", f"/v1/jobs/{jid}/events"):
+        assert httpx.get(server.url + path, headers=auth(server, "bob")).status_code == 404
+        assert httpx.get(server.url + path, headers=auth(server, "root")).status_code == 200
+    assert httpx.delete(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "bob")).status_code == 404
+    bob = httpx.get(server.url + "/v1/jobs", headers=auth(server, "bob")).json()["jobs"]
+    assert all(j["user"] == "bob" for j in bob)
+    everyone = httpx.get(server.url + "/v1/jobs", headers=auth(server, "root")).json()["jobs"]
+    assert jid in {j["id"] for j in everyone}
+
+
+@pytest.mark.parametrize("body,ctype,field", [
+    (b'{"model": "resnet18-cifar10", "training": {"samples": -5, "global_batch": 128}}', "application/json",
+     "training.samples"),
+    (b'{"model": "resnet18-cifar10", "training": {"samples": 5, "global_batch": 128}, "colour": 1}',
+     "application/json", "colour"),
+    (b'{"model": "resnet18-cifar10", "training": {"samples": 5}}', "application/json", "training.global_batch"),
+    (b"name: x\nmodel: [unclosed\n", "application/yaml", "body"),
+    (b'{"model": ', "application/json", "body"),
+    (b'{"preset": "resnet18-cifar10", "amount": {"samples": 1e6, "epochs": 2}, "global_batch": 64}',
+     "application/json", "amount"),
+    (b"model=x", "text/plain", "Content-Type"),
+])
+def test_malformed_payloads_get_422_in_the_cli_words(server, body, ctype, field):
+    r = httpx.post(server.url + "/v1/jobs", content=body, headers={**auth(server, "bob"), "Content-Type": ctype})
+    assert r.status_code == 422, r.text
+    d = r.json()["detail"]
+    assert d["field"] == field and d["fix"] and d["message"] == f"{field}: {d['value']!r} is invalid; {d['fix']}"
+    if ctype == "application/json" and field.startswith("training"):
+        from gpuwise.errors import InputError
+        from gpuwise.workload.jobspec import parse_job
+
+        with pytest.raises(InputError) as cli:
+            parse_job(json.loads(body))
+        assert str(cli.value) == d["message"]          # the very words `gpuwise plan` prints
+
+
+def test_quota_admission(server):
+    big = SPEC.read_text().replace("epochs: 60", "epochs: 600")
+    ids = [submit_yaml(server, "carol", big).json()["id"] for _ in range(3)]
+    seen_max = 0
+    for _ in range(60):   # bounded: 6 s of rounds
+        jobs = httpx.get(server.url + "/v1/jobs", headers=auth(server, "carol")).json()["jobs"]
+        seen_max = max(seen_max, sum(j["gpus"] for j in jobs))
+        if any(j["state"] == "running" for j in jobs):
+            break
+        time.sleep(0.1)
+    assert 1 <= seen_max <= 2
+    for jid in ids:
+        httpx.delete(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "carol"))
+    llama = {"name": "too-big", "model": "llama-3.1-8b", "training": {"tokens": 1e9, "seq_len": 8192,
+             "global_batch": 64}}
+    r = httpx.post(server.url + "/v1/jobs", json=llama, headers=auth(server, "carol"))
+    assert r.status_code == 409 and "fits on no GPU type" in r.json()["detail"]
+
+
+def test_200_concurrent_submissions_recorded_once(server):
+    client = httpx.Client(timeout=120, limits=httpx.Limits(max_connections=50))
+
+    def one(i: int) -> tuple[int, str]:
+        body = {"preset": "resnet18-cifar10", "amount": {"samples": 20000}, "global_batch": 128,
+                "name": f"burst-{i}"}
+        r = client.post(server.url + "/v1/jobs", json=body,
+                        headers={**auth(server, "dave"), "Idempotency-Key": f"burst-{i}"})
+        return r.status_code, r.json()["id"]
+
+    with client, ThreadPoolExecutor(50) as pool:
+        first = list(pool.map(one, range(200)))
+        again = list(pool.map(one, range(0, 200, 10)))     # client retries with the same keys
+    assert {s for s, _ in first} == {201} and {s for s, _ in again} == {200}
+    ids = [j for _, j in first]
+    assert len(set(ids)) == 200 and [j for _, j in again] == ids[::10]
+    jobs = httpx.get(server.url + "/v1/jobs?limit=100000", headers=auth(server, "dave")).json()["jobs"]
+    names = [j["name"] for j in jobs if j["name"].startswith("burst-")]
+    assert max(sum(j["gpus"] for j in jobs), 0) <= 1                      # dave's quota holds
+    assert sorted(names) == sorted(f"burst-{i}" for i in range(200))
+
+
+def _png(path: Path) -> tuple[int, int, set]:
+    """Width, height and the set of distinct pixels of an 8-bit RGB/RGBA PNG (own decoder: no Pillow)."""
+    data = path.read_bytes()
+    assert data[:8] == b"\x89PNG\r\n\x1a\n"
+    pos, idat, w, h, bpp = 8, b"", 0, 0, 3
+    while pos < len(data):
+        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
+        chunk = data[pos + 8:pos + 8 + n]
+        if kind == b"IHDR":
+            w, h, depth, color = struct.unpack(">IIBB", chunk[:10])
+            assert depth == 8 and color in (2, 6)
+            bpp = 3 if color == 2 else 4
+        elif kind == b"IDAT":
+            idat += chunk
+        pos += 12 + n
+    raw, stride, prev, pixels = zlib.decompress(idat), w * bpp, bytearray(w * bpp), set()
+    for y in range(h):
+        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
+        for i in range(stride):
+            a = line[i - bpp] if i >= bpp else 0
+            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
+            if f == 1:
+                line[i] = (line[i] + a) & 255
+            elif f == 2:
+                line[i] = (line[i] + b) & 255
+            elif f == 3:
+                line[i] = (line[i] + (a + b) // 2) & 255
+            elif f == 4:
+                p = a + b - c
+                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
+                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
+        if y % 4 == 0:
+            pixels.update(bytes(line[i:i + 3]) for i in range(0, stride, bpp * 4))
+        prev = line
+    return w, h, pixels
+
+
+def test_dashboard_in_headless_chromium(server, tmp_path):
+    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
+    if chromium is None:
+        pytest.skip("chromium not installed (.ci/run installs it)")
+    jid = submit_yaml(server, "root").json()["id"]
+    wait_for(server, "root", jid, ("done",))
+    url = f"{server.url}/?token={server.tokens['root']}"
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,900",
+             f"--user-data-dir={tmp_path / 'profile'}"]
+    shot = tmp_path / "dashboard.png"
+    dom = subprocess.run([chromium, *flags, f"--screenshot={shot}", "--dump-dom", url], capture_output=True,
+                         text=True, timeout=120).stdout
+    assert f'id="job-{jid}"' in dom and 'id="usage"' in dom and 'class="bar"' in dom
+    assert dom.count('<tr class="job') >= 5
+    w, h, pixels = _png(shot)
+    assert (w, h) == (1200, 900)
+    assert len(pixels) > 20                       # text, bars and lines, not a blank page
+    # no token -> 401 page, not the jobs
+    assert httpx.get(server.url + "/").status_code == 401
+
+
+def test_ray_backend_says_what_is_missing():
+    from gpuwise.errors import InputError
+    from gpuwise.hardware.cluster import make_cluster
+    from gpuwise.jobqueue.backend import make_backend
+
+    with pytest.raises(InputError) as exc:
+        make_backend("ray", make_cluster([("T4", 1, 4)]))
+    assert exc.value.field == "--backend" and "issue 12" in exc.value.fix and "--backend sim" in exc.value.fix
+
+
+def test_sigkill_and_restart_loses_nothing_and_resumes(server):
+    long = SPEC.read_text().replace("epochs: 60", "epochs: 3000")
+    jid = submit_yaml(server, "alice", long).json()["id"]
+    before = wait_for(server, "alice", jid, ("running",))
+    for _ in range(50):   # let some progress be recorded
+        before = httpx.get(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "alice")).json()
+        if before["progress"] > 0.01:
+            break
+        time.sleep(0.1)
+    all_before = {j["id"]: j for j in httpx.get(server.url + "/v1/jobs?limit=100000",
+                                                headers=auth(server, "root")).json()["jobs"]}
+    server.kill()
+    server.start()
+    after = {j["id"]: j for j in httpx.get(server.url + "/v1/jobs?limit=100000",
+                                           headers=auth(server, "root")).json()["jobs"]}
+    assert set(after) == set(all_before)                                  # no job lost
+    for k, j in all_before.items():                                       # nothing went backwards
+        assert after[k]["progress"] >= j["progress"] - 1e-9
+        if j["state"] in ("done", "cancelled"):
+            assert after[k]["state"] == j["state"]
+    job = after[jid]
+    assert job["state"] in ("scheduled", "running") and job["progress"] >= before["progress"] > 0
+    assert job["allocation"]["gpu_type"] == before["allocation"]["gpu_type"]
+    kinds = [e["kind"] for e in httpx.get(f"{server.url}/v1/jobs/{jid}/events",
+                                          headers=auth(server, "alice")).json()["events"]]
+    assert kinds[-1] in ("resumed", "running") and "resumed" in kinds
+    health = httpx.get(server.url + "/v1/health").json()
+    assert health["policy"] == "frenzy"                                   # the same policy
+    resumed = wait_for(server, "alice", jid, ("running",))
+    for _ in range(50):
+        resumed = httpx.get(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "alice")).json()
+        if resumed["progress"] > job["progress"]:
+            break
+        time.sleep(0.1)
+    assert resumed["progress"] > job["progress"]                          # it keeps training
