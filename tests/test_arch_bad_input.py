@@ -165,6 +165,14 @@ CASES = [
      "--inter-node-gbps"),
     ("fit-predict-header-only", f"fit {PLACEMENTS} --predict {{B}}/headeronly.csv", "row"),
     ("estimate-price-nan", f"estimate {JOB} --gpu H100 --gpus 8 --price nan", "--price"),
+    # job service (issue 15): serve, token, and the client commands (no server needed to fail)
+    ("serve-port", "serve --port 70000", "--port"),
+    ("serve-db-url", "serve --db nosuchdb://x", "--db"),
+    ("serve-ray-missing", "serve --backend ray --db sqlite:///{B}/ray.db", "issue 12"),
+    ("token-user-name", "token create bad/name --db sqlite:///{B}/tok.db", "USER"),
+    ("submit-bad-spec", "submit {B}/neg_tokens.yaml", "training.tokens"),
+    ("jobs-no-token", "jobs --server http://127.0.0.1:1", "GPUWISE_TOKEN"),
+    ("cancel-no-token", "cancel abc --server http://127.0.0.1:1", "GPUWISE_TOKEN"),
 ]
 
 @pytest.fixture(scope="module")
