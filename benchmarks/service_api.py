@@ -29,6 +29,12 @@ def _pct(xs: list[float], q: float) -> float:
     return xs[min(len(xs) - 1, int(round(q * (len(xs) - 1))))]
 
 
+def _cpu_s(pid: int) -> float:
+    """utime + stime of a process (Linux /proc), seconds."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
+
+
 def submission_latency(n: int, conc: int) -> None:
     import httpx
 
@@ -67,12 +73,13 @@ def submission_latency(n: int, conc: int) -> None:
             cpu0 = time.process_time()
             with ThreadPoolExecutor(conc) as pool:
                 base = list(pool.map(health, range(n)))
-                t0 = time.perf_counter()
+                t0, s0 = time.perf_counter(), _cpu_s(proc.pid)
                 lat = list(pool.map(post, range(n)))
-                wall = time.perf_counter() - t0
+                wall, server_cpu = time.perf_counter() - t0, _cpu_s(proc.pid) - s0
             cpu = time.process_time() - cpu0
         print(f"submissions: {n} POST /v1/jobs from {conc} concurrent clients in {wall:.2f} s wall "
-              f"({n / wall:.0f}/s; client CPU {cpu:.2f} s)")
+              f"({n / wall:.0f}/s; server CPU {server_cpu:.2f} s = {1e3 * server_cpu / n:.1f} ms per submission "
+              f"incl. its scheduler rounds; client CPU {cpu:.2f} s)")
         print(f"  latency p50 {1e3 * _pct(lat, .5):.1f} ms, p99 {1e3 * _pct(lat, .99):.1f} ms; baseline "
               f"GET /v1/health p50 {1e3 * _pct(base, .5):.1f} ms, p99 {1e3 * _pct(base, .99):.1f} ms; ratio p50 "
               f"{_pct(lat, .5) / _pct(base, .5):.1f}x")
