@@ -2,7 +2,8 @@
 
 The scheduler records every decision before it calls a backend, and reads progress back from it.
 `SimBackend` runs jobs in simulated time (the simulator's ground truth, accelerated clock);
-`RayBackend` is where the Ray runtime of issue 12 plugs in (its missing pieces are listed there).
+``--backend ray`` is refused with what is missing (`ray_missing`): a Ray backend implements the
+same protocol -- it maps onto the runtime's Actuator (start = launch, advance = poll, stop).
 """
 
 from __future__ import annotations
@@ -85,20 +86,18 @@ class SimBackend:
 
 
 def ray_missing() -> str:
-    """Why ``--backend ray`` cannot run yet (the runtime of issue 12 is not merged)."""
-    try:
-        from gpuwise.runtime import api  # noqa: F401  (issue 12's public runtime API, when merged)
-    except ImportError:
-        return ("the Ray runtime (issue 12: gpuwise.runtime actors, checkpointed chunked training, "
-                "online-fitted speed) is not merged yet; use --backend sim")
-    return ""
+    """Why ``--backend ray`` cannot run yet. The runtime of issue 12 (branch ``runtime``: ControlLoop,
+    RayActuator, WorkerPool) runs a fixed workload of its own tiny models to completion; serving needs
+    a long-lived pool taking jobs online, job specs mapped onto trainable models, and its
+    asynchronous start/confirm/roll-back reported back to this scheduler's store."""
+    return ("the service's Ray backend is not wired to the Ray runtime of issue 12 yet (it needs online "
+            "submit/cancel on a long-lived worker pool and job specs mapped to trainable models); "
+            "use --backend sim")
 
 
 def make_backend(name: str, cluster: ClusterSpec, time_scale: float = 60.0) -> Backend:
     if name == "sim":
         return SimBackend(cluster, time_scale)
     if name == "ray":
-        why = ray_missing()
-        if why:
-            raise InputError("--backend", name, why)
+        raise InputError("--backend", name, ray_missing())
     raise InputError("--backend", name, "use " + " or ".join(BACKENDS))
