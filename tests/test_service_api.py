@@ -201,6 +201,19 @@ def test_quota_admission(server):
     assert r.status_code == 409 and "fits on no GPU type" in r.json()["detail"]
 
 
+def test_plan_as_a_service_matches_the_cli(server):
+    spec = ROOT / "examples" / "resnet50-imagenet.yaml"
+    r = httpx.post(server.url + "/v1/plan?objective=cost&top=3", content=spec.read_bytes(), timeout=120,
+                   headers={**auth(server, "bob"), "Content-Type": "application/yaml"})
+    assert r.status_code == 200, r.text
+    cli = subprocess.run([sys.executable, "-m", "gpuwise", "plan", str(spec), "--top", "3", "--json"],
+                         env=server.env, capture_output=True, text=True, timeout=120, check=True)
+    assert r.json()["chosen"] == json.loads(cli.stdout)["chosen"]
+    bad = httpx.post(server.url + "/v1/plan?objective=cheap", content=spec.read_bytes(),
+                     headers={**auth(server, "bob"), "Content-Type": "application/yaml"})
+    assert bad.status_code == 422 and bad.json()["detail"]["field"] == "objective"
+
+
 def test_200_concurrent_submissions_recorded_once(server):
     client = httpx.Client(timeout=120, limits=httpx.Limits(max_connections=50))
 

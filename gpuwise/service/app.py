@@ -33,7 +33,38 @@ def _input_error(exc: InputError) -> JSONResponse:
                                                              "message": str(exc)}})
 
 
+class _Ctx:
+    """What every route needs: the store, the scheduler, and who is asking."""
+
+    def __init__(self, store: Store, scheduler: Scheduler) -> None:
+        self.store, self.scheduler = store, scheduler
+        self.tokens: dict[str, User] = {}
+
+    def user(self, authorization: str | None) -> User:
+        scheme, _, token = (authorization or "").partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise HTTPException(401, "send Authorization: Bearer TOKEN (create one with gpuwise token create USER)",
+                                headers={"WWW-Authenticate": "Bearer"})
+        u = self.tokens.get(token) or self.store.user_for_token(token)
+        if u is None:
+            raise HTTPException(401, "unknown token; create one with gpuwise token create USER",
+                                headers={"WWW-Authenticate": "Bearer"})
+        self.tokens[token] = u
+        return u
+
+    def visible(self, job_id: str, u: User) -> dict:
+        row = self.store.job(job_id)
+        if row is None or (row["user_id"] != u.id and not u.admin):
+            raise HTTPException(404, f"no job {job_id} of user {u.name}")
+        return row
+
+    def names(self) -> dict[int, str]:
+        return {i: x.name for i, x in self.store.users().items()}
+
+
 def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -> FastAPI:
+    """The app; its lifespan starts and stops the scheduler loop (``run_scheduler``)."""
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         if run_scheduler:
@@ -44,7 +75,6 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
     app = FastAPI(title="gpuwise", version="1", lifespan=lifespan,
                   description="Submit training jobs; gpuwise predicts their memory (Frenzy), picks GPU types "
                               "and counts, and schedules them on a shared cluster.")
-    tokens: dict[str, User] = {}
 
     @app.exception_handler(InputError)
     async def _bad_input(_req: Request, exc: InputError) -> JSONResponse:
@@ -56,41 +86,26 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
         field = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body")) or "request"
         return _input_error(InputError(field, err.get("input"), err.get("msg", "invalid")))
 
+    ctx = _Ctx(store, scheduler)
+    _job_routes(app, ctx)
+    _service_routes(app, ctx)
+    return app
+
+
+def _job_routes(app: FastAPI, ctx: _Ctx) -> None:
     def user(authorization: str | None = Header(None)) -> User:
-        scheme, _, token = (authorization or "").partition(" ")
-        if scheme.lower() != "bearer" or not token.strip():
-            raise HTTPException(401, "send Authorization: Bearer TOKEN (create one with gpuwise token create USER)",
-                                headers={"WWW-Authenticate": "Bearer"})
-        u = tokens.get(token) or store.user_for_token(token.strip())
-        if u is None:
-            raise HTTPException(401, "unknown token; create one with gpuwise token create USER",
-                                headers={"WWW-Authenticate": "Bearer"})
-        tokens[token] = u
-        return u
-
-    def visible(job_id: str, u: User) -> dict:
-        row = store.job(job_id)
-        if row is None or (row["user_id"] != u.id and not u.admin):
-            raise HTTPException(404, f"no job {job_id} of user {u.name}")
-        return row
-
-    def names() -> dict[int, str]:
-        return {i: x.name for i, x in store.users().items()}
-
-    @app.get("/v1/health", tags=["service"])
-    def health() -> dict[str, Any]:
-        return {"ok": True, "backend": scheduler.backend.name, "policy": scheduler.policy.name}
+        return ctx.user(authorization)
 
     @app.post("/v1/jobs", status_code=201, tags=["jobs"], openapi_extra=JOB_BODY)
     async def submit(request: Request, u: User = Depends(user),
                      idempotency_key: str | None = Header(None)) -> JSONResponse:
         """Submit a job: returns its id and the Frenzy prediction, then queues it."""
-        spec = spec_from_body(parse_body(await request.body(), request.headers.get("content-type")))
         from starlette.concurrency import run_in_threadpool
 
+        spec = spec_from_body(parse_body(await request.body(), request.headers.get("content-type")))
         try:
-            res = await run_in_threadpool(admit, store, scheduler.backend.cluster, u, spec,
-                                          clock=scheduler.backend.now, idempotency_key=idempotency_key)
+            res = await run_in_threadpool(admit, ctx.store, ctx.scheduler.backend.cluster, u, spec,
+                                          clock=ctx.scheduler.backend.now, idempotency_key=idempotency_key)
         except QuotaError as exc:
             raise HTTPException(403, str(exc)) from None
         except Infeasible as exc:
@@ -102,31 +117,40 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
     @app.get("/v1/jobs", tags=["jobs"])
     def list_jobs(u: User = Depends(user), state: str | None = Query(None, description="only this state"),
                   limit: int = Query(500, ge=1, le=100000)) -> dict[str, Any]:
-        rows = store.jobs(None if u.admin else u.id, (state,) if state else None, limit)
-        who = names()
+        rows = ctx.store.jobs(None if u.admin else u.id, (state,) if state else None, limit)
+        who = ctx.names()
         return {"jobs": [job_json(r, who.get(r["user_id"])) for r in rows]}
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def get_job(job_id: str, u: User = Depends(user)) -> dict[str, Any]:
-        row = visible(job_id, u)
-        hist = [event_json(e) for e in store.allocation_history(job_id)]
-        return job_json(row, names().get(row["user_id"]), hist)
+        row = ctx.visible(job_id, u)
+        hist = [event_json(e) for e in ctx.store.allocation_history(job_id)]
+        return job_json(row, ctx.names().get(row["user_id"]), hist)
 
     @app.get("/v1/jobs/{job_id}/events", tags=["jobs"])
     def job_events(job_id: str, u: User = Depends(user)) -> dict[str, Any]:
-        visible(job_id, u)
-        return {"id": job_id, "events": [event_json(e) for e in store.events(job_id)]}
+        ctx.visible(job_id, u)
+        return {"id": job_id, "events": [event_json(e) for e in ctx.store.events(job_id)]}
 
     @app.delete("/v1/jobs/{job_id}", tags=["jobs"])
     def cancel(job_id: str, u: User = Depends(user)) -> dict[str, Any]:
-        row = visible(job_id, u)
-        if not store.cancel(job_id, scheduler.backend.now()):
-            raise HTTPException(409, f"job {job_id} already ended ({store.job(job_id)['state']})")
+        row = ctx.visible(job_id, u)
+        if not ctx.store.cancel(job_id, ctx.scheduler.backend.now()):
+            raise HTTPException(409, f"job {job_id} already ended ({ctx.store.job(job_id)['state']})")
         return {"id": job_id, "state": "cancelled", "was": row["state"]}
+
+
+def _service_routes(app: FastAPI, ctx: _Ctx) -> None:
+    def user(authorization: str | None = Header(None)) -> User:
+        return ctx.user(authorization)
+
+    @app.get("/v1/health", tags=["service"])
+    def health() -> dict[str, Any]:
+        return {"ok": True, "backend": ctx.scheduler.backend.name, "policy": ctx.scheduler.policy.name}
 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(_u: User = Depends(user)) -> dict[str, Any]:
-        return {**scheduler.snapshot(), "jobs": store.count_jobs()}
+        return {**ctx.scheduler.snapshot(), "jobs": ctx.store.count_jobs()}
 
     @app.post("/v1/plan", tags=["plan"], openapi_extra=JOB_BODY)
     async def plan(request: Request, _u: User = Depends(user),
@@ -135,9 +159,9 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
         """The planner as a service: ranked rental configurations for one job (as `gpuwise plan --json`)."""
         from starlette.concurrency import run_in_threadpool
 
+        from gpuwise.hardware.catalog import load_catalog
         from gpuwise.plan.job import from_jobspec
         from gpuwise.plan.planner import OBJECTIVES, plan as run_plan, to_json
-        from gpuwise.hardware.catalog import load_catalog
 
         if objective not in OBJECTIVES:
             raise InputError("objective", objective, "use one of " + ", ".join(OBJECTIVES))
@@ -150,9 +174,8 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
                   authorization: str | None = Header(None)) -> HTMLResponse:
         from gpuwise.service.dashboard import render
 
-        u = user(authorization if authorization else f"Bearer {token or ''}")
-        rows = store.jobs(None if u.admin else u.id, limit=500)
-        done = store.jobs(None if u.admin else u.id, ("done",))
-        return HTMLResponse(render(u.name, rows, done, store.usage_series(), scheduler.snapshot(), names()))
-
-    return app
+        u = ctx.user(authorization if authorization else f"Bearer {token or ''}")
+        rows = ctx.store.jobs(None if u.admin else u.id, limit=500)
+        done = ctx.store.jobs(None if u.admin else u.id, ("done",))
+        return HTMLResponse(render(u.name, rows, done, ctx.store.usage_series(), ctx.scheduler.snapshot(),
+                                   ctx.names()))
