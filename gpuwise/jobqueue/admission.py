@@ -18,6 +18,7 @@ from gpuwise.jobqueue.store import Store, User
 from gpuwise.plan.submit import Prediction, predict_on_cluster
 from gpuwise.workload.jobspec import JobSpec
 
+CACHE_SIZE = 1024
 _cache: dict[tuple[str, str, str], Prediction] = {}
 _locks: dict[tuple[str, str, str], threading.Lock] = {}
 _guard = threading.Lock()
@@ -51,7 +52,13 @@ def predict_cached(spec: JobSpec, cluster: ClusterSpec, objective: str = "time")
         lock = _locks.setdefault(key, threading.Lock())
     with lock:
         if key not in _cache:
-            _cache[key] = predict_on_cluster(spec, cluster, objective)
+            pred = predict_on_cluster(spec, cluster, objective)
+            with _guard:
+                if len(_cache) >= CACHE_SIZE:      # bounded: forget the oldest half
+                    for k in list(_cache)[:CACHE_SIZE // 2]:
+                        _cache.pop(k, None)
+                        _locks.pop(k, None)
+                _cache[key] = pred
         return _cache[key]
 
 

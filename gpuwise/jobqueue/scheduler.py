@@ -113,6 +113,11 @@ class Scheduler:
         if recorded and recorded != self.policy.name:
             raise InputError("--policy", self.policy.name, f"this store was scheduled by {recorded}; restart "
                              f"with --policy {recorded} (or use a new --db)")
+        held = self.store.meta("cluster")
+        here = [[n.node_id, n.gpu, n.gpus] for n in self.backend.cluster.nodes]
+        if held and held != here and self.store.jobs(states=("scheduled", "running"), limit=1):
+            raise InputError("--cluster", self.backend.cluster.name, "running jobs in this store hold GPUs of "
+                             "another cluster; restart with the cluster they were scheduled on")
         clock = float(self.store.meta("clock", 0.0) or 0.0)
         self.backend.set_clock(clock)
         with self.store.read() as conn:
@@ -123,6 +128,7 @@ class Scheduler:
         with self.store.write() as conn:
             self.store.set_meta(conn, "policy", self.policy.name)
             self.store.set_meta(conn, "backend", self.backend.name)
+            self.store.set_meta(conn, "cluster", here)
             for row in rows:
                 a = alloc_from_json(row["allocation"])
                 if a is not None:
