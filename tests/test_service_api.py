@@ -201,6 +201,32 @@ def test_quota_admission(server):
     assert r.status_code == 409 and "fits on no GPU type" in r.json()["detail"]
 
 
+def test_client_commands_submit_list_cancel(server, tmp_path):
+    home = tmp_path / "home"
+    home.mkdir()
+    (home / "config.yaml").write_text(f"server: {server.url}\ntoken: {server.tokens['bob']}\n")
+    env = {**server.env, "GPUWISE_HOME": str(home)}            # token and server from the config file
+    env.pop("GPUWISE_TOKEN", None)
+    long = tmp_path / "long.yaml"
+    long.write_text(SPEC.read_text().replace("epochs: 60", "epochs: 6000"))
+
+    def gw(*args, **kw):
+        return subprocess.run([sys.executable, "-m", "gpuwise", *args], env=kw.get("env", env), capture_output=True,
+                              text=True, timeout=120)
+
+    sub = gw("submit", str(long), "--json")
+    assert sub.returncode == 0, sub.stderr
+    jid = json.loads(sub.stdout)["id"]
+    listed = gw("jobs", "--json", env={**server.env, "GPUWISE_TOKEN": server.tokens["bob"],
+                                       "GPUWISE_SERVER": server.url})   # from the environment
+    assert listed.returncode == 0 and jid in {j["id"] for j in json.loads(listed.stdout)["jobs"]}
+    out = gw("cancel", jid)
+    assert out.returncode == 0 and f"job {jid} cancelled" in out.stdout
+    assert httpx.get(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "bob")).json()["state"] == "cancelled"
+    again = gw("cancel", jid)
+    assert again.returncode == 1 and "HTTP 409" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+
+
 def test_plan_as_a_service_matches_the_cli(server):
     spec = ROOT / "examples" / "resnet50-imagenet.yaml"
     r = httpx.post(server.url + "/v1/plan?objective=cost&top=3", content=spec.read_bytes(), timeout=120,
