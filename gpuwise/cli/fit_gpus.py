@@ -39,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     assumptions = [
         f"micro-batch {cfg.micro_batch} per GPU x {cfg.seq_len} tokens; plans searched: tp within a node of "
         f"{args.gpus_per_node} dividing heads and KV heads, pp <= layers, cp, ZeRO 0-3, recompute"
-        + (f" {recompute} only" if recompute else " none/selective/full") + ", sequence parallel",
-        "ranked by fewest GPUs, then a communication/recompute proxy (recompute full 0.33, selective 0.03; "
+        + (f" {recompute} only" if recompute else " none/selective/full (none/op/full with flash attention)")
+        + ", sequence parallel whenever tp > 1 (the frameworks' default)",
+        "ranked by fewest GPUs, then a communication/recompute proxy (recompute full 0.33, op 0.12, selective 0.03; "
         "0.04 per doubling of tp; 0.05 per doubling of cp; pipeline bubble (pp-1)/(m+pp-1); ZeRO-3 0.10), then "
         "smaller GPU memory",
         "pipeline plans run at least pp micro-batches per step (grad_accum raised to pp)",

@@ -127,6 +127,23 @@ def _matmul_outputs(spec: ModelSpec) -> list[tuple[int, bool]]:
     return attn + [(h, False)] + mlp
 
 
+def op_sac_recomputed_fraction(spec: ModelSpec) -> float:
+    """Share of a block's weight-matmul FLOPs that op-level SAC recomputes (its 2nd, 4th, ... matmul)."""
+    h, f = spec.hidden, spec.ffn_hidden
+    ins = []                                        # input width of each matmul, in _matmul_outputs order
+    outs = _matmul_outputs(spec)
+    n_attn = len(outs) - (3 if spec.gated_mlp else 2)
+    for i, (width, _) in enumerate(outs):
+        if i < n_attn - 1 or (n_attn <= i < len(outs) - 1):
+            ins.append(h)                           # QKV and MLP up/gate read the hidden state
+        elif i == n_attn - 1:
+            ins.append(spec.n_heads * spec.head_dim)    # attention output projection
+        else:
+            ins.append(f)                           # MLP down projection
+    flops = [w * d for (w, _), d in zip(outs, ins)]
+    return sum(x for i, x in enumerate(flops) if i % 2 == 1) / sum(flops)
+
+
 def op_sac_layer_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     """torchtitan op-level selective AC: a block keeps its input, the outputs of its 1st, 3rd, 5th...
     weight matmul (the policy recomputes every second mm) and the attention kernel's output and
