@@ -13,6 +13,9 @@ Here the same accounting is written tensor by tensor so that it generalises:
 - flash attention keeps no s^2 tensors (only the output and a float32 log-sum-exp per head);
 - families without dropout (llama, mistral, qwen2, ...) keep no masks;
 - context parallelism splits the sequence (activations / cp);
+- sequence parallelism (Korthikanti et al.) splits the norm and dropout tensors over tp too; under
+  DTensor-based SP (torchtitan) the QKV and MLP-input linears keep the all-gathered input whole
+  (`sp_keeps_gathered`), Megatron-core re-gathers it in backward;
 - recompute (training.recompute_policy names): selective (Megatron) drops the attention core's
   tensors, full keeps each layer's input plus one layer's working set, layer-K does that for every
   K-th block, op (torchtitan op-level SAC) keeps every second matmul output and the attention output;
@@ -50,6 +53,8 @@ class ActivationSetting:
     flash: bool = True        # flash attention: no s^2 tensors kept
     recompute: str = "none"   # none | selective | op | layer-K | full (training.RECOMPUTE_POLICIES)
     frozen_base: bool = False # LoRA: base weights need no gradient, so inputs kept only for them are dropped
+    sp_keeps_gathered: bool = False  # SP as DTensor (torchtitan) does it: linears keep the gathered input;
+    #                                  False = Megatron-core, which re-gathers it in backward
 
 
 def has_dropout(spec: ModelSpec) -> bool:
@@ -108,6 +113,11 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
     if cross_attention:                               # decoder cross-attention over the encoder output
         c_rep, c_split = attention_bytes_per_token(spec, st)
         rep, split = rep + c_rep, split + c_split
+    if st.sp and st.sp_keeps_gathered:
+        # DTensor SP: the column-parallel linears save the all-gathered (whole-sequence) input
+        k = spec.experts_per_token if spec.n_experts > 1 else 1
+        gathered = spec.hidden * e * ((2 if cross_attention else 1) + (0 if st.frozen_base else k))
+        return tokens * (gathered + (rep - gathered) / st.tp + split / st.tp)
     rep_div = st.tp if st.sp else 1
     return tokens * (rep / rep_div + split / st.tp)
 

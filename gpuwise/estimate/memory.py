@@ -255,7 +255,8 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     dec_b = block(counts.layer, counts.layer_replicated, 2 if t5 else 1)
     st = act.ActivationSetting(micro_batch=cfg.micro_batch, seq_len=cfg.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
                                bytes_per_value=_act_bytes_per_value(cfg.precision),
-                               flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora)
+                               flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora,
+                               sp_keeps_gathered=sem.framework == "torch")
     loss = "torch" if sem.framework == "torch" else "megatron"
     n_enc = spec.n_encoder_layers
     layers = _stage_layers(n_enc + spec.n_layers, p.pp)
@@ -351,7 +352,9 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
         ("loss: logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
          "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)"
          if sem.framework == "torch" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
-        f"sequence parallel {'on' if p.sp else 'off'}" + (" (the frameworks' default with tp > 1)" if p.tp > 1 else ""),
+        f"sequence parallel {'on' if p.sp else 'off'}" + (" (the frameworks' default with tp > 1)" if p.tp > 1 else "")
+        + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"
+           if p.sp and sem.framework == "torch" else ""),
         f"peak: {phase}" + (f" on pipeline stage {stage}" if p.pp > 1 else "") + " (gpuwise.estimate.memory_timeline)",
         "eager PyTorch: no torch.compile fusion (compile frees some elementwise activations), no Float8 "
         "(Float8 training adds fp8 weight casts and saves fp8 matmul inputs)",
