@@ -91,6 +91,12 @@ class MemoryEstimate:
         """True if `required` fits in the GPU's device memory less the stated headroom."""
         return self.headroom_gib(gpu) >= 0
 
+    def shortfall_text(self, gpu: GpuSpec) -> str:
+        """'X GiB needed per GPU > Y GiB' for a plan that does not fit (the numbers `fits` compares)."""
+        return (f"{self.required / GIB:.1f} GiB needed per GPU (allocated + CUDA context + NCCL) > "
+                f"{gpu.total_gib - fit_headroom_gib(gpu):.1f} GiB ({gpu.name} device memory less "
+                f"{HEADROOM_FRACTION:.0%} headroom)")
+
     def headroom_gib(self, gpu: GpuSpec) -> float:
         """GiB left after `required` and the fit headroom (negative: does not fit)."""
         return gpu.total_gib - fit_headroom_gib(gpu) - self.required / GIB
