@@ -60,7 +60,7 @@ def overhead_bytes(activations: float, context: bool = True) -> float:
 
 
 def describe() -> str:
-    return (f"not in tensors: CUDA context + cuBLAS workspaces {CONTEXT_MIB} MiB (lazy module loading; "
+    return (f"overhead (not in tensors): CUDA context + cuBLAS workspaces {CONTEXT_MIB} MiB (lazy module loading; "
             f"PyTorch issues #107667/#109888), allocator slack (reserved - allocated) = {FRAGMENTATION:.1%} of "
             f"the activations and temporaries (least-squares fit on {CALIBRATION_ROWS} measured HF BERT-large "
             f"device totals), NCCL {NCCL_BUFFSIZE_MIB} MiB x 2 neighbours x {NCCL_CHANNELS} channels per "
