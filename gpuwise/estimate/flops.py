@@ -8,7 +8,7 @@ MLPs and MoE): forward FLOPs per token =
 Embedding lookups are free. MoE layers count only the experts a token is routed to (active params).
 
 Training = forward + backward (2x forward) = 3x forward; activation recomputation adds a forward
-(full; the LM head is not recomputed), every K-th block's forward (layer-K), every second weight
+(full), every K-th block's forward without the LM head (layer-K), every second weight
 matmul (op) or the attention-score part (selective) -- hardware FLOPs, not model FLOPs (MFU uses model
 FLOPs). LoRA/QLoRA: frozen weights need no weight gradients, so backward is ~1x forward (2x total).
 Non-transformers use the preset's forward ``flops_per_sample``.
@@ -66,7 +66,7 @@ def _recompute_flops(spec: ModelSpec, cfg: TrainingConfig, mm: float, attn: floa
         return block_mm * op_sac_recomputed_fraction(spec)
     if pol.kind == "layer":
         return (block_mm + attn) * (layers // pol.every) / layers
-    return block_mm + attn if pol.kind == "full" else 0.0
+    return mm + attn if pol.kind == "full" else 0.0     # full: a whole forward (the convention kept)
 
 
 def _lm_head_share(spec: ModelSpec) -> float:
