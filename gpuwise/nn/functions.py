@@ -63,8 +63,8 @@ def attention(q, k, v, *, causal: bool, scale: float | None, dropout_p: float, m
         if gqa:
             rep = q.shape[1] // k.shape[1]
             k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
-        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(
-            q, k, v, 0.0, False, attn_mask=mask, scale=scale)[0]
+        return torch.ops.aten._scaled_dot_product_flash_attention_for_cpu(   # (T5's bias-table gradient untraced)
+            q, k, v, 0.0, False, attn_mask=mask.detach(), scale=scale)[0]
     return F.scaled_dot_product_attention(q, k, v, attn_mask=mask, is_causal=causal and mask is None, scale=scale,
                                           dropout_p=dropout_p, enable_gqa=gqa)
 

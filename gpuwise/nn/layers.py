@@ -13,7 +13,6 @@ from torch import nn
 
 from gpuwise.nn import functions as fn
 from gpuwise.nn.linear import Linear, LoRALinear, NF4Linear
-from gpuwise.nn.regions import attention_core
 from gpuwise.nn.traits import Traits
 from gpuwise.workload.model_spec import ModelSpec
 
@@ -127,14 +126,16 @@ class Attention(nn.Module):
         k, v = fn.gather(k, self.shard.cp, 2), fn.gather(v, self.shard.cp, 2)    # CP: K/V of every rank
         causal = self.causal and q.shape[2] == k.shape[2]
         mask = None if bias is None else bias.to(q.dtype)
-        with attention_core():
-            if self.attention == "sdpa":
-                out = fn.attention(q, k, v, causal=causal, scale=self.scale, mask=mask,
-                                   dropout_p=self.dropout if self.training else 0.0)
-            else:
-                out = self._eager(q, k, v, causal, mask)
+        out = self.core(q, k, v, causal, mask)
         out = out.transpose(1, 2).reshape(x.shape[0], x.shape[1], -1)
         return self.o(out)
+
+    def core(self, q, k, v, causal, mask):
+        """The attention core (what Megatron's selective recompute recomputes)."""
+        if self.attention == "sdpa":
+            return fn.attention(q, k, v, causal=causal, scale=self.scale, mask=mask,
+                                dropout_p=self.dropout if self.training else 0.0)
+        return self._eager(q, k, v, causal, mask)
 
     def _eager(self, q, k, v, causal, mask):
         """Hugging Face eager attention: repeated K/V, scores, fp32 softmax cast back, dropout."""

@@ -8,6 +8,8 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
+from gpuwise.nn.functions import is_fake
+
 # NF4 code book (Dettmers et al. 2023, arXiv 2305.14314, appendix E): quantiles of N(0, 1) in [-1, 1].
 _NF4 = (-1.0, -0.6961928, -0.5250731, -0.3949175, -0.2844414, -0.1848449, -0.0910500, 0.0,
         0.0795803, 0.1609302, 0.2461123, 0.3379152, 0.4407098, 0.5626170, 0.7229568, 1.0)
@@ -48,6 +50,8 @@ class NF4Weight(nn.Module):
     def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
         """The full weight in `dtype`, decoded chunk by chunk into one output buffer."""
         out = torch.empty(self.shape, dtype=dtype, device=self.codes.device)
+        if is_fake(self.codes):
+            return out          # the CUDA kernel writes the output buffer only; under fake tensors that is all
         flat = out.view(-1)
         n = flat.numel()
         for lo in range(0, n, _CHUNK):

@@ -5,6 +5,7 @@ the logits, as Hugging Face and torchtitan compute it for large vocabularies."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import torch
 import torch.nn.functional as F
@@ -13,11 +14,16 @@ from torch import nn
 from gpuwise.nn import functions as fn
 from gpuwise.nn import positions as pos
 from gpuwise.nn.blocks import Block
-from gpuwise.nn.layers import Adapters, Shard, make_linear, make_norm
+from gpuwise.nn.layers import Adapters, Attention, Shard, make_linear, make_norm
 from gpuwise.nn.traits import Traits
 from gpuwise.workload.model_spec import ModelSpec
 
 _LM_HEAD_BIAS = ("gptj", "phi")
+
+
+def _sixteen_bit(adapters: Adapters | None) -> Adapters | None:
+    """QLoRA keeps the output layer in 16-bit (bitsandbytes skips lm_head)."""
+    return None if adapters is None else replace(adapters, nf4=False)
 
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
@@ -42,7 +48,7 @@ class CausalLM(nn.Module):
         self.head = None
         self.head_weight = None
         if head and not spec.tied_embeddings:
-            self.head = make_linear(h, v, spec.family in _LM_HEAD_BIAS, adapters, False)
+            self.head = make_linear(h, v, spec.family in _LM_HEAD_BIAS, _sixteen_bit(adapters), False)
         elif head and not embed:                       # pipeline last stage keeps its copy of the tied table
             self.head_weight = nn.Parameter(torch.empty(v, h))
 
@@ -51,9 +57,9 @@ class CausalLM(nn.Module):
 
     def _positions(self, x: torch.Tensor):
         """rotary (cos, sin) or an ALiBi bias for attention inputs of the gathered length."""
-        blk = self.blocks[0].attn if len(self.blocks) else None
-        if blk is None:
+        if not len(self.blocks):
             return None, None
+        blk = next(m for m in self.blocks.modules() if isinstance(m, Attention))
         s_q = x.shape[1] * self.shard.sp_ways
         if self.tr.positions == "rotary":
             return pos.rotary(s_q, blk.rotary_dims, x.device), None
@@ -161,7 +167,8 @@ class T5(nn.Module):
         self.tok = nn.Embedding(spec.vocab_size, spec.hidden)
         self.encoder = _T5Stack(spec, tr, shard, adapters, attention, n_encoder_layers, False)
         self.decoder = _T5Stack(spec, tr, shard, adapters, attention, n_layers, True)
-        self.head = None if spec.tied_embeddings else make_linear(spec.hidden, spec.vocab_size, False, adapters, False)
+        self.head = None if spec.tied_embeddings else make_linear(spec.hidden, spec.vocab_size, False,
+                                                                    _sixteen_bit(adapters), False)
 
     def forward(self, ids: torch.Tensor, labels: torch.Tensor | None = None) -> torch.Tensor:
         """ids: encoder input; the decoder reads the labels shifted right (same length here)."""
