@@ -9,6 +9,10 @@ from gpuwise.cli.memory_flags import add_training_flags, config_dict, gpus_from,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_training_flags(parser, plan_flags=True)
+    parser.add_argument("--method", choices=("analytic", "trace"), default="analytic",
+                        help="analytic formulas (default) or a traced PyTorch training step "
+                             "(needs pip install 'gpuwise[trace]')")
+    parser.add_argument("--pp-schedule", default="1f1b", metavar="S", help="with --method trace: 1f1b | zb-h1")
 
 
 def fit_line(est, g) -> str:
@@ -26,6 +30,10 @@ def run(args: argparse.Namespace) -> int:
     spec = load_model(args.model)
     cfg = training_config(args, spec)
     gpus = gpus_from(args)
+    if getattr(args, "method", "analytic") == "trace":
+        from gpuwise.cli.memory_trace import run_trace
+
+        return run_trace(args, spec, cfg, gpus)
     est = estimate_memory(spec, cfg)
     fits = {g.name: est.fits(g) for g in gpus}
     assumptions = list(est.assumptions) + [fit_line(est, g) for g in gpus]
