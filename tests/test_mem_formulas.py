@@ -130,7 +130,7 @@ def test_estimator_model_states_follow_zero(stage):
 def test_estimator_model_states_follow_pytorch(stage):
     """ZeRO-0 (autocast over fp32 params) and ZeRO-3 (FSDP2, bf16 param_dtype): 4 B fp32 weights
     (the master copy), 8 B AdamW moments, sharded over dp under FSDP; the optimizer step holds all
-    4 B gradients plus foreach AdamW's fp32 sqrt(v) temporary."""
+    4 B gradients (fused AdamW: no temporaries)."""
     spec = _gpt(**GPT2XL_LIKE)
     psi = param_counts(spec).total
     cfg = TrainingConfig(micro_batch=1, seq_len=128, plan=ParallelPlan(dp=16, zero=stage))
@@ -138,5 +138,7 @@ def test_estimator_model_states_follow_pytorch(stage):
     n = 16 if stage == 3 else 1
     assert est.parameters == pytest.approx(4 * psi / n, rel=1e-9)
     assert est.optimizer == pytest.approx(8 * psi / n, rel=1e-9)
-    assert est.peak_phase == "optimizer step" and est.gradients == pytest.approx(4 * psi / n, rel=1e-9)
-    assert est.temporaries == pytest.approx(4 * psi / n, rel=1e-9)
+    if est.peak_phase == "optimizer step":             # ZeRO-0: 16 B/param at the step is the peak
+        assert est.gradients == pytest.approx(4 * psi / n, rel=1e-9) and est.temporaries == 0.0
+    else:                                              # FSDP: gathered block + loss tensors outweigh 4 B/8
+        assert stage == 3 and est.gradients == 0.0 and est.temporaries > 0

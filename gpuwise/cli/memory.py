@@ -12,7 +12,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=("analytic", "trace"), default="analytic",
                         help="analytic formulas (default) or a traced PyTorch training step "
                              "(needs pip install 'gpuwise[trace]')")
-    parser.add_argument("--pp-schedule", default="1f1b", metavar="S", help="with --method trace: 1f1b | zb-h1")
+    # --pp-schedule comes with the training flags (memory_flags) and serves both methods
 
 
 def fit_line(est, g) -> str:

@@ -127,7 +127,7 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
         raise InputError("optimizer", cfg.optimizer, "use one of " + ", ".join(OPTIMIZERS))
     recompute_policy(cfg.recompute)          # InputError naming the policies
     sched = p.pp_schedule
-    if not (sched in ("1f1b", "gpipe", "zb") or (sched.startswith("interleaved-") and sched[12:].isdigit()
+    if not (sched in ("1f1b", "gpipe", "zb", "zb-h1") or (sched.startswith("interleaved-") and sched[12:].isdigit()
                                                    and int(sched[12:]) >= 2)):
         raise InputError("pp-schedule", sched, "use one of " + ", ".join(PP_SCHEDULES) + " (V >= 2 chunks per stage, "
                          "e.g. interleaved-2)")
@@ -312,9 +312,12 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     return out
 
 
+FOREACH_ADAM = False   # torchtitan's default fused AdamW (no temporaries); PyTorch's own CUDA default
+#                        (foreach) would allocate sqrt(v) for every parameter of the step
+
+
 def _optimizer_temp(cfg: TrainingConfig, sem, local_trainable: float) -> float:
-    """PyTorch's default (foreach) Adam/AdamW allocates sqrt(v) for every parameter of the step."""
-    if sem.framework != "torch" or cfg.offload_optimizer or cfg.optimizer not in ("adam", "adamw"):
+    if not FOREACH_ADAM or sem.framework != "torch" or cfg.offload_optimizer or cfg.optimizer not in ("adam", "adamw"):
         return 0.0
     return local_trainable * (2 if cfg.precision == "bf16" else 4)
 

@@ -81,12 +81,18 @@ def _int(row: dict[str, str], name: str, default: int | None = None) -> int:
     return int(float(v))
 
 
+def _schedule(value: str | None) -> str:
+    """The grid writes `none` (or nothing) when there is no pipeline."""
+    v = (value or "").strip().lower()
+    return "1f1b" if v in ("", "none") else v
+
+
 def row_config(row: dict[str, str]) -> TrainingConfig:
     """The TrainingConfig a grid row describes."""
     quant = (row.get("quantize") or "").strip().lower()
     plan = ParallelPlan(dp=_int(row, "dp"), tp=_int(row, "tp", 1), pp=_int(row, "pp", 1), cp=_int(row, "cp", 1),
                         sp=_flag(row.get("sp") or ""), zero=_int(row, "zero", 0),
-                        pp_schedule=(row.get("pp_schedule") or "").strip() or "1f1b")
+                        pp_schedule=_schedule(row.get("pp_schedule")))
     return TrainingConfig(micro_batch=_int(row, "micro_batch"), seq_len=_int(row, "seq_len"),
                           grad_accum=_int(row, "grad_accum", 1), precision=row["precision"].strip(),
                           optimizer=row["optimizer"].strip(), recompute=row["recompute"].strip(),
