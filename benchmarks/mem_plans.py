@@ -23,8 +23,9 @@ CASES = [("llama-3.1-70b", "H100", 64), ("llama-3.1-405b", "H100", 256), ("mixtr
 def brute(spec, cfg, gpu, gpus):
     out = []
     for tp, pp, cp, dp in fp._layouts(spec, cfg, gpus, 8):
-        for sp, zero, rec in product((False, True), range(4), ("none", "selective", "full")):
-            if (sp and tp == 1) or (zero and dp == 1):
+        for zero, rec in product(range(4), ("none", "selective", "full")):
+            sp = tp > 1                       # the frameworks' default, as feasible_plans searches
+            if zero and dp == 1:
                 continue
             c = replace(cfg, recompute=rec, grad_accum=max(cfg.grad_accum, pp),
                         plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=sp, zero=zero))

@@ -41,5 +41,5 @@ def test_fits_and_gib():
     assert not est.fits(get_gpu("A100-80GB"))          # 16 B/param x 8B params alone is 120 GiB
     small = estimate_memory("llama-3.1-8b", TrainingConfig(micro_batch=1, seq_len=2048, lora_rank=16, quantize="nf4",
                                                                     recompute="full"))
-    assert small.fits(get_gpu("L4")) and small.per_gpu_gib < 10
+    assert small.fits(get_gpu("L4")) and small.per_gpu_gib < 12   # 5.3 GiB NF4 + 16-bit embeddings/head
     assert any("NF4" in a for a in small.assumptions)

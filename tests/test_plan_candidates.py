@@ -26,7 +26,7 @@ from gpuwise.workload.jobspec import load_job
 from gpuwise.workload.training import TrainingConfig
 
 JOB = from_jobspec(load_job("examples/llama-3.1-8b-pretrain.yaml"))
-HEAVY = {"none": 0, "selective": 1, "full": 2}
+HEAVY = {"none": 0, "selective": 1, "op": 1, "full": 2}
 
 
 @pytest.mark.parametrize("gpu,gpus,gpn,micro", [("H100", 8, 8, 1), ("H100", 16, 8, 2), ("A100-80GB", 32, 8, 1),

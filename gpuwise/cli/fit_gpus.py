@@ -39,8 +39,9 @@ def run(args: argparse.Namespace) -> int:
     assumptions = [
         f"micro-batch {cfg.micro_batch} per GPU x {cfg.seq_len} tokens; plans searched: tp within a node of "
         f"{args.gpus_per_node} dividing heads and KV heads, pp <= layers, cp, ZeRO 0-3, recompute"
-        + (f" {recompute} only" if recompute else " none/selective/full") + ", sequence parallel",
-        "ranked by fewest GPUs, then a communication/recompute proxy (recompute full 0.33, selective 0.03; "
+        + (f" {recompute} only" if recompute else " none/selective/full (none/op/full with flash attention)")
+        + ", sequence parallel whenever tp > 1 (the frameworks' default)",
+        "ranked by fewest GPUs, then a communication/recompute proxy (recompute full 0.33, op 0.12, selective 0.03; "
         "0.04 per doubling of tp; 0.05 per doubling of cp; pipeline bubble (pp-1)/(m+pp-1); ZeRO-3 0.10), then "
         "smaller GPU memory",
         "pipeline plans run at least pp micro-batches per step (grad_accum raised to pp)",
@@ -62,7 +63,8 @@ def run(args: argparse.Namespace) -> int:
                             "nodes": -(-f.gpus // args.gpus_per_node),
                             "plan": {"dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero,
                                      "recompute": c.recompute, "grad_accum": c.grad_accum, "label": p.label()},
-                            "per_gpu_gib": round(m.per_gpu_gib, 4),
+                            "per_gpu_gib": round(m.per_gpu_gib, 4), "required_gib": round(m.required / 2 ** 30, 4),
+                            "device_gib": round(f.gpu.total_gib, 3), "headroom_gib": round(m.headroom_gib(f.gpu), 3),
                             "breakdown_gib": {k: round(v, 4) for k, v in m.breakdown_gib().items()},
                             "alternatives": f.alternatives})
         emit_json({"model": spec.name, "params": first.params if first else None,
@@ -78,10 +80,10 @@ def run(args: argparse.Namespace) -> int:
             continue
         c, m, p = f.config, f.memory, f.config.plan
         rows.append((rank, f.gpu.name, f"{f.gpu.memory_gib:g}", f.gpus, p.label(), c.recompute,
-                     f"{m.per_gpu_gib:.1f}", f"{f.gpu.memory_gib - m.per_gpu_gib:+.1f}", f.alternatives))
+                     f"{m.required / 2 ** 30:.1f}", f"{m.headroom_gib(f.gpu):+.1f}", f.alternatives))
     print(f"{spec.name}: micro-batch {cfg.micro_batch} x {cfg.seq_len} tokens, {cfg.precision}, {cfg.optimizer}"
           + (f", LoRA r={cfg.lora_rank}" if cfg.lora_rank else "") + (f", {cfg.quantize}" if cfg.quantize else ""))
     print_table("Fewest GPUs per type (best plan on that count)",
-                ["#", "GPU", "GiB", "GPUs", "plan", "recompute", "per-GPU GiB", "headroom", "other plans"], rows)
+                ["#", "GPU", "GB", "GPUs", "plan", "recompute", "needed GiB", "headroom", "other plans"], rows)
     print_assumptions(assumptions)
     return 0

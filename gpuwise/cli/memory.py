@@ -9,6 +9,18 @@ from gpuwise.cli.memory_flags import add_training_flags, config_dict, gpus_from,
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     add_training_flags(parser, plan_flags=True)
+    parser.add_argument("--method", choices=("analytic", "trace"), default="analytic",
+                        help="analytic formulas (default) or a traced PyTorch training step "
+                             "(needs pip install 'gpuwise[trace]')")
+    # --pp-schedule comes with the training flags (memory_flags) and serves both methods
+
+
+def fit_line(est, g) -> str:
+    from gpuwise.estimate.memory import fit_headroom_gib
+
+    return (f"{g.name}: {g.total_gib:.2f} GiB device memory ({g.device_mib_source or 'datasheet GB read as 1e9 B'}), "
+            f"{g.usable_gib:.2f} GiB usable after the CUDA context; {'fits' if est.fits(g) else 'does not fit'} with "
+            f"{fit_headroom_gib(g):.2f} GiB kept free ({est.headroom_gib(g):+.1f} GiB left)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -18,16 +30,20 @@ def run(args: argparse.Namespace) -> int:
     spec = load_model(args.model)
     cfg = training_config(args, spec)
     gpus = gpus_from(args)
+    if getattr(args, "method", "analytic") == "trace":
+        from gpuwise.cli.memory_trace import run_trace
+
+        return run_trace(args, spec, cfg, gpus)
     est = estimate_memory(spec, cfg)
     fits = {g.name: est.fits(g) for g in gpus}
-    assumptions = list(est.assumptions) + [
-        f"{g.name}: {g.memory_gib:g} GiB usable, {'fits' if fits[g.name] else 'does not fit'} "
-        f"({est.headroom_gib(g):+.1f} GiB)" for g in gpus]
+    assumptions = list(est.assumptions) + [fit_line(est, g) for g in gpus]
     if args.json:
         from gpuwise.cli.output import emit_json
 
         emit_json({"model": spec.name, "params": est.params, "trainable_params": est.trainable_params,
                    "config": config_dict(cfg), "per_gpu_gib": round(est.per_gpu_gib, 4),
+                   "allocated_gib": round(est.allocated / 2 ** 30, 4), "reserved_gib": round(est.reserved / 2 ** 30, 4),
+                   "required_gib": round(est.required / 2 ** 30, 4), "peak_phase": est.peak_phase,
                    "breakdown_gib": {k: round(v, 4) for k, v in est.breakdown_gib().items()},
                    "peak_stage": est.peak_stage, "fits": fits,
                    "headroom_gib": {g.name: round(est.headroom_gib(g), 3) for g in gpus},
@@ -42,10 +58,17 @@ def run(args: argparse.Namespace) -> int:
           f"{p.label()} on {p.gpus} GPU(s); micro-batch {shape}; "
           f"{cfg.precision}, {cfg.optimizer}, recompute {cfg.recompute}")
     title = "Per-GPU peak memory" + (f" (pipeline stage {est.peak_stage})" if p.pp > 1 else "")
-    rows = [(k, f"{v:.2f}") for k, v in est.breakdown_gib().items()] + [("total per GPU", f"{est.per_gpu_gib:.2f}")]
-    print_table(title, ["part", "GiB"], rows)
-    print_table("Fits", ["GPU", "memory GiB", "fits", "headroom GiB"],
-                [(g.name, f"{g.memory_gib:g}", "yes" if fits[g.name] else "no", f"{est.headroom_gib(g):+.1f}")
-                 for g in gpus])
-    print_assumptions(est.assumptions)
+    gib = 2 ** 30
+    rows = [(k, f"{v:.2f}") for k, v in est.breakdown_gib().items() if k != "overhead"] + [
+        ("= allocated peak (max_memory_allocated)", f"{est.allocated / gib:.2f}"),
+        ("+ allocator slack", f"{est.allocator / gib:.2f}"),
+        ("= reserved peak (max_memory_reserved)", f"{est.reserved / gib:.2f}"),
+        ("+ CUDA context + NCCL", f"{(est.context + est.nccl) / gib:.2f}"),
+        ("= device total per GPU (nvidia-smi)", f"{est.per_gpu_gib:.2f}")]
+    print_table(title + f" at the {est.peak_phase}", ["part", "GiB"], rows)
+    print_table("Fits (allocated + context + NCCL within device memory less 5% headroom)",
+                ["GPU", "datasheet GB", "device GiB", "usable GiB", "fits", "headroom GiB"],
+                [(g.name, f"{g.memory_gib:g}", f"{g.total_gib:.2f}", f"{g.usable_gib:.2f}",
+                  "yes" if fits[g.name] else "no", f"{est.headroom_gib(g):+.1f}") for g in gpus])
+    print_assumptions(assumptions)
     return 0

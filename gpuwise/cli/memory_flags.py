@@ -10,7 +10,7 @@ DEFAULT_SEQ = 2048
 
 def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True) -> None:
     """Flags describing one training configuration (plan_flags: also --gpus/--tp/--pp/--cp/--zero/--sp)."""
-    from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE
+    from gpuwise.workload.training import OPTIMIZERS, PP_SCHEDULES, PRECISIONS, RECOMPUTE_POLICIES
 
     parser.add_argument("model", metavar="MODEL", help="preset name (gpuwise models) or path to a config.json")
     parser.add_argument("--batch-size", type=int, default=1, metavar="B", help="micro-batch per GPU (default 1)")
@@ -21,7 +21,8 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
                         help=f"{' | '.join(PRECISIONS)} (default bf16-mixed)")
     parser.add_argument("--optimizer", default="adamw", metavar="O", help=f"{' | '.join(OPTIMIZERS)} (default adamw)")
     parser.add_argument("--recompute", default="none", metavar="R",
-                        help=f"activation recompute {' | '.join(RECOMPUTE)} (default none)")
+                        help=f"activation recompute {' | '.join(RECOMPUTE_POLICIES)} (selective = Megatron attention "
+                        "core, op / layer-K = torchtitan selective AC; default none)")
     parser.add_argument("--lora-rank", type=int, default=0, metavar="R", help="LoRA rank; 0 = full fine-tuning (default)")
     parser.add_argument("--quantize", default=None, metavar="nf4", help="4-bit frozen base (QLoRA): nf4")
     parser.add_argument("--offload-optimizer", action="store_true", help="optimizer states in host memory")
@@ -30,9 +31,14 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
         parser.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs in all (default 1); dp = N/(tp*pp*cp)")
         parser.add_argument("--zero", type=int, default=0, metavar="Z", help="ZeRO stage 0-3 over dp (FSDP = 3; default 0)")
         parser.add_argument("--tp", type=int, default=1, metavar="T", help="tensor parallel (default 1)")
-        parser.add_argument("--pp", type=int, default=1, metavar="P", help="pipeline stages, 1F1B (default 1)")
+        parser.add_argument("--pp", type=int, default=1, metavar="P", help="pipeline stages (default 1)")
+        parser.add_argument("--pp-schedule", default="1f1b", metavar="S",
+                            help=f"pipeline schedule {' | '.join(PP_SCHEDULES)} (default 1f1b)")
         parser.add_argument("--cp", type=int, default=1, metavar="C", help="context parallel (default 1)")
-        parser.add_argument("--sp", action="store_true", help="sequence parallel (with --tp)")
+        sp = parser.add_mutually_exclusive_group()
+        sp.add_argument("--sp", dest="sp", action="store_true", default=None,
+                        help="sequence parallel (default: on whenever --tp > 1, as Megatron-core and torchtitan do)")
+        sp.add_argument("--no-sp", dest="sp", action="store_false", help="tensor parallelism without sequence parallel")
     parser.add_argument("--gpu", action="extend", nargs="+", default=None, metavar="NAME",
                         help="GPU types to check (default: " + ", ".join(DEFAULT_GPUS) + ")")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
@@ -61,7 +67,9 @@ def training_config(args: argparse.Namespace, spec, plan_flags: bool = True):
         width = args.tp * args.pp * args.cp
         if args.gpus % width:
             raise InputError("gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")
-        plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, sp=args.sp, zero=args.zero)
+        sp = args.tp > 1 if args.sp is None else (args.sp and args.tp > 1)   # the frameworks' default
+        plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, sp=sp, zero=args.zero,
+                            pp_schedule=args.pp_schedule)
     quant = args.quantize.lower() if args.quantize else None
     return TrainingConfig(micro_batch=args.batch_size, seq_len=seq_len_for(spec, args.seq_len),
                           grad_accum=args.grad_accum, precision=args.precision, optimizer=args.optimizer,
@@ -89,4 +97,5 @@ def config_dict(cfg) -> dict:
             "precision": cfg.precision, "optimizer": cfg.optimizer, "recompute": cfg.recompute,
             "flash_attention": cfg.flash_attention, "lora_rank": cfg.lora_rank, "quantize": cfg.quantize,
             "offload_optimizer": cfg.offload_optimizer,
-            "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero}}
+            "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero,
+                     "pp_schedule": p.pp_schedule}}

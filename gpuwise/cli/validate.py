@@ -13,6 +13,10 @@ TARGETS = {
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", choices=sorted(TARGETS), help="which estimator to validate")
+    parser.add_argument("--against", choices=("measured", "trace"), default="measured",
+                        help="memory only: the bundled measured rows (default) or the traced grid")
+    parser.add_argument("--grid", default=None, metavar="CSV",
+                        help="memory --against trace: grid CSV (default gpuwise/data/traced/memory_grid.csv)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
 

@@ -5,7 +5,53 @@ from __future__ import annotations
 import argparse
 
 
+def _pct(v) -> str:
+    return "" if v is None else f"{100 * v:.1f}%"
+
+
+def run_trace(args: argparse.Namespace) -> int:
+    """Analytic allocated peak vs the traced grid: median / max |error| overall, by family and feature."""
+    from gpuwise.estimate.overhead import GIB
+    from gpuwise.validation.memory_trace import TARGET_MAX, TARGET_MEDIAN, validate_against_trace
+
+    rep = validate_against_trace(getattr(args, "grid", None))
+    n, med, mx = rep.summary()
+    if getattr(args, "json", False):
+        from gpuwise.cli.output import emit_json
+
+        emit_json({"source": rep.source, "compared": n, "median_abs_error": med, "max_abs_error": mx,
+                   "target_median_abs_error": TARGET_MEDIAN, "target_max_abs_error": TARGET_MAX,
+                   "by_family": {k: {"rows": v[0], "median": v[1], "max": v[2]} for k, v in rep.groups("family").items()},
+                   "by_feature": {k: {"rows": v[0], "median": v[1], "max": v[2]} for k, v in rep.groups("feature").items()},
+                   "rows": [{"case": r.label, "family": r.family, "method": r.method, "measured_bytes": r.measured,
+                             "predicted_bytes": r.predicted, "error": r.error, "reason": r.reason,
+                             "parts": {k: {"traced": t, "predicted": q} for k, (t, q) in r.parts.items()}}
+                            for r in rep.rows],
+                   "assumptions": ["allocated peak compared (no allocator slack, no CUDA context)",
+                                   "constants of the analytic model are not fitted on this grid (see README)"]})
+        return 0
+    from gpuwise.cli.output import print_table
+
+    for key in ("family", "feature"):
+        print_table(f"Analytic vs traced allocated peak, by {key} ({rep.source})", [key, "rows", "median |err|", "max |err|"],
+                    [(k, v[0], _pct(v[1]), _pct(v[2])) for k, v in rep.groups(key).items()],
+                    justify=["left", "right", "right", "right"])
+    worst = sorted((r for r in rep.rows if r.error is not None), key=lambda r: -abs(r.error))[:10]
+    print_table("Largest errors", ["case", "method", "traced GiB", "predicted GiB", "error"],
+                [(r.label, r.method, f"{r.measured / GIB:.2f}", f"{r.predicted / GIB:.2f}", f"{100 * r.error:+.1f}%")
+                 for r in worst], justify=["left", "left", "right", "right", "right"])
+    skipped = [r for r in rep.rows if r.error is None]
+    for r in skipped[:10]:
+        print(f"  not compared: {r.label}: {r.reason or 'no measured peak'}")
+    ok = med is not None and med <= TARGET_MEDIAN and mx <= TARGET_MAX
+    print(f"compared rows: {n} of {len(rep.rows)}; median |error| {_pct(med)} (target <= {TARGET_MEDIAN:.0%}), "
+          f"max |error| {_pct(mx)} (target <= {TARGET_MAX:.0%}): {'met' if ok else 'NOT met'}")
+    return 0
+
+
 def run(args: argparse.Namespace) -> int:
+    if getattr(args, "against", "measured") == "trace":
+        return run_trace(args)
     from gpuwise.validation.memory import validate_memory
 
     rep = validate_memory()

@@ -13,8 +13,12 @@ Here the same accounting is written tensor by tensor so that it generalises:
 - flash attention keeps no s^2 tensors (only the output and a float32 log-sum-exp per head);
 - families without dropout (llama, mistral, qwen2, ...) keep no masks;
 - context parallelism splits the sequence (activations / cp);
-- recompute: selective drops the s^2 attention terms, full keeps each layer's input plus one
-  layer's working set;
+- sequence parallelism (Korthikanti et al.) splits the norm and dropout tensors over tp too; under
+  DTensor-based SP (torchtitan) the QKV and MLP-input linears keep the all-gathered input whole
+  (`sp_keeps_gathered`), Megatron-core re-gathers it in backward;
+- recompute (training.recompute_policy names): selective (Megatron) drops the attention core's
+  tensors, full keeps each layer's input plus one layer's working set, layer-K does that for every
+  K-th block, op (torchtitan op-level SAC) keeps every second matmul output and the attention output;
 - LoRA (frozen base): autograd keeps a linear layer's input only to compute its weight gradient,
   so inputs that feed only frozen matrices (MLP input, down-projection input, output-projection
   input under eager attention) are not kept; the QKV input is (the adapters read it).
@@ -26,7 +30,9 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from gpuwise.estimate.lora import FUSED_QKV
 from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.training import recompute_policy
 
 # Families whose published configs train with dropout > 0 (masks are kept for backward).
 DROPOUT_FAMILIES = ("gpt2", "bert", "roberta", "t5")
@@ -45,8 +51,10 @@ class ActivationSetting:
     cp: int = 1               # context parallelism: sequence split over cp GPUs
     bytes_per_value: int = 2  # 2 for bf16/fp16 activations, 4 for fp32
     flash: bool = True        # flash attention: no s^2 tensors kept
-    recompute: str = "none"   # none | selective | full
+    recompute: str = "none"   # none | selective | op | layer-K | full (training.RECOMPUTE_POLICIES)
     frozen_base: bool = False # LoRA: base weights need no gradient, so inputs kept only for them are dropped
+    sp_keeps_gathered: bool = False  # SP as DTensor (torchtitan) does it: linears keep the gathered input;
+    #                                  False = Megatron-core, which re-gathers it in backward
 
 
 def has_dropout(spec: ModelSpec) -> bool:
@@ -105,6 +113,11 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
     if cross_attention:                               # decoder cross-attention over the encoder output
         c_rep, c_split = attention_bytes_per_token(spec, st)
         rep, split = rep + c_rep, split + c_split
+    if st.sp and st.sp_keeps_gathered:
+        # DTensor SP: the column-parallel linears save the all-gathered (whole-sequence) input
+        k = spec.experts_per_token if spec.n_experts > 1 else 1
+        gathered = spec.hidden * e * ((2 if cross_attention else 1) + (0 if st.frozen_base else k))
+        return tokens * (gathered + (rep - gathered) / st.tp + split / st.tp)
     rep_div = st.tp if st.sp else 1
     return tokens * (rep / rep_div + split / st.tp)
 
@@ -115,31 +128,109 @@ def layer_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     return tokens * spec.hidden * st.bytes_per_value / (st.tp if st.sp else 1)
 
 
+def _matmul_outputs(spec: ModelSpec) -> list[tuple[int, bool]]:
+    """(width, column-parallel) of each weight matmul of one block, in forward order."""
+    dq, dkv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+    f, h = spec.ffn_hidden, spec.hidden
+    attn = [(dq + 2 * dkv, True)] if spec.family in FUSED_QKV else [(dq, True), (dkv, True), (dkv, True)]
+    mlp = [(f, True), (f, True), (h, False)] if spec.gated_mlp else [(f, True), (h, False)]
+    return attn + [(h, False)] + mlp
+
+
+def op_sac_recomputed_fraction(spec: ModelSpec) -> float:
+    """Share of a block's weight-matmul FLOPs that op-level SAC recomputes (its 2nd, 4th, ... matmul)."""
+    h, f = spec.hidden, spec.ffn_hidden
+    ins = []                                        # input width of each matmul, in _matmul_outputs order
+    outs = _matmul_outputs(spec)
+    n_attn = len(outs) - (3 if spec.gated_mlp else 2)
+    for i, (width, _) in enumerate(outs):
+        if i < n_attn - 1 or (n_attn <= i < len(outs) - 1):
+            ins.append(h)                           # QKV and MLP up/gate read the hidden state
+        elif i == n_attn - 1:
+            ins.append(spec.n_heads * spec.head_dim)    # attention output projection
+        else:
+            ins.append(f)                           # MLP down projection
+    flops = [w * d for (w, _), d in zip(outs, ins)]
+    return sum(x for i, x in enumerate(flops) if i % 2 == 1) / sum(flops)
+
+
+def op_sac_layer_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """torchtitan op-level selective AC: a block keeps its input, the outputs of its 1st, 3rd, 5th...
+    weight matmul (the policy recomputes every second mm) and the attention kernel's output and
+    float32 log-sum-exp; everything else is recomputed in backward. Row-parallel matmul outputs are
+    full width on every TP rank (partial sums before the reduction); MoE: the routed experts'
+    matmuls count k times."""
+    e = st.bytes_per_value
+    tokens = st.micro_batch * st.seq_len / st.cp
+    k = spec.experts_per_token if spec.n_experts > 1 else 1
+    per_token = spec.hidden * e / (st.tp if st.sp else 1)                  # block input
+    mms = _matmul_outputs(spec)
+    n_attn = len(mms) - (3 if spec.gated_mlp else 2)
+    for i, (width, col) in enumerate(mms):
+        if i % 2 == 0:                                                     # 1st, 3rd, ... saved
+            per_token += width * e * (k if i > n_attn else 1) / (st.tp if col else 1)
+    per_token += spec.n_heads * spec.head_dim * e / st.tp + spec.n_heads * 4 / st.tp   # attention out + lse
+    return tokens * per_token
+
+
+def _kept_by_policy(spec: ModelSpec, st: ActivationSetting, layer_index: int, cross_attention: bool) -> float:
+    pol = recompute_policy(st.recompute)
+    if pol.checkpointed(layer_index):
+        return layer_input_bytes(spec, st)
+    if pol.kind == "op":
+        return op_sac_layer_bytes(spec, st) * (2 if cross_attention else 1)
+    return layer_bytes(spec, st, cross_attention)
+
+
 def stack_bytes(spec: ModelSpec, st: ActivationSetting, n_layers: int, cross_attention: bool = False) -> float:
     """Activations that `n_layers` consecutive layers keep for one micro-batch until its backward
-    (full recompute: only each layer's input; see `working_set_bytes`)."""
+    (full / layer-K: checkpointed blocks keep only their input; op: op_sac_layer_bytes; see
+    `working_set_bytes` for what recomputation re-materialises)."""
     if n_layers <= 0:
         return 0.0
-    if st.recompute == "full":
-        return n_layers * layer_input_bytes(spec, st)
-    return n_layers * layer_bytes(spec, st, cross_attention)
+    return sum(_kept_by_policy(spec, st, i, cross_attention) for i in range(n_layers))
 
 
 def working_set_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = False) -> float:
-    """Full recompute re-materialises one layer's activations during its backward (once per GPU)."""
-    return layer_bytes(spec, st, cross_attention) if st.recompute == "full" else 0.0
+    """Recomputation re-materialises one block's activations during its backward (once per GPU):
+    full, layer-K and op-level AC; none/selective keep them anyway."""
+    kind = recompute_policy(st.recompute).kind
+    return layer_bytes(spec, st, cross_attention) if kind in ("full", "layer", "op") else 0.0
 
 
-def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True) -> float:
-    """Final norm, output-layer input and the logits kept for the loss (last pipeline stage).
+def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """Gradient tensors alive inside one block's backward: the gradient flowing into the block and
+    the one leaving it (hidden wide) plus two ffn-wide gradients in the MLP (gate and up, or the
+    activation's input and output)."""
+    tokens = st.micro_batch * st.seq_len / st.cp
+    e = st.bytes_per_value
+    k = spec.experts_per_token if spec.n_experts > 1 else 1
+    return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + 2 * k * spec.ffn_hidden / st.tp)
 
-    Logits: the model's dtype plus a float32 log-softmax for an unfused cross-entropy (HF style);
-    vocabulary-parallel under TP."""
+
+def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, loss: str = "torch") -> float:
+    """What the last pipeline stage keeps for backward: the final norm's input and output and the
+    loss's saved tensor (vocabulary-parallel under TP).
+
+    loss="torch" (torchtitan / PyTorch cross_entropy on logits upcast to float32): only the float32
+    log-softmax is kept (the logits are freed before backward). loss="megatron": the logits in the
+    model dtype plus a float32 softmax (the Megatron-LM accounting the Korthikanti rows use)."""
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
     rep = 2 * spec.hidden * e / (st.tp if st.sp else 1)
-    logits = (spec.vocab_size * (e + 4) / st.tp) if lm_head else 0.0
+    per_v = 4 if loss == "torch" else e + 4
+    logits = (spec.vocab_size * per_v / st.tp) if lm_head else 0.0
     return tokens * (rep + logits)
+
+
+def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True) -> float:
+    """Extra bytes at the loss/backward boundary on top of `head_bytes`: the float32 gradient of the
+    log-softmax and the float32 gradient of the logits it produces (2 x 4 B per vocabulary entry and
+    token; vocabulary-parallel under TP). For 128k vocabularies this is often THE peak."""
+    if not lm_head:
+        return 0.0
+    tokens = st.micro_batch * st.seq_len / st.cp
+    return tokens * spec.vocab_size * 8 / st.tp
 
 
 def embedding_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

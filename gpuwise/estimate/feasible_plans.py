@@ -3,9 +3,10 @@
 Plans enumerated: tp over divisors of gpus_per_node that divide the attention heads and the
 key/value heads (tensor parallelism stays inside a node), pp over divisors of gpus/tp up to the
 layer count, cp over divisors of the rest that divide the sequence, dp = gpus / (tp pp cp),
-ZeRO 0-3 (0 only when dp = 1), recompute none/selective/full (selective only without flash
-attention: flash keeps no attention scores, so there is nothing for it to drop), sequence
-parallelism with tp > 1.
+ZeRO 0-3 (0 only when dp = 1), recompute none/selective/full without flash attention and
+none/op/full with it (flash keeps no attention scores, so Megatron's selective recompute has
+nothing to drop; torchtitan's op-level AC does), sequence parallelism whenever tp > 1 (the
+Megatron-core / torchtitan default).
 Pipeline plans run at least pp micro-batches per step (fewer would leave stages idle), so their
 grad_accum is raised to pp and stage 0 holds pp micro-batches in flight.
 
@@ -17,7 +18,8 @@ most frugal variant and stops at the first that does not fit. Results are memois
 Ranking (lower first) uses a cheap, unitless proxy of the time a plan loses to communication and
 recomputation, so the least sharded / least recomputed plan that fits comes first:
   recompute        none 0, selective 0.03 (attention core re-run, Korthikanti et al. 2022:
-                   2-4% overhead), full 0.33 (one extra forward pass = 1/3 of a step's FLOPs)
+                   2-4% overhead), op 0.12 (every second matmul re-run: ~36% of a llama block's
+                   matmul FLOPs = 0.12 of a step), full 0.33 (one extra forward = 1/3 of a step)
   tensor parallel  0.04 * log2(tp)   (two all-reduces of activations per layer, NVLink)
   sequence par.    0                 (same volume as TP's all-reduce, split into RS + AG)
   pipeline         bubble (pp - 1) / (m + pp - 1) with m = micro-batches per step
@@ -40,10 +42,11 @@ from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
-RECOMPUTE_COST = {"none": 0.0, "selective": 0.03, "full": 0.33}
+# recompute cost ~ recomputed forward FLOPs / step FLOPs: op-level SAC recomputes ~36% of the matmuls (llama)
+RECOMPUTE_COST = {"none": 0.0, "selective": 0.03, "op": 0.12, "full": 0.33}
 ZERO_COST = {0: 0.0, 1: 0.001, 2: 0.002, 3: 0.10}
 TP_COST, CP_COST = 0.04, 0.05
-RECOMPUTE_ORDER = ("none", "selective", "full")
+RECOMPUTE_ORDER = ("none", "selective", "op", "full")
 
 
 def plan_cost(cfg: TrainingConfig) -> float:
@@ -88,14 +91,15 @@ def _feasible(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus: int, gpu
     out: list[tuple[float, float, str, TrainingConfig, MemoryEstimate]] = []
     for tp, pp, cp, dp in _layouts(spec, cfg, gpus, gpus_per_node):
         accum = max(cfg.grad_accum, pp)
-        for sp in ((False, True) if tp > 1 else (False,)):
+        for sp in (tp > 1,):       # sequence parallel whenever tp > 1 (Megatron-core / torchtitan default)
             def make(zero: int, recompute: str) -> TrainingConfig:
                 return replace(cfg, grad_accum=accum, recompute=recompute,
                                plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=sp, zero=zero))
 
             recomputes = ("full", "selective", "none") if spec.is_transformer else ("none",)
             if cfg.flash_attention:
-                recomputes = ("full", "none")   # with flash attention selective recompute saves nothing
+                # with flash attention Megatron's selective recompute saves nothing; torchtitan's op-level AC does
+                recomputes = ("full", "op", "none")
             for recompute in recomputes:       # most frugal first: stop when nothing fits any more
                 found = False
                 if dp > 1:                     # ZeRO-3 adds a gathered layer, so it is tried on its own

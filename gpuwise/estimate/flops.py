@@ -8,7 +8,8 @@ MLPs and MoE): forward FLOPs per token =
 Embedding lookups are free. MoE layers count only the experts a token is routed to (active params).
 
 Training = forward + backward (2x forward) = 3x forward; activation recomputation adds a forward
-(full) or the attention-score part (selective) -- hardware FLOPs, not model FLOPs (MFU uses model
+(full), every K-th block's forward without the LM head (layer-K), every second weight
+matmul (op) or the attention-score part (selective) -- hardware FLOPs, not model FLOPs (MFU uses model
 FLOPs). LoRA/QLoRA: frozen weights need no weight gradients, so backward is ~1x forward (2x total).
 Non-transformers use the preset's forward ``flops_per_sample``.
 """
@@ -19,7 +20,7 @@ from dataclasses import dataclass
 
 from gpuwise.errors import InputError
 from gpuwise.workload.model_spec import ModelSpec
-from gpuwise.workload.training import TrainingConfig
+from gpuwise.workload.training import TrainingConfig, recompute_policy
 
 
 @dataclass(frozen=True)
@@ -50,6 +51,31 @@ def forward_flops_per_token(spec: ModelSpec, seq_len: int) -> tuple[float, float
     return 2.0 * _matmul_params_per_token(spec), attn
 
 
+def _recompute_flops(spec: ModelSpec, cfg: TrainingConfig, mm: float, attn: float) -> float:
+    """Forward FLOPs recomputed in backward by the recompute policy (training.recompute_policy):
+    selective = the attention scores; op = every second weight matmul (torchtitan op-level SAC; the
+    attention kernel's output is saved); layer-K = the forward of every K-th block; full = all."""
+    from gpuwise.estimate.activations import op_sac_recomputed_fraction
+
+    pol = recompute_policy(cfg.recompute)
+    layers = spec.n_layers + spec.n_encoder_layers
+    block_mm = mm * (1 - _lm_head_share(spec))
+    if pol.kind == "selective":
+        return attn
+    if pol.kind == "op":
+        return block_mm * op_sac_recomputed_fraction(spec)
+    if pol.kind == "layer":
+        return (block_mm + attn) * (layers // pol.every) / layers
+    return mm + attn if pol.kind == "full" else 0.0     # full: a whole forward (the convention kept)
+
+
+def _lm_head_share(spec: ModelSpec) -> float:
+    from gpuwise.workload.models import param_counts
+
+    pc = param_counts(spec)
+    return pc.lm_head / _matmul_params_per_token(spec)
+
+
 def step_flops(spec: ModelSpec, cfg: TrainingConfig) -> StepFlops:
     """FLOPs of one optimizer step of ``cfg`` (global batch = micro_batch * grad_accum * dp)."""
     samples = cfg.global_batch()
@@ -59,7 +85,7 @@ def step_flops(spec: ModelSpec, cfg: TrainingConfig) -> StepFlops:
         tokens = samples * cfg.seq_len
         mm, attn = forward_flops_per_token(spec, cfg.seq_len)
         fwd = (mm + attn) * tokens
-        recompute = {"none": 0.0, "selective": attn * tokens, "full": fwd}[cfg.recompute]
+        recompute = _recompute_flops(spec, cfg, mm * tokens, attn * tokens)
     else:
         if not spec.flops_per_sample:
             raise InputError("model", spec.name, "needs flops_per_sample (forward FLOPs per sample) to estimate speed")

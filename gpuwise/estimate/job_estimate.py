@@ -88,8 +88,7 @@ def choose_layout(model: ModelSpec, base: TrainingConfig, gpu: GpuSpec, gpus: in
                          "spec's parallelism")
     cfg, _, mem = fallback
     est = analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
-    est.assumptions.append(f"DOES NOT FIT: {mem.per_gpu_gib:.1f} GiB per GPU > {gpu.memory_gib:g} GiB; "
-                           "allow more tp/pp/zero or more GPUs")
+    est.assumptions.append(f"DOES NOT FIT: {mem.shortfall_text(gpu)}; allow more tp/pp/zero or more GPUs")
     return cfg, est, mem
 
 
@@ -140,7 +139,7 @@ def estimate(model: ModelSpec, cfg: TrainingConfig, est: StepTimeEstimate, mem: 
         out["fits"] = bool(mem.fits(gpu))
     assumptions = list(est.assumptions)
     if mem is not None and not mem.fits(gpu) and not any("DOES NOT FIT" in a for a in assumptions):
-        assumptions.append(f"DOES NOT FIT: {mem.per_gpu_gib:.1f} GiB per GPU > {gpu.memory_gib:g} GiB")
+        assumptions.append(f"DOES NOT FIT: {mem.shortfall_text(gpu)}")
 
     quote = price_for(gpu, gpus_per_node, spot, price_per_gpu_hour)
     if quote is not None:

@@ -1,13 +1,14 @@
 """Per-GPU peak memory of one training step: parameters, gradients, optimizer, activations, overhead.
 
-The peak is taken over pipeline stages: stage i of a 1F1B pipeline with pp stages keeps
-min(pp - i, grad_accum) micro-batches in flight (stage 0 holds pp of them when there are at least
-pp micro-batches per step), holds the embedding (stage 0) or the output layer (last stage), and
-its share of the layers (the remainder of layers / pp goes to the last stages, which hold fewer
-micro-batches). Tensor parallelism splits matrices (norms and row-parallel biases replicated),
-ZeRO shards optimizer state (1), gradients (2) and weights (3) over the dp ranks, context
-parallelism splits the sequence. Sources: ZeRO paper (model states), Korthikanti et al. 2022
-(activations), QLoRA (NF4), see model_states.py, activations.py, lora.py, overhead.py.
+The peak is taken over pipeline stages and over the moments of a step (memory_timeline.py): each
+stage holds the embedding (stage 0) or the output layer (last stage), its share of the layers (the
+remainder of layers / pp goes to the last stages, which hold fewer micro-batches) and the
+micro-batches its schedule keeps in flight. Tensor parallelism splits matrices (norms and
+row-parallel biases replicated); ZeRO shards optimizer state (1), gradients (2) and weights (3)
+over the dp x cp ranks; context parallelism splits the sequence. What each framework stores per
+parameter (PyTorch autocast / FSDP2, DeepSpeed ZeRO-1/2, Megatron-LM) is in model_states.py;
+what tensors don't show (allocator, context, NCCL) in overhead.py. Sources: ZeRO paper (model
+states), Korthikanti et al. 2022 (activations), QLoRA (NF4), PyTorch FSDP2 / torchtitan defaults.
 """
 
 from __future__ import annotations
@@ -18,29 +19,39 @@ from functools import lru_cache
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
 from gpuwise.estimate.lora import NF4_BYTES, TARGETS_TEXT, adapter_params, attention_blocks
-from gpuwise.estimate.model_states import state_bytes
-from gpuwise.estimate.overhead import GIB, describe as describe_overhead, overhead_bytes
+from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak, phases
+from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
+from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
+                                       nccl_bytes)
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model, param_count, param_counts
-from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE, TrainingConfig
+from gpuwise.workload.training import (OPTIMIZERS, PP_SCHEDULES, PRECISIONS, RECOMPUTE_POLICIES, TrainingConfig,
+                                       recompute_policy)
 
-PARTS = ("parameters", "gradients", "optimizer", "activations", "overhead")
+PARTS = ("parameters", "gradients", "optimizer", "activations", "temporaries", "overhead")
 
 
 @dataclass(frozen=True)
 class MemoryEstimate:
-    """Peak bytes on the most loaded GPU of a training configuration."""
+    """Peak bytes on the most loaded GPU of a training configuration, split by what is alive at
+    the peak (the parts of the peak phase; they sum to the allocated peak plus overhead)."""
 
-    parameters: float            # weights held on the GPU (incl. ZeRO-3 gather buffer)
-    gradients: float
-    optimizer: float             # optimizer states incl. fp32 master weights
-    activations: float           # saved for backward, at the peak pipeline stage
-    overhead: float              # CUDA context, fragmentation, temporaries
+    parameters: float            # stored weights (sharded under ZeRO-3 / FSDP)
+    gradients: float             # gradients alive at the peak (incl. FSDP's unsharded accumulators under PP)
+    optimizer: float             # optimizer states (incl. separate fp32 master weights where kept)
+    activations: float           # saved for backward (+ a recomputed block's working set) at the peak stage
+    overhead: float              # not in tensors: allocator slack + CUDA context + NCCL buffers
     params: int                  # model parameters (all)
     trainable_params: int        # parameters that get gradients (LoRA: adapters only)
     peak_stage: int = 0          # pipeline stage with the peak
     notes: tuple[str, ...] = field(default=())   # the assumptions (immutable: estimates are memoised)
+    temporaries: float = 0.0     # transient tensors at the peak: gathered/cast weight copies, loss and
+    #                              gradient buffers, optimizer-step temporaries
+    allocator: float = 0.0       # part of `overhead`: reserved - allocated (caching allocator)
+    context: float = 0.0         # part of `overhead`: CUDA context and workspaces
+    nccl: float = 0.0            # part of `overhead`: NCCL communicator buffers
+    peak_phase: str = ""         # when the peak happens (loss boundary, block backward, optimizer step)
 
     @property
     def assumptions(self) -> list[str]:
@@ -48,8 +59,19 @@ class MemoryEstimate:
         return list(self.notes)
 
     @property
+    def allocated(self) -> float:
+        """Peak bytes of live tensors (torch.cuda.max_memory_allocated)."""
+        return self.parameters + self.gradients + self.optimizer + self.activations + self.temporaries
+
+    @property
+    def reserved(self) -> float:
+        """Peak bytes the caching allocator holds (torch.cuda.max_memory_reserved)."""
+        return self.allocated + self.allocator
+
+    @property
     def total(self) -> float:
-        return self.parameters + self.gradients + self.optimizer + self.activations + self.overhead
+        """Device memory the process needs (what nvidia-smi shows): reserved + context + NCCL."""
+        return self.allocated + self.overhead
 
     @property
     def per_gpu_gib(self) -> float:
@@ -58,12 +80,36 @@ class MemoryEstimate:
     def breakdown_gib(self) -> dict[str, float]:
         return {k: getattr(self, k) / GIB for k in PARTS}
 
+    @property
+    def required(self) -> float:
+        """Bytes that must fit: the allocated peak, the CUDA context and NCCL buffers. Near capacity the
+        caching allocator frees its cached blocks and retries before raising OOM, so its slack is
+        covered by the fit headroom, not by `allocator` (the slack when memory is plentiful)."""
+        return self.allocated + self.context + self.nccl
+
     def fits(self, gpu: GpuSpec) -> bool:
-        """True if the peak fits in the GPU's usable memory."""
-        return self.total <= gpu.memory_gib * GIB
+        """True if `required` fits in the GPU's device memory less the stated headroom."""
+        return self.headroom_gib(gpu) >= 0
+
+    def shortfall_text(self, gpu: GpuSpec) -> str:
+        """'X GiB needed per GPU > Y GiB' for a plan that does not fit (the numbers `fits` compares)."""
+        return (f"{self.required / GIB:.1f} GiB needed per GPU (allocated + CUDA context + NCCL) > "
+                f"{gpu.total_gib - fit_headroom_gib(gpu):.1f} GiB ({gpu.name} device memory less "
+                f"{HEADROOM_FRACTION:.0%} headroom)")
 
     def headroom_gib(self, gpu: GpuSpec) -> float:
-        return gpu.memory_gib - self.per_gpu_gib
+        """GiB left after `required` and the fit headroom (negative: does not fit)."""
+        return gpu.total_gib - fit_headroom_gib(gpu) - self.required / GIB
+
+
+# Kept free when deciding `fits`: what the allocator cannot reuse under memory pressure. A public OOM
+# report shows 1.83 GiB reserved-but-unallocated next to 75.31 GiB allocated (2.4%, 70B model on an
+# 80 GB GPU, vllm-project/compressed-tensors PR #587); 5% leaves room for more fragmented workloads.
+HEADROOM_FRACTION = 0.05
+
+
+def fit_headroom_gib(gpu: GpuSpec) -> float:
+    return HEADROOM_FRACTION * gpu.total_gib
 
 
 # ------------------------------------------------------------------ input checks
@@ -79,8 +125,12 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
         raise InputError("precision", cfg.precision, "use one of " + ", ".join(PRECISIONS))
     if cfg.optimizer not in OPTIMIZERS:
         raise InputError("optimizer", cfg.optimizer, "use one of " + ", ".join(OPTIMIZERS))
-    if cfg.recompute not in RECOMPUTE:
-        raise InputError("recompute", cfg.recompute, "use one of " + ", ".join(RECOMPUTE))
+    recompute_policy(cfg.recompute)          # InputError naming the policies
+    sched = p.pp_schedule
+    if not (sched in ("1f1b", "gpipe", "zb", "zb-h1") or (sched.startswith("interleaved-") and sched[12:].isdigit()
+                                                   and int(sched[12:]) >= 2)):
+        raise InputError("pp-schedule", sched, "use one of " + ", ".join(PP_SCHEDULES) + " (V >= 2 chunks per stage, "
+                         "e.g. interleaved-2)")
     if p.zero not in (0, 1, 2, 3):
         raise InputError("zero", p.zero, "use a ZeRO stage 0, 1, 2 or 3")
     if cfg.lora_rank < 0:
@@ -129,11 +179,31 @@ def _explicit_estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, c
     g = 0.0 if (cfg.offload_optimizer and p.zero >= 2) else n * sb.gradients / (p.dp if p.zero >= 2 else 1)
     o = 0.0 if cfg.offload_optimizer else n * sb.optimizer / (p.dp if p.zero >= 1 else 1)
     a = (spec.activation_bytes_per_sample or 0.0) * cfg.micro_batch * _act_bytes_per_value(cfg.precision) / 4
-    oh = overhead_bytes(a, context)
+    slack, ctx, nccl = _overheads(cfg, a, context)
     notes = (f"{spec.name}: {n:,} parameters and {spec.activation_bytes_per_sample / 1e6:.1f} MB of fp32 activations "
              f"per {spec.sample_unit} ({spec.source}); 16-bit activations take half",
-             "recompute is not modelled for explicit (non-transformer) models")
-    return MemoryEstimate(w, g, o, a, oh, n, n, 0, notes)
+             "ZeRO-paper state accounting (2/2/12 B mixed precision); recompute is not modelled for explicit "
+             "(non-transformer) models", describe_overhead())
+    return MemoryEstimate(w, g, o, a, slack + ctx + nccl, n, n, 0, notes, allocator=slack, context=ctx, nccl=nccl,
+                          peak_phase="loss boundary")
+
+
+def _shard_group(cfg: TrainingConfig) -> int:
+    """ZeRO / FSDP shard over dp x cp (context-parallel ranks hold the same weights)."""
+    return cfg.plan.dp * cfg.plan.cp
+
+
+def _schedule(cfg: TrainingConfig, interleave: int) -> str:
+    if interleave > 1 and cfg.plan.pp_schedule == "1f1b":
+        return f"interleaved-{interleave}"
+    return cfg.plan.pp_schedule
+
+
+def _overheads(cfg: TrainingConfig, transient: float, context: bool) -> tuple[float, float, float]:
+    """(allocator slack, CUDA context, NCCL) bytes."""
+    p = cfg.plan
+    groups = (p.dp * p.cp, p.tp, p.pp, p.cp)
+    return allocator_slack_bytes(transient), context_bytes(context), nccl_bytes(groups) if context else 0.0
 
 
 @lru_cache(maxsize=16384)
@@ -143,124 +213,170 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     if not spec.is_transformer:
         return _explicit_estimate(spec, cfg, fp32_grads, context)
     p = cfg.plan
+    sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
+    loads = _stage_loads(spec, cfg, sem, lm_head, _schedule(cfg, interleave))
+    best = None
+    for i, load in enumerate(loads):
+        alloc, phase, parts = peak(load)
+        if best is None or alloc > best[0]:
+            best = (alloc, i, phase, parts)
+    _, stage, phase, parts = best
+    # the allocator keeps the blocks freed after the largest transient phase reserved for the rest of the step
+    transient = max(q["activations"] + q["temporaries"] for _, q in phases(loads[stage]))
+    slack, ctx, nccl = _overheads(cfg, transient, context)
     counts = param_counts(spec)
-    total_params = counts.total
-    sb = state_bytes(cfg.precision, cfg.optimizer, spec.hidden, fp32_grads)
+    trainable = adapter_params(spec, cfg.lora_rank) if cfg.lora_rank > 0 else counts.total
+    notes = tuple(_assumptions(spec, cfg, sem, fp32_grads, stage, phase, _schedule(cfg, interleave)))
+    return MemoryEstimate(parts["parameters"], parts["gradients"], parts["optimizer"], parts["activations"],
+                          slack + ctx + nccl, counts.total, trainable, stage, notes, temporaries=parts["temporaries"],
+                          allocator=slack, context=ctx, nccl=nccl, peak_phase=phase)
+
+
+def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str) -> list[StageLoad]:
+    """One StageLoad per pipeline stage (see memory_timeline)."""
+    p = cfg.plan
+    counts = param_counts(spec)
     lora = cfg.lora_rank > 0
-    trainable = adapter_params(spec, cfg.lora_rank) if lora else total_params
-    adapters_per_block = trainable / attention_blocks(spec) if lora else 0.0
-
-    # bytes of a frozen base weight: linear layers in NF4 when quantized, else the weights' dtype
-    frozen_other = sb.weights if cfg.precision != "fp32" else 4
+    adapters_per_block = adapter_params(spec, cfg.lora_rank) / attention_blocks(spec) if lora else 0.0
+    frozen_other = 4 if cfg.precision == "fp32" else 2           # frozen base: 16-bit unless fp32
     frozen_linear = NF4_BYTES if cfg.quantize == "nf4" else frozen_other
+    n_shard = _shard_group(cfg)
+    z3 = n_shard if p.zero >= 3 else 1
+    z2 = n_shard if p.zero >= 2 else 1
+    z1 = n_shard if p.zero >= 1 else 1
+    fsdp = p.zero >= 3 and sem.framework == "torch"
+    autocast = sem.framework == "torch" and p.zero == 0 and sem.compute > 0
 
-    def layer_state(n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:
-        """(weights, grads, optimizer) bytes of one layer on one GPU, before ZeRO."""
+    def block(n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:
+        """(per-GPU params, stored weight bytes, trainable params) of one layer after TP."""
         split = (n_params - n_rep) / p.tp
         if not lora:
-            per = split + n_rep
-            return per * sb.weights, per * sb.gradients, per * sb.optimizer
+            return split + n_rep, (split + n_rep) * sem.weights, split + n_rep
         ad = blocks * adapters_per_block / p.tp
-        w = split * frozen_linear + n_rep * frozen_other + ad * sb.weights
-        return w, ad * sb.gradients, ad * sb.optimizer
+        return split + n_rep + ad, split * frozen_linear + n_rep * frozen_other + ad * sem.weights, ad
 
-    def flat_state(n_params: float) -> tuple[float, float, float]:
-        """Embedding / output layer / final norms: trainable only in full fine-tuning."""
-        if lora:
-            return n_params * frozen_other, 0.0, 0.0
-        return n_params * sb.weights, n_params * sb.gradients, n_params * sb.optimizer
-
-    enc_rep = counts.layer_replicated * 2 // 3 if spec.family == "t5" else 0   # t5 encoder: 2 of the 3 norms
-    enc_l = layer_state(counts.encoder_layer, enc_rep, 1)
-    dec_l = layer_state(counts.layer, counts.layer_replicated, 2 if spec.family == "t5" else 1)
-
+    t5 = spec.family == "t5"
+    enc_rep = counts.layer_replicated * 2 // 3 if t5 else 0        # t5 encoder: 2 of the 3 norms
+    enc_b = block(counts.encoder_layer, enc_rep, 1)
+    dec_b = block(counts.layer, counts.layer_replicated, 2 if t5 else 1)
     st = act.ActivationSetting(micro_batch=cfg.micro_batch, seq_len=cfg.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
                                bytes_per_value=_act_bytes_per_value(cfg.precision),
-                               flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora)
-    n_enc, n_dec = spec.n_encoder_layers, spec.n_layers
-    layers_per_stage = _stage_layers(n_enc + n_dec, p.pp)
-    dp3 = p.dp if p.zero >= 3 else 1
-    dp2 = p.dp if p.zero >= 2 else 1
-    dp1 = p.dp if p.zero >= 1 else 1
-    t5 = spec.family == "t5"
-    # per-layer activations of one micro-batch (the same on every stage)
-    enc_keep = act.stack_bytes(spec, st, 1) if n_enc else 0.0
-    dec_keep = act.stack_bytes(spec, st, 1, t5)
-    enc_work = act.working_set_bytes(spec, st, False) if n_enc else 0.0
-    dec_work = act.working_set_bytes(spec, st, t5)
-    emb_act = act.embedding_bytes(spec, st)
-    head_act = act.head_bytes(spec, st, lm_head)
-    grad_per_weight = sb.gradients / sb.weights
-    best = None
-    start = 0
-    for i, n_i in enumerate(layers_per_stage):
+                               flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora,
+                               sp_keeps_gathered=sem.framework == "torch")
+    loss = "torch" if sem.framework == "torch" else "megatron"
+    n_enc = spec.n_encoder_layers
+    layers = _stage_layers(n_enc + spec.n_layers, p.pp)
+    micro = cfg.grad_accum
+    out, start = [], 0
+    for i, n_i in enumerate(layers):
         enc_i = max(0, min(start + n_i, n_enc) - start)
         dec_i = n_i - enc_i
         start += n_i
-        w = enc_i * enc_l[0] + dec_i * dec_l[0]
-        g = enc_i * enc_l[1] + dec_i * dec_l[1]
-        o = enc_i * enc_l[2] + dec_i * dec_l[2]
-        flat = 0.0
-        if i == 0:
-            flat += counts.embedding / p.tp
+        flat = (counts.embedding / p.tp if i == 0 else 0.0)
         if i == p.pp - 1:
             flat += counts.final + counts.lm_head / p.tp
             if p.pp > 1 and spec.tied_embeddings:
                 flat += spec.vocab_size * spec.hidden / p.tp       # output layer's copy of the embedding
-        fw, fg, fo = flat_state(flat)
-        w, g, o = (w + fw) / dp3, (g + fg) / dp2, (o + fo) / dp1
-        if p.zero >= 3 and p.dp > 1:
-            # gathered (unsharded) weights and their gradients of the largest layer in flight
-            big = max(enc_l[0] if enc_i else 0.0, dec_l[0] if dec_i else 0.0)
-            w += big
-            g += 0.0 if lora else big * grad_per_weight
+        n_stage = enc_i * enc_b[0] + dec_i * dec_b[0] + flat
+        w_bytes = enc_i * enc_b[1] + dec_i * dec_b[1] + flat * (frozen_other if lora else sem.weights)
+        trainable = enc_i * enc_b[2] + dec_i * dec_b[2] + (0.0 if lora else flat)
+        big = max(enc_b[0] if enc_i else 0.0, dec_b[0] if dec_i else 0.0)
+        big_train = max(enc_b[2] if enc_i else 0.0, dec_b[2] if dec_i else 0.0)
+        head_params = (counts.final + counts.lm_head / p.tp) if i == p.pp - 1 else 0.0
+        linear = n_stage - flat + (counts.lm_head / p.tp if i == p.pp - 1 else 0.0)
+        grads = trainable * sem.gradients / z2
+        opt = trainable * sem.optimizer / z1
         if cfg.offload_optimizer:
-            o = 0.0
-            if p.zero >= 2:
-                g = 0.0          # gradient partitions are reduced straight into host memory
-        in_flight = max(1, min(p.pp - i, cfg.grad_accum))
-        stack = enc_i * enc_keep + dec_i * dec_keep
-        if i == 0 and interleave > 1 and p.pp > 1:
-            stack *= 1 + (p.pp - 1) / (p.pp * interleave)        # Korthikanti et al. eq. for interleaving
-        a = in_flight * stack + max(enc_work if enc_i else 0.0, dec_work if dec_i else 0.0)
-        if i == 0:
-            a += in_flight * emb_act
-        if i == p.pp - 1:
-            a += head_act
-        total = w + g + o + a
-        if best is None or total > best[0]:
-            best = (total, i, w, g, o, a)
-    _, stage, w, g, o, a = best
-    oh = overhead_bytes(a, context)
-    return MemoryEstimate(w, g, o, a, oh, total_params, trainable, stage,
-                          tuple(_assumptions(spec, cfg, sb, lora, fp32_grads, stage)))
+            opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
+        pp_fsdp = fsdp and p.pp > 1
+        out.append(StageLoad(
+            weights=w_bytes / z3, grads=grads, optimizer=opt,
+            # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
+            # zero_grad (set_to_none)
+            accumulating=micro > 1 or p.pp > 1 or sem.framework == "megatron",
+            # autocast caches casts of trainable fp32 weights only (a LoRA base is stored in 16-bit or NF4)
+            stage_compute=(n_stage * sem.compute if pp_fsdp else 0.0)
+            + ((trainable if lora else linear) * sem.compute if autocast else 0.0),
+            acc_grads=trainable * sem.reduce if pp_fsdp else 0.0,
+            block_compute=big * sem.compute if fsdp and not pp_fsdp else 0.0,
+            block_grad_temp=(big_train * (sem.compute + (0.0 if pp_fsdp else sem.reduce)) if fsdp else 0.0),
+            head_compute=head_params * sem.compute if fsdp and not pp_fsdp else 0.0,
+            opt_temp=_optimizer_temp(cfg, sem, trainable / z1),
+            stack=enc_i * act.stack_bytes(spec, st, 1) + act.stack_bytes(spec, st, dec_i, t5) if n_i else 0.0,
+            in_flight=in_flight(schedule, p.pp, i, micro),
+            work=act.working_set_bytes(spec, st, t5 and dec_i > 0),
+            bwd_temp=act.backward_transient_bytes(spec, st) if sem.framework == "torch" else 0.0,
+            emb=act.embedding_bytes(spec, st) if i == 0 else 0.0,
+            head_keep=act.head_bytes(spec, st, lm_head, loss) if i == p.pp - 1 else 0.0,
+            loss_temp=act.loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0))
+    return out
 
 
-def _assumptions(spec, cfg, sb, lora, fp32_grads, stage) -> list[str]:
+FOREACH_ADAM = False   # torchtitan's default fused AdamW (no temporaries); PyTorch's own CUDA default
+#                        (foreach) would allocate sqrt(v) for every parameter of the step
+
+
+def _optimizer_temp(cfg: TrainingConfig, sem, local_trainable: float) -> float:
+    if not FOREACH_ADAM or sem.framework != "torch" or cfg.offload_optimizer or cfg.optimizer not in ("adam", "adamw"):
+        return 0.0
+    return local_trainable * (2 if cfg.precision == "bf16" else 4)
+
+
+def _states_text(cfg: TrainingConfig, sem: StateSemantics) -> str:
     p = cfg.plan
+    head = (f"{cfg.precision} + {cfg.optimizer}: {sem.weights:g} B weights, {sem.gradients:g} B gradients, "
+            f"{sem.optimizer:.4g} B optimizer state per trainable parameter")
+    if sem.framework == "megatron":
+        return head + " (Megatron-LM: 16-bit weights, fp32 main_grad, fp32 master + moments)"
+    if sem.framework == "deepspeed":
+        return head + f" (DeepSpeed ZeRO-{p.zero}: ZeRO-paper accounting)"
+    if p.zero >= 3:
+        mp = (f"MixedPrecisionPolicy(param_dtype={'fp16' if cfg.precision == 'fp16-mixed' else 'bf16'}, "
+              "reduce_dtype=fp32)" if "mixed" in cfg.precision else f"{cfg.precision} throughout")
+        return (head + f" (FSDP2 fully_shard, {mp}: sharded {sem.weights:g}-byte parameters are the master "
+                f"weights; each block's {sem.compute:g}-byte unsharded copy is all-gathered for forward and "
+                "backward, with the next block prefetched)")
+    if sem.compute:
+        return (head + " (PyTorch autocast over fp32 parameters: no separate master copy; the cached 16-bit casts "
+                "of the matmul weights stay alive from forward until their backward)")
+    return head + " (PyTorch, one dtype throughout)"
+
+
+def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32_grads: bool, stage: int,
+                 phase: str, schedule: str) -> list[str]:
+    p = cfg.plan
+    lora = cfg.lora_rank > 0
     out = [
         f"{spec.name}: {param_count(spec):,} parameters ({spec.source or 'structure from config.json'})",
-        f"{cfg.precision} + {cfg.optimizer}: {sb.weights:g} B weights, {sb.gradients:g} B gradients, "
-        f"{sb.optimizer:.4g} B optimizer state per trainable parameter (ZeRO-paper accounting"
-        + ("; fp32 gradient buffer" if fp32_grads else "") + ")",
-        f"ZeRO stage {p.zero} over dp={p.dp}" + (" (stage 3 adds the gathered weights of one layer)" if p.zero == 3 else ""),
+        _states_text(cfg, sem),
+        f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks"
+        + ("; under pipeline parallelism FSDP2 keeps the stage unsharded (reshard_after_forward=False) and "
+           "accumulates unsharded fp32 gradients until the last micro-batch" if p.zero >= 3 and p.pp > 1 else ""),
         "activations: Korthikanti et al. 2022 per-tensor accounting generalised to GQA"
         + (", gated MLP (4 tensors of ffn width)" if spec.gated_mlp else "")
         + (f", MoE top-{spec.experts_per_token} of {spec.n_experts}" if spec.n_experts > 1 else "")
         + ("; dropout masks kept" if act.has_dropout(spec) else "; no dropout")
         + ("; flash attention (no s^2 scores)" if cfg.flash_attention else "; eager attention keeps s^2 scores")
-        + f"; recompute {cfg.recompute}",
-        "logits kept in the model dtype plus a float32 log-softmax (unfused cross-entropy)",
+        + f"; recompute {cfg.recompute} ({_RECOMPUTE_TEXT[recompute_policy(cfg.recompute).kind]})",
+        ("loss: logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
+         "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)"
+         if sem.framework == "torch" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
+        f"sequence parallel {'on' if p.sp else 'off'}" + (" (the frameworks' default with tp > 1)" if p.tp > 1 else "")
+        + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"
+           if p.sp and sem.framework == "torch" else ""),
+        f"peak: {phase}" + (f" on pipeline stage {stage}" if p.pp > 1 else "") + " (gpuwise.estimate.memory_timeline)",
+        "eager PyTorch: no torch.compile fusion (compile frees some elementwise activations), no Float8 "
+        "(Float8 training adds fp8 weight casts and saves fp8 matmul inputs)",
         describe_overhead(),
     ]
     if p.pp > 1:
-        out.append(f"1F1B pipeline: stage i keeps min(pp-i, grad_accum={cfg.grad_accum}) micro-batches in flight; "
-                   f"peak on stage {stage}")
+        out.append(f"pipeline schedule {schedule}: stage {stage} holds {in_flight(schedule, p.pp, stage, cfg.grad_accum):g} "
+                   f"of {cfg.grad_accum} micro-batches at its peak")
     if p.cp > 1:
-        out.append(f"context parallel cp={p.cp} splits the sequence; weights replicated over cp")
+        out.append(f"context parallel cp={p.cp} splits the sequence; model states sharded over dp x cp under ZeRO")
     if lora:
-        out.append(f"LoRA rank {cfg.lora_rank}: {TARGETS_TEXT}; frozen base; inputs that feed only frozen "
-                   "matrices are not kept for backward")
+        out.append(f"LoRA rank {cfg.lora_rank}: {TARGETS_TEXT}; frozen base (16-bit unless fp32); inputs that feed "
+                   "only frozen matrices are not kept for backward")
     if cfg.quantize:
         out.append(f"NF4 base: {NF4_BYTES:.3f} B per linear-layer weight (QLoRA double quantisation); "
                    "embeddings, norms and output layer in 16-bit")
@@ -268,6 +384,16 @@ def _assumptions(spec, cfg, sb, lora, fp32_grads, stage) -> list[str]:
         out.append("optimizer states and master weights in host memory"
                    + (" (gradients reduced to host too: ZeRO>=2)" if p.zero >= 2 else ""))
     return out
+
+
+_RECOMPUTE_TEXT = {
+    "none": "every activation kept",
+    "selective": "Megatron-core: the attention core is recomputed",
+    "op": "torchtitan op-level SAC: every second matmul output and the attention output kept, the block "
+          "recomputed in backward",
+    "layer": "torchtitan layer SAC: every K-th block keeps only its input",
+    "full": "every block keeps only its input; one block re-materialised in backward",
+}
 
 
 def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | None = None, *,
@@ -280,13 +406,18 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
     gpu: only used to add a headroom line to the assumptions
     fp32_grads: fp32 gradient buffer (Megatron-LM main_grad) instead of gradients in the weights' dtype
     lm_head: compute vocabulary logits (False for classification heads)
-    interleave: virtual pipeline chunks per stage (Megatron interleaved 1F1B)
-    context: include the CUDA context in the overhead (False to compare with allocated-tensor peaks)
+    interleave: virtual pipeline chunks per stage (Megatron interleaved 1F1B; same as
+        plan.pp_schedule = "interleaved-V")
+    context: include the CUDA context and NCCL buffers in the overhead (False to compare with
+        allocated-tensor peaks; the allocator slack is always included in `overhead`; compare
+        `allocated` with torch.cuda.max_memory_allocated)
     """
     spec = load_model(model)
     est = _estimate(spec, cfg, fp32_grads, lm_head, interleave, context)
     if gpu is not None:
         verdict = "fits" if est.fits(gpu) else "does not fit"
         est = replace(est, notes=est.notes + (
-            f"{gpu.name}: {gpu.memory_gib:g} GiB usable; {verdict} ({est.headroom_gib(gpu):+.1f} GiB headroom)",))
+            f"{gpu.name}: {gpu.total_gib:.2f} GiB device memory ({gpu.usable_gib:.2f} GiB usable after the CUDA "
+            f"context); {verdict} with {fit_headroom_gib(gpu):.2f} GiB ({HEADROOM_FRACTION:.0%}) kept free "
+            f"({est.headroom_gib(gpu):+.1f} GiB left)",))
     return est

@@ -67,3 +67,54 @@ def zero_model_state_bytes(psi: float, dp: int, stage: int, k: float = 12.0,
     return (weight_bytes * psi / (dp if stage >= 3 else 1),
             grad_bytes * psi / (dp if stage >= 2 else 1),
             k * psi / (dp if stage >= 1 else 1))
+
+
+@dataclass(frozen=True)
+class StateSemantics:
+    """What one framework keeps per parameter (bytes), beyond the ZeRO-paper bookkeeping.
+
+    weights:   the stored (sharded under ZeRO-3/FSDP) parameters
+    gradients: per trainable parameter, as accumulated
+    optimizer: per trainable parameter (moments, plus master weights where they are separate)
+    compute:   bytes of the copy the matmuls read when it differs from the stored weights
+               (FSDP2's unsharded param_dtype copy; autocast's cached casts), 0 when none
+    reduce:    bytes of a gradient in the reduction dtype (FSDP2 reduce_dtype)
+    framework: "torch" (torchtitan / FSDP2 / autocast), "deepspeed" (ZeRO-1/2) or "megatron"
+    """
+
+    weights: float
+    gradients: float
+    optimizer: float
+    compute: float
+    reduce: float
+    framework: str
+
+
+def state_semantics(precision: str, optimizer: str, hidden: int = 0, zero: int = 0,
+                    fp32_grads: bool = False) -> StateSemantics:
+    """Per-parameter bytes as the frameworks allocate them.
+
+    - fp32_grads (Megatron-LM: 16-bit weights, fp32 main_grad, fp32 master + moments) and ZeRO-1/2
+      (DeepSpeed: 16-bit weights and gradients, fp32 master + moments): the ZeRO-paper accounting
+      of `state_bytes`, no separate compute copy.
+    - otherwise PyTorch-native (ZeRO-0 = DDP / one GPU with torch.autocast; ZeRO-3 = FSDP2
+      fully_shard with MixedPrecisionPolicy(param_dtype=bf16|fp16, reduce_dtype=fp32), torchtitan's
+      defaults): mixed precision keeps fp32 parameters (they are the master weights), fp32
+      gradients and fp32 moments (4 + 4 + 8 B with AdamW); the matmuls read a 16-bit copy
+      (FSDP2: the all-gathered unsharded param_dtype copy; autocast: the cached bf16 casts of the
+      weights, kept from forward until their backward). fp32: 4 + 4 + 8, the compute copy is the
+      all-gather output under FSDP. bf16 (pure): 2 + 2 + 4 (bf16 moments).
+    """
+    sb = state_bytes(precision, optimizer, hidden, fp32_grads)
+    if fp32_grads:
+        return StateSemantics(sb.weights, sb.gradients, sb.optimizer, 0.0, 4.0, "megatron")
+    if zero in (1, 2):
+        return StateSemantics(sb.weights, sb.gradients, sb.optimizer, 0.0, sb.gradients, "deepspeed")
+    stored = 2 if precision == "bf16" else 4
+    moments = sb.optimizer - _MASTER_BYTES[precision]
+    if precision in ("fp32", "bf16"):
+        compute = float(stored) if zero == 3 else 0.0
+    else:
+        compute = 2.0
+    reduce = 2.0 if precision == "bf16" else 4.0
+    return StateSemantics(float(stored), float(stored), moments, compute, reduce, "torch")

@@ -31,6 +31,12 @@ def _parse_row(row: dict[str, str], line: int) -> GpuSpec:
     except (KeyError, ValueError) as exc:
         raise InputError("gpus.csv", f"line {line}", f"fix the numeric columns ({exc})") from exc
     aliases = tuple(a.strip() for a in row.get("aliases", "").split("|") if a.strip())
+    dev = (row.get("device_mib") or "").strip()
+    try:
+        kwargs["device_mib"] = float(dev) if dev else None
+    except ValueError as exc:
+        raise InputError("gpus.csv", f"line {line}", f"device_mib must be a number of MiB ({exc})") from exc
+    kwargs["device_mib_source"] = (row.get("device_mib_source") or "").strip()
     return GpuSpec(name=row["name"].strip(), vendor=row["vendor"].strip(),
                    architecture=row["architecture"].strip(), interconnect=row["interconnect"].strip(),
                    form_factor=row["form_factor"].strip(), source=row["source"].strip(),

@@ -4,6 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+# The CUDA context and PyTorch's cuBLAS workspaces a training process holds before its first tensor,
+# with lazy module loading (CUDA >= 11.7, PyTorch's default): ~300-400 MB per the PyTorch maintainers
+# (pytorch/pytorch#107667, #109888), 426 MiB measured with PyTorch 2.10 / CUDA 13 (unsloth-zoo PR #1053),
+# + 2 x 32 MiB cuBLAS workspace chunks (Hopper). Used for `GpuSpec.usable_gib`.
+CUDA_CONTEXT_MIB = 464
+
 
 @dataclass(frozen=True)
 class GpuSpec:
@@ -16,7 +22,7 @@ class GpuSpec:
     name: str                      # canonical name, e.g. "A100-80GB-SXM"
     vendor: str                    # "nvidia" | "amd"
     architecture: str              # e.g. "Ampere"
-    memory_gib: float              # device memory usable by a framework (GiB)
+    memory_gib: float              # datasheet memory ("80GB"), as the vendor states it
     fp32_tflops: float             # non-tensor FP32
     tf32_tflops: float | None
     bf16_tflops: float | None      # dense bf16 tensor
@@ -28,6 +34,18 @@ class GpuSpec:
     form_factor: str               # "SXM", "PCIe", "OAM", ...
     source: str                    # where the numbers come from (datasheet URL / document)
     aliases: tuple[str, ...] = field(default=())
+    device_mib: float | None = None    # total device memory as cudaMemGetInfo / nvidia-smi report it (MiB)
+    device_mib_source: str = ""
+
+    @property
+    def total_gib(self) -> float:
+        """Device memory in GiB as the driver reports it (the datasheet figure read as GB when unknown)."""
+        return self.device_mib / 1024 if self.device_mib else self.memory_gib * 1e9 / 2 ** 30
+
+    @property
+    def usable_gib(self) -> float:
+        """What PyTorch can allocate: device memory less the CUDA context and workspaces."""
+        return self.total_gib - CUDA_CONTEXT_MIB / 1024
 
     def peak_tflops(self, dtype: str) -> float:
         """Dense peak for a compute datatype: fp32 | tf32 | bf16 | fp16 | fp8 (falls back to

@@ -139,7 +139,9 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
             dp = gpus // (tp * pp)
             accum = max(cfg.grad_accum, pp)
             recomputes = ("none", "full") if spec.is_transformer else ("none",)
-            sps = (False, True) if tp > 1 else (False,)
+            if spec.is_transformer and cfg.flash_attention:
+                recomputes = ("none", "op", "full")     # torchtitan op-level AC, as feasible_plans searches
+            sps = (tp > 1,)        # sequence parallel whenever tp > 1 (Megatron-core / torchtitan default)
             # lightest variant first; if it does not fit, the most frugal one decides whether any
             # variant can (memory falls with recompute and sequence parallelism), so a layout that
             # cannot fit costs two estimates, not four

@@ -17,6 +17,9 @@ RECOMPUTE = ("none", "selective", "full")
 #   layer-K    torchtitan's layer-level selective AC: full checkpointing of every K-th block
 #   full       torch.utils.checkpoint around every block (only each block's input is kept)
 RECOMPUTE_POLICIES = ("none", "selective", "op", "layer-K", "full")
+# Pipeline schedules (torch.distributed.pipelining names): 1f1b (default), gpipe (all forwards first),
+# interleaved-V (interleaved 1F1B, V model chunks per stage), zb (zero-bubble ZB-H1: 1F1B's memory)
+PP_SCHEDULES = ("1f1b", "gpipe", "interleaved-V", "zb")
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,8 @@ class ParallelPlan:
     pp: int = 1                 # pipeline stages
     cp: int = 1                 # context parallel
     sp: bool = False            # sequence parallel (with tp)
-    zero: int = 0               # ZeRO stage 0-3 over the dp group (FSDP full shard = 3)
+    zero: int = 0               # ZeRO stage 0-3 over the dp x cp group (FSDP full shard = 3)
+    pp_schedule: str = "1f1b"   # pipeline schedule (PP_SCHEDULES), used when pp > 1
 
     @property
     def gpus(self) -> int:

@@ -1,0 +1,88 @@
+"""When memory peaks inside one training step: the phases of a step and what is alive in each.
+
+A stage's peak is the largest of three moments (PyTorch's order of allocation and freeing):
+- loss boundary: the end of the forward of the last in-flight micro-batch and the start of its
+  backward. Every saved activation is alive, the last stage holds the float32 log-softmax and the
+  two float32 gradients the loss backward creates, FSDP2 holds the unsharded output group (the root
+  is not resharded after forward) and the first block prefetched for backward, autocast holds its
+  cached 16-bit weight casts.
+- block backward: the first block's backward with (almost) every activation still alive, the
+  recomputed block (full / layer-K / op AC), the gradients flowing through the block, FSDP2's
+  current and prefetched unsharded block and the block's unsharded gradient plus its
+  reduce-scatter input in the reduction dtype.
+- optimizer step: parameters, all gradients, optimizer states and the step's temporaries
+  (PyTorch's default foreach AdamW makes one fp32 copy of the moments for sqrt(v)).
+Gradients from earlier micro-batches are alive in the first two moments when a step has more
+than one micro-batch (gradient accumulation, or any pipeline, whose steady state interleaves
+forwards with earlier backwards). Under pipeline parallelism FSDP2 keeps the stage unsharded
+(reshard_after_forward=False) and accumulates unsharded gradients in the reduction dtype until the
+last micro-batch (torch.distributed.pipelining disables gradient sync for the others).
+
+Pipeline schedules: 1F1B and zero-bubble (ZB-H1, same activation memory as 1F1B) keep
+min(pp - i, m) micro-batches in flight on stage i; GPipe keeps all m; interleaved 1F1B with V
+chunks per stage keeps ((V-1) pp + 2 (pp-1-i) + 1) chunk-micro-batches of 1/V of the stage
+(stage 0: pp + (pp-1)/V micro-batches, Korthikanti et al. 2022).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+PHASES = ("loss boundary", "block backward", "optimizer step")
+
+
+@dataclass(frozen=True)
+class StageLoad:
+    """Per-GPU bytes of one pipeline stage, each alive in the phases the module docstring says."""
+
+    weights: float            # stored weights (sharded under ZeRO-3)
+    grads: float              # gradients after the step's last backward (sharded as ZeRO says)
+    optimizer: float
+    accumulating: bool        # gradients of earlier micro-batches alive during forward/backward
+    stage_compute: float      # compute copies held all step (autocast cache; FSDP2 under PP)
+    acc_grads: float          # FSDP2 under PP: unsharded gradient accumulators (reduce dtype)
+    block_compute: float      # FSDP2: one block's gathered compute copy
+    block_grad_temp: float    # one block's unsharded gradient (+ reduce-scatter input)
+    head_compute: float       # FSDP2: gathered output group at the loss boundary
+    opt_temp: float           # optimizer-step temporaries
+    stack: float              # activations this stage keeps for one micro-batch
+    in_flight: float          # micro-batches in flight at the peak
+    work: float               # a recomputed block's working set (0 without recompute)
+    bwd_temp: float           # gradient tensors inside one block's backward
+    emb: float                # embedding activations of one micro-batch (first stage)
+    head_keep: float          # final norm + loss tensors kept (last stage)
+    loss_temp: float          # loss-backward gradients (last stage)
+
+
+def in_flight(schedule: str, pp: int, stage: int, micro_batches: int) -> float:
+    """Micro-batches whose activations stage `stage` holds at its peak (see module docstring)."""
+    if pp <= 1:
+        return 1.0
+    m = max(1, micro_batches)
+    if schedule == "gpipe":
+        return float(m)
+    if schedule.startswith("interleaved-"):
+        v = int(schedule.split("-", 1)[1])
+        return float(min(m, ((v - 1) * pp + 2 * (pp - 1 - stage) + 1) / v))
+    return float(min(pp - stage, m))
+
+
+def phases(s: StageLoad) -> list[tuple[str, dict[str, float]]]:
+    """(phase, parts) for the three moments of a step; parts are parameters, gradients,
+    optimizer, activations and temporaries in bytes."""
+    early_grads = (s.grads if s.accumulating and not s.acc_grads else 0.0) + s.acc_grads
+    kept = s.in_flight * (s.stack + s.emb)
+    base = {"parameters": s.weights, "optimizer": s.optimizer}
+    return [
+        ("loss boundary", {**base, "gradients": early_grads, "activations": kept + s.head_keep,
+                           "temporaries": s.stage_compute + s.head_compute + s.block_compute + s.loss_temp}),
+        ("block backward", {**base, "gradients": early_grads, "activations": kept + s.work,
+                            "temporaries": s.stage_compute + 2 * s.block_compute + s.block_grad_temp + s.bwd_temp}),
+        ("optimizer step", {**base, "gradients": s.grads, "activations": 0.0, "temporaries": s.opt_temp}),
+    ]
+
+
+def peak(s: StageLoad) -> tuple[float, str, dict[str, float]]:
+    """(allocated bytes, phase, parts) at the stage's peak."""
+    best = max(phases(s), key=lambda p: sum(p[1].values()))
+    return sum(best[1].values()), best[0], best[1]

@@ -1,0 +1,173 @@
+"""trace_memory: one rank's traced peak, with per-layer extrapolation for speed, and the parts that
+are derived rather than traced (ZeRO-1/2 sharding, optimizer offload) stated in `method`."""
+
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass, field
+
+from gpuwise.errors import InputError
+from gpuwise.trace.run import CATEGORIES, StageRun, fsdp_ways, trace_stage
+from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.training import TrainingConfig, recompute_policy
+
+PP_SCHEDULES = ("1f1b", "zb-h1")
+
+
+@dataclass(frozen=True)
+class TraceResult:
+    """Peak bytes of the most loaded rank, by category (they sum to peak_allocated_bytes)."""
+
+    param_bytes: float
+    grad_bytes: float
+    optimizer_bytes: float
+    activation_bytes: float
+    temporary_bytes: float
+    other_bytes: float
+    peak_allocated_bytes: float
+    method: str                      # full | extrapolated:<d1>,<d2> layers, plus ;emulated:<what>
+    trace_s: float                   # wall seconds
+    cpu_s: float                     # process CPU seconds
+    peak_stage: str = "only"         # pipeline: first | last
+    assumptions: tuple[str, ...] = field(default=())
+
+    def breakdown(self) -> dict[str, float]:
+        return {c: getattr(self, f"{c}_bytes") for c in CATEGORIES}
+
+
+def _depths(n: int, cfg: TrainingConfig) -> tuple[int, int] | None:
+    """Depths to trace for extrapolation (None: trace all n layers)."""
+    pol = recompute_policy(cfg.recompute)
+    step = pol.every if pol.kind == "layer" else 1
+    d1 = max(step, 2)            # two layers at least: FSDP prefetch and per-layer reuse reach steady state
+    d1 = -(-d1 // step) * step
+    d2 = d1 + step
+    return None if n <= d2 else (d1, d2)
+
+
+def _stage(spec, cfg, run: StageRun, extrapolate: bool, foreach: bool) -> tuple[dict[str, float], str]:
+    d = _depths(run.layers, cfg) if extrapolate else None
+    if d is None:
+        return {k: float(v) for k, v in trace_stage(spec, cfg, run, foreach=foreach).items()}, "full"
+    a = trace_stage(spec, cfg, StageRun(d[0], run.embed, run.head, run.in_flight), foreach=foreach)
+    b = trace_stage(spec, cfg, StageRun(d[1], run.embed, run.head, run.in_flight), foreach=foreach)
+    scale = (run.layers - d[0]) / (d[1] - d[0])
+    out = {k: a[k] + (b[k] - a[k]) * scale for k in a}
+    if min(out.values()) < 0:        # the peak moved to another phase between the depths: trace it all
+        return _stage(spec, cfg, run, False, foreach)
+    return out, f"extrapolated:{d[0]},{d[1]} layers"
+
+
+def _stages(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> list[tuple[str, StageRun]]:
+    p = cfg.plan
+    if p.pp == 1:
+        return [("only", StageRun(spec.n_layers))]
+    if spec.family in ("t5", "bert", "roberta"):
+        raise InputError("pp", p.pp, f"the trace pipelines decoder-only models; {spec.name} is {spec.family}: "
+                         "use --method analytic or pp=1")
+    base = spec.n_layers // p.pp
+    last = spec.n_layers - (p.pp - 1) * base
+    in_flight = min(p.pp, cfg.grad_accum)
+    return [("first", StageRun(base, True, False, in_flight)),
+            ("last", StageRun(last, False, True, 1, (p.pp - 1) * base))]
+
+
+def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
+    from gpuwise.estimate.memory import check_config
+    from gpuwise.nn.traits import traits
+
+    from dataclasses import replace
+
+    traits(spec)
+    recompute_policy(cfg.recompute)
+    check_config(spec, replace(cfg, recompute="none"))     # the other fields, as the analytic path checks them
+    p = cfg.plan
+    if schedule not in PP_SCHEDULES:
+        raise InputError("pp-schedule", schedule, "use one of " + ", ".join(PP_SCHEDULES))
+    if p.sp and p.tp > 1 and cfg.seq_len // p.cp % p.tp:
+        raise InputError("sp", p.sp, f"sequence parallelism needs tp={p.tp} to divide the {cfg.seq_len // p.cp} "
+                         "tokens per rank")
+
+
+def trace_memory(spec: ModelSpec, cfg: TrainingConfig, *, extrapolate: bool = True, pp_schedule: str = "1f1b",
+                 foreach: bool = False) -> TraceResult:
+    """Traced per-GPU peak of one training step of `spec` under `cfg` (most loaded rank)."""
+    _check(spec, cfg, pp_schedule)
+    p = cfg.plan
+    t0, c0 = time.perf_counter(), time.process_time()
+    zero = p.zero if p.zero < 3 else 0
+    run_cfg = cfg if p.zero == 3 or p.zero == 0 else _with_zero(cfg, 0)
+    best, method, stage_name = None, "full", "only"
+    for name, run in _stages(spec, run_cfg, pp_schedule):
+        got, how = _stage(spec, run_cfg, run, extrapolate, foreach)
+        if best is None or got["peak"] > best["peak"]:
+            best, method, stage_name = got, how, name
+    emulated = _emulate(best, cfg, zero)
+    notes = _notes(spec, cfg, pp_schedule, stage_name)
+    if emulated:
+        method += ";emulated:" + ",".join(emulated)
+    return TraceResult(*(best[c] for c in CATEGORIES), best["peak"], method, time.perf_counter() - t0,
+                       time.process_time() - c0, stage_name, tuple(notes))
+
+
+def _with_zero(cfg: TrainingConfig, zero: int) -> TrainingConfig:
+    from dataclasses import replace
+
+    return replace(cfg, plan=replace(cfg.plan, zero=zero))
+
+
+def _emulate(b: dict[str, float], cfg: TrainingConfig, zero: int) -> list[str]:
+    """ZeRO-1/2 and optimizer offload, derived from the unsharded trace (what was not traced)."""
+    out = []
+    n = cfg.plan.dp * cfg.plan.cp
+    if zero >= 1 and n > 1:
+        cut = b["optimizer"] * (1 - 1 / n)
+        b["optimizer"] -= cut
+        b["peak"] -= cut
+        out.append(f"zero{zero} optimizer/{n}")
+    if zero >= 2 and n > 1:
+        cut = b["grad"] * (1 - 1 / n)
+        b["grad"] -= cut
+        b["peak"] -= cut
+        out.append(f"grads/{n}")
+    if cfg.offload_optimizer:
+        b["peak"] -= b["optimizer"]
+        b["optimizer"] = 0.0
+        out.append("optimizer offloaded")
+    p = cfg.plan
+    if p.tp > 1:
+        out.append(f"one tp rank's shapes (tp={p.tp}{'+sp' if p.sp else ''})")
+    if p.cp > 1:
+        out.append(f"cp rank with all-gathered K/V (cp={p.cp})")
+    if p.pp > 1:
+        out.append("pp stage with in-flight micro-batches")
+    return out
+
+
+def _notes(spec, cfg, schedule, stage) -> list[str]:
+    p = cfg.plan
+    out = [f"traced with PyTorch under FakeTensorMode: gpuwise.nn model of {spec.name} ({spec.family}), "
+           "one warm training step counted (forward, fp32 cross-entropy, backward, optimizer step)",
+           "precision " + cfg.precision + " as torchtitan/FSDP2/autocast do it (gpuwise.trace docstring)",
+           f"optimizer {cfg.optimizer}" + (" (fused kernel)" if cfg.optimizer in ("adamw", "adam") else ""),
+           f"attention {'flash (SDPA kernel)' if cfg.flash_attention else 'eager (s^2 scores kept)'}; "
+           f"recompute {cfg.recompute} (gpuwise.trace.recompute)",
+           "tensors only: CUDA context, NCCL buffers and allocator fragmentation are not included"]
+    if p.zero == 3 and p.dp * p.cp > 1:
+        out.append(f"FSDP2 fully_shard over dp*cp = {p.dp * p.cp} ranks on a fake process group, "
+                   f"reshard_after_forward={p.pp == 1}")
+    elif p.zero in (1, 2) and p.dp * p.cp > 1:
+        out.append(f"ZeRO-{p.zero}: traced unsharded, then optimizer state"
+                   + (" and gradients" if p.zero == 2 else "") + f" divided by dp*cp = {p.dp * p.cp} (derived)")
+    if p.tp > 1:
+        out.append(f"TP: one rank traced with heads, MLP width and vocabulary / {p.tp}"
+                   + ("; sequence parallel: norms on seq/tp tokens, all-gathered inputs kept by the linears "
+                      "(DTensor semantics)" if p.sp else "; no sequence parallelism"))
+    if p.cp > 1:
+        out.append(f"CP: one rank holds {cfg.seq_len // p.cp} tokens and the all-gathered K/V of all {p.cp} ranks")
+    if p.pp > 1:
+        out.append(f"PP {schedule}: first stage keeps min(pp, grad_accum) = {min(p.pp, cfg.grad_accum)} micro-batches "
+                   f"in flight, last stage 1 (zb-h1 holds the same peak as 1F1B); peak on the {stage} stage")
+    if cfg.grad_accum > 1 and p.pp == 1:
+        out.append("gradient accumulation: two micro-steps traced (gradients live during the second forward)")
+    return out

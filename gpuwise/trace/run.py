@@ -1,0 +1,140 @@
+"""One traced training step of one rank: build under FakeTensorMode, run a warm-up step (creates the
+optimizer state), then count every tensor of a second step with PyTorch's memory trackers."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import torch
+
+from gpuwise.nn import Adapters, Shard, build_model, set_compute_dtype, tp_shard_spec
+from gpuwise.trace.optimizers import make_optimizer
+from gpuwise.trace.precision import dtypes
+from gpuwise.trace.recompute import apply_recompute
+from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.training import TrainingConfig
+
+CATEGORIES = ("param", "grad", "optimizer", "activation", "temporary", "other")
+# tracker reference types -> our categories (MemTracker and FSDPMemTracker names)
+_MAP = {"parameter": "param", "buffer": "param", "sharded param": "param", "unsharded param": "param",
+        "gradient": "grad", "sharded grad": "grad", "unsharded grad": "grad", "optstate": "optimizer",
+        "activation": "activation", "inputs": "activation", "temp": "temporary",
+        "all gather": "other", "reduce scatter": "other", "other": "other"}
+
+
+@dataclass(frozen=True)
+class StageRun:
+    """What one traced rank runs: its layers, whether it holds the embedding / output layer, and
+    how many micro-batches it keeps in flight before their backwards (pipeline schedules)."""
+
+    layers: int
+    embed: bool = True
+    head: bool = True
+    in_flight: int = 1
+    first_layer: int = 0
+
+
+def _categorise(snap: dict) -> dict[str, int]:
+    out = dict.fromkeys(CATEGORIES, 0)
+    total = 0
+    for dev_snap in snap.values():
+        for k, v in dev_snap.items():
+            key = str(getattr(k, "value", k)).lower()
+            if key == "total":
+                total += int(v)
+            else:
+                out[_MAP.get(key, "other")] += int(v)
+    out["peak"] = total
+    return out
+
+
+def fsdp_ways(cfg: TrainingConfig) -> int:
+    p = cfg.plan
+    return p.dp * p.cp if p.zero >= 3 else 1
+
+
+def trace_stage(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *, foreach: bool = False) -> dict[str, int]:
+    """Bytes by category at the peak of one warm training step of one rank."""
+    from torch._subclasses.fake_tensor import FakeTensorMode
+
+    p = cfg.plan
+    ways = fsdp_ways(cfg)
+    dt = dtypes(cfg.precision, ways > 1)
+    lora = cfg.lora_rank > 0
+    adapters = Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter) if lora else None
+    shard = Shard(p.tp, p.sp, p.cp)
+    local = tp_shard_spec(spec, p.tp)
+    mesh = None
+    if ways > 1:
+        from gpuwise.trace.fsdp import fake_mesh
+
+        mesh = fake_mesh(ways)
+    with FakeTensorMode():
+        model = build_model(spec, dtype=dt.frozen if lora else dt.param, shard=shard, adapters=adapters,
+                            attention="sdpa" if cfg.flash_attention else "eager", layers=run.layers,
+                            embed=run.embed, head=run.head)
+        set_compute_dtype(model, dt.compute)
+        if lora:
+            _frozen_to_buffers(model)
+        apply_recompute(model, cfg.recompute, run.first_layer)
+        model.train()
+        if ways > 1:
+            from gpuwise.trace.fsdp import shard as fsdp_shard
+
+            fsdp_shard(model, mesh, dt.fsdp_param, reshard_after_forward=p.pp == 1)
+        opt = make_optimizer(cfg.optimizer, model.parameters(), foreach=foreach)
+        tokens = cfg.seq_len // p.cp
+        stream = dt.fsdp_param or (dt.frozen if lora else dt.param)
+
+        def batch():
+            labels = torch.randint(0, local.vocab_size, (cfg.micro_batch, tokens))
+            if run.embed:
+                return torch.randint(0, local.vocab_size, (cfg.micro_batch, tokens)), labels
+            local_tokens = tokens // shard.sp_ways
+            return torch.randn(cfg.micro_batch, local_tokens, spec.hidden, dtype=stream, requires_grad=True), labels
+
+        tracker = None
+
+        def step():
+            opt.zero_grad(set_to_none=True)
+            for _ in range(min(cfg.grad_accum, 2) if run.in_flight == 1 else 1):
+                outs = []
+                for _ in range(run.in_flight):
+                    if tracker is not None:
+                        tracker.reset_mod_stats()    # module stats are per call; the global peak is kept
+                    outs.append(model(*batch()) if run.head else model(batch()[0]))
+                for out in outs:
+                    out.backward(None if run.head else torch.ones_like(out))
+                del outs
+            opt.step()
+
+        for prm in model.parameters():           # warm-up: an optimizer step creates its state
+            if prm.requires_grad:
+                prm.grad = torch.zeros_like(prm)
+        opt.step()
+        tracker = _tracker(model, opt, ways > 1)
+        with tracker:
+            step()
+        return _categorise(tracker.get_tracker_snapshot("peak"))
+
+
+def _frozen_to_buffers(model: torch.nn.Module) -> None:
+    """Frozen weights (LoRA base) become buffers: they are stored, never updated, and the trackers
+    hook only trainable parameters."""
+    for mod in model.modules():
+        for name, p in list(mod._parameters.items()):
+            if p is not None and not p.requires_grad:
+                del mod._parameters[name]
+                mod.register_buffer(name, p.detach())
+
+
+def _tracker(model, opt, fsdp: bool):
+    if fsdp:
+        from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
+
+        return FSDPMemTracker(model, opt)
+    from torch.distributed._tools.mem_tracker import MemTracker
+
+    t = MemTracker()
+    t.track_external(model, opt)
+    return t
