@@ -12,13 +12,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.estimate.performance import job_performance
     from gpuwise.workload.models import load_model
 
     spec = load_model(args.model)
     cfg = training_config(args, spec)
     gpus = gpus_from(args)
-    est = estimate_memory(spec, cfg)
+    est = job_performance(spec, cfg, None).memory
     fits = {g.name: est.fits(g) for g in gpus}
     assumptions = list(est.assumptions) + [
         f"{g.name}: {g.memory_gib:g} GiB usable, {'fits' if fits[g.name] else 'does not fit'} "
