@@ -17,7 +17,7 @@ PKG = ROOT / "gpuwise"
 # the callers the issue lists (and the library modules they run through)
 CALLERS = {
     "cli/memory.py": "job_performance",
-    "estimate/feasible_plans.py": "job_performance",      # fit-gpus -> plan/fit_gpus.py -> here
+    "estimate/feasible_plans.py": "memory_of",            # fit-gpus -> plan/fit_gpus.py -> here
     "cli/estimate.py": "job_performance",
     "estimate/job_estimate.py": "JobPerformance",
     "plan/candidates.py": "job_performance",
@@ -78,7 +78,8 @@ def test_old_duplicates_are_gone():
     for gone in ("choose_layout", "checkpoint_size_gb", "CKPT_BYTES_PER_PARAM", "_checkpoint_gb",
                  "AnalyticalStepTime"):
         assert gone not in defined, f"{gone} still defined in {defined.get(gone)}"
-    for one in ("checkpoint_size", "largest_micro_batch", "batch_configs", "best_of", "AnalyticalSource"):
+    for one in ("checkpoint_size", "largest_micro_batch", "batch_configs", "best_of", "AnalyticalSource",
+                "memory_of", "step_of"):
         assert defined.get(one) == ["estimate/performance.py"], (one, defined.get(one))
 
 

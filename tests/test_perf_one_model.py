@@ -12,6 +12,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
+from gpuwise.errors import InputError
 from gpuwise.estimate.fits import predict
 from gpuwise.estimate.fits.pollux import PolluxParams
 from gpuwise.estimate.job_model import JobModel, PolluxStepTime
@@ -72,6 +73,8 @@ def test_grad_accum_is_total_micro_steps_everywhere():
     one, _ = predict(P, 1, 1, 32, grad_accum=1)
     three, _ = predict(P, 1, 1, 32, grad_accum=3)
     assert one == pytest.approx(0.05 + 0.004 * 32) and three == pytest.approx(3 * one)
+    with pytest.raises(InputError):       # Pollux's "0 extra steps" must not silently mean -1 micro-step
+        predict(P, 1, 1, 32, 0)
     # JobModel: global batch = replicas x local x grad_accum; fixed_batch picks the fewest micro-steps
     jm = JobModel(PolluxStepTime(P), NoiseModel(math.inf, 64, 64 * 1000), 64, 4096, 64)
     c = jm.fixed_batch(4, 512)
@@ -106,22 +109,22 @@ def test_fit_csv_reads_pollux_accum_steps_as_extra_micro_steps(tmp_path, capsys)
 
 
 def test_batch_configs_stay_in_range_and_cover_both_searches():
-    dense = batch_configs(4, (100, 1000), [1, 2, 4, 8, 16, 32, 64], max_accum=4)
+    dense = batch_configs(4, (100, 1000), (1, 2, 4, 8, 16, 32, 64), max_accum=4)
     gb = dense.global_batch
     assert len(dense) and np.all((gb >= 100) & (gb <= 1000)) and np.all(dense.micro <= 64)
     assert 100 in gb or not np.any(gb < 104)        # an accumulation count that reaches the lower end
     assert set(dense.grad_accum) == {1, 2, 3, 4}
     # planner: one accumulation per target global batch, floored at the pipeline's micro-batches
-    tg = batch_configs(8, (512, 512), [2], min_accum=4, targets=(512,), tolerance=0.25)
+    tg = batch_configs(8, (512, 512), (2,), min_accum=4, targets=(512,), tolerance=0.25)
     assert list(tg.grad_accum) == [32] and list(tg.global_batch) == [512]
-    assert len(batch_configs(8, (512, 512), [100], targets=(512,))) == 0  # 800 is out of range
+    assert len(batch_configs(8, (512, 512), (100,), targets=(512,))) == 0  # 800 is out of range
 
 
 def test_job_model_best_batch_is_the_best_of_its_candidates():
     jm = JobModel(PolluxStepTime(P), NoiseModel(2000.0, 64, 64 * 20000), 64, 4096, 256)
     c = jm.best_batch(8)
     grid = np.unique(np.round(np.geomspace(1, 256, 48)).astype(int))
-    cands = batch_configs(8, (64, 4096), grid, max_accum=jm.max_accum)
+    cands = batch_configs(8, (64, 4096), tuple(grid.tolist()), max_accum=jm.max_accum)
     st = np.array([jm.step_time(8, None, m, a) for m, a in zip(cands.micro, cands.grad_accum)])
     _, t = best_of(cands.global_batch, st, jm.noise)
     assert jm.time_to_target(8) == pytest.approx(t.min())

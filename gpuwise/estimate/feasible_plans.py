@@ -35,7 +35,7 @@ from math import log2
 
 from gpuwise.errors import InputError
 from gpuwise.estimate.memory import MemoryEstimate
-from gpuwise.estimate.performance import job_performance
+from gpuwise.estimate.performance import memory_of
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model
@@ -79,8 +79,8 @@ def _layouts(spec: ModelSpec, cfg: TrainingConfig, gpus: int, gpus_per_node: int
 
 
 def _fits(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> MemoryEstimate | None:
-    perf = job_performance(spec, cfg, gpu)
-    return perf.memory if perf.fits else None
+    est = memory_of(spec, cfg)
+    return est if est.fits(gpu) else None
 
 
 @lru_cache(maxsize=4096)

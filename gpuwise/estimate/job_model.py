@@ -146,7 +146,8 @@ class JobModel:
             return self._cache[key]
         reps = self.replicas(gpus)
         grid = np.unique(np.round(np.geomspace(1, self.max_local_bsz, 48)).astype(int))
-        cands = batch_configs(reps, (self.min_batch, self.max_batch), grid, max_accum=self.max_accum)
+        cands = batch_configs(reps, (self.min_batch, self.max_batch), tuple(grid.tolist()),
+                              max_accum=self.max_accum)
         if not len(cands):
             self._cache[key] = None
             return None

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, replace
-from functools import cached_property
+from functools import lru_cache
 
 import numpy as np
 
@@ -67,8 +67,23 @@ def checkpoint_size(model: ModelSpec, cfg: TrainingConfig) -> Checkpoint:
                                      f"{per_param:g} bytes per parameter incl. fp32 master) of {what}")
 
 
+def memory_of(model: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
+    """Per-GPU peak memory (``JobPerformance.memory`` without building one: hot loops of searches)."""
+    # without the GPU: estimate_memory memoises per (model, cfg), shared by every shape of a search
+    return estimate_memory(model, cfg)
+
+
+def step_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8, nodes: int | None = None,
+            inter_node_gbps: float | None = None) -> StepTimeEstimate:
+    """Step time (``JobPerformance.step`` without building one: hot loops of searches)."""
+    return analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
+
+
 class JobPerformance:
     """Memory, step time, checkpoint and steps to target of one configuration on one hardware shape."""
+
+    __slots__ = ("model", "cfg", "gpu", "gpus_per_node", "nodes", "inter_node_gbps", "noise", "_checkpoint_gb",
+                 "_memory", "_step", "_checkpoint")
 
     def __init__(self, model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec | None, gpus_per_node: int = 8,
                  nodes: int | None = None, inter_node_gbps: float | None = None, noise: NoiseModel | None = None,
@@ -79,28 +94,35 @@ class JobPerformance:
         self.inter_node_gbps = inter_node_gbps
         self.noise = noise
         self._checkpoint_gb = checkpoint_gb   # given by the job spec (None: from the model)
+        # parts computed on first use (plain attributes: functools.cached_property locks on 3.11)
+        self._memory: MemoryEstimate | None = None
+        self._step: StepTimeEstimate | None = None
+        self._checkpoint: Checkpoint | None = None
 
-    @cached_property
+    @property
     def memory(self) -> MemoryEstimate:
-        # without the GPU: estimate_memory memoises per (model, cfg), shared by every shape of a search
-        return estimate_memory(self.model, self.cfg)
+        if self._memory is None:
+            self._memory = memory_of(self.model, self.cfg)
+        return self._memory
 
     @property
     def fits(self) -> bool:
         return self.gpu is not None and self.memory.fits(self.gpu)
 
-    @cached_property
+    @property
     def step(self) -> StepTimeEstimate:
-        if self.gpu is None:
-            raise ValueError("step time needs a GPU type")
-        return analytical_step_time(self.model, self.cfg, self.gpu, self.gpus_per_node, self.nodes,
-                                    self.inter_node_gbps)
+        if self._step is None:
+            if self.gpu is None:
+                raise ValueError("step time needs a GPU type")
+            self._step = step_of(self.model, self.cfg, self.gpu, self.gpus_per_node, self.nodes, self.inter_node_gbps)
+        return self._step
 
-    @cached_property
+    @property
     def checkpoint(self) -> Checkpoint:
-        if self._checkpoint_gb is not None:
-            return Checkpoint(self._checkpoint_gb * 1e9, f"checkpoint {self._checkpoint_gb:g} GB (given)")
-        return checkpoint_size(self.model, self.cfg)
+        if self._checkpoint is None:
+            self._checkpoint = (checkpoint_size(self.model, self.cfg) if self._checkpoint_gb is None else
+                                Checkpoint(self._checkpoint_gb * 1e9, f"checkpoint {self._checkpoint_gb:g} GB (given)"))
+        return self._checkpoint
 
     @property
     def steps_to_target(self) -> float | None:
@@ -141,19 +163,28 @@ class BatchGrid:
     """Candidate (micro-batch, grad_accum) pairs for ``replicas`` data-parallel replicas."""
 
     replicas: int
-    micro: np.ndarray        # per-replica micro-batch
-    grad_accum: np.ndarray   # micro-steps per optimizer step
+    pairs: tuple[tuple[int, int], ...]    # (per-replica micro-batch, micro-steps per optimizer step)
+
+    @property
+    def micro(self) -> np.ndarray:
+        return np.array([p[0] for p in self.pairs], np.int64)
+
+    @property
+    def grad_accum(self) -> np.ndarray:
+        return np.array([p[1] for p in self.pairs], np.int64)
 
     @property
     def global_batch(self) -> np.ndarray:
         return self.replicas * self.micro * self.grad_accum
 
     def __len__(self) -> int:
-        return int(self.micro.size)
+        return len(self.pairs)
 
 
-def batch_configs(replicas: int, batch_range: tuple[int, int], micro_batches, *, max_accum: int | None = None,
-                     min_accum: int = 1, targets=(), tolerance: float = 0.0) -> BatchGrid:
+@lru_cache(maxsize=8192)   # the planner asks the same (replicas, micro-batch, floor) for many shapes
+def batch_configs(replicas: int, batch_range: tuple[int, int], micro_batches: tuple[int, ...], *,
+                  max_accum: int | None = None, min_accum: int = 1, targets: tuple[int, ...] = (),
+                  tolerance: float = 0.0) -> BatchGrid:
     """The (micro-batch, grad_accum) pairs a batch search tries, global batch in ``batch_range``.
 
     Two ways to pick grad_accum, used alone or together:
@@ -162,33 +193,28 @@ def batch_configs(replicas: int, batch_range: tuple[int, int], micro_batches, *,
       JobModel, elastic scheduling);
     - targets: for each micro-batch, the count closest to each target global batch (the planner's grid of
       global batches); with lo == hi a global batch within ``tolerance`` of it also counts.
+    Arguments are hashable (tuples): results are memoised.
     """
     lo, hi = batch_range
     reps = max(1, int(replicas))
-    grid = np.unique(np.asarray(micro_batches, dtype=np.int64))
-    top = int(grid.max()) if grid.size else 0
-    ms, accs = [], []
+    grid = sorted({int(m) for m in micro_batches})
+    top = grid[-1] if grid else 0
+    pairs: list[tuple[int, int]] = []      # plain Python: the planner calls this ~10^4 times per plan
     if max_accum is not None:
         for a in range(max(1, min_accum), max_accum + 1):
             per = reps * a
-            l0, h0 = max(1, math.ceil(lo / per)), min(top, hi // per)
-            if l0 > h0:
-                continue
-            m = np.unique(np.concatenate([[l0, h0], grid[(grid >= l0) & (grid <= h0)]]))
-            ms.append(m)
-            accs.append(np.full(m.shape, a))
+            l0, h0 = max(1, -(-lo // per)), min(top, hi // per)
+            if l0 <= h0:
+                pairs += [(m, a) for m in sorted({l0, h0, *(m for m in grid if l0 <= m <= h0)})]
     if len(targets):
-        def ok(gb: int) -> bool:
-            return lo <= gb <= hi or (lo == hi and abs(gb / lo - 1) <= tolerance)
-
-        pairs = dict.fromkeys((int(m), a) for m in grid for b in targets
-                              for a in (max(min_accum, round(b / (reps * int(m)))),) if ok(reps * int(m) * a))
-        if pairs:
-            ms.append(np.array([p[0] for p in pairs], np.int64))
-            accs.append(np.array([p[1] for p in pairs], np.int64))
-    if not ms:
-        return BatchGrid(reps, np.zeros(0, np.int64), np.zeros(0, np.int64))
-    return BatchGrid(reps, np.concatenate(ms).astype(np.int64), np.concatenate(accs).astype(np.int64))
+        for m in grid:
+            for b in targets:
+                a = max(min_accum, round(b / (reps * m)))
+                gb = reps * m * a
+                if lo <= gb <= hi or (lo == hi and abs(gb / lo - 1) <= tolerance):
+                    pairs.append((m, a))
+        pairs = list(dict.fromkeys(pairs))
+    return BatchGrid(reps, tuple(pairs))
 
 
 def best_of(global_batch, step_time_s, noise: NoiseModel) -> tuple[int, np.ndarray]:

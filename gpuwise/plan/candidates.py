@@ -17,7 +17,7 @@ Two stages, so the whole catalog is searched in about a second:
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from functools import lru_cache
 
 import numpy as np
@@ -125,7 +125,7 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
     keep the tp that divide their node, see `_plans_for_shape`).
     """
-    from gpuwise.estimate.performance import job_performance
+    from gpuwise.estimate.performance import memory_of
 
     spec = job.model
     layers = max(spec.n_layers + spec.n_encoder_layers, 1)
@@ -159,8 +159,8 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
                 hit = None
                 for k, (recompute, sp) in enumerate(order):
                     c = make(recompute, sp)
-                    perf = job_performance(spec, c, gpu)
-                    est, fits = perf.memory, perf.fits
+                    est = memory_of(spec, c)
+                    fits = est.fits(gpu)
                     if k == 1 and len(order) > 2:
                         if not fits:
                             break                  # the most frugal variant does not fit
@@ -186,7 +186,7 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
                    gpus: int | None = None) -> ShapeResult:
     """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
     (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`)."""
-    from gpuwise.estimate.performance import batch_configs, best_of, job_performance
+    from gpuwise.estimate.performance import batch_configs, best_of, job_performance, step_of
 
     gpus = gpus or gpus_per_node * nodes
     key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
@@ -194,7 +194,7 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
         return cache[key]
     spec = _gpu(gpu)
     lo, hi = job.batch_range
-    timed = []          # (JobPerformance, memory) per (plan, micro-batch, global batch) timed
+    timed = []          # (config, step time estimate, memory) per (plan, micro-batch, global batch) timed
     any_fit = False
     st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
     for micro in job.micro_batches:
@@ -207,23 +207,24 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
             # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
             grid = batch_configs(c.plan.dp, (lo, hi), (micro,), min_accum=c.grad_accum, targets=job.batches,
                                     tolerance=0.25)
-            for accum in grid.grad_accum:
-                perf = job_performance(job.model, replace(c, grad_accum=int(accum)), spec, gpus_per_node, nodes,
-                                       job.inter_node_gbps, checkpoint_gb=job.checkpoint_gb)
-                timed.append((perf, mem))
-                for note in perf.step.assumptions:
+            for _, accum in grid.pairs:
+                run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
+                st = step_of(job.model, run_cfg, spec, gpus_per_node, nodes, job.inter_node_gbps)
+                timed.append((run_cfg, st, mem))
+                for note in st.assumptions:
                     if not note.startswith("pipeline bubble"):  # per-plan numbers, not an assumption
                         st_notes[note] = None
     best = None
     if timed:
-        i, time_s = best_of([p.cfg.global_batch() for p, _ in timed], [p.step.step_time_s for p, _ in timed],
+        i, time_s = best_of([c.global_batch() for c, _, _ in timed], [st.step_time_s for _, st, _ in timed],
                             job.noise)
-        perf, mem = timed[i]
-        c = perf.cfg
-        cache.setdefault("_checkpoint_note", perf.checkpoint.assumption)
+        c, st, mem = timed[i]
+        ckpt = job_performance(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps,
+                               checkpoint_gb=job.checkpoint_gb).checkpoint
+        cache.setdefault("_checkpoint_note", ckpt.assumption)
         best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, c.global_batch(),
-                         perf.step.step_time_s, float(time_s[i]) / 3600.0, getattr(perf.step, "mfu", None),
-                         mem.per_gpu_gib, perf.checkpoint.gb, len(timed), c)
+                         st.step_time_s, float(time_s[i]) / 3600.0, getattr(st, "mfu", None),
+                         mem.per_gpu_gib, ckpt.gb, len(timed), c)
     res = ShapeResult(best, len(timed), None if best else ("batch" if any_fit else "memory"))
     cache[key] = res
     return res

@@ -7,7 +7,7 @@ two-node placements sit higher and grow faster than three- and four-node ones (b
 1202 / 1912 / 2426 at 1 / 2 / 4 GPUs per node; 4 nodes 1141 / 1416 / 1697). One-GPU-per-node
 placements are the R/N = 1 end of that curve, so they need no factor of their own. The form:
 
-    T_grad(b)   = alpha_c + beta_c * b^delta                      as in extended_fit
+    T_grad(b)   = alpha_c + beta_c * b^delta                      as in fits.extended
     T_sync(N,R) = 0                                               if R == 1
                 = alpha_r + beta_r * max(R - 2, 0)                if one node (Pollux)
                 = alpha_n * (N/2)^eta * exp(two_node [N == 2])
@@ -77,7 +77,7 @@ def _network(an, ar, br, eta, tau2, kap, kap2, nodes, reps):
 
 
 def predict_bottleneck(params: BottleneckParams, num_nodes, num_replicas, local_bsz, grad_accum=1):
-    """(step_time, sync_time) in seconds, vectorised like ``pollux_fit.predict``."""
+    """(step_time, sync_time) in seconds, vectorised like ``fits.predict``."""
     p = params
     nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, grad_accum)
     t_grad = np.maximum(p.alpha_c + p.beta_c * np.power(bsz, p.delta), _FLOOR)

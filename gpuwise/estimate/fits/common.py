@@ -26,6 +26,8 @@ def overlapped(t_grad, t_net, gamma: float, grad_accum):
     """(step_time, sync_time) from compute and network time per micro-step, overlapped as Pollux does:
     T_optim = (T_grad^gamma + T_net^gamma)^(1/gamma), T_step = (grad_accum - 1) * T_grad + T_optim
     (every form: only the last micro-step's all-reduce overlaps its compute)."""
+    if np.any(np.asarray(grad_accum) < 1):   # 0 = Pollux's "no extra step" would silently subtract one
+        raise InputError("grad_accum", float(np.min(grad_accum)), "give micro-steps per optimizer step (>= 1; 1 = none)")
     # (a^g + b^g)^(1/g) computed as a * (1 + (b/a)^g)^(1/g): no overflow for gamma up to 10.
     ratio = np.where(t_grad > 0, t_net / np.maximum(t_grad, _FLOOR), 0.0)
     t_optim = np.maximum(t_grad, _FLOOR) * (1.0 + ratio ** gamma) ** (1.0 / gamma)

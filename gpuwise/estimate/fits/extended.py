@@ -1,6 +1,6 @@
 """Extended step-time model: the Pollux form with a non-linear compute curve and a node-count term.
 
-Fitted on all rows of the six bundled Pollux profiles, the 7-parameter form (``pollux_fit``) leaves a
+Fitted on all rows of the six bundled Pollux profiles, the 7-parameter form (``fits.pollux``) leaves a
 4.7-6.1% median error on four of them: compute is not linear in the local batch over a 30-1000x range
 (deepspeech2 grows faster than linearly, ImageNet/NCF slower at small batch) and the across-node
 all-reduce does not scale like the within-node one when the job spans more nodes. Two terms fix the
@@ -70,7 +70,7 @@ def _times(ac, bc, delta, an, bn, ar, br, eta, tau2, k1, nodes, reps, bsz):
 
 
 def predict_extended(params: ExtendedParams, num_nodes, num_replicas, local_bsz, grad_accum=1):
-    """(step_time, sync_time) in seconds, vectorised like ``pollux_fit.predict``."""
+    """(step_time, sync_time) in seconds, vectorised like ``fits.predict``."""
     p = params
     nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, grad_accum)
     t_grad, t_net = _times(p.alpha_c, p.beta_c, p.delta, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.eta,
