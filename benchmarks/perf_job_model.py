@@ -15,7 +15,7 @@ import numpy as np
 
 from _bench import best_time
 from gpuwise.estimate.job_model import JobModel
-from gpuwise.estimate.pollux_fit import predict
+from gpuwise.estimate.fits import predict
 
 
 def scalar_best(jm: JobModel, gpus: int) -> float:
@@ -23,8 +23,8 @@ def scalar_best(jm: JobModel, gpus: int) -> float:
     nodes = jm.nodes_for(gpus)
     best = -1.0
     grid = np.unique(np.round(np.geomspace(1, jm.max_local_bsz, 48)).astype(int))
-    for a in range(jm.max_accum + 1):
-        per = reps * (a + 1)
+    for a in range(1, jm.max_accum + 1):          # a = micro-steps per optimizer step
+        per = reps * a
         lo, hi = max(1, math.ceil(jm.min_batch / per)), min(jm.max_local_bsz, jm.max_batch // per)
         for b in sorted({lo, hi, *[int(x) for x in grid if lo <= x <= hi]}):
             if lo > hi:

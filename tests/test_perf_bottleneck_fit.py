@@ -1,4 +1,4 @@
-"""Bottleneck step-time form (gpuwise.estimate.bottleneck_fit): Pollux terms (Qiao et al. OSDI'21 sec. 3.2)
+"""Bottleneck step-time form (gpuwise.estimate.fits.bottleneck): Pollux terms (Qiao et al. OSDI'21 sec. 3.2)
 with the across-node all-reduce a power of GPUs per node, its own level and exponent on 2 nodes."""
 
 from dataclasses import replace
@@ -7,9 +7,9 @@ import numpy as np
 import pytest
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.bottleneck_fit import BottleneckParams, fit_bottleneck, predict_bottleneck
+from gpuwise.estimate.fits.bottleneck import BottleneckParams, fit_bottleneck, predict_bottleneck
 from gpuwise.estimate.job_model import JobModel, PolluxStepTime
-from gpuwise.estimate.pollux_fit import fit_form, predict
+from gpuwise.estimate.fits import fit_form, predict
 from test_perf_pollux import random_layouts
 
 TRUE = BottleneckParams(alpha_c=0.05, beta_c=0.0015, delta=1.2, alpha_n=0.30, alpha_r=0.08, beta_r=0.004, eta=0.1,
@@ -26,7 +26,7 @@ def test_network_shape():
     assert s11 == pytest.approx(0.30 * np.exp(0.2), rel=1e-3)
     assert s1111 == pytest.approx(0.30 * 2 ** 0.1, rel=1e-3)
     assert s44 / s11 == pytest.approx(4 ** 0.8, rel=1e-3) and s4444 / s1111 == pytest.approx(4 ** 0.3, rel=1e-3)
-    a, _ = predict(TRUE, [1, 2, 4], [1, 8, 16], [8, 8, 8])   # dispatched by pollux_fit.predict
+    a, _ = predict(TRUE, [1, 2, 4], [1, 8, 16], [8, 8, 8])   # dispatched by the fits registry
     assert np.allclose(a, [predict_bottleneck(TRUE, n, r, 8)[0] for n, r in ((1, 1), (2, 8), (4, 16))])
 
 

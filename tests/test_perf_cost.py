@@ -5,7 +5,7 @@ import pytest
 
 from gpuwise.errors import InputError
 from gpuwise.estimate.cost import training_cost
-from gpuwise.estimate.scavenger_model import AffineStepTime, fit_affine, scavenger_time_cost
+from gpuwise.estimate.fits.affine import AffineStepTime, fit_affine, scavenger_time_cost
 
 # Scavenger Fig. 10, ResNet18 (papers.md B.5, digitized): (B, K) -> (hours, dollars), p = $0.13402/h
 FIG10_RESNET18 = {
@@ -62,7 +62,8 @@ def test_affine_fit_bad_input_is_one_input_error():
 def test_job_model_from_jobspec_matches_planner_and_memory():
     """JobModel.from_jobspec: the planner's step count (gpuwise.plan.job) and the memory limit
     (largest power-of-two micro-batch that fits) are the same construction everywhere."""
-    from gpuwise.estimate.job_model import JobModel, largest_micro_batch
+    from gpuwise.estimate.job_model import JobModel
+    from gpuwise.estimate.performance import largest_micro_batch
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.plan.job import from_jobspec as plan_job
     from gpuwise.workload.jobspec import load_job

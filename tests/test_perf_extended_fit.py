@@ -1,4 +1,4 @@
-"""Extended step-time form (gpuwise.estimate.extended_fit): Pollux terms (Qiao et al. OSDI'21 sec. 3.2)
+"""Extended step-time form (gpuwise.estimate.fits.extended): Pollux terms (Qiao et al. OSDI'21 sec. 3.2)
 plus a compute exponent and a node-count term, and the design rule for choosing <= 10 profiled points."""
 
 import numpy as np
@@ -6,9 +6,10 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.extended_fit import ExtendedParams, fit_extended, from_pollux, predict_extended
+from gpuwise.estimate.fits.extended import ExtendedParams, fit_extended, from_pollux, predict_extended
 from gpuwise.estimate.job_model import JobModel, PolluxStepTime
-from gpuwise.estimate.pollux_fit import PolluxParams, fit_form, predict
+from gpuwise.estimate.fits import fit_form, predict
+from gpuwise.estimate.fits.pollux import PolluxParams
 from gpuwise.validation.throughput import DESIGN_PLAN, design_training_points
 from gpuwise.workload.pollux_traces import APPLICATIONS, load_placements
 from test_perf_pollux import random_layouts

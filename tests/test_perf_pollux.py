@@ -5,7 +5,9 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.pollux_fit import OnlinePolluxFit, PolluxParams, fit_pollux, predict, relative_errors
+from gpuwise.estimate.fits import predict, relative_errors
+from gpuwise.estimate.fits.online import OnlinePolluxFit
+from gpuwise.estimate.fits.pollux import PolluxParams, fit_pollux
 from gpuwise.validation.throughput import online_training_points, score_pollux_fit
 from gpuwise.workload.pollux_traces import (APPLICATIONS, load_placements, load_scalability,
                                             load_validation, parse_placement)
@@ -38,7 +40,7 @@ def test_predict_limits():
     assert sync == 0.0 and step == pytest.approx(0.05 + 0.004 * 32)
     # gamma = 1: no overlap, times add; accumulation adds whole micro-steps
     p1 = PolluxParams(0.05, 0.004, 0.3, 0.01, 0.08, 0.004, 1.0)
-    step, sync = predict(p1, 2, 4, 32, accum_steps=2)
+    step, sync = predict(p1, 2, 4, 32, grad_accum=3)
     comp, net = 0.05 + 0.004 * 32, 0.3 + 0.01 * 2
     assert step == pytest.approx(3 * comp + net) and sync == pytest.approx(net)
     # gamma large: near-perfect overlap, step -> max(compute, network)

@@ -8,7 +8,7 @@ from hypothesis import given, settings, strategies as st
 
 from gpuwise.errors import InputError
 from gpuwise.estimate.job_model import JobModel, PolluxStepTime
-from gpuwise.estimate.pollux_fit import PolluxParams
+from gpuwise.estimate.fits.pollux import PolluxParams
 from gpuwise.estimate.stat_efficiency import (NoiseModel, efficiency, fit_gamma_bar, fit_scavenger, gain,
                                               noise_scale, scavenger_gamma_bar_from_stats, steps_for_progress)
 from gpuwise.workload.pollux_traces import APPLICATIONS, load_validation
@@ -89,13 +89,13 @@ def test_job_model_best_batch_respects_limits():
     for g in (1, 2, 4, 8, 16):
         c = jm.best_batch(g)
         assert 64 <= c.global_batch <= 4096 and c.local_bsz <= 256
-        assert c.global_batch == g * c.local_bsz * (c.accum + 1)
+        assert c.global_batch == g * c.local_bsz * c.grad_accum
         assert c.goodput == pytest.approx(c.throughput * c.efficiency)
     assert jm.best_batch(1).goodput <= jm.best_batch(4).goodput
     assert jm.time_to_target(4) == pytest.approx(jm.steps_to_target(jm.best_batch(4).global_batch)
                                                  * jm.best_batch(4).step_time)
     fixed = jm.fixed_batch(8, 2048)
-    assert fixed.global_batch == 2048 and fixed.local_bsz == 256 and fixed.accum == 0
+    assert fixed.global_batch == 2048 and fixed.local_bsz == 256 and fixed.grad_accum == 1
     assert _toy_model(max_batch=100).best_batch(128) is None  # more replicas than samples
 
 
@@ -104,7 +104,7 @@ def test_job_model_best_batch_respects_limits():
 def test_job_model_larger_batch_never_fewer_samples_per_step(g):
     jm = _toy_model()
     c = jm.best_batch(g)
-    assert c is None or jm.global_batch(g, c.local_bsz + 1, c.accum) > c.global_batch
+    assert c is None or jm.global_batch(g, c.local_bsz + 1, c.grad_accum) > c.global_batch
 
 
 @pytest.mark.parametrize("app", ["imagenet", "cifar10"])
@@ -134,12 +134,12 @@ def test_scavenger_model_fitted_on_pollux_traces():
 def test_job_model_with_analytical_step_time():
     """The analytical source plugs into the shared JobModel (used by the rent solver): throughput
     grows with GPUs for ResNet-50 on V100 and the best batch respects the per-GPU limit."""
-    from gpuwise.estimate.step_time import AnalyticalStepTime
+    from gpuwise.estimate.performance import AnalyticalSource
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.workload.models import load_model
     from gpuwise.workload.training import TrainingConfig
 
-    src = AnalyticalStepTime(load_model("resnet50"), TrainingConfig(precision="fp16-mixed"), get_gpu("V100"), 8)
+    src = AnalyticalSource(load_model("resnet50"), TrainingConfig(precision="fp16-mixed"), get_gpu("V100"), 8)
     jm = JobModel(src, NoiseModel(phi=6800.0, ref_batch=256, samples_at_ref=90 * 1281167), 256, 8192, 256)
     c1, c8 = jm.best_batch(1), jm.best_batch(8)
     assert c8.throughput > 6 * c1.throughput and c8.local_bsz <= 256

@@ -15,7 +15,8 @@ import pytest
 from hypothesis import given, settings, strategies as st
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.pollux_fit import PolluxParams, predict
+from gpuwise.estimate.fits import predict
+from gpuwise.estimate.fits.pollux import PolluxParams
 from gpuwise.plan.online_search import (Measurement, NoiseCurve, SearchConfig, choose,
                                         pollux_efficiency, scavenger_search)
 from gpuwise.validation.scavenger_search import GroundTruthJob, demo, search_space

@@ -41,8 +41,8 @@ def test_ground_truth_rate_is_the_shared_job_model():
     jm = JobModel.from_jobspec(GPT2, "T4", gpus_per_node=4, inter_node_gbps=pollux_cluster().inter_node_gbps)
     choice = jm.fixed_batch(4, 64, nodes=1)
     # gpt2 fits 8 sequences per T4 (14.75 GiB as PyTorch sees it; the float32 loss tensors of the 50k
-    # vocabulary are ~0.6 GiB per sequence), so batch 64 on 4 GPUs accumulates once
-    assert choice.accum == 1 and choice.local_bsz == 8
+    # vocabulary are ~0.6 GiB per sequence), so batch 64 on 4 GPUs takes 2 micro-steps
+    assert choice.grad_accum == 2 and choice.local_bsz == 8
     assert 1.0 / rate == pytest.approx(jm.time_to_target(4, 1, choice), rel=1e-9)
     lo, hi, limit = perf.batch_range(job, "T4")
     assert (lo, hi, limit) == (16, 256, jm.max_local_bsz)
@@ -55,7 +55,7 @@ def test_lone_spec_job_runs_for_the_model_time():
     jct = res.jobs[0].finish_s - res.jobs[0].submitted_s
     jm = JobModel.from_jobspec(GPT2, "T4", gpus_per_node=4, inter_node_gbps=cl.inter_node_gbps)
     choice = jm.fixed_batch(8, 256, nodes=2)
-    assert choice.accum == 3
+    assert choice.grad_accum == 4
     assert jct == pytest.approx(jm.time_to_target(8, 2, choice), rel=1e-9)
     assert any("from_jobspec" in a for a in summarise(res)["assumptions"])
 

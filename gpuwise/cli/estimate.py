@@ -73,8 +73,8 @@ def _from_flags(args):
     from gpuwise.errors import InputError
     from gpuwise.estimate.job_estimate import Amount, estimate
     from gpuwise.estimate.memory import check_config
+    from gpuwise.estimate.performance import job_performance
     from gpuwise.estimate.stat_efficiency import NoiseModel
-    from gpuwise.estimate.step_time import analytical_step_time
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.workload.models import load_model
     from gpuwise.workload.training import ParallelPlan, TrainingConfig
@@ -98,10 +98,6 @@ def _from_flags(args):
                          precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
                          lora_rank=args.lora_rank, plan=plan)
     check_config(model, cfg)
-    from gpuwise.estimate.memory import estimate_memory
-
-    mem = estimate_memory(model, cfg, gpu)
-    est = analytical_step_time(model, cfg, gpu, gpn, nodes, args.inter_node_gbps)
     amount = Amount(None, "")
     if args.tokens:
         token = model.sample_unit == "token"
@@ -109,58 +105,53 @@ def _from_flags(args):
         amount = Amount(NoiseModel(math.inf, cfg.global_batch(), samples),
                         f"training amount: {args.tokens:.4g} {'tokens' if token else 'samples'} at global batch "
                         f"{cfg.global_batch()} (steps = amount / batch)")
-    return estimate(model, cfg, est, mem, gpu, gpn, amount, args.spot, args.price)
+    perf = job_performance(model, cfg, gpu, gpn, nodes, args.inter_node_gbps, amount.noise)
+    return estimate(perf, amount, args.spot, args.price)
 
 
 def _from_spec(args):
-    import numpy as np
-
-    from gpuwise.estimate.job_estimate import Amount, choose_layout, estimate
-    from gpuwise.estimate.stat_efficiency import NoiseModel
+    """The planner's search on this one hardware shape (plan.candidates.evaluate_shape: same plans,
+    batch search and performance model as `gpuwise plan`), then the full estimate of its choice."""
+    from gpuwise.errors import InputError
+    from gpuwise.estimate.job_estimate import Amount, estimate
+    from gpuwise.estimate.performance import job_performance
     from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.plan.candidates import evaluate_shape
+    from gpuwise.plan.job import from_jobspec
     from gpuwise.workload.jobspec import load_job
-    from gpuwise.workload.training import TrainingConfig
 
     job = load_job(args.job)
     gpu = get_gpu(args.gpu)
-    model = job.model_spec()
     t = job.training
     gpn, nodes = _layout(args, min(job.parallelism.gpus_per_node or 8, args.gpus))
-    base = TrainingConfig(seq_len=t.seq_len, precision=t.precision, optimizer=t.optimizer, recompute=t.recompute,
-                          lora_rank=t.lora_rank, quantize=t.quantize)
-    token = model.sample_unit == "token"
-    samples = t.amount_samples(token)
+    pj = from_jobspec(job, gpus=[gpu.name], require_amount=False, inter_node_gbps=args.inter_node_gbps)
+    res = evaluate_shape(pj, gpu.name, gpn, nodes, {}, gpus=args.gpus)
+    if res.best is None:
+        why = (f"no allowed tp/pp/zero plan fits {pj.model.name} in {gpu.memory_gib:g} GiB per GPU"
+               if res.reason == "memory" else f"no micro-batch x accumulation on {args.gpus} GPUs gives a global "
+                                             f"batch in {list(pj.batch_range)}")
+        raise InputError("--gpus", args.gpus, f"{why}; try more GPUs, a larger GPU or `gpuwise fit-gpus "
+                                              f"{pj.model.name}`")
+    cfg = res.best.config
     lo, hi = t.batch_range
-    ref = t.amount_reference_batch()
-    noise = None
-    desc = ""
-    if samples is not None:
-        phi = t.noise_scale if t.noise_scale else math.inf
-        noise = NoiseModel(phi, ref, samples, t.lr_scaling)
+    notes = [f"plan, micro-batch and global batch: the fastest to target of {res.evaluated} timed on this shape "
+             "(the planner's search: allowed tp/pp/ZeRO, lightest recompute that fits, global batches "
+             f"{list(pj.batches)})"]
+    if lo == hi and cfg.global_batch() != lo:
+        notes.append(f"global batch {lo} rounded to {cfg.global_batch()} = micro-batch x accumulation x "
+                     f"{cfg.plan.dp} data-parallel replicas")
+    amount = Amount(None, "")
+    if t.amount_samples(pj.model.sample_unit == "token") is not None:
         what = ("tokens" if t.tokens else "samples" if t.samples else "epochs" if t.epochs else "steps")
-        desc = f"training amount from the spec ({what}): {samples:.4g} samples at reference batch {ref}"
+        desc = (f"training amount from the spec ({what}): {pj.noise.samples_at_ref:.4g} samples at reference "
+                f"batch {pj.noise.ref_batch}")
         if not t.noise_scale and lo != hi:
             desc += "; no noise_scale given, so larger batches are assumed to need no extra samples"
-    cands = sorted({int(round(x)) for x in np.geomspace(lo, hi, 8)}) if lo != hi else [lo]
-    best = None
-    for gb in cands:
-        cfg, est, mem = choose_layout(model, base, gpu, args.gpus, gpn, nodes, gb, job.parallelism.tp,
-                                      job.parallelism.pp, job.parallelism.zero, t.micro_batch, args.inter_node_gbps)
-        fits = mem is None or mem.fits(gpu)
-        score = (est.step_time_s * float(noise.steps(cfg.global_batch()))) if noise else est.step_time_s / cfg.global_batch()
-        key = (not fits, score)
-        if best is None or key < best[0]:
-            best = (key, cfg, est, mem)
-    _, cfg, est, mem = best
-    if lo == hi and cfg.global_batch() != lo:
-        est.assumptions.append(f"global batch {lo} rounded to {cfg.global_batch()} = micro-batch x accumulation x "
-                               f"{cfg.plan.dp} data-parallel replicas")
-    if lo != hi:
-        est.assumptions.append(f"global batch {cfg.global_batch()} chosen from [{lo}, {hi}] for the shortest time")
-    amount = Amount(noise, desc)
+        amount = Amount(pj.noise, desc)
     ck = job.checkpoint
-    out = estimate(model, cfg, est, mem, gpu, gpn, amount, args.spot, args.price, ck.size_gb, ck.write_gbps,
-                   ck.interval_minutes, ck.restart_minutes, job.deadline_hours, job.budget_usd)
+    perf = job_performance(pj.model, cfg, gpu, gpn, nodes, args.inter_node_gbps, amount.noise, ck.size_gb)
+    out = estimate(perf, amount, args.spot, args.price, ck.write_gbps, ck.interval_minutes, ck.restart_minutes,
+                   job.deadline_hours, job.budget_usd, notes)
     return {"job": job.name, **out}
 
 

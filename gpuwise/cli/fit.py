@@ -6,7 +6,8 @@ Forms: ``extended`` (default), ``pollux`` (the 7-parameter form of Qiao et al. O
 ``gpuwise validate throughput`` and README section 2.
 
 CSV columns as Pollux's placements.csv: placement (one digit per node = GPUs on it, e.g. 1222),
-local_bsz, step_time, sync_time (seconds). Optional column accum_steps (extra micro-steps, default 0).
+local_bsz, step_time, sync_time (seconds). Optional column grad_accum (micro-steps per optimizer step,
+default 1), or Pollux's accum_steps (extra micro-steps, read as grad_accum = accum_steps + 1).
 Instead of placement, num_nodes and num_replicas columns are accepted (as in scalability.csv).
 """
 
@@ -18,7 +19,7 @@ REQUIRED = ("local_bsz", "step_time", "sync_time")
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuwise.estimate.pollux_fit import FORMS
+    from gpuwise.estimate.fits import FORMS
 
     parser.add_argument("train", help="measured rows: placement,local_bsz,step_time,sync_time")
     parser.add_argument("--predict", metavar="POINTS.csv",
@@ -62,7 +63,8 @@ def _read(path: str, need_times: bool):
                 nodes, reps = int(r["num_nodes"]), int(r["num_replicas"])
                 place = ""
             bsz = float(r["local_bsz"])
-            accum = float(r.get("accum_steps") or 0)
+            # one meaning inside gpuwise: micro-steps per optimizer step (Pollux files count the extra ones)
+            accum = float(r["grad_accum"]) if r.get("grad_accum") else float(r.get("accum_steps") or 0) + 1.0
             st = float(r["step_time"]) if r.get("step_time") else None
             sy = float(r["sync_time"]) if r.get("sync_time") else None
         except (ValueError, KeyError) as exc:
@@ -82,7 +84,7 @@ def run(args: argparse.Namespace) -> int:
     import numpy as np
 
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
-    from gpuwise.estimate.pollux_fit import FORM_ASSUMPTIONS, fit_form, predict
+    from gpuwise.estimate.fits import FORM_ASSUMPTIONS, fit_form, predict
 
     train = _read(args.train, True)
     a = np.array([r[1:5] for r in train], float)

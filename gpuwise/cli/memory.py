@@ -24,7 +24,7 @@ def fit_line(est, g) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.estimate.performance import job_performance
     from gpuwise.workload.models import load_model
 
     spec = load_model(args.model)
@@ -34,7 +34,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.cli.memory_trace import run_trace
 
         return run_trace(args, spec, cfg, gpus)
-    est = estimate_memory(spec, cfg)
+    est = job_performance(spec, cfg, None).memory
     fits = {g.name: est.fits(g) for g in gpus}
     assumptions = list(est.assumptions) + [fit_line(est, g) for g in gpus]
     if args.json:

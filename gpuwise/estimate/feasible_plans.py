@@ -36,7 +36,8 @@ from functools import lru_cache
 from math import log2
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.memory import MemoryEstimate, estimate_memory
+from gpuwise.estimate.memory import MemoryEstimate
+from gpuwise.estimate.performance import memory_of
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model
@@ -81,7 +82,7 @@ def _layouts(spec: ModelSpec, cfg: TrainingConfig, gpus: int, gpus_per_node: int
 
 
 def _fits(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> MemoryEstimate | None:
-    est = estimate_memory(spec, cfg)
+    est = memory_of(spec, cfg)
     return est if est.fits(gpu) else None
 
 

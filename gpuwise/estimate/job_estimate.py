@@ -1,26 +1,23 @@
 """One job on one offering: step time, throughput, MFU, time to target and cost -- what
-`gpuwise estimate` prints. Combines the analytical step time, memory fit, statistical efficiency,
-checkpoint/preemption overheads and catalog prices; every choice made is listed in ``assumptions``.
+`gpuwise estimate` prints. Memory, step time, checkpoint size and steps to target come from the single
+job performance model (``gpuwise.estimate.performance.JobPerformance``); this module adds
+checkpoint/preemption overheads and catalog prices. Every choice made is listed in ``assumptions``.
 """
 
 from __future__ import annotations
 
-import math
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 from gpuwise.errors import InputError
 from gpuwise.estimate.cost import PriceQuote, cheapest_offering, training_cost
+from gpuwise.estimate.performance import JobPerformance
 from gpuwise.estimate.preemption import (DEFAULT_RATE_PER_NODE_HOUR, DEFAULT_RATE_SOURCE, checkpoint_seconds,
                                          spot_time, time_with_checkpoints)
 from gpuwise.estimate.stat_efficiency import NoiseModel
-from gpuwise.estimate.step_time import StepTimeEstimate, analytical_step_time
 from gpuwise.hardware.types import GpuSpec
-from gpuwise.workload.model_spec import ModelSpec
-from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 ON_DEMAND_CHECKPOINT_MIN = 60.0   # default checkpoint interval without preemptions (minutes)
-CKPT_BYTES_PER_PARAM = {"adamw": 16, "adam": 16, "adamw-8bit": 8, "sgd": 8, "adafactor": 8}
 
 
 @dataclass
@@ -29,67 +26,6 @@ class Amount:
 
     noise: NoiseModel | None
     description: str
-
-
-def _memory(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec):
-    try:
-        from gpuwise.estimate.memory import estimate_memory
-    except ImportError:  # memory layer absent: no fit check
-        return None
-    return estimate_memory(model, cfg, gpu)
-
-
-def checkpoint_size_gb(model: ModelSpec, cfg: TrainingConfig) -> float:
-    """Weights + optimizer state (default when the spec gives none)."""
-    from gpuwise.workload.models import param_count
-
-    p = param_count(model)
-    if cfg.lora_rank > 0 or cfg.quantize:
-        return p * 0.005 * 16 / 1e9
-    return p * CKPT_BYTES_PER_PARAM.get(cfg.optimizer, 16) / 1e9
-
-
-def choose_layout(model: ModelSpec, base: TrainingConfig, gpu: GpuSpec, gpus: int, gpus_per_node: int,
-                  nodes: int, global_batch: int, tps=(1,), pps=(1,), zeros=(0,), micro_batch: int | None = None,
-                  inter_node_gbps: float | None = None) -> tuple[TrainingConfig, StepTimeEstimate, Any]:
-    """Fastest (per sample) allowed tp/pp/zero and micro-batch that fit in memory for ``global_batch``.
-    Falls back to the smallest-memory layout (flagged) when nothing fits."""
-    best = None
-    fallback = None
-    for tp in sorted(tps):
-        for pp in sorted(pps):
-            if gpus % (tp * pp) or tp > gpus_per_node:
-                continue
-            dp = gpus // (tp * pp)
-            if model.is_transformer and (model.n_layers % pp or model.n_heads % tp):
-                continue
-            for zero in sorted(zeros):
-                per_replica = max(1, math.ceil(global_batch / dp))
-                micros = [micro_batch] if micro_batch else sorted({min(2 ** k, per_replica) for k in range(12)},
-                                                                     reverse=True)
-                for mb in micros:
-                    accum = max(1, math.ceil(per_replica / mb))
-                    cfg = replace(base, micro_batch=mb, grad_accum=accum,
-                                  plan=ParallelPlan(dp=dp, tp=tp, pp=pp, zero=zero, sp=tp > 1))
-                    mem = _memory(model, cfg, gpu)
-                    if mem is not None and not mem.fits(gpu):
-                        if fallback is None or mem.total < fallback[2].total:
-                            fallback = (cfg, None, mem)
-                        continue
-                    est = analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
-                    per_sample = est.step_time_s / cfg.global_batch()
-                    if best is None or per_sample < best[1].step_time_s / best[0].global_batch() * (1 - 1e-9):
-                        best = (cfg, est, mem)
-                    break  # largest fitting micro-batch for this layout
-    if best is not None:
-        return best
-    if fallback is None:
-        raise InputError("gpus", gpus, f"no allowed tp/pp layout divides {gpus} GPUs; change --gpus or the "
-                         "spec's parallelism")
-    cfg, _, mem = fallback
-    est = analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
-    est.assumptions.append(f"DOES NOT FIT: {mem.shortfall_text(gpu)}; allow more tp/pp/zero or more GPUs")
-    return cfg, est, mem
 
 
 def price_for(gpu: GpuSpec, gpus_per_node: int, spot: bool, price_per_gpu_hour: float | None) -> PriceQuote | None:
@@ -113,12 +49,14 @@ def spot_rate(quote: PriceQuote | None) -> tuple[float, str]:
     return DEFAULT_RATE_PER_NODE_HOUR, DEFAULT_RATE_SOURCE
 
 
-def estimate(model: ModelSpec, cfg: TrainingConfig, est: StepTimeEstimate, mem: Any, gpu: GpuSpec,
-             gpus_per_node: int, amount: Amount, spot: bool, price_per_gpu_hour: float | None,
-             checkpoint_gb: float | None = None, checkpoint_write_gbps: float = 1.0,
-             checkpoint_interval_min: float | None = None, restart_min: float = 10.0,
-             deadline_hours: float | None = None, budget_usd: float | None = None) -> dict[str, Any]:
-    """Everything `gpuwise estimate` reports, as a JSON-ready dict."""
+def estimate(perf: JobPerformance, amount: Amount, spot: bool, price_per_gpu_hour: float | None,
+             checkpoint_write_gbps: float = 1.0, checkpoint_interval_min: float | None = None,
+             restart_min: float = 10.0, deadline_hours: float | None = None,
+             budget_usd: float | None = None, notes: list[str] = ()) -> dict[str, Any]:
+    """Everything `gpuwise estimate` reports, as a JSON-ready dict (``notes``: the caller's choices,
+    e.g. how the batch was picked, added to the assumptions)."""
+    model, cfg, gpu, gpus_per_node = perf.model, perf.cfg, perf.gpu, perf.gpus_per_node
+    est, mem = perf.step, perf.memory
     gpus, nodes = est.gpus, est.nodes
     token = model.sample_unit == "token"
     out: dict[str, Any] = {
@@ -134,11 +72,10 @@ def estimate(model: ModelSpec, cfg: TrainingConfig, est: StepTimeEstimate, mem: 
         out["seq_len"] = cfg.seq_len
         out["tokens_per_second"] = est.tokens_per_s
         out["tokens_per_second_per_gpu"] = est.tokens_per_s_per_gpu
-    if mem is not None:
-        out["memory_per_gpu_gib"] = mem.per_gpu_gib
-        out["fits"] = bool(mem.fits(gpu))
-    assumptions = list(est.assumptions)
-    if mem is not None and not mem.fits(gpu) and not any("DOES NOT FIT" in a for a in assumptions):
+    out["memory_per_gpu_gib"] = mem.per_gpu_gib
+    out["fits"] = bool(mem.fits(gpu))
+    assumptions = list(est.assumptions) + list(notes)
+    if not mem.fits(gpu):
         assumptions.append(f"DOES NOT FIT: {mem.shortfall_text(gpu)}")
 
     quote = price_for(gpu, gpus_per_node, spot, price_per_gpu_hour)
@@ -152,15 +89,15 @@ def estimate(model: ModelSpec, cfg: TrainingConfig, est: StepTimeEstimate, mem: 
                            "pass --price USD_PER_GPU_HOUR")
 
     if amount.noise is not None:
-        steps = float(amount.noise.steps(cfg.global_batch()))
+        steps = perf.steps_to_target if perf.noise is not None else float(amount.noise.steps(cfg.global_batch()))
         work_s = steps * est.step_time_s
-        ckpt_gb = checkpoint_gb if checkpoint_gb is not None else checkpoint_size_gb(model, cfg)
+        ckpt_gb = perf.checkpoint.gb
         c_s = checkpoint_seconds(ckpt_gb, checkpoint_write_gbps, nodes)
         assumptions.append(amount.description)
         assumptions.append(amount.noise.describe())
         assumptions.append(f"checkpoint {ckpt_gb:.3g} GB written at {checkpoint_write_gbps:g} GB/s per node "
-                           f"({c_s:.0f} s)" + ("" if checkpoint_gb is not None else
-                                               " (size: weights + optimizer state, default)"))
+                           f"({c_s:.0f} s); {perf.checkpoint.assumption}")
+        out["checkpoint_gb"] = ckpt_gb
         out["steps"] = steps
         if spot:
             rate, src = spot_rate(quote)

@@ -3,21 +3,24 @@ rent solver and (later) the runtime.
 
 A ``JobModel`` combines
 - a step-time source: seconds per optimizer step for (nodes, data-parallel replicas, local batch,
-  accumulation steps) -- Pollux-fitted (``PolluxStepTime``), Scavenger's affine tau(K, B)
-  (``gpuwise.estimate.scavenger_model.AffineStepTime``) or analytical (``AnalyticalStepTime``);
+  grad_accum) -- a fitted form (``PolluxStepTime``: any form of ``gpuwise.estimate.fits``, e.g.
+  Pollux's), Scavenger's affine tau(K, B) (``gpuwise.estimate.fits.affine.AffineStepTime``) or the
+  analytical model through the single entry point (``gpuwise.estimate.performance.AnalyticalSource``);
 - a statistical-efficiency model (``NoiseModel``): how many steps each global batch needs;
 - the batch limits: global batch range [min_batch, max_batch] and the per-GPU micro-batch limit.
 
 Conventions (as in Pollux): ``gpus`` are GPUs in use; a data-parallel replica spans
-``gpus_per_replica`` GPUs (tensor/pipeline parallel size, 1 for plain DP); ``accum`` is the number of
-*extra* micro-steps per optimizer step (0 = none), so global batch = replicas * local_bsz * (accum+1).
+``gpus_per_replica`` GPUs (tensor/pipeline parallel size, 1 for plain DP); ``grad_accum`` is the number
+of micro-steps per optimizer step (1 = none; TrainingConfig's meaning), so global batch = replicas *
+local_bsz * grad_accum. The batch search is ``performance.batch_configs`` + ``performance.best_of``,
+the same one the planner runs.
 Throughput is in samples/s (tokens/s = samples/s * seq_len for LMs); goodput = throughput * E(M), in
 "samples at the reference batch" per second, so time to target = samples_at_ref / goodput.
 
 Typical use::
 
     jm = JobModel.for_pollux_app("imagenet")          # fitted on the bundled profile
-    choice = jm.best_batch(gpus=8)                     # local batch, accum, global batch, goodput
+    choice = jm.best_batch(gpus=8)                     # local batch, grad_accum, global batch, goodput
     hours = jm.time_to_target(gpus=8) / 3600
     table = {g: jm.speedup(g) for g in (1, 2, 4, 8, 16)}
 """
@@ -31,31 +34,32 @@ from typing import Protocol
 import numpy as np
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.pollux_fit import PolluxParams, predict
+from gpuwise.estimate.fits import form_of, predict
+from gpuwise.estimate.performance import batch_configs, best_of
 from gpuwise.estimate.stat_efficiency import NoiseModel
 
 
 class StepTimeSource(Protocol):
     """Anything that predicts seconds per optimizer step (vectorised over numpy arrays)."""
 
-    def step_time(self, num_nodes, num_replicas, local_bsz, accum_steps=0): ...
+    def step_time(self, num_nodes, num_replicas, local_bsz, grad_accum=1): ...
 
     def describe(self) -> str: ...
 
 
 @dataclass(frozen=True)
 class PolluxStepTime:
-    """Step time from fitted parameters of either form (PolluxParams or extended_fit.ExtendedParams)."""
+    """Step time from the fitted parameters of any registered form (gpuwise.estimate.fits)."""
 
-    params: PolluxParams
+    params: object           # PolluxParams, ExtendedParams, BottleneckParams, ...
     origin: str = "fitted"   # where the parameters come from (shown in assumptions)
 
-    def step_time(self, num_nodes, num_replicas, local_bsz, accum_steps=0):
-        return predict(self.params, num_nodes, num_replicas, local_bsz, accum_steps)[0]
+    def step_time(self, num_nodes, num_replicas, local_bsz, grad_accum=1):
+        return predict(self.params, num_nodes, num_replicas, local_bsz, grad_accum)[0]
 
     def describe(self) -> str:
         p = self.params
-        form = getattr(p, "form", "pollux")
+        form = form_of(p).name
         extra = f" delta={p.delta:.3g} eta={p.eta:.3g}" if form == "extended" else ""
         return (f"step time: {form} form of the Pollux model ({self.origin}): alpha_c={p.alpha_c:.4g}s "
                 f"beta_c={p.beta_c:.4g}s/sample alpha_r={p.alpha_r:.4g}s alpha_n={p.alpha_n:.4g}s "
@@ -70,7 +74,7 @@ class BatchChoice:
     nodes: int
     replicas: int
     local_bsz: int          # per-replica micro-batch
-    accum: int              # extra micro-steps per optimizer step
+    grad_accum: int         # micro-steps per optimizer step (1 = no accumulation)
     global_batch: int
     step_time: float        # s per optimizer step
     throughput: float       # samples/s
@@ -89,7 +93,7 @@ class JobModel:
     max_local_bsz: int              # per-GPU micro-batch limit (memory)
     gpus_per_node: int = 8          # GPUs per node when placing replicas
     gpus_per_replica: int = 1       # tp * pp of one data-parallel replica
-    max_accum: int = 15             # most extra micro-steps considered
+    max_accum: int = 16             # most micro-steps per optimizer step considered
     name: str = "job"
     assumptions: list[str] = field(default_factory=list)
 
@@ -109,73 +113,62 @@ class JobModel:
         return max(1, gpus // self.gpus_per_replica)
 
     # -- speed ------------------------------------------------------------------------------
-    def step_time(self, gpus: int, nodes: int | None, local_bsz, accum=0):
+    def step_time(self, gpus: int, nodes: int | None, local_bsz, grad_accum=1):
         """Seconds per optimizer step."""
         nodes = self.nodes_for(gpus) if nodes is None else nodes
-        return self.step_source.step_time(nodes, self.replicas(gpus), local_bsz, accum)
+        return self.step_source.step_time(nodes, self.replicas(gpus), local_bsz, grad_accum)
 
-    def global_batch(self, gpus: int, local_bsz, accum=0):
-        return self.replicas(gpus) * np.asarray(local_bsz) * (np.asarray(accum) + 1)
+    def global_batch(self, gpus: int, local_bsz, grad_accum=1):
+        return self.replicas(gpus) * np.asarray(local_bsz) * np.asarray(grad_accum)
 
-    def throughput(self, gpus: int, nodes: int | None, local_bsz, accum=0):
+    def throughput(self, gpus: int, nodes: int | None, local_bsz, grad_accum=1):
         """Samples per second."""
-        return self.global_batch(gpus, local_bsz, accum) / self.step_time(gpus, nodes, local_bsz, accum)
+        return self.global_batch(gpus, local_bsz, grad_accum) / self.step_time(gpus, nodes, local_bsz, grad_accum)
 
     def efficiency(self, global_batch):
         return self.noise.efficiency(global_batch)
 
-    def goodput(self, gpus: int, nodes: int | None, local_bsz, accum=0):
+    def goodput(self, gpus: int, nodes: int | None, local_bsz, grad_accum=1):
         """Throughput x statistical efficiency (Pollux eq. 1)."""
-        return self.throughput(gpus, nodes, local_bsz, accum) * self.efficiency(self.global_batch(gpus, local_bsz, accum))
+        return (self.throughput(gpus, nodes, local_bsz, grad_accum)
+                * self.efficiency(self.global_batch(gpus, local_bsz, grad_accum)))
 
     # -- choices ----------------------------------------------------------------------------
     def best_batch(self, gpus: int, nodes: int | None = None) -> BatchChoice | None:
-        """Local batch and accumulation maximising goodput on ``gpus`` GPUs with the global batch in
-        [min_batch, max_batch] and local batch <= max_local_bsz (Pollux's batch optimisation over a
-        geometric grid, here every accumulation count). None if no configuration is allowed, e.g.
-        more replicas than max_batch samples."""
+        """Local batch and grad_accum maximising goodput (= reaching the target soonest) on ``gpus`` GPUs
+        with the global batch in [min_batch, max_batch] and local batch <= max_local_bsz (Pollux's batch
+        optimisation over a geometric grid and every accumulation count up to max_accum; the shared
+        ``performance.batch_configs``/``best_of``). None if no configuration is allowed, e.g. more
+        replicas than max_batch samples."""
         nodes = self.nodes_for(gpus) if nodes is None else nodes
         key = (gpus, nodes)
         if key in self._cache:
             return self._cache[key]
         reps = self.replicas(gpus)
-        cand_l, cand_a = [], []
         grid = np.unique(np.round(np.geomspace(1, self.max_local_bsz, 48)).astype(int))
-        for a in range(self.max_accum + 1):
-            per = reps * (a + 1)
-            lo, hi = math.ceil(self.min_batch / per), self.max_batch // per
-            if hi < 1 or lo > self.max_local_bsz:
-                continue
-            lo, hi = max(lo, 1), min(hi, self.max_local_bsz)
-            if lo > hi:
-                continue
-            ls = np.unique(np.concatenate([[lo, hi], grid[(grid >= lo) & (grid <= hi)]]))
-            cand_l.append(ls)
-            cand_a.append(np.full(ls.shape, a))
-        if not cand_l:
+        cands = batch_configs(reps, (self.min_batch, self.max_batch), tuple(grid.tolist()),
+                              max_accum=self.max_accum)
+        if not len(cands):
             self._cache[key] = None
             return None
-        loc = np.concatenate(cand_l)
-        acc = np.concatenate(cand_a)
+        loc, acc, gb = cands.micro, cands.grad_accum, cands.global_batch
         st = np.asarray(self.step_time(gpus, nodes, loc, acc), float)
-        gb = reps * loc * (acc + 1)
-        thr = gb / st
-        eff = np.asarray(self.efficiency(gb), float)
-        gp = thr * eff
-        i = int(np.argmax(gp))
-        choice = BatchChoice(gpus, nodes, reps, int(loc[i]), int(acc[i]), int(gb[i]), float(st[i]), float(thr[i]),
-                             float(eff[i]), float(gp[i]))
+        i, _ = best_of(gb, st, self.noise)
+        thr = gb[i] / st[i]
+        eff = float(self.efficiency(gb[i]))
+        choice = BatchChoice(gpus, nodes, reps, int(loc[i]), int(acc[i]), int(gb[i]), float(st[i]), float(thr),
+                             eff, float(thr * eff))
         self._cache[key] = choice
         return choice
 
     def fixed_batch(self, gpus: int, global_batch: int, nodes: int | None = None) -> BatchChoice | None:
-        """The configuration for a fixed global batch: fewest accumulation steps whose local batch fits."""
+        """The configuration for a fixed global batch: fewest micro-steps whose local batch fits."""
         nodes = self.nodes_for(gpus) if nodes is None else nodes
         reps = self.replicas(gpus)
-        for a in range(self.max_accum + 1):
-            local = math.ceil(global_batch / (reps * (a + 1)))
+        for a in range(1, self.max_accum + 1):
+            local = math.ceil(global_batch / (reps * a))
             if local <= self.max_local_bsz:
-                gb = reps * local * (a + 1)
+                gb = reps * local * a
                 st = float(self.step_time(gpus, nodes, local, a))
                 eff = float(self.efficiency(gb))
                 return BatchChoice(gpus, nodes, reps, local, a, gb, st, gb / st, eff, gb / st * eff)
@@ -216,7 +209,7 @@ class JobModel:
         ``max_local_bsz``: per-replica micro-batch limit (default: the largest power of two <= 4096
         that fits in memory, or the spec's fixed micro_batch); ``field`` prefixes error messages.
         Noise model from ``noise_model_for(spec)``; batch range from the spec."""
-        from gpuwise.estimate.step_time import AnalyticalStepTime
+        from gpuwise.estimate.performance import AnalyticalSource, largest_micro_batch
         from gpuwise.hardware.gpus import get_gpu
         from gpuwise.workload.jobspec import load_job
         from gpuwise.workload.training import ParallelPlan, TrainingConfig
@@ -238,7 +231,7 @@ class JobModel:
             raise InputError(f"{field}.gpu", g.name, f"{model.name} does not fit on {g.name} with tp={tp}, pp={pp}, "
                                                      f"zero={zero}; pick a larger GPU or more model parallelism")
         lo, hi = tr.batch_range
-        return cls(AnalyticalStepTime(model, cfg, g, gpus_per_node, inter_node_gbps), noise, lo, hi, local,
+        return cls(AnalyticalSource(model, cfg, g, gpus_per_node, inter_node_gbps), noise, lo, hi, local,
                    gpus_per_node=gpus_per_node, gpus_per_replica=tp * pp, name=spec.name,
                    assumptions=[f"job spec {spec.name} on {g.name}: micro-batch <= {local} per replica "
                                 f"(tp={tp}, pp={pp}, zero={zero})"])
@@ -249,7 +242,7 @@ class JobModel:
         "all" rows of placements.csv, or "online" = the <= 10 points of ``ONLINE_PLAN``), noise scale
         from its reference-batch validation trace, batch range from its validation files, local
         batch limit from the largest profiled local batch, target as in calibration/pollux_apps.csv."""
-        from gpuwise.estimate.pollux_fit import fit_pollux
+        from gpuwise.estimate.fits.pollux import fit_pollux
         from gpuwise.estimate.stat_efficiency import effective_phi, noise_scale
         from gpuwise.workload.pollux_traces import load_app_info, load_placements, load_validation
 
@@ -287,16 +280,3 @@ def noise_model_for(spec, field: str = "training") -> NoiseModel:
         raise InputError(field, None, "the job spec needs a training amount (tokens, samples, epochs or steps)")
     return NoiseModel(phi=tr.noise_scale or math.inf, ref_batch=tr.amount_reference_batch(),
                       samples_at_ref=samples, rule=tr.lr_scaling)
-
-
-def largest_micro_batch(model, cfg, gpu, limit: int = 4096) -> int:
-    """Largest power-of-two micro-batch <= ``limit`` whose memory estimate fits ``gpu`` (0 if none);
-    ``cfg`` gives everything else (precision, recompute, parallel plan)."""
-    from dataclasses import replace
-
-    from gpuwise.estimate.memory import estimate_memory
-
-    best, b = 0, 1
-    while b <= limit and estimate_memory(model, replace(cfg, micro_batch=b), gpu).fits(gpu):
-        best, b = b, b * 2
-    return best

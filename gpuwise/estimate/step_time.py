@@ -17,12 +17,13 @@ recompute) / (step time x GPUs x dense peak).
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import comm
 from gpuwise.estimate.efficiency import compute_unit, efficiency_for, memory_traffic_bytes, roofline
 from gpuwise.estimate.flops import step_flops
+from gpuwise.estimate.lora import adapter_params
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import TrainingConfig
@@ -147,9 +148,10 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     # data parallel gradient sync
     params = param_count(model)
     trainable = params
-    if cfg.lora_rank > 0 or cfg.quantize:
-        trainable = max(1, int(params * 0.005))  # adapters: ~0.1-1% of the weights
-        assumptions.append("LoRA: only adapter gradients (~0.5% of the weights) are synchronised")
+    if cfg.lora_rank > 0:
+        # the adapters the memory model counts (lora.adapter_params), not a fixed share of the weights
+        trainable = max(1, adapter_params(model, cfg.lora_rank))
+        assumptions.append(f"LoRA: only adapter gradients ({trainable / params:.3%} of the weights) are synchronised")
     local_params = trainable / (plan.tp * plan.pp)
     grad_bytes = local_params * _bytes_per_value(cfg.precision)
     dp_per_node = max(1, per_node // (plan.tp * plan.pp)) if plan.tp * plan.pp <= per_node else 1
@@ -173,30 +175,3 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
         bubble_s=bubble_s, optimizer_s=t_opt, mfu=mfu, samples_per_s=samples_s,
         tokens_per_s=fl.tokens / step if token else samples_s, gpus=gpus, nodes=nodes,
         sample_unit=model.sample_unit, flops_efficiency=micro_flops / (t_micro * peak), assumptions=assumptions)
-
-
-@dataclass(frozen=True)
-class AnalyticalStepTime:
-    """JobModel step-time source backed by ``analytical_step_time`` (one replica = tp*pp GPUs)."""
-
-    model: ModelSpec
-    cfg: TrainingConfig              # template: precision, seq_len, recompute, tp/pp/zero
-    gpu: GpuSpec
-    gpus_per_node: int = 8
-    inter_node_gbps: float | None = None
-
-    def step_time(self, num_nodes, num_replicas, local_bsz, accum_steps=0):
-        import numpy as np
-
-        n, r, b, a = np.broadcast_arrays(np.asarray(num_nodes), np.asarray(num_replicas), np.asarray(local_bsz),
-                                         np.asarray(accum_steps))
-        out = np.empty(n.shape, float)
-        for idx in np.ndindex(n.shape):
-            plan = replace(self.cfg.plan, dp=int(r[idx]))
-            cfg = replace(self.cfg, micro_batch=int(b[idx]), grad_accum=int(a[idx]) + 1, plan=plan)
-            out[idx] = analytical_step_time(self.model, cfg, self.gpu, self.gpus_per_node, int(n[idx]),
-                                            self.inter_node_gbps).step_time_s
-        return float(out) if out.ndim == 0 else out
-
-    def describe(self) -> str:
-        return f"step time: analytical model ({self.model.name} on {self.gpu.name}, {self.cfg.plan.label()})"

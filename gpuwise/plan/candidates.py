@@ -3,11 +3,13 @@ on-demand and on spot, as numpy columns.
 
 Two stages, so the whole catalog is searched in about a second:
 1. Per hardware shape (GPU type, GPUs per node, nodes) -- independent of cloud, region and price --
-   every parallel plan that fits in memory (memory engineer's `feasible_plans`, cached per
-   (GPU, GPU count, micro-batch)) x every allowed global batch x micro-batch is timed with the
-   analytical step-time model and the job's statistical efficiency. Its time to target is the
-   same on every offering of that shape, and cost = time x price x nodes, so the fastest
-   (plan, batch) of a shape is also the cheapest on every offering: keeping only it is exact.
+   every parallel plan that fits in memory (`allowed_plans`, cached per (GPU, GPU count,
+   micro-batch)) x every allowed global batch x micro-batch is timed through the single entry point
+   `gpuwise.estimate.performance` (memory, step time, checkpoint) and the job's statistical
+   efficiency, with the one batch search (`batch_configs` + `best_of`) JobModel runs too. Its
+   time to target is the same on every offering of that shape, and cost = time x price x nodes,
+   so the fastest (plan, batch) of a shape is also the cheapest on every offering: keeping only it
+   is exact.
 2. Across offerings (vectorised): price x nodes, spot preemption risk (expected time and its
    p10/p90), constraints (max GPUs, $/hour cap, deadline, budget) as boolean masks.
 """
@@ -42,6 +44,7 @@ class RunOption:
     memory_gib: float             # per-GPU peak
     checkpoint_gb: float          # bytes written per checkpoint (whole job)
     evaluated: int                # (plan, micro, batch) combinations timed for this shape
+    config: TrainingConfig | None = None   # the full training configuration (recompute, sp, ...)
 
     @property
     def gpus(self) -> int:
@@ -122,7 +125,7 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
     keep the tp that divide their node, see `_plans_for_shape`).
     """
-    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.estimate.performance import memory_of
 
     spec = job.model
     layers = max(spec.n_layers + spec.n_encoder_layers, 1)
@@ -158,7 +161,7 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
                 hit = None
                 for k, (recompute, sp) in enumerate(order):
                     c = make(recompute, sp)
-                    est = estimate_memory(spec, c)
+                    est = memory_of(spec, c)
                     fits = est.fits(gpu)
                     if k == 1 and len(order) > 2:
                         if not fits:
@@ -181,20 +184,20 @@ def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per
     return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
 
 
-def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict) -> ShapeResult:
-    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`."""
-    from gpuwise.estimate.step_time import analytical_step_time
+def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
+                   gpus: int | None = None) -> ShapeResult:
+    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
+    (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`)."""
+    from gpuwise.estimate.performance import batch_configs, best_of, job_performance, step_of
 
-    key = (gpu, gpus_per_node, nodes)
+    gpus = gpus or gpus_per_node * nodes
+    key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
     if key in cache:
         return cache[key]
     spec = _gpu(gpu)
-    gpus = gpus_per_node * nodes
     lo, hi = job.batch_range
-    best: RunOption | None = None
-    evaluated = 0
+    timed = []          # (config, step time estimate, memory) per (plan, micro-batch, global batch) timed
     any_fit = False
-    steps_memo = cache.setdefault("_steps", {})   # global batch -> optimizer steps to target
     st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
     for micro in job.micro_batches:
         cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
@@ -203,37 +206,30 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
             break   # a larger micro-batch needs more memory still
         any_fit = True
         for c, mem in fits:
-            dp = c.plan.dp
-            for batch in job.batches:
-                # pipeline plans need >= pp micro-batches per step (feasible_plans sets that floor)
-                accum = max(c.grad_accum, round(batch / (dp * micro)))
-                gb = dp * micro * accum
-                if not (lo <= gb <= hi) and not (lo == hi and abs(gb / lo - 1) <= 0.25):
-                    continue
-                run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})
-                st = analytical_step_time(job.model, run_cfg, spec, gpus_per_node, nodes)
-                evaluated += 1
+            # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
+            grid = batch_configs(c.plan.dp, (lo, hi), (micro,), min_accum=c.grad_accum, targets=job.batches,
+                                    tolerance=0.25)
+            for _, accum in grid.pairs:
+                run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
+                st = step_of(job.model, run_cfg, spec, gpus_per_node, nodes, job.inter_node_gbps)
+                timed.append((run_cfg, st, mem))
                 for note in st.assumptions:
                     if not note.startswith("pipeline bubble"):  # per-plan numbers, not an assumption
                         st_notes[note] = None
-                if gb not in steps_memo:
-                    steps_memo[gb] = float(job.noise.steps(gb))
-                hours = steps_memo[gb] * st.step_time_s / 3600.0
-                if best is None or hours < best.train_hours:
-                    ck = job.checkpoint_gb if job.checkpoint_gb else _checkpoint_gb(mem)
-                    best = RunOption(gpu, gpus_per_node, nodes, c.plan, micro, accum, gb, st.step_time_s,
-                                     hours, getattr(st, "mfu", None), mem.per_gpu_gib, ck, 0)
-    if best is not None:
-        best = RunOption(**{**best.__dict__, "evaluated": evaluated})
-    res = ShapeResult(best, evaluated, None if best else ("batch" if any_fit else "memory"))
+    best = None
+    if timed:
+        i, time_s = best_of([c.global_batch() for c, _, _ in timed], [st.step_time_s for _, st, _ in timed],
+                            job.noise)
+        c, st, mem = timed[i]
+        ckpt = job_performance(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps,
+                               checkpoint_gb=job.checkpoint_gb).checkpoint
+        cache.setdefault("_checkpoint_note", ckpt.assumption)
+        best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, c.global_batch(),
+                         st.step_time_s, float(time_s[i]) / 3600.0, getattr(st, "mfu", None),
+                         mem.per_gpu_gib, ckpt.gb, len(timed), c)
+    res = ShapeResult(best, len(timed), None if best else ("batch" if any_fit else "memory"))
     cache[key] = res
     return res
-
-
-def _checkpoint_gb(mem) -> float:
-    """Default checkpoint: weights + optimizer states (bytes over all GPUs, without ZeRO copies)."""
-    return float(mem.params) * 14 / 1e9 if mem.trainable_params == mem.params else \
-        float(mem.params) * 2 / 1e9 + float(mem.trainable_params) * 14 / 1e9
 
 
 # ---------------------------------------------------------------------------------------------
@@ -331,12 +327,13 @@ def generate(job: PlanJob, catalog) -> CandidateSet:
     cs = CandidateSet(offs, options, off_i, opt_i, nodes, gpn * nodes, spot, node_price, hourly, time_h, t10,
                       t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
                       {k: v for k, v in cache.items() if isinstance(v, ShapeResult)})
-    cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())))
+    cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())),
+                                  cache.get("_checkpoint_note"))
     return cs
 
 
 def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, int],
-                 step_notes: list[str]) -> list[str]:
+                 step_notes: list[str], checkpoint_note: str | None = None) -> list[str]:
     from gpuwise.hardware.catalog import catalog_assumptions
 
     clouds = sorted({o.cloud for o in offs})
@@ -352,10 +349,9 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
                    "of each hardware shape is also its cheapest)")
     else:
         out.append(f"searched {len(offs)} offerings: no configuration fits")
-    out.append("time to target = steps(global batch) x analytical step time (estimate.step_time); memory "
-               "from estimate.memory; checkpoint size "
-               + (f"{job.checkpoint_gb:g} GB" if job.checkpoint_gb else
-                  "= trainable parameters x 14 bytes (bf16 weights + fp32 master + Adam moments)")
+    out.append("time to target = steps(global batch) x analytical step time; memory, step time and checkpoint "
+               "from the single job performance model (estimate.performance); "
+               + (checkpoint_note or (f"checkpoint {job.checkpoint_gb:g} GB" if job.checkpoint_gb else "checkpoint"))
                + f", written at {job.checkpoint_write_gbps:g} GB/s per node, restart "
                f"{job.restart_h * 60:.0f} min")
     # the efficiency factors and bandwidths the analytical step times rest on (estimate states them too)

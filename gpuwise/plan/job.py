@@ -41,6 +41,7 @@ class PlanJob:
     restart_h: float
     tokens_per_sample: int            # seq_len for token models, 1 otherwise
     assumptions: list[str] = field(default_factory=list)
+    inter_node_gbps: float | None = None   # node network (GB/s); None: the step-time model's default by GPU class
 
 
 def batch_grid(lo: int, hi: int) -> tuple[int, ...]:
@@ -55,15 +56,21 @@ def batch_grid(lo: int, hi: int) -> tuple[int, ...]:
 
 
 def from_jobspec(spec, *, clouds: list[str] | None = None, gpus: list[str] | None = None,
-                 spot: bool | None = None, max_gpus: int | None = None) -> PlanJob:
-    """Build the planner's job from a validated JobSpec; CLI flags override the spec's constraints."""
+                 spot: bool | None = None, max_gpus: int | None = None, require_amount: bool = True,
+                 inter_node_gbps: float | None = None) -> PlanJob:
+    """Build the planner's job from a validated JobSpec; CLI flags override the spec's constraints.
+    ``require_amount=False`` (`gpuwise estimate`): a spec without a training amount ranks plans by
+    time per sample (steps = 1 sample / global batch), and says so."""
     from gpuwise.estimate.job_model import noise_model_for
 
     model = spec.model_spec()
     tr = spec.training
     token_model = model.sample_unit == "token"
     # the same steps-to-target model the shared JobModel (simulator, rent solver) uses
-    noise = noise_model_for(spec)
+    if require_amount or tr.amount_samples(token_model):
+        noise = noise_model_for(spec)
+    else:
+        noise = NoiseModel(phi=math.inf, ref_batch=1, samples_at_ref=1.0)
     samples, ref, phi = noise.samples_at_ref, noise.ref_batch, noise.phi
     lo, hi = tr.batch_range
     base = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token_model else 1, grad_accum=1,
@@ -83,6 +90,8 @@ def from_jobspec(spec, *, clouds: list[str] | None = None, gpus: list[str] | Non
          "steps = samples / global batch (perfect batch scaling)" if tr.lr_scaling == "adascale" else
          f"statistical efficiency: {tr.lr_scaling} LR scaling, no gradient noise scale given"),
     ]
+    if not (require_amount or tr.amount_samples(token_model)):
+        assumptions = ["no training amount in the spec: plans ranked by time per sample"]
     return PlanJob(
         name=spec.name, model=model, base=base, noise=noise, batches=batch_grid(lo, hi),
         batch_range=(lo, hi), micro_batches=micro, tp=tuple(spec.parallelism.tp),
@@ -95,4 +104,4 @@ def from_jobspec(spec, *, clouds: list[str] | None = None, gpus: list[str] | Non
         checkpoint_gb=ck.size_gb, checkpoint_write_gbps=ck.write_gbps,
         checkpoint_interval_h=(ck.interval_minutes / 60.0) if ck.interval_minutes else None,
         restart_h=ck.restart_minutes / 60.0, tokens_per_sample=tr.seq_len if token_model else 1,
-        assumptions=assumptions)
+        assumptions=assumptions, inter_node_gbps=inter_node_gbps)

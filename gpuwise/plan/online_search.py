@@ -2,8 +2,9 @@
 configuration for one job by profiling a few configurations for ~20 iterations each, fitting the
 step-time and statistical-efficiency models, and interpolating the rest.
 
-Models (shared with the rest of gpuwise, not re-derived here):
-- step time: the Pollux 7-parameter model (`gpuwise.estimate.pollux_fit`) fitted to the profiled
+Models (shared with the rest of gpuwise, not re-derived here; step time through the JobModel's fitted
+source and time to target through the one batch search's ``performance.best_of``):
+- step time: the Pollux 7-parameter model (`gpuwise.estimate.fits.pollux`) fitted to the profiled
   (nodes, replicas, local batch, step time, sync time) points. It holds Scavenger's affine forms
   (compute ~ b = B/K, sync grows with K) and adds overlap and the node boundary.
 - statistical efficiency: Pollux's gain from the measured gradient statistics (|g|^2 and tr Var g
@@ -37,7 +38,9 @@ from typing import Callable, Sequence
 import numpy as np
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.pollux_fit import PolluxParams, fit_pollux, predict
+from gpuwise.estimate.fits.pollux import PolluxParams, fit_pollux
+from gpuwise.estimate.job_model import PolluxStepTime
+from gpuwise.estimate.performance import best_of
 from gpuwise.estimate.stat_efficiency import efficiency, noise_scale
 # the planner's objective rule (ties: the other metric, then order), shared, not re-derived
 from gpuwise.plan.choose import choose
@@ -140,11 +143,31 @@ class NoiseCurve:
     def constant(cls, grad_sqr: float, grad_var: float) -> "NoiseCurve":
         return cls(np.array([np.inf]), np.array([grad_sqr]), np.array([grad_var]))
 
+    def progress_steps(self, ref_batch: float, start: float, end: float) -> "ProgressSteps":
+        """Optimizer steps from ``start`` to ``end`` as a function of the global batch."""
+        return ProgressSteps(self, ref_batch, start, end)
+
     def segment_lengths(self, start: float, end: float) -> np.ndarray:
         """Progress spent in each segment going from `start` to `end` (the last segment extends)."""
         hi = np.minimum(np.append(self.progress_end[:-1], np.inf), end)
         lo = np.maximum(np.concatenate(([0.0], self.progress_end[:-1])), start)
         return np.maximum(hi - lo, 0.0)
+
+
+@dataclass(frozen=True)
+class ProgressSteps:
+    """steps(batch) along a NoiseCurve: each segment's progress x M0 / (batch x Pollux efficiency)."""
+
+    curve: NoiseCurve
+    ref_batch: float
+    start: float
+    end: float
+
+    def steps(self, batch) -> np.ndarray:
+        b = np.asarray(batch, float)[:, None]
+        eff = pollux_efficiency(b, self.ref_batch, self.curve.grad_sqr[None, :], self.curve.grad_var[None, :])
+        seg = self.curve.segment_lengths(self.start, self.end)[None, :]
+        return (seg * self.ref_batch / (b * eff)).sum(axis=1)
 
 
 def predict_space(space: Sequence[SearchConfig], params: PolluxParams, noise: NoiseCurve,
@@ -154,10 +177,8 @@ def predict_space(space: Sequence[SearchConfig], params: PolluxParams, noise: No
     k = np.array([c.gpus for c in space], float)
     n = np.array([c.nodes for c in space], float)
     b = np.array([c.batch for c in space], float)
-    step, _ = predict(params, n, k, b / k)
-    eff = pollux_efficiency(b[:, None], ref_batch, noise.grad_sqr[None, :], noise.grad_var[None, :])
-    steps = (noise.segment_lengths(start, progress)[None, :] * ref_batch / (b[:, None] * eff)).sum(axis=1)
-    t = steps * np.asarray(step)
+    step = PolluxStepTime(params).step_time(n, k, b / k)
+    _, t = best_of(b, step, noise.progress_steps(ref_batch, start, progress))
     return t, t / 3600.0 * k * price_per_gpu_hour
 
 
@@ -230,9 +251,9 @@ def scavenger_search(run: Callable[[SearchConfig, int], Measurement], space: Seq
             continue     # cold start: the two cheapest extremes (Scavenger's (K_min, B_min/B_max))
         # refit, re-rank what is left by the predicted price of its profiling run, apply the budget
         params, noise, _, _ = _fit(profiled, noise_prior)
-        step, _ = predict(params, np.array([c.nodes for c in pending], float),
-                          np.array([c.gpus for c in pending], float),
-                          np.array([c.local_batch for c in pending], float))
+        step = PolluxStepTime(params).step_time(np.array([c.nodes for c in pending], float),
+                                                np.array([c.gpus for c in pending], float),
+                                                np.array([c.local_batch for c in pending], float))
         p_time = restart_s + iterations * np.asarray(step, float)
         p_cost = p_time / 3600.0 * np.array([c.gpus for c in pending]) * price_per_gpu_hour
         order = np.lexsort((p_time, p_cost))

@@ -29,26 +29,20 @@ from gpuwise.policies.placement import best_fit
 @lru_cache(maxsize=None)
 def memory_limit(app: str, gpu: str) -> int | None:
     """Largest per-GPU batch of a Pollux application that the memory estimator says fits on
-    ``gpu`` (binary search over micro-batches); None when the application has no model preset."""
+    ``gpu`` (the shared ``performance.largest_micro_batch``, exact); None when the application has no
+    model preset or not even one sample fits."""
     from gpuwise.data import data_path
-    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.estimate.performance import largest_micro_batch
     from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.workload.models import load_model
     from gpuwise.workload.training import TrainingConfig
 
     apps = json.loads(data_path("scheduling", "pollux_app_models.json").read_text())
     if app not in apps:
         return None
-    a, spec = apps[app], get_gpu(gpu)
-    lo, hi = 0, 1 << 17
-    while lo < hi:
-        mid = (lo + hi + 1) // 2
-        cfg = TrainingConfig(micro_batch=mid, seq_len=a["seq_len"], precision=a["precision"],
-                             optimizer=a["optimizer"])
-        if estimate_memory(a["model"], cfg).fits(spec):
-            lo = mid
-        else:
-            hi = mid - 1
-    return lo or None
+    a = apps[app]
+    cfg = TrainingConfig(seq_len=a["seq_len"], precision=a["precision"], optimizer=a["optimizer"])
+    return largest_micro_batch(load_model(a["model"]), cfg, get_gpu(gpu), limit=1 << 17, powers_of_two=False) or None
 
 
 class Frenzy(Policy):

@@ -134,7 +134,7 @@ def _goodput(jm, speed: float, limit: int, g: np.ndarray, nodes: np.ndarray, bat
     micro_steps = np.maximum(1.0, np.ceil(local / limit - 1e-9))
     micro = np.ceil(local / micro_steps - 1e-9) if whole else local / micro_steps
     g_, nodes_, micro_ = np.broadcast_arrays(g, nodes, micro)
-    step = np.asarray(jm.step_source.step_time(nodes_, g_, micro_, micro_steps - 1), float) / speed
+    step = np.asarray(jm.step_source.step_time(nodes_, g_, micro_, micro_steps), float) / speed
     good = b / step * np.asarray(jm.efficiency(b), float) / jm.noise.samples_at_ref
     return np.where((micro_steps <= 1) | accumulate, good, 0.0)
 

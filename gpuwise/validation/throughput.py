@@ -1,6 +1,6 @@
 """Validation of the step-time models against measured throughput.
 
-- Fitted models (``pollux``, ``extended`` and ``bottleneck`` forms, ``pollux_fit.FORMS``) on the bundled
+- Fitted models (``pollux``, ``extended`` and ``bottleneck`` forms, ``fits.FORMS``) on the bundled
   Pollux profiles: fit on <= 10 points, score on every other row. Two rules choose the points, neither
   looks at the held-out errors: the *design* rule (``DESIGN_PLAN``: profile the corners of the space
   first, as Scavenger profiles extreme configurations) and the *online* rule (``ONLINE_PLAN``: the
@@ -43,7 +43,7 @@ class FitScore:
     params: dict[str, float] = field(default_factory=dict)
     floor_median_error: float = float("nan")  # in-sample median when fitted on *all* placements rows:
                                               # what the form can reach at best (nan if not computed)
-    form: str = "pollux"                      # one of pollux_fit.FORMS
+    form: str = "pollux"                      # one of fits.FORMS
     rule: str = "online"                      # "design" | "online" (POINT_RULES)
 
 
@@ -61,7 +61,7 @@ def score_pollux_fit(app: str, max_points: int = 10, form: str = "pollux", rule:
                      floor: bool = True) -> FitScore:
     """Fit ``form`` on the points of ``rule`` for ``app``, score every other placements.csv row and
     the scalability.csv rows; ``floor`` also fits on all rows (in-sample limit of the form)."""
-    from gpuwise.estimate.pollux_fit import fit_form, relative_errors
+    from gpuwise.estimate.fits import fit_form, relative_errors
 
     rows = load_placements(app)
     train = training_points(rows, rule, max_points)

@@ -1,6 +1,6 @@
 """Extended step-time model: the Pollux form with a non-linear compute curve and a node-count term.
 
-Fitted on all rows of the six bundled Pollux profiles, the 7-parameter form (``pollux_fit``) leaves a
+Fitted on all rows of the six bundled Pollux profiles, the 7-parameter form (``fits.pollux``) leaves a
 4.7-6.1% median error on four of them: compute is not linear in the local batch over a 30-1000x range
 (deepspeech2 grows faster than linearly, ImageNet/NCF slower at small batch) and the across-node
 all-reduce does not scale like the within-node one when the job spans more nodes. Two terms fix the
@@ -11,7 +11,7 @@ form, each with a prior at the Pollux value so that <= 10 points still give a us
                 = alpha_r + beta_r * max(R - 2, 0)           if one node
                 = (alpha_n + beta_n * max(R - 2, 0)) * (N/2)^eta   if N > 1 nodes (Pollux: eta = 0)
     T_optim     = (T_grad^gamma + T_sync^gamma)^(1/gamma)
-    T_step      = accum_steps * T_grad + T_optim
+    T_step      = (grad_accum - 1) * T_grad + T_optim
 
 The fit starts from the Pollux fit of the same points (so it is never worse in-sample), uses the same
 soft-L1 loss on log step time (and log compute time when sync is measured) and adds priors
@@ -25,9 +25,13 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gpuwise.estimate.pollux_fit import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, PolluxParams, _robust,
-                                         as_arrays, check_points, distinct_points, minimise_from, fit_pollux,
-                                         overlapped)
+from gpuwise.estimate.fits.common import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, as_arrays, check_points,
+                                          distinct_points, minimise_from, overlapped)
+from gpuwise.estimate.fits.pollux import PolluxParams, fit_pollux
+
+NAME = "extended"
+ASSUMPTION = ("extended step-time form (Pollux terms + compute exponent delta, across-node (nodes/2)^eta, "
+              "2-node and one-GPU-per-node factors)")
 
 DELTA_BOUNDS = (0.5, 2.0)   # compute exponent: sub- to super-linear in the local batch
 ETA_BOUNDS = (-2.0, 2.0)    # node-count exponent of the across-node all-reduce
@@ -65,10 +69,10 @@ def _times(ac, bc, delta, an, bn, ar, br, eta, tau2, k1, nodes, reps, bsz):
     return t_grad, t_net
 
 
-def predict_extended(params: ExtendedParams, num_nodes, num_replicas, local_bsz, accum_steps=0):
-    """(step_time, sync_time) in seconds, vectorised like ``pollux_fit.predict``."""
+def predict_extended(params: ExtendedParams, num_nodes, num_replicas, local_bsz, grad_accum=1):
+    """(step_time, sync_time) in seconds, vectorised like ``fits.predict``."""
     p = params
-    nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, accum_steps)
+    nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, grad_accum)
     t_grad, t_net = _times(p.alpha_c, p.beta_c, p.delta, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.eta,
                            p.two_node, p.one_per_node, nodes, reps, bsz)
     t_grad = np.maximum(t_grad, _FLOOR)
@@ -80,18 +84,18 @@ def from_pollux(p: PolluxParams) -> ExtendedParams:
     return ExtendedParams(p.alpha_c, p.beta_c, 1.0, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, 0.0, p.gamma, 0.0, 0.0)
 
 
-def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
+def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, grad_accum=None,
                  init: ExtendedParams | None = None, prior_weight: float = 0.02) -> ExtendedParams:
     """Fit ExtendedParams (same inputs and validation as ``fit_pollux``; >= 2 points).
 
     ``init`` warm-starts the optimiser; without it the Pollux fit of the same points is the start.
     ``prior_weight`` scales the priors (Pollux ones plus delta ~ 1, eta ~ 0)."""
-    base = fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time, accum_steps,
+    base = fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time, grad_accum,
                       prior_weight=prior_weight)   # validates the inputs too
     nodes, reps, bsz, step, accum, sync = check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time,
-                                                       accum_steps)
+                                                       grad_accum)
     n = step.size
-    comp = None if sync is None else (step - sync) / (accum + 1.0)
+    comp = None if sync is None else (step - sync) / accum
     b_ref = float(np.exp(np.mean(np.log(bsz))))   # compute is parametrised at the data's typical batch
 
     def pack(p: ExtendedParams) -> np.ndarray:
@@ -129,7 +133,7 @@ def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
         t_grad = ac + bc * u_rel ** delta
         across = (an + bn * extra) * np.exp(eta * node_log + t[9] * two + t[10] * one_per)
         t_net = np.where(multi, np.where(multi_node, across, ar + br * extra), 0.0)
-        pred = u_accum * t_grad + t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
+        pred = (u_accum - 1.0) * t_grad + t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
         total = _robust(np.log(pred)[inverse] - log_step)
         if log_comp is not None:
             total += 0.25 * _robust(np.log(t_grad)[inverse] - log_comp)

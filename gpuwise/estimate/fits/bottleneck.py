@@ -7,13 +7,13 @@ two-node placements sit higher and grow faster than three- and four-node ones (b
 1202 / 1912 / 2426 at 1 / 2 / 4 GPUs per node; 4 nodes 1141 / 1416 / 1697). One-GPU-per-node
 placements are the R/N = 1 end of that curve, so they need no factor of their own. The form:
 
-    T_grad(b)   = alpha_c + beta_c * b^delta                      as in extended_fit
+    T_grad(b)   = alpha_c + beta_c * b^delta                      as in fits.extended
     T_sync(N,R) = 0                                               if R == 1
                 = alpha_r + beta_r * max(R - 2, 0)                if one node (Pollux)
                 = alpha_n * (N/2)^eta * exp(two_node [N == 2])
                           * (R/N)^(kappa + kappa_two [N == 2])    if N > 1 nodes
     T_optim     = (T_grad^gamma + T_sync^gamma)^(1/gamma)
-    T_step      = accum_steps * T_grad + T_optim
+    T_step      = (grad_accum - 1) * T_grad + T_optim
 
 It has 11 parameters, as many as the extended form. The fit minimises the same soft-L1 loss on
 log step time (and on log compute time = step - sync where sync is measured) as ``fit_pollux``.
@@ -34,9 +34,15 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gpuwise.estimate.extended_fit import DELTA_BOUNDS, ETA_BOUNDS, FACTOR_BOUNDS
-from gpuwise.estimate.pollux_fit import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, as_arrays, check_points,
-                                         default_init, distinct_points, minimise_from, overlapped)
+from gpuwise.estimate.fits.common import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, as_arrays, check_points,
+                                          distinct_points, minimise_from, overlapped)
+from gpuwise.estimate.fits.extended import DELTA_BOUNDS, ETA_BOUNDS, FACTOR_BOUNDS
+from gpuwise.estimate.fits.pollux import default_init
+
+NAME = "bottleneck"
+ASSUMPTION = ("bottleneck step-time form (compute alpha_c + beta_c*b^delta; across-node all-reduce "
+              "alpha_n*(nodes/2)^eta*(GPUs per node)^kappa with its own level and exponent on 2 nodes; "
+              "within-node as Pollux; fits best within the profiled node counts, extrapolates worse)")
 
 
 @dataclass(frozen=True)
@@ -70,26 +76,26 @@ def _network(an, ar, br, eta, tau2, kap, kap2, nodes, reps):
     return np.where(reps > 1, np.where(nodes > 1, across, within), 0.0)
 
 
-def predict_bottleneck(params: BottleneckParams, num_nodes, num_replicas, local_bsz, accum_steps=0):
-    """(step_time, sync_time) in seconds, vectorised like ``pollux_fit.predict``."""
+def predict_bottleneck(params: BottleneckParams, num_nodes, num_replicas, local_bsz, grad_accum=1):
+    """(step_time, sync_time) in seconds, vectorised like ``fits.predict``."""
     p = params
-    nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, accum_steps)
+    nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, grad_accum)
     t_grad = np.maximum(p.alpha_c + p.beta_c * np.power(bsz, p.delta), _FLOOR)
     t_net = _network(p.alpha_n, p.alpha_r, p.beta_r, p.eta, p.two_node, p.kappa, p.kappa_two, nodes, reps)
     return overlapped(t_grad, t_net, p.gamma, accum)
 
 
-def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, accum_steps=None,
+def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, grad_accum=None,
                    init: BottleneckParams | None = None, prior_weight: float = 0.02) -> BottleneckParams:
     """Fit BottleneckParams (same inputs and validation as ``fit_pollux``; >= 2 points).
 
     ``init`` warm-starts the optimiser (besides the Pollux starting point of the same points, ``default_init``,
     at three overlap exponents); ``prior_weight`` scales the priors of the module docstring."""
     nodes, reps, bsz, step, accum, sync = check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time,
-                                                       accum_steps)
+                                                       grad_accum)
     n = step.size
-    comp = None if sync is None else (step - sync) / (accum + 1.0)
-    base = default_init(bsz, comp if comp is not None else step / (accum + 1.0), step / (accum + 1.0), reps, nodes)
+    comp = None if sync is None else (step - sync) / accum
+    base = default_init(bsz, comp if comp is not None else step / accum, step / accum, reps, nodes)
     b_ref = float(np.exp(np.mean(np.log(bsz))))   # compute is parametrised at the data's typical batch
 
     # theta = log alpha_c, log beta_c*b_ref^delta, delta, log alpha_r, log beta_r, gamma, log alpha_n,
@@ -129,7 +135,7 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
         t_grad = np.exp(t[0]) + np.exp(t[1]) * u_rel ** t[2]
         t_net = _network(np.exp(t[6]), np.exp(t[3]), np.exp(t[4]), t[8], t[7], t[9], t[10], u_nodes, u_reps)
         g = t[5]
-        pred = u_accum * t_grad + t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
+        pred = (u_accum - 1.0) * t_grad + t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
         total = _robust(np.log(pred)[inverse] - log_step)
         if log_comp is not None:
             total += 0.25 * _robust(np.log(t_grad)[inverse] - log_comp)

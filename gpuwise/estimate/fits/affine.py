@@ -16,7 +16,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.pollux_fit import _check
+from gpuwise.estimate.fits.common import _check, check_points
+
+NAME = "affine"
+ASSUMPTION = "Scavenger affine step-time form tau(K, B) = c0 + c1*B/K + s0 + s1*K (no node term, no overlap)"
 
 
 @dataclass(frozen=True)
@@ -32,11 +35,8 @@ class AffineStepTime:
         k = np.asarray(workers, float)
         return self.c0 + self.c1 * np.asarray(global_batch, float) / k + self.s0 + self.s1 * k
 
-    def step_time(self, num_nodes, num_replicas, local_bsz, accum_steps=0):
-        k = np.asarray(num_replicas, float)
-        a = np.asarray(accum_steps, float)
-        comp = self.c0 + self.c1 * np.asarray(local_bsz, float)
-        return (a + 1.0) * comp + self.s0 + self.s1 * k
+    def step_time(self, num_nodes, num_replicas, local_bsz, grad_accum=1):
+        return predict_affine(self, num_nodes, num_replicas, local_bsz, grad_accum)[0]
 
     def describe(self) -> str:
         return (f"step time: Scavenger affine tau(K,B) = {self.c0 + self.s0:.4g} + {self.c1:.4g}*B/K + "
@@ -74,3 +74,23 @@ def scavenger_time_cost(epochs: float, dataset_size: float, global_batch: float,
 
     hours = epochs * dataset_size / global_batch * tau / 3600.0
     return hours, training_cost(hours, price_per_worker_hour, workers)
+
+
+def predict_affine(params: AffineStepTime, num_nodes, num_replicas, local_bsz, grad_accum=1):
+    """(step_time, sync_time): grad_accum micro-steps of compute, then the sync (never overlapped)."""
+    k = np.asarray(num_replicas, float)
+    comp = params.c0 + params.c1 * np.asarray(local_bsz, float)
+    sync = params.s0 + params.s1 * k
+    step = np.asarray(grad_accum, float) * comp + sync
+    if np.ndim(step) == 0:
+        return float(step), float(sync)
+    return step, np.broadcast_to(sync, np.shape(step))
+
+
+def fit_affine_points(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, grad_accum=None, **_):
+    """``fit_affine`` from the registry's common columns (one micro-step per optimizer step)."""
+    nodes, reps, bsz, step, accum, sync = check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time,
+                                                       grad_accum)
+    if np.any(accum != 1):
+        raise InputError("grad_accum", accum[accum != 1].tolist()[:5], "the affine form is fitted without accumulation")
+    return fit_affine(reps, reps * bsz, step, None if sync is None else step - sync)
