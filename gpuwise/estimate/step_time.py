@@ -1,5 +1,9 @@
 """Analytical step time of a training configuration on a GPU type, count and layout.
 
+Transformers: per-operator roofline over the model's operator inventory plus TP/CP/PP/DP/FSDP
+communication (``roofline_step.py``, ``op_inventory.py``; efficiencies per GPU architecture fitted
+on public measurements). Explicit (non-transformer) models keep the constant-efficiency form below:
+
     micro-step compute  = t0 + hardware FLOPs per GPU / (e_max * peak)      (efficiency.py)
                           explicit models (CNNs, ...): t0 + max(that, memory traffic / HBM bandwidth),
                           traffic = calibrated bytes per sample (efficiency.memory_traffic_bytes)
@@ -82,12 +86,14 @@ def _bytes_per_value(precision: str) -> int:
 
 def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
                          nodes: int | None = None, inter_node_gbps: float | None = None,
-                         pipeline_interleave: int = PIPELINE_INTERLEAVE) -> StepTimeEstimate:
+                         pipeline_interleave: int = PIPELINE_INTERLEAVE, efficiency=None) -> StepTimeEstimate:
     """Analytical step time of ``cfg`` (its ParallelPlan gives dp/tp/pp/zero) on ``gpu``.
 
     ``gpus_per_node`` GPUs per instance; ``nodes`` defaults to the fewest that hold the plan;
     ``inter_node_gbps`` is the node's NIC bandwidth in GB/s (default by GPU class, stated);
-    ``pipeline_interleave`` = virtual stages per GPU (Megatron interleaved 1F1B).
+    ``pipeline_interleave`` = virtual stages per GPU (Megatron interleaved 1F1B);
+    ``efficiency`` = transformer per-op efficiencies (``roofline_step.OpEfficiency``; default: the fitted
+    row of the GPU's architecture).
     """
     from gpuwise.workload.models import param_count
 
@@ -110,6 +116,9 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
 
     fl = step_flops(model, cfg)
     unit, peak = compute_unit(gpu, cfg.precision)
+    if model.is_transformer:
+        return _transformer_estimate(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps, pipeline_interleave,
+                                     fl, peak, assumptions, efficiency)
     eff = efficiency_for(gpu, unit)
     assumptions.append(eff.describe())
     micro_batches = cfg.grad_accum
@@ -173,6 +182,43 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
         bubble_s=bubble_s, optimizer_s=t_opt, mfu=mfu, samples_per_s=samples_s,
         tokens_per_s=fl.tokens / step if token else samples_s, gpus=gpus, nodes=nodes,
         sample_unit=model.sample_unit, flops_efficiency=micro_flops / (t_micro * peak), assumptions=assumptions)
+
+
+def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int, nodes: int,
+                          inter_node_gbps: float, interleave: int, fl, peak: float,
+                          assumptions: list[str], efficiency=None) -> StepTimeEstimate:
+    """Per-operator roofline path (transformers)."""
+    from gpuwise.estimate.lora import adapter_params
+    from gpuwise.estimate.roofline_step import Hardware, op_efficiency_for, transformer_step
+
+    plan = cfg.plan
+    hw = Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
+                  gpus_per_node)
+    eff = efficiency or op_efficiency_for(gpu)
+    trainable = None
+    if cfg.lora_rank > 0 or cfg.quantize:
+        trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1)))
+        assumptions.append(f"LoRA: {trainable:,} adapter parameters are updated and synchronised; frozen GEMMs "
+                           "skip their weight gradient")
+    r = transformer_step(model, cfg, hw, eff, trainable, interleave)
+    assumptions.append(eff.describe())
+    assumptions.append("tensor-parallel transfers (8 per layer, activation-sized) not overlapped; context-parallel "
+                       "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
+                       "(FSDP: 80% of each); ring collectives at "
+                       f"{comm.LINK_EFFICIENCY:.0%} of link bandwidth")
+    if plan.pp > 1:
+        assumptions.append(f"pipeline bubble (pp-1)/v = {(plan.pp - 1) / max(1, interleave):g} micro-steps "
+                           f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")
+    step = r.step_s
+    token = model.sample_unit == "token"
+    samples_s = fl.samples / step
+    comm_s = r.tp_s + r.cp_s + r.pp_p2p_s + r.dp_s
+    return StepTimeEstimate(
+        step_time_s=step, compute_s=r.compute_s, comm_s=comm_s, bubble_s=r.bubble_s, optimizer_s=r.optimizer_s,
+        mfu=fl.model_flops / (step * plan.gpus * peak), samples_per_s=samples_s,
+        tokens_per_s=fl.tokens / step if token else samples_s, gpus=plan.gpus, nodes=nodes,
+        sample_unit=model.sample_unit, flops_efficiency=fl.hardware_flops / plan.gpus / (r.compute_s * peak),
+        assumptions=assumptions)
 
 
 @dataclass(frozen=True)
