@@ -4,15 +4,13 @@ Transformers: per-operator roofline over the model's operator inventory plus TP/
 communication (``roofline_step.py``, ``op_inventory.py``; efficiencies per GPU architecture fitted
 on public measurements). Explicit (non-transformer) models keep the constant-efficiency form below:
 
-    micro-step compute  = t0 + hardware FLOPs per GPU / (e_max * peak)      (efficiency.py)
-                          explicit models (CNNs, ...): t0 + max(that, memory traffic / HBM bandwidth),
-                          traffic = calibrated bytes per sample (efficiency.memory_traffic_bytes)
-    tensor parallel     = 4 all-reduces of b*s*h activations per layer (+2 with full recompute)
+    micro-step compute  = t0 + max(hardware FLOPs per GPU / (e_max * peak), memory traffic / HBM bandwidth)
+                          (efficiency.py; traffic = calibrated bytes per sample, efficiency.memory_traffic_bytes)
     pipeline            = (m + pp - 1) micro-steps per stage (bubble (pp-1)/(m+pp-1))
     data parallel       = gradient all-reduce (ZeRO: reduce-scatter + all-gather; ZeRO-3 x1.5),
                           overlapped with the backward pass of the last micro-step (DDP buckets)
     optimizer update    = memory-bound: ~16 bytes read+written per local parameter at HBM speed
-    step                = pipeline/TP compute + exposed DP sync + optimizer update
+    step                = pipeline compute + exposed DP sync + optimizer update
 
 Outputs step time, samples and tokens per second (total and per GPU) and MFU = model FLOPs (no
 recompute) / (step time x GPUs x dense peak).
@@ -34,15 +32,6 @@ from gpuwise.workload.training import TrainingConfig
 DP_OVERLAP = 0.8            # fraction of the last backward pass that can hide the gradient all-reduce
 OPTIMIZER_BYTES_PER_PARAM = 16.0   # Adam: read fp32 param+grad+m+v, write param+m+v (~4x4 bytes)
 PIPELINE_INTERLEAVE = 1
-
-
-GEMM_HALF_WIDTH = 335.0    # per-GPU GEMM width (hidden/tp) at which matmuls reach half their large-size rate
-
-
-def gemm_width_factor(width: float) -> float:
-    """Matmul efficiency vs. the per-GPU GEMM width (hidden/tp): w/(w+w0). Fitted with e_max on
-    Korthikanti et al.'s 22B (w=768) to 1T (w=3200) runs; 1 for non-transformers (no width known)."""
-    return 1.0 if width <= 0 else width / (width + GEMM_HALF_WIDTH)
 
 
 def default_inter_node_gbps(gpu: GpuSpec) -> tuple[float, str]:
@@ -124,11 +113,9 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     micro_batches = cfg.grad_accum
     # hardware FLOPs of one micro-step on one GPU (work split over tp*pp; dp replicas in parallel)
     micro_flops = fl.hardware_flops / (plan.dp * micro_batches) / (plan.tp * plan.pp)
-    width = (model.hidden / plan.tp) if model.is_transformer else 0.0
-    e_size = eff.e_max * gemm_width_factor(width)
-    t_flops = micro_flops / (e_size * peak)
+    t_flops = micro_flops / (eff.e_max * peak)
     t_micro = eff.t0_s + t_flops
-    traffic = None if model.is_transformer else memory_traffic_bytes(model, cfg.precision)
+    traffic = memory_traffic_bytes(model, cfg.precision)
     if traffic is not None:
         # roofline: elementwise layers (BN, ReLU, pooling) of CNN-class models are bound by HBM bandwidth,
         # not by the GEMM efficiency calibrated on transformer matmuls
@@ -137,16 +124,8 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
         assumptions.append(roofline().describe() + f"; here {'memory' if t_mem > t_flops else 'compute'}-bound "
                            f"({traffic / 1e6:.0f} MB per sample at {gpu.hbm_gbps:.0f} GB/s)")
 
-    # tensor parallel: activations of one micro-batch per layer
-    t_tp = 0.0
-    if plan.tp > 1 and model.is_transformer:
-        act = cfg.micro_batch * cfg.seq_len * model.hidden * _bytes_per_value(cfg.precision)
-        n_ar = 4 + (2 if cfg.recompute == "full" else 0)
-        tp_bw = intra if plan.tp <= gpus_per_node else min(intra, inter_node_gbps / gpus_per_node)
-        layers_per_stage = (model.n_layers + model.n_encoder_layers) / plan.pp
-        t_tp = comm.tp_comm_s(act, plan.tp, tp_bw, n_ar) * layers_per_stage
-        assumptions.append("tensor-parallel all-reduces not overlapped with compute (Megatron default)")
-    t_stage = t_micro + t_tp
+    t_tp = 0.0                  # explicit models: no tensor parallelism modelled
+    t_stage = t_micro
     bubble = comm.pipeline_bubble_fraction(plan.pp, micro_batches, pipeline_interleave)
     t_pipe = t_stage * micro_batches / (1.0 - bubble) if plan.pp > 1 else t_stage * micro_batches
     bubble_s = t_pipe - t_stage * micro_batches
@@ -156,9 +135,6 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     # data parallel gradient sync
     params = param_count(model)
     trainable = params
-    if cfg.lora_rank > 0 or cfg.quantize:
-        trainable = max(1, int(params * 0.005))  # adapters: ~0.1-1% of the weights
-        assumptions.append("LoRA: only adapter gradients (~0.5% of the weights) are synchronised")
     local_params = trainable / (plan.tp * plan.pp)
     grad_bytes = local_params * _bytes_per_value(cfg.precision)
     dp_per_node = max(1, per_node // (plan.tp * plan.pp)) if plan.tp * plan.pp <= per_node else 1
