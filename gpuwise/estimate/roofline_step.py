@@ -28,7 +28,7 @@ Communication (ring collectives, ``comm.py``), with these overlap assumptions:
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
-from functools import lru_cache
+from functools import cached_property, lru_cache
 
 import numpy as np
 
@@ -58,6 +58,10 @@ class OpEfficiency:
     launch_s: float
     points: int
     fitted_on: str
+
+    @cached_property
+    def text(self) -> str:
+        return self.describe()
 
     def describe(self) -> str:
         how = f"fitted on {self.points} public measurements ({self.fitted_on})" if self.points else \
@@ -154,6 +158,7 @@ class LinearRows:
     launch_s: np.ndarray
     cls: np.ndarray
     layers: float
+    launch_total_s: float
 
 
 @lru_cache(maxsize=4096)
@@ -168,7 +173,8 @@ def linear_rows(model: ModelSpec, seq_len: int, tp: int, cp: int, sp: bool, pp: 
     mem1 = row_times(replace_work(w1, zero, w1.bytes, zero), hw, eff)
     mem2 = row_times(replace_work(w1, zero, w2.bytes, zero), hw, eff)
     return LinearRows(flop_s, ((mem2 - mem1) * weight).ravel(), ((2 * mem1 - mem2) * weight).ravel(),
-                      (w1.kernels * weight).ravel() * eff.launch_s, np.repeat(tab.cls, 3), w1.layers)
+                      (w1.kernels * weight).ravel() * eff.launch_s, np.repeat(tab.cls, 3), w1.layers,
+                      float((w1.kernels * weight).sum()) * eff.launch_s)
 
 
 def replace_work(work, flops, bytes_, kernels):
@@ -182,7 +188,8 @@ def _micro_costs(model: ModelSpec, micro_batch: int, seq_len: int, p, vb: float,
     busiest GPU."""
     lr = linear_rows(model, seq_len, p.tp, p.cp, p.sp and p.tp > 1, p.pp, vb, recompute, frozen, flash, hw, eff)
     rows = np.maximum(micro_batch * lr.flop_s, micro_batch * lr.mem_s + lr.mem0_s) + lr.launch_s
-    t_micro = float(rows.sum())
+    by_class = np.bincount(lr.cls, weights=rows, minlength=3)
+    t_micro = float(by_class.sum())
     tokens = micro_batch * seq_len / p.cp
     layers = lr.layers
     t_tp = 0.0
@@ -194,14 +201,14 @@ def _micro_costs(model: ModelSpec, micro_batch: int, seq_len: int, p, vb: float,
         kv = model.n_kv_heads * (model.head_dim or model.hidden // model.n_heads)
         chunk = tokens * 2 * kv * vb / p.tp
         ring = 3 * (p.cp - 1) * chunk / (group_gbps(p.cp, p.tp, hw) * 1e9 * comm.LINK_EFFICIENCY)
-        attn_layer = float(rows[lr.cls == ATTN].sum()) / max(layers, 1e-9)
+        attn_layer = float(by_class[ATTN]) / max(layers, 1e-9)
         t_cp = layers * max(0.0, ring - attn_layer)
     t_p2p = 0.0
     if p.pp > 1:
         act = tokens * model.hidden * vb / (p.tp if p.sp else 1)
         t_p2p = 2 * act / (group_gbps(p.pp, p.tp * p.cp * p.dp, hw) * 1e9 * comm.LINK_EFFICIENCY) + 2 * comm.HOP_LATENCY_S
-    by_class = tuple(float(rows[lr.cls == c].sum()) for c in (GEMM, ATTN, MEM))
-    return t_micro, t_tp, t_cp, t_p2p, by_class, float(lr.launch_s.sum()) / max(t_micro, 1e-30)
+    return (t_micro, t_tp, t_cp, t_p2p, (float(by_class[GEMM]), float(by_class[ATTN]), float(by_class[MEM])),
+            lr.launch_total_s / max(t_micro, 1e-30))
 
 
 def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency, trainable: float | None,

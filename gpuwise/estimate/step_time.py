@@ -177,7 +177,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         assumptions.append(f"LoRA: {trainable:,} adapter parameters are updated and synchronised; frozen GEMMs "
                            "skip their weight gradient")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
-    assumptions.append(eff.describe())
+    assumptions.append(eff.text)
     assumptions.append("tensor-parallel transfers (8 per layer, activation-sized) not overlapped; context-parallel "
                        "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
                        "(FSDP: 80% of each); ring collectives at "
