@@ -25,7 +25,7 @@ LAYERS: dict[str, int] = {
     "errors": 0, "data": 0, "__init__": 0, "user_files": 0,
     "hardware": 1,
     "workload": 2,
-    "estimate": 3,
+    "estimate": 3, "nn": 3, "trace": 3,
     "plan": 4, "policies": 4,
     "sim": 5, "runtime": 5, "validation": 5,
     "cli": 6, "service": 6, "__main__": 6,

@@ -10,6 +10,39 @@ from dataclasses import dataclass
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
 OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit")
 RECOMPUTE = ("none", "selective", "full")
+# Every recompute policy by name, as the frameworks define them (see `recompute_policy`):
+#   none       keep every activation
+#   selective  Megatron-core's attention-core recompute (softmax/scores recomputed in backward)
+#   op         torchtitan's op-level selective AC: matmul outputs saved except every second one
+#   layer-K    torchtitan's layer-level selective AC: full checkpointing of every K-th block
+#   full       torch.utils.checkpoint around every block (only each block's input is kept)
+RECOMPUTE_POLICIES = ("none", "selective", "op", "layer-K", "full")
+
+
+@dataclass(frozen=True)
+class RecomputePolicy:
+    """A parsed recompute name: `kind` in none/selective/op/layer/full; `every` for layer-K."""
+
+    kind: str
+    every: int = 1
+
+    def checkpointed(self, layer_index: int) -> bool:
+        """True if block `layer_index` (0-based) is wholly checkpointed (full, or every K-th)."""
+        if self.kind == "full":
+            return True
+        return self.kind == "layer" and (layer_index + 1) % self.every == 0
+
+
+def recompute_policy(name: str) -> RecomputePolicy:
+    """Parse a recompute name (RECOMPUTE_POLICIES); InputError naming the choices otherwise."""
+    from gpuwise.errors import InputError
+
+    if name in ("none", "selective", "op", "full"):
+        return RecomputePolicy(name)
+    if isinstance(name, str) and name.startswith("layer-") and name[6:].isdigit() and int(name[6:]) >= 1:
+        return RecomputePolicy("layer", int(name[6:]))
+    raise InputError("recompute", name, "use one of " + ", ".join(RECOMPUTE_POLICIES) + " (K a positive integer, "
+                     "e.g. layer-2)")
 
 
 @dataclass(frozen=True)

@@ -1,0 +1,118 @@
+"""Linear layers: plain (casting to the compute dtype as autocast does), LoRA and a 4-bit NF4 base."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+import torch.nn.functional as F
+from torch import nn
+
+# NF4 code book (Dettmers et al. 2023, arXiv 2305.14314, appendix E): quantiles of N(0, 1) in [-1, 1].
+_NF4 = (-1.0, -0.6961928, -0.5250731, -0.3949175, -0.2844414, -0.1848449, -0.0910500, 0.0,
+        0.0795803, 0.1609302, 0.2461123, 0.3379152, 0.4407098, 0.5626170, 0.7229568, 1.0)
+NF4_BLOCK = 64            # values per absmax constant
+NF4_BLOCK2 = 256          # absmax constants per fp32 second-level constant (double quantisation)
+_CHUNK = 1 << 22          # values dequantised per step (keeps the index temporaries small)
+
+
+def _cast(t: torch.Tensor | None, dtype: torch.dtype | None) -> torch.Tensor | None:
+    return t if t is None or dtype is None else t.to(dtype)
+
+
+class Linear(nn.Linear):
+    """nn.Linear that computes in `compute_dtype` (autocast's behaviour: a cast copy of the weight
+    and input, kept for backward), or in the weights' dtype when it is None."""
+
+    compute_dtype: torch.dtype | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cd = self.compute_dtype
+        return F.linear(_cast(x, cd), _cast(self.weight, cd), _cast(self.bias, cd))
+
+
+class NF4Weight(nn.Module):
+    """A frozen 4-bit NF4 weight: packed codes (uint8, two per byte), 8-bit absmax per 64 values
+    and an fp32 constant per 256 absmax values (QLoRA double quantisation)."""
+
+    def __init__(self, out_features: int, in_features: int):
+        super().__init__()
+        n = out_features * in_features
+        blocks = math.ceil(n / NF4_BLOCK)
+        self.shape = (out_features, in_features)
+        self.register_buffer("codes", torch.zeros(math.ceil(n / 2), dtype=torch.uint8))
+        self.register_buffer("absmax", torch.zeros(blocks, dtype=torch.uint8))
+        self.register_buffer("absmax2", torch.ones(math.ceil(blocks / NF4_BLOCK2), dtype=torch.float32))
+        self.register_buffer("table", torch.tensor(_NF4, dtype=torch.float32), persistent=False)
+
+    def dequantize(self, dtype: torch.dtype) -> torch.Tensor:
+        """The full weight in `dtype`, decoded chunk by chunk into one output buffer."""
+        out = torch.empty(self.shape, dtype=dtype, device=self.codes.device)
+        flat = out.view(-1)
+        n = flat.numel()
+        for lo in range(0, n, _CHUNK):
+            hi = min(n, lo + _CHUNK)
+            packed = self.codes[lo // 2:(hi + 1) // 2]
+            codes = torch.stack((packed >> 4, packed & 15), -1).view(-1)[: hi - lo].long()
+            scale = self.absmax[lo // NF4_BLOCK:(hi - 1) // NF4_BLOCK + 1].float() / 127.0
+            scale = scale * self.absmax2[lo // NF4_BLOCK // NF4_BLOCK2]
+            flat[lo:hi] = (self.table[codes] * scale.repeat_interleave(NF4_BLOCK)[: hi - lo]).to(dtype)
+        return out
+
+
+class _NF4Matmul(torch.autograd.Function):
+    """y = x W^T with W decoded on the fly; nothing but the 4-bit weight is kept (the base is frozen)."""
+
+    @staticmethod
+    def forward(ctx, x, weight: NF4Weight):
+        ctx.weight = weight
+        return x @ weight.dequantize(x.dtype).t()
+
+    @staticmethod
+    def backward(ctx, grad):
+        return grad @ ctx.weight.dequantize(grad.dtype), None
+
+
+class NF4Linear(nn.Module):
+    """A frozen linear layer stored in NF4 (QLoRA's base for layers without adapters)."""
+
+    def __init__(self, in_features: int, out_features: int, *, bias: bool, bias_dtype: torch.dtype | None):
+        super().__init__()
+        self.nf4 = NF4Weight(out_features, in_features)
+        self.bias = nn.Parameter(torch.zeros(out_features, dtype=bias_dtype), requires_grad=False) if bias else None
+        self.compute_dtype: torch.dtype | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        y = _NF4Matmul.apply(_cast(x, self.compute_dtype), self.nf4)
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+
+class LoRALinear(nn.Module):
+    """A frozen base (16-bit Linear or NF4) plus trainable A (r x in) and B (out x r), PEFT style:
+    y = base(x) + B(A(x)) * alpha / r, lora_dropout 0, B initialised to zero."""
+
+    def __init__(self, in_features: int, out_features: int, rank: int, *, bias: bool, nf4: bool,
+                 base_dtype: torch.dtype | None, adapter_dtype: torch.dtype | None = None,
+                 alpha: float | None = None):
+        super().__init__()
+        self.nf4 = NF4Weight(out_features, in_features) if nf4 else None
+        self.base = None if nf4 else Linear(in_features, out_features, bias=False, dtype=base_dtype)
+        if self.base is not None:
+            self.base.weight.requires_grad_(False)
+        self.bias = nn.Parameter(torch.zeros(out_features, dtype=base_dtype), requires_grad=False) if bias else None
+        self.lora_a = Linear(in_features, rank, bias=False, dtype=adapter_dtype)
+        self.lora_b = Linear(rank, out_features, bias=False, dtype=adapter_dtype)
+        nn.init.zeros_(self.lora_b.weight)
+        self.scaling = (alpha if alpha is not None else 2 * rank) / rank
+        self.compute_dtype: torch.dtype | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        cd = self.compute_dtype
+        xc = _cast(x, cd)
+        if self.nf4 is not None:
+            y = _NF4Matmul.apply(xc, self.nf4)
+        else:
+            y = F.linear(xc, _cast(self.base.weight, cd or x.dtype))
+        if self.bias is not None:
+            y = y + self.bias.to(y.dtype)
+        return y + self.lora_b(self.lora_a(x)) * self.scaling
