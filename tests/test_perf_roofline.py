@@ -205,3 +205,74 @@ def test_inventory_against_torch_flop_counter():
     assert a_bwd == pytest.approx(2 * a_fwd, rel=0.01)     # unfused backward: 2x; flash recomputes scores: 2.5x
     assert sum(gemm_bytes) == pytest.approx(w.bytes[(tab.cls == GEMM) & layer, 0].sum(), rel=0.05)
     assert np.all(w.bytes[tab.cls == MEM, 0] > 0)
+
+
+TRACED = ["llama-3.1-8b", "gpt2", "bert-base", "gemma-2b", "falcon-7b", "qwen2.5-7b"]
+
+
+@pytest.fixture(scope="module")
+def traced_counts():
+    """FLOPs (FlopCounterMode) and GEMM/elementwise bytes (a TorchDispatchMode) of one forward + backward of
+    gpuwise.nn models (2 layers of each preset, micro-batch 1 x 256 tokens, bf16, eager attention so that the
+    score matmuls are counted) under FakeTensorMode on CPU: no GPU, no weights."""
+    torch = _torch()
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from gpuwise.nn import build_model
+
+    aten = torch.ops.aten
+    gemm_ops = (aten.mm, aten.addmm)
+
+    class Bytes(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.gemm = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            out = func(*args, **(kwargs or {}))
+            if func.overloadpacket in gemm_ops:
+                ts = [a for a in args if isinstance(a, torch.Tensor)] + [out]
+                self.gemm += sum(t.numel() * t.element_size() for t in ts)
+            return out
+
+    out = {}
+    b, s = 1, 256
+    for name in TRACED:
+        spec = dataclasses.replace(load_model(name), n_layers=2)
+        with FakeTensorMode():
+            model = build_model(spec, dtype=torch.bfloat16, attention="eager")
+            ids = torch.randint(0, spec.vocab_size, (b, s))
+            with FlopCounterMode(display=False) as fc:
+                loss = model(ids, ids)
+            fwd = fc.get_flop_counts()["Global"]
+            with FlopCounterMode(display=False) as fc2:
+                loss.backward()
+            bwd = fc2.get_flop_counts()["Global"]
+            with Bytes() as by:
+                model(ids, ids)
+        out[name] = (spec, {k: sum(v for op, v in d.items() if op in gemm_ops) for k, d in (("f", fwd), ("b", bwd))},
+                     {k: sum(v for op, v in d.items() if op == aten.bmm) for k, d in (("f", fwd), ("b", bwd))},
+                     by.gemm)
+    return out
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", TRACED)
+def test_inventory_against_traced_gpuwise_nn_models(traced_counts, name):
+    """The analytic inventory vs the real PyTorch graph of gpuwise.nn's model for each family (2 layers,
+    1 x 256 tokens): projection + MLP + LM-head GEMM FLOPs forward and backward within 2%; the score and
+    value matmuls (eager: all s x s scores) = 2x the inventory's causal flash attention (encoders: 1x);
+    GEMM input+output+weight bytes within 5%."""
+    spec, gemm, scores, gemm_bytes = traced_counts[name]
+    tab = op_table(spec)
+    w = micro_step_work(tab, 1, 256)
+    weight = np.where(tab.scope == 0, w.layers, w.head)[:, None]
+    inv = (w.flops * weight)
+    g = tab.cls == GEMM
+    assert gemm["f"] == pytest.approx(inv[g, 0].sum(), rel=0.02)
+    assert gemm["b"] == pytest.approx(inv[g, 1].sum(), rel=0.02)
+    full_scores = 1.0 if spec.family in ("bert", "roberta") else 2.0
+    assert scores["f"] == pytest.approx(full_scores * inv[tab.cls == ATTN, 0].sum(), rel=0.02)
+    assert gemm_bytes == pytest.approx((w.bytes * weight)[g, 0].sum(), rel=0.05)
