@@ -74,7 +74,7 @@ def test_small_models_are_memory_and_launch_bound():
 
 
 def test_validation_targets_per_split_and_size_class():
-    """Public runs (gpuwise/data/measured/transformer_throughput.csv + Korthikanti et al. 2022 Table 5):
+    """Public runs (gpuwise/data/calibration/transformer_throughput.csv + Korthikanti et al. 2022 Table 5):
     NVIDIA dgxc-benchmarking Llama 3.1 8B/70B/405B on H100, FlashAttention GPT-3 125M-2.7B and Lambda GPT-3
     2.7B on A100/H100. Measured: fit median 5.3% (15 rows), held-out median 1.1% (22 rows); size-class
     medians <1B 8.5%, 1-10B 1.1%, 10-100B 0.8%, >100B 3.1%; worst held-out: Lambda's 2.7B on H100 (+62-65%,

@@ -6,7 +6,7 @@
   profiled row (median and max error), plus the bottleneck form's floor (fitted on all rows).
 - Analytical model: Korthikanti et al. 2022 Megatron iteration times; Gavel single-GPU throughput,
   cross-GPU ratios and 1->8 GPU scaling.
-- Transformer per-op roofline: tokens/s/GPU on public runs (gpuwise/data/measured/transformer_throughput.csv
+- Transformer per-op roofline: tokens/s/GPU on public runs (gpuwise/data/calibration/transformer_throughput.csv
   + Korthikanti Table 5), per source and per size class, fit rows and held-out rows apart.
 """
 

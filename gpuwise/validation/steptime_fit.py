@@ -1,6 +1,6 @@
 """Calibration and validation of the per-operator transformer step-time model on public measurements.
 
-Measured runs: ``gpuwise/data/measured/transformer_throughput.csv`` (NVIDIA DGX Cloud benchmarking
+Measured runs: ``gpuwise/data/calibration/transformer_throughput.csv`` (NVIDIA DGX Cloud benchmarking
 Llama 3.1 8B/70B/405B on H100, FlashAttention's GPT-3 125M-2.7B on 8x A100, Lambda's GPT-3 2.7B on
 A100/H100) and Korthikanti et al. 2022 Table 5 (``megatron_korthikanti2022_via_calculon.csv``, 22B-1T
 on A100). Rows marked ``fit`` (Korthikanti: all 8) fit the efficiencies of
@@ -60,7 +60,7 @@ def _spec(name: str, family: str, layers: int, hidden: int, heads: int, kv: int,
 
 def _throughput_rows() -> list[MeasuredRun]:
     out = []
-    for r in read_commented_csv(data_path("measured", "transformer_throughput.csv")):
+    for r in read_commented_csv(data_path("calibration", "transformer_throughput.csv")):
         i = {k: int(r[k]) for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "gpus", "tp",
                                     "pp", "cp", "vp", "dp", "zero", "sp", "micro_batch", "global_batch")}
         model = _spec(r["case"].split()[0], r["family"], i["layers"], i["hidden"], i["heads"], i["kv_heads"],
