@@ -46,13 +46,6 @@ def dp_sync_s(grad_bytes: float, dp: int, dp_per_node: int, intra_gbps: float, i
     return factor * t
 
 
-def tp_comm_s(activation_bytes: float, tp: int, gbps: float, allreduces: int) -> float:
-    """``allreduces`` all-reduces of one layer's activations (b*s*h*bytes) across ``tp`` GPUs
-    (Megatron: 2 forward + 2 backward per layer, +2 with full recomputation; sequence parallelism
-    replaces each by a reduce-scatter + all-gather of the same volume)."""
-    return allreduces * ring_allreduce_s(activation_bytes, tp, gbps)
-
-
 def pipeline_bubble_fraction(pp: int, micro_batches: int, interleave: int = 1) -> float:
     """Idle fraction of a 1F1B pipeline step: (pp-1) / (v*m + pp-1) (Narayanan et al. 2021; v = interleaving)."""
     if pp <= 1:

@@ -39,7 +39,9 @@ def _matmul_params_per_token(spec: ModelSpec) -> float:
 
     pc = param_counts(spec)
     layers = pc.layer_active * pc.n_layers + pc.encoder_layer * pc.n_encoder_layers
-    return float(layers + pc.lm_head)
+    # tied embeddings share the LM head's weights, but the output matmul still runs
+    head = pc.lm_head or spec.hidden * spec.vocab_size
+    return float(layers + head)
 
 
 def forward_flops_per_token(spec: ModelSpec, seq_len: int) -> tuple[float, float]:

@@ -1,14 +1,16 @@
 """Analytical step time of a training configuration on a GPU type, count and layout.
 
-    micro-step compute  = t0 + hardware FLOPs per GPU / (e_max * peak)      (efficiency.py)
-                          explicit models (CNNs, ...): t0 + max(that, memory traffic / HBM bandwidth),
-                          traffic = calibrated bytes per sample (efficiency.memory_traffic_bytes)
-    tensor parallel     = 4 all-reduces of b*s*h activations per layer (+2 with full recompute)
+Transformers: per-operator roofline over the model's operator inventory plus TP/CP/PP/DP/FSDP
+communication (``roofline_step.py``, ``op_inventory.py``; efficiencies per GPU architecture fitted
+on public measurements). Explicit (non-transformer) models keep the constant-efficiency form below:
+
+    micro-step compute  = t0 + max(hardware FLOPs per GPU / (e_max * peak), memory traffic / HBM bandwidth)
+                          (efficiency.py; traffic = calibrated bytes per sample, efficiency.memory_traffic_bytes)
     pipeline            = (m + pp - 1) micro-steps per stage (bubble (pp-1)/(m+pp-1))
     data parallel       = gradient all-reduce (ZeRO: reduce-scatter + all-gather; ZeRO-3 x1.5),
                           overlapped with the backward pass of the last micro-step (DDP buckets)
     optimizer update    = memory-bound: ~16 bytes read+written per local parameter at HBM speed
-    step                = pipeline/TP compute + exposed DP sync + optimizer update
+    step                = pipeline compute + exposed DP sync + optimizer update
 
 Outputs step time, samples and tokens per second (total and per GPU) and MFU = model FLOPs (no
 recompute) / (step time x GPUs x dense peak).
@@ -31,15 +33,6 @@ from gpuwise.workload.training import TrainingConfig
 DP_OVERLAP = 0.8            # fraction of the last backward pass that can hide the gradient all-reduce
 OPTIMIZER_BYTES_PER_PARAM = 16.0   # Adam: read fp32 param+grad+m+v, write param+m+v (~4x4 bytes)
 PIPELINE_INTERLEAVE = 1
-
-
-GEMM_HALF_WIDTH = 335.0    # per-GPU GEMM width (hidden/tp) at which matmuls reach half their large-size rate
-
-
-def gemm_width_factor(width: float) -> float:
-    """Matmul efficiency vs. the per-GPU GEMM width (hidden/tp): w/(w+w0). Fitted with e_max on
-    Korthikanti et al.'s 22B (w=768) to 1T (w=3200) runs; 1 for non-transformers (no width known)."""
-    return 1.0 if width <= 0 else width / (width + GEMM_HALF_WIDTH)
 
 
 def default_inter_node_gbps(gpu: GpuSpec) -> tuple[float, str]:
@@ -83,12 +76,14 @@ def _bytes_per_value(precision: str) -> int:
 
 def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
                          nodes: int | None = None, inter_node_gbps: float | None = None,
-                         pipeline_interleave: int = PIPELINE_INTERLEAVE) -> StepTimeEstimate:
+                         pipeline_interleave: int = PIPELINE_INTERLEAVE, efficiency=None) -> StepTimeEstimate:
     """Analytical step time of ``cfg`` (its ParallelPlan gives dp/tp/pp/zero) on ``gpu``.
 
     ``gpus_per_node`` GPUs per instance; ``nodes`` defaults to the fewest that hold the plan;
     ``inter_node_gbps`` is the node's NIC bandwidth in GB/s (default by GPU class, stated);
-    ``pipeline_interleave`` = virtual stages per GPU (Megatron interleaved 1F1B).
+    ``pipeline_interleave`` = virtual stages per GPU (Megatron interleaved 1F1B);
+    ``efficiency`` = transformer per-op efficiencies (``roofline_step.OpEfficiency``; default: the fitted
+    row of the GPU's architecture).
     """
     from gpuwise.workload.models import param_count
 
@@ -111,16 +106,17 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
 
     fl = step_flops(model, cfg)
     unit, peak = compute_unit(gpu, cfg.precision)
+    if model.is_transformer:
+        return _transformer_estimate(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps, pipeline_interleave,
+                                     fl, peak, assumptions, efficiency)
     eff = efficiency_for(gpu, unit)
     assumptions.append(eff.describe())
     micro_batches = cfg.grad_accum
     # hardware FLOPs of one micro-step on one GPU (work split over tp*pp; dp replicas in parallel)
     micro_flops = fl.hardware_flops / (plan.dp * micro_batches) / (plan.tp * plan.pp)
-    width = (model.hidden / plan.tp) if model.is_transformer else 0.0
-    e_size = eff.e_max * gemm_width_factor(width)
-    t_flops = micro_flops / (e_size * peak)
+    t_flops = micro_flops / (eff.e_max * peak)
     t_micro = eff.t0_s + t_flops
-    traffic = None if model.is_transformer else memory_traffic_bytes(model, cfg.precision)
+    traffic = memory_traffic_bytes(model, cfg.precision)
     if traffic is not None:
         # roofline: elementwise layers (BN, ReLU, pooling) of CNN-class models are bound by HBM bandwidth,
         # not by the GEMM efficiency calibrated on transformer matmuls
@@ -129,16 +125,8 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
         assumptions.append(roofline().describe() + f"; here {'memory' if t_mem > t_flops else 'compute'}-bound "
                            f"({traffic / 1e6:.0f} MB per sample at {gpu.hbm_gbps:.0f} GB/s)")
 
-    # tensor parallel: activations of one micro-batch per layer
-    t_tp = 0.0
-    if plan.tp > 1 and model.is_transformer:
-        act = cfg.micro_batch * cfg.seq_len * model.hidden * _bytes_per_value(cfg.precision)
-        n_ar = 4 + (2 if cfg.recompute == "full" else 0)
-        tp_bw = intra if plan.tp <= gpus_per_node else min(intra, inter_node_gbps / gpus_per_node)
-        layers_per_stage = (model.n_layers + model.n_encoder_layers) / plan.pp
-        t_tp = comm.tp_comm_s(act, plan.tp, tp_bw, n_ar) * layers_per_stage
-        assumptions.append("tensor-parallel all-reduces not overlapped with compute (Megatron default)")
-    t_stage = t_micro + t_tp
+    t_tp = 0.0                  # explicit models: no tensor parallelism modelled
+    t_stage = t_micro
     bubble = comm.pipeline_bubble_fraction(plan.pp, micro_batches, pipeline_interleave)
     t_pipe = t_stage * micro_batches / (1.0 - bubble) if plan.pp > 1 else t_stage * micro_batches
     bubble_s = t_pipe - t_stage * micro_batches
@@ -148,10 +136,6 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     # data parallel gradient sync
     params = param_count(model)
     trainable = params
-    if cfg.lora_rank > 0:
-        # the adapters the memory model counts (lora.adapter_params), not a fixed share of the weights
-        trainable = max(1, adapter_params(model, cfg.lora_rank))
-        assumptions.append(f"LoRA: only adapter gradients ({trainable / params:.3%} of the weights) are synchronised")
     local_params = trainable / (plan.tp * plan.pp)
     grad_bytes = local_params * _bytes_per_value(cfg.precision)
     dp_per_node = max(1, per_node // (plan.tp * plan.pp)) if plan.tp * plan.pp <= per_node else 1
@@ -175,3 +159,40 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
         bubble_s=bubble_s, optimizer_s=t_opt, mfu=mfu, samples_per_s=samples_s,
         tokens_per_s=fl.tokens / step if token else samples_s, gpus=gpus, nodes=nodes,
         sample_unit=model.sample_unit, flops_efficiency=micro_flops / (t_micro * peak), assumptions=assumptions)
+
+
+def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int, nodes: int,
+                          inter_node_gbps: float, interleave: int, fl, peak: float,
+                          assumptions: list[str], efficiency=None) -> StepTimeEstimate:
+    """Per-operator roofline path (transformers)."""
+    from gpuwise.estimate.roofline_step import Hardware, op_efficiency_for, transformer_step
+
+    plan = cfg.plan
+    hw = Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
+                  gpus_per_node)
+    eff = efficiency or op_efficiency_for(gpu)
+    trainable = None
+    if cfg.lora_rank > 0 or cfg.quantize:
+        trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1)))
+        assumptions.append(f"LoRA: {trainable:,} adapter parameters are updated and synchronised; frozen GEMMs "
+                           "skip their weight gradient")
+    r = transformer_step(model, cfg, hw, eff, trainable, interleave)
+    assumptions.append(eff.text)
+    assumptions.append("tensor-parallel transfers (8 per layer, activation-sized) not overlapped; context-parallel "
+                       "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
+                       "(FSDP: 80% of each); ring collectives at "
+                       f"{comm.LINK_EFFICIENCY:.0%} of link bandwidth")
+    if plan.pp > 1:
+        assumptions.append(f"pipeline bubble (pp-1)/v = {(plan.pp - 1) / max(1, interleave):g} micro-steps "
+                           f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")
+    step = r.step_s
+    token = model.sample_unit == "token"
+    samples_s = fl.samples / step
+    comm_s = r.tp_s + r.cp_s + r.pp_p2p_s + r.dp_s
+    return StepTimeEstimate(
+        step_time_s=step, compute_s=r.compute_s, comm_s=comm_s, bubble_s=r.bubble_s, optimizer_s=r.optimizer_s,
+        mfu=fl.model_flops / (step * plan.gpus * peak), samples_per_s=samples_s,
+        tokens_per_s=fl.tokens / step if token else samples_s, gpus=plan.gpus, nodes=nodes,
+        sample_unit=model.sample_unit, flops_efficiency=fl.hardware_flops / plan.gpus / (r.compute_s * peak),
+        assumptions=assumptions)
+

@@ -122,34 +122,17 @@ def _gavel() -> dict:
 
 
 def korthikanti_comparisons() -> list[Comparison]:
-    """Megatron iteration times (Korthikanti et al. 2022, Table 5; A100-80GB, bf16) vs analytical."""
-    import csv
+    """Megatron iteration times (Korthikanti et al. 2022, Table 5; A100-80GB on Selene, bf16) vs the per-op
+    roofline model (the same runs as ``steptime_fit.measured_runs``, where they are fit rows)."""
+    from gpuwise.validation.steptime_fit import measured_runs, predict
 
-    from gpuwise.data import data_path
-    from gpuwise.estimate.step_time import analytical_step_time
-    from gpuwise.hardware.gpus import get_gpu
-    from gpuwise.workload.model_spec import ModelSpec
-    from gpuwise.workload.training import ParallelPlan, TrainingConfig
-
-    gpu = get_gpu("A100-80GB")
     out = []
-    with open(data_path("measured", "megatron_korthikanti2022_via_calculon.csv"), newline="") as fh:
-        for r in csv.DictReader(fh):
-            if r["source_item"] != "tab5":
-                continue
-            h, heads = int(r["hidden"]), int(r["heads"])
-            model = ModelSpec(name=r["model"], family="gpt", n_layers=int(r["layers"]), hidden=h, n_heads=heads,
-                              n_kv_heads=heads, head_dim=h // heads, ffn_hidden=int(r["ffn"]), vocab_size=51200,
-                              max_seq_len=int(r["seq_len"]), learned_pos_emb=True, attn_bias=True, mlp_bias=True)
-            tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
-            mb, gb = int(r["micro_batch"]), int(r["global_batch"])
-            rec = "full" if r["recompute_mode"] == "full" else "selective"
-            cfg = TrainingConfig(micro_batch=mb, seq_len=int(r["seq_len"]), grad_accum=gb // (mb * dp),
-                                 precision="bf16-mixed", recompute=rec,
-                                 plan=ParallelPlan(dp=dp, tp=tp, pp=pp, sp=rec != "full"))
-            est = analytical_step_time(model, cfg, gpu, 8, pipeline_interleave=int(r["pipeline_interleaving"]))
-            out.append(Comparison("korthikanti-tab5", f"{r['model']} {r['recompute_mode']} tp{tp} pp{pp}",
-                                  float(r["value"]), est.step_time_s))
+    for run in measured_runs():
+        if run.source != "korthikanti-tab5":
+            continue
+        measured_s = run.cfg.global_batch() * run.cfg.seq_len / (run.tokens_per_s_per_gpu * run.cfg.plan.gpus)
+        pred_s = measured_s * run.tokens_per_s_per_gpu / predict(run)
+        out.append(Comparison("korthikanti-tab5", run.case, measured_s, pred_s))
     return out
 
 

@@ -1,0 +1,159 @@
+"""Operator inventory of one transformer training micro-step, as a compact table per model.
+
+Each row is one operator (a GEMM, the attention core, a norm, an elementwise op, the loss, ...) of
+one of three scopes: ``layer`` (once per transformer layer), ``head`` (embedding, final norm, LM head
+and loss: once per model, on the first/last pipeline stage) and ``optimizer`` (per locally owned
+parameter). Its forward FLOPs and HBM bytes are linear in a few per-GPU quantities so that the whole
+table evaluates with numpy for any (micro-batch, sequence, tp, cp, sp) at once:
+
+    FLOPs = t * (f_tok + f_ctx * ctx) / split
+    bytes = t * (b_tok + b_ctx * ctx) / split + b_w / w_split
+
+with t = micro_batch * seq_len / cp tokens on this GPU, ctx = keys each query attends to (causal:
+seq_len / 2), ``split`` = tp for tensor-parallel ops (and for sequence-parallel elementwise ops when
+SP is on), ``b_w`` = weight bytes read once per micro-step (divided by tp). Backward rows are the
+forward rows times per-class factors (GEMMs: dgrad + wgrad = 2x; attention: FlashAttention's backward
+recomputes the scores, 2.5x FLOPs; elementwise: read the saved input and the incoming gradient and
+write one gradient, 2x bytes). Recompute re-runs the forward rows (full) or the attention core
+(selective). Kernel counts are per row (fused Megatron/TE-style kernels; backward 2 per GEMM).
+
+FLOPs here are what the kernels execute (causal attention computes half the score matrix), not the
+6N + 12LHQT "model FLOPs" of MFU (``flops.py``), and the test suite checks them against PyTorch's
+FlopCounterMode on real modules where torch is installed. The analytic path never imports torch.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from gpuwise.workload.model_spec import ModelSpec
+
+OP_CLASSES = ("gemm", "attention", "memory")
+GEMM, ATTN, MEM = 0, 1, 2
+# backward / forward ratios per class: (FLOPs, bytes, kernels)
+BACKWARD = {GEMM: (2.0, 2.0, 2.0), ATTN: (2.5, 2.0, 1.0), MEM: (2.0, 2.0, 1.0)}
+ENCODER_FAMILIES = ("bert", "roberta")
+
+
+@dataclass(frozen=True)
+class OpTable:
+    """Forward rows of one model's micro-step (see module docstring); arrays are aligned."""
+
+    names: tuple[str, ...]
+    cls: np.ndarray          # OP_CLASSES index
+    scope: np.ndarray        # 0 layer, 1 head
+    f_tok: np.ndarray        # FLOPs per token (before split)
+    f_ctx: np.ndarray        # FLOPs per token per attended key
+    b_tok: np.ndarray        # bytes per token per value byte (multiplied by the activation dtype size)
+    b_ctx: np.ndarray        # bytes per token per attended key per value byte
+    w_params: np.ndarray     # weight parameters read by the op (bytes = params x weight dtype size)
+    tp_split: np.ndarray     # 1 = divided by tp always (tensor-parallel GEMMs, attention heads)
+    sp_split: np.ndarray     # 1 = divided by tp when sequence parallelism is on (norms, residual adds)
+    kernels: np.ndarray      # kernels launched (forward)
+    gemm_width: np.ndarray   # smallest GEMM dimension before tp split (size-dependent efficiency)
+    causal: bool
+    n_layers: int            # decoder (+ encoder) layers
+    heads: int               # query heads (unfused attention materialises heads x s x s scores)
+
+    def __len__(self) -> int:
+        return len(self.names)
+
+
+def _rows(spec: ModelSpec) -> list[tuple]:
+    """(name, class, scope, f_tok, f_ctx, b_tok, b_ctx, w_params, tp_split, sp_split, kernels, width)."""
+    h, hd = spec.hidden, spec.head_dim or spec.hidden // max(spec.n_heads, 1)
+    q, kv = spec.n_heads * hd, spec.n_kv_heads * hd
+    ffn = spec.ffn_hidden * spec.experts_per_token          # MoE: routed experts per token
+    up = ffn * (2 if spec.gated_mlp else 1)
+    V = spec.vocab_size
+    rope = not spec.learned_pos_emb and spec.family not in ENCODER_FAMILIES
+    qkv = q + 2 * kv
+    rows = [
+        # attention block
+        ("norm_attn", MEM, 0, 5 * h, 0, 2 * h, 0, 0, 0, 1, 1, 0),
+        ("qkv_proj", GEMM, 0, 2 * h * qkv, 0, h + qkv, 0, h * qkv, 1, 0, 1, min(h, qkv)),
+        ("attention_core", ATTN, 0, 0, 4 * q, 2 * q + 2 * kv, 0, 0, 1, 0, 1, hd),
+        ("out_proj", GEMM, 0, 2 * q * h, 0, q + h, 0, q * h, 1, 0, 1, min(q, h)),
+        ("residual_attn", MEM, 0, h, 0, 3 * h, 0, 0, 0, 1, 1, 0),
+        # MLP block
+        ("norm_mlp", MEM, 0, 5 * h, 0, 2 * h, 0, 0, 0, 1, 1, 0),
+        ("mlp_up", GEMM, 0, 2 * h * up, 0, h + up, 0, h * up, 1, 0, 1, min(h, ffn)),
+        ("mlp_act", MEM, 0, 4 * ffn, 0, up + ffn, 0, 0, 1, 0, 1, 0),
+        ("mlp_down", GEMM, 0, 2 * ffn * h, 0, ffn + h, 0, ffn * h, 1, 0, 1, min(ffn, h)),
+        ("residual_mlp", MEM, 0, h, 0, 3 * h, 0, 0, 0, 1, 1, 0),
+    ]
+    if rope:
+        rows.insert(2, ("rotary", MEM, 0, 3 * (q + kv), 0, 2 * (q + kv), 0, 0, 1, 0, 1, 0))
+    if spec.n_experts > 1:
+        rows.insert(-4, ("router", GEMM, 0, 2 * h * spec.n_experts, 0, h + spec.n_experts, 0,
+                         h * spec.n_experts, 0, 0, 3, min(h, spec.n_experts)))
+    head = [
+        ("embedding", MEM, 1, 0, 0, 2 * h, 0, 0, 0, 1, 1, 0),
+        ("final_norm", MEM, 1, 5 * h, 0, 2 * h, 0, 0, 0, 1, 1, 0),
+        ("lm_head", GEMM, 1, 2 * h * V, 0, h + V, 0, h * V, 1, 0, 1, min(h, V)),
+        # cross-entropy over fp32-upcast logits: read logits, write/read fp32 softmax, write grad (per value byte = 2)
+        ("loss", MEM, 1, 5 * V, 0, 4 * V, 0, 0, 1, 0, 3, 0),
+    ]
+    return rows + head
+
+
+@lru_cache(maxsize=256)
+def op_table(spec: ModelSpec) -> OpTable:
+    """The operator inventory of a transformer ``spec`` (cached: one table per model)."""
+    rows = _rows(spec)
+    col = list(zip(*rows))
+    arr = [np.asarray(c, float) for c in col[1:]]
+    layers = spec.n_layers + spec.n_encoder_layers
+    return OpTable(tuple(col[0]), arr[0].astype(int), arr[1].astype(int), arr[2], arr[3], arr[4], arr[5], arr[6],
+                   arr[7], arr[8], arr[9], arr[10], spec.family not in ENCODER_FAMILIES, layers,
+                   spec.n_heads)
+
+
+@dataclass(frozen=True)
+class MicroStepWork:
+    """FLOPs, bytes and kernels of one micro-step on one GPU, per row, split by phase."""
+
+    flops: np.ndarray        # rows x phases (forward, backward, recompute)
+    bytes: np.ndarray
+    kernels: np.ndarray
+    cls: np.ndarray
+    gemm_width: np.ndarray   # per-GPU smallest GEMM dimension (0 for non-GEMM rows)
+    layers: float            # layers on this GPU's pipeline stage
+    head: float              # 1 if the stage carries the embedding + LM head rows
+
+
+def micro_step_work(tab: OpTable, micro_batch: float, seq_len: float, tp: int = 1, cp: int = 1, sp: bool = False,
+                    pp: int = 1, value_bytes: float = 2.0, recompute: str = "none", frozen_base: bool = False,
+                    flash: bool = True) -> MicroStepWork:
+    """Per-row work of one micro-step on one GPU of the busiest pipeline stage (the last: its layers
+    plus the LM head and loss). ``frozen_base`` (LoRA/QLoRA): GEMMs skip their weight gradient."""
+    t = micro_batch * seq_len / cp
+    ctx = seq_len / 2.0 if tab.causal else float(seq_len)
+    split = np.where(tab.tp_split > 0, tp, np.where((tab.sp_split > 0) & sp, tp, 1)).astype(float)
+    fwd_f = t * (tab.f_tok + tab.f_ctx * ctx) / split
+    fwd_b = (t * (tab.b_tok + tab.b_ctx * ctx) / split + tab.w_params / tp) * value_bytes
+    kern = tab.kernels.copy()
+    if not flash:
+        # unfused attention materialises the b x heads x s x s scores: written, softmax read+written, read for AV
+        att = (tab.cls == ATTN).astype(float)
+        fwd_b = fwd_b + att * t * tab.heads * seq_len * 4 * value_bytes / tp
+        kern = kern + att * 3
+    bwd = np.array([BACKWARD[c] for c in tab.cls])
+    gem = tab.cls == GEMM
+    bf = bwd[:, 0] * fwd_f
+    if frozen_base:
+        bf = np.where(gem, fwd_f, bf)                    # only the input gradient
+    bb, bk = bwd[:, 1] * fwd_b, bwd[:, 2] * kern
+    if recompute == "full":
+        rf, rb, rk = fwd_f, fwd_b, kern
+    elif recompute == "selective":
+        sel = tab.cls == ATTN
+        rf, rb, rk = fwd_f * sel, fwd_b * sel, kern * sel
+    else:
+        rf = rb = rk = np.zeros_like(fwd_f)
+    width = np.where(gem, tab.gemm_width / np.where(tab.tp_split > 0, tp, 1), 0.0)
+    return MicroStepWork(np.stack([fwd_f, bf, rf], 1), np.stack([fwd_b, bb, rb], 1), np.stack([kern, bk, rk], 1),
+                         tab.cls, width, tab.n_layers / pp, 1.0)

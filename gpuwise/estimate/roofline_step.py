@@ -1,0 +1,242 @@
+"""Per-operator roofline step time of transformer training, with communication.
+
+Compute: every row of the operator inventory (``op_inventory.py``: forward, backward, recompute) takes
+``max(FLOPs / (peak x eff[class]), bytes / (HBM x eff_mem)) + kernels x launch``; GEMM efficiency
+falls for narrow per-GPU matrices (w / (w + w0), w = smallest GEMM dimension after the tp split);
+elementwise FLOPs run on the vector (non-tensor) units. Efficiencies per GPU architecture come from
+``gpuwise/data/calibration/op_efficiency.csv`` (fitted on public measurements, see that file).
+
+Communication (ring collectives, ``comm.py``), with these overlap assumptions:
+- tensor parallel: 8 all-gather/reduce-scatter-sized transfers of the micro-batch's activations per
+  layer (Megatron with sequence parallelism: 2 AG + 2 RS forward, as many backward; without SP the
+  2 + 2 all-reduces move the same volume), +4 with full recompute; not overlapped with compute.
+- context parallel: ring exchange of each rank's K/V chunk, (cp-1) steps forward and twice that
+  backward (K/V and their gradients), overlapped with the attention core of the same layer.
+- pipeline: 1F1B with ``v`` virtual stages: bubble = (pp-1)/v micro-steps of the busiest stage
+  (Narayanan et al. 2021); activation send/receive between stages is exposed.
+- data parallel over dp x cp ranks (gradients of context-parallel ranks are reduced too): ZeRO-0/1/2 =
+  one reduce-scatter + all-gather (all-reduce volume) of the stage's bf16 gradients per step, overlapped
+  with up to ``DP_OVERLAP`` of the last micro-step (Megatron/DDP bucketed overlap); ZeRO-3/FSDP = a
+  parameter all-gather in forward and in backward and a gradient reduce-scatter per micro-step, each
+  overlapped with up to ``FSDP_OVERLAP`` of that micro-step (prefetch).
+- placement: ranks are ordered tp (innermost), cp, dp, pp; a group inside one node runs at the GPU's
+  NVLink/PCIe bandwidth, one spanning nodes at min(intra, ranks-per-node x NIC share per GPU).
+- optimizer: Adam update over the locally owned parameters, memory-bound (``OPTIMIZER_BYTES`` per
+  parameter read + written at the fitted memory efficiency).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from functools import cached_property, lru_cache
+
+import numpy as np
+
+from gpuwise.data import data_path, read_commented_csv
+from gpuwise.estimate import comm
+from gpuwise.estimate.op_inventory import ATTN, GEMM, MEM, micro_step_work, op_table
+from gpuwise.hardware.types import GpuSpec
+from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.training import TrainingConfig
+
+DP_OVERLAP = 0.8            # share of the last micro-step that hides the DP gradient reduction
+FSDP_OVERLAP = 0.8          # share of each micro-step that hides FSDP's gathers and reduce-scatter
+TP_TRANSFERS = 8            # activation-sized ring transfers per layer per micro-step (SP: 4 fwd + 4 bwd)
+OPTIMIZER_BYTES = 30.0      # Adam with fp32 master: read param, grad, m, v (16) + write param, m, v, bf16 copy (14)
+OPTIMIZER_KERNELS = 6       # multi-tensor apply: a few launches per step
+
+
+@dataclass(frozen=True)
+class OpEfficiency:
+    """Fitted per-class efficiencies of one GPU architecture (op_efficiency.csv)."""
+
+    architecture: str
+    gemm: float
+    gemm_w0: float
+    attention: float
+    memory: float
+    launch_s: float
+    points: int
+    fitted_on: str
+
+    @cached_property
+    def text(self) -> str:
+        return self.describe()
+
+    def describe(self) -> str:
+        how = f"fitted on {self.points} public measurements ({self.fitted_on})" if self.points else \
+            f"assumption ({self.fitted_on})"
+        return (f"compute efficiency, per-op roofline {self.architecture}: GEMM {self.gemm:.0%} of tensor peak x w/(w+{self.gemm_w0:.0f}), "
+                f"flash attention {self.attention:.0%}, HBM {self.memory:.0%} of bandwidth, "
+                f"{self.launch_s * 1e6:.1f} us per kernel; {how}")
+
+
+@lru_cache(maxsize=1)
+def _eff_table() -> dict[str, OpEfficiency]:
+    out = {}
+    for r in read_commented_csv(data_path("calibration", "op_efficiency.csv")):
+        out[r["architecture"]] = OpEfficiency(r["architecture"], float(r["gemm"]), float(r["gemm_w0"]),
+                                              float(r["attention"]), float(r["memory"]),
+                                              float(r["launch_us"]) * 1e-6, int(r["points"]), r["fitted_on"])
+    return out
+
+
+def op_efficiency_for(gpu: GpuSpec) -> OpEfficiency:
+    t = _eff_table()
+    return t.get(gpu.architecture.split()[0], t["default"])
+
+
+@dataclass(frozen=True)
+class Hardware:
+    """What the roofline needs of a GPU and its cluster."""
+
+    peak_flops: float          # dense tensor peak at the training precision (FLOP/s)
+    vector_flops: float        # non-tensor FP32 peak (elementwise math)
+    hbm_bytes_s: float
+    intra_gbps: float          # per-GPU unidirectional GPU-GPU bandwidth in a node (GB/s)
+    inter_node_gbps: float     # per-node NIC bandwidth (GB/s)
+    gpus_per_node: int
+
+
+def row_times(work, hw: Hardware, eff: OpEfficiency) -> np.ndarray:
+    """Seconds per row and phase (rows x 3) of one micro-step: roofline + launch overhead."""
+    width = work.gemm_width[:, None]
+    gemm_eff = eff.gemm * width / (width + eff.gemm_w0 + 1e-12)
+    rate = np.where(work.cls[:, None] == GEMM, hw.peak_flops * gemm_eff,
+                    np.where(work.cls[:, None] == ATTN, hw.peak_flops * eff.attention, hw.vector_flops))
+    t_flop = np.divide(work.flops, rate, out=np.zeros_like(work.flops), where=work.flops > 0)
+    t_mem = work.bytes / (hw.hbm_bytes_s * eff.memory)
+    return np.maximum(t_flop, t_mem) + work.kernels * eff.launch_s
+
+
+def group_gbps(size: int, stride: int, hw: Hardware) -> float:
+    """Per-GPU bandwidth of a ring over ``size`` ranks spaced ``stride`` apart (rank order tp, cp, dp, pp)."""
+    if size <= 1:
+        return hw.intra_gbps
+    per_node = max(1, hw.gpus_per_node // stride) if stride < hw.gpus_per_node else 1
+    if size <= per_node:
+        return hw.intra_gbps
+    return min(hw.intra_gbps, per_node * hw.inter_node_gbps / hw.gpus_per_node)
+
+
+@dataclass
+class RooflineStep:
+    """Components of one optimizer step (seconds) on the busiest GPU."""
+
+    compute_s: float           # all micro-steps' operator time (incl. recompute)
+    tp_s: float
+    cp_s: float
+    pp_p2p_s: float
+    bubble_s: float
+    dp_s: float                # exposed data-parallel / FSDP communication
+    optimizer_s: float
+    by_class_s: dict[str, float]
+    bound: dict[str, float]    # share of compute time in memory-bound rows, in launch overhead
+
+    @property
+    def step_s(self) -> float:
+        return self.compute_s + self.tp_s + self.cp_s + self.pp_p2p_s + self.bubble_s + self.dp_s + self.optimizer_s
+
+
+@lru_cache(maxsize=1024)
+def _stage_params(model: ModelSpec, pp: int) -> float:
+    from gpuwise.workload.models import param_counts
+
+    pc = param_counts(model)
+    body = pc.layer * pc.n_layers + pc.encoder_layer * pc.n_encoder_layers
+    return body / pp + max(pc.embedding, pc.lm_head + pc.final)
+
+
+@dataclass(frozen=True)
+class LinearRows:
+    """Per-row roofline terms of one micro-step, linear in the micro-batch b (the planner's inner loop):
+    row time = max(b * flop_s, b * mem_s + mem0_s) + launch_s, already weighted by the row's count on the stage."""
+
+    flop_s: np.ndarray
+    mem_s: np.ndarray
+    mem0_s: np.ndarray
+    launch_s: np.ndarray
+    cls: np.ndarray
+    layers: float
+    launch_total_s: float
+
+
+@lru_cache(maxsize=4096)
+def linear_rows(model: ModelSpec, seq_len: int, tp: int, cp: int, sp: bool, pp: int, vb: float, recompute: str,
+                frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency) -> LinearRows:
+    """Work at micro-batch 1 and 2 gives each row's per-sample and fixed (weight) parts exactly."""
+    tab = op_table(model)
+    w1, w2 = (micro_step_work(tab, b, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash) for b in (1, 2))
+    weight = np.where(tab.scope == 0, w1.layers, w1.head)[:, None]
+    zero = np.zeros_like(w1.flops)
+    flop_s = (row_times(replace_work(w1, w1.flops, zero, zero), hw, eff) * weight).ravel()
+    mem1 = row_times(replace_work(w1, zero, w1.bytes, zero), hw, eff)
+    mem2 = row_times(replace_work(w1, zero, w2.bytes, zero), hw, eff)
+    return LinearRows(flop_s, ((mem2 - mem1) * weight).ravel(), ((2 * mem1 - mem2) * weight).ravel(),
+                      (w1.kernels * weight).ravel() * eff.launch_s, np.repeat(tab.cls, 3), w1.layers,
+                      float((w1.kernels * weight).sum()) * eff.launch_s)
+
+
+def replace_work(work, flops, bytes_, kernels):
+    """A copy of ``work`` with other FLOPs / bytes / kernels (to isolate one roofline term)."""
+    return replace(work, flops=flops, bytes=bytes_, kernels=kernels)
+
+
+def _micro_costs(model: ModelSpec, micro_batch: int, seq_len: int, p, vb: float, recompute: str, frozen: bool,
+                 flash: bool, hw: Hardware, eff: OpEfficiency) -> tuple:
+    """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
+    busiest GPU."""
+    lr = linear_rows(model, seq_len, p.tp, p.cp, p.sp and p.tp > 1, p.pp, vb, recompute, frozen, flash, hw, eff)
+    rows = np.maximum(micro_batch * lr.flop_s, micro_batch * lr.mem_s + lr.mem0_s) + lr.launch_s
+    by_class = np.bincount(lr.cls, weights=rows, minlength=3)
+    t_micro = float(by_class.sum())
+    tokens = micro_batch * seq_len / p.cp
+    layers = lr.layers
+    t_tp = 0.0
+    if p.tp > 1:
+        units = TP_TRANSFERS + (4 if recompute == "full" else 0)
+        t_tp = layers * units * comm.ring_gather_s(tokens * model.hidden * vb, p.tp, group_gbps(p.tp, 1, hw))
+    t_cp = 0.0
+    if p.cp > 1:
+        kv = model.n_kv_heads * (model.head_dim or model.hidden // model.n_heads)
+        chunk = tokens * 2 * kv * vb / p.tp
+        ring = 3 * (p.cp - 1) * chunk / (group_gbps(p.cp, p.tp, hw) * 1e9 * comm.LINK_EFFICIENCY)
+        attn_layer = float(by_class[ATTN]) / max(layers, 1e-9)
+        t_cp = layers * max(0.0, ring - attn_layer)
+    t_p2p = 0.0
+    if p.pp > 1:
+        act = tokens * model.hidden * vb / (p.tp if p.sp else 1)
+        t_p2p = 2 * act / (group_gbps(p.pp, p.tp * p.cp * p.dp, hw) * 1e9 * comm.LINK_EFFICIENCY) + 2 * comm.HOP_LATENCY_S
+    return (t_micro, t_tp, t_cp, t_p2p, (float(by_class[GEMM]), float(by_class[ATTN]), float(by_class[MEM])),
+            lr.launch_total_s / max(t_micro, 1e-30))
+
+
+def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency, trainable: float | None,
+                     interleave: int = 1) -> RooflineStep:
+    """Step time of ``cfg`` (plan = dp x tp x pp x cp, ZeRO stage, SP) for a transformer ``model``;
+    ``trainable`` = trainable parameters (None: all, full training)."""
+    p = cfg.plan
+    vb = 4.0 if cfg.precision == "fp32" else 2.0
+    frozen = cfg.lora_rank > 0 or cfg.quantize is not None
+    t_micro, t_tp, t_cp, t_p2p, by_class, launch = _micro_costs(
+        model, cfg.micro_batch, cfg.seq_len, p, vb, cfg.recompute, frozen, cfg.flash_attention, hw, eff)
+    m = cfg.grad_accum
+    t_one = t_micro + t_tp + t_cp + t_p2p
+    bubble = (p.pp - 1) / max(1, interleave) * t_one if p.pp > 1 else 0.0
+
+    local = (_stage_params(model, p.pp) if trainable is None else trainable / p.pp) / p.tp
+    n_dp = p.dp * p.cp
+    dp_bw = group_gbps(n_dp, p.tp, hw)
+    lat = comm.HOP_LATENCY_S if dp_bw >= hw.intra_gbps else comm.NET_LATENCY_S
+    t_dp = 0.0
+    if n_dp > 1 and local > 0:
+        if p.zero >= 3:
+            per_micro = 3 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat)
+            t_dp = m * max(0.0, per_micro - FSDP_OVERLAP * t_one)
+        else:
+            t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)
+    shard = n_dp if p.zero >= 1 else 1
+    t_opt = local / shard * OPTIMIZER_BYTES / (hw.hbm_bytes_s * eff.memory) + OPTIMIZER_KERNELS * eff.launch_s
+    classes = dict(zip(("gemm", "attention", "memory"), (c * m for c in by_class)))
+    return RooflineStep(t_micro * m, t_tp * m, t_cp * m, t_p2p * m, bubble, t_dp, t_opt, classes,
+                        {"memory": classes["memory"] / max(t_micro * m, 1e-30), "launch": launch})
