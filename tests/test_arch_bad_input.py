@@ -124,7 +124,6 @@ CASES = [
     ("rent-speedup-kind", "rent {B}/rent_bad_speedup.yaml --budget 2", "amdahl"),
     ("rent-linear-no-cap", "rent {B}/rent_linear.yaml --budget 2", "max_gpus"),
     ("rent-budget-in-file", "rent {B}/rent_budget_text.yaml", "budget"),
-    ("rent-budget-infeasible", f"rent {RENT} --budget 0.5", "minimum feasible budget"),
     ("rent-budget-text", f"rent {RENT} --budget abc", "--budget"),
     ("rent-no-budget", f"rent {RENT}", "--budget"),
     ("rent-sweep-order", f"rent {RENT} --budget 2 --sweep 3:1:0.5", "--sweep"),

@@ -16,10 +16,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep", metavar="LO:HI:STEP", help="solve for every budget in the range")
     parser.add_argument("--plot", metavar="FILE", help="plot widths and E[T] against the budget (PNG/PDF/SVG)")
     parser.add_argument("--simulate", action="store_true", help="simulate the policy and baselines on a cloud")
-    parser.add_argument("--jobs", dest="n_jobs", type=int, default=100_000, metavar="N", help="jobs to simulate (default 1e5)")
+    parser.add_argument("--jobs", dest="n_jobs", type=int, default=None, metavar="N",
+                        help="jobs to simulate (with --simulate; default 1e5)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the simulation")
-    parser.add_argument("--no-baselines", action="store_true", help="simulate pi* only")
-    parser.add_argument("--simulator", choices=("cloud", "cluster"), default="cloud",
+    parser.add_argument("--no-baselines", action="store_true", help="simulate pi* only (with --simulate)")
+    parser.add_argument("--simulator", choices=("cloud", "cluster"), default=None,
                         help="cloud: the fast specialised simulator (default); cluster: the same policies "
                              "through the scheduling policy interface in the cluster simulator on an "
                              "unbounded cluster (same numbers, ~40x slower; whole-GPU widths, boot delay only)")
@@ -97,6 +98,19 @@ def _sim_json(r) -> dict:
             "p99_gpus": r.p99_gpus, "p_zero": r.p_zero, "wall_s": r.wall_s}
 
 
+def _simulation_flags(args: argparse.Namespace) -> None:
+    """Flags that only steer --simulate are refused without it (they would be silently ignored)."""
+    from gpuwise.errors import InputError
+
+    if not args.simulate:
+        for flag, value in (("--jobs", args.n_jobs), ("--simulator", args.simulator),
+                            ("--no-baselines", args.no_baselines or None)):
+            if value is not None:
+                raise InputError(flag, value, "only used when simulating; add --simulate or drop the flag")
+    args.n_jobs = 100_000 if args.n_jobs is None else args.n_jobs
+    args.simulator = args.simulator or "cloud"
+
+
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -116,6 +130,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.plan.rent.sweep import parse_range
 
         parse_range(args.sweep)
+    _simulation_flags(args)
     spec = load_spec(args.jobs)
     types = list(spec.types)
     if args.budget is not None:

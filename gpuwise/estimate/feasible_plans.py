@@ -142,8 +142,43 @@ def _any_fits(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus: int, gpu
     return False
 
 
+@lru_cache(maxsize=256)
+def memory_floor(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_node: int) -> MemoryEstimate | None:
+    """The smallest frugal per-GPU estimate over every plan on at most `max_gpus` GPUs (None: no layout).
+
+    A cheap bound checked before the search over 1..max_gpus: for one (tp, pp, cp) the frugal variant
+    (full recompute, ZeRO-3) only shrinks as dp grows, so each (tp, pp, cp) is evaluated once, at the
+    largest dp that max_gpus allows. If this floor does not fit a GPU, no plan on <= max_gpus of it fits,
+    and a config too large for every GPU is refused in well under a second (it used to take minutes)."""
+    if not spec.is_transformer:
+        layouts = [(1, 1, 1)]
+    else:
+        layers = spec.n_layers + spec.n_encoder_layers
+        cps = [d for d in _divisors_upto(cfg.seq_len, max_gpus)]
+        layouts = [(tp, pp, cp) for tp in _divisors(min(gpus_per_node, max_gpus))
+                   if gpus_per_node % tp == 0 and spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0
+                   for pp in range(1, min(layers, max_gpus // tp) + 1) for cp in cps if tp * pp * cp <= max_gpus]
+    best = None
+    for tp, pp, cp in layouts:
+        dp = max_gpus // (tp * pp * cp)
+        c = replace(cfg, grad_accum=max(cfg.grad_accum, pp), recompute="full" if spec.is_transformer else "none",
+                    plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=3 if dp > 1 else 0))
+        est = estimate_memory(spec, c)
+        if best is None or est.total < best.total:
+            best = est
+    return best
+
+
+def _divisors_upto(n: int, limit: int) -> list[int]:
+    """Divisors of n up to `limit` (n may be huge: a 1e9-token sequence)."""
+    return [d for d in range(1, min(n, limit) + 1) if n % d == 0]
+
+
 @lru_cache(maxsize=4096)
 def _fewest(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, max_gpus: int, gpus_per_node: int):
+    floor = memory_floor(spec, cfg, max_gpus, gpus_per_node)
+    if floor is None or not floor.fits(gpu):
+        return None
     for n in range(1, max_gpus + 1):
         if _any_fits(spec, cfg, gpu, n, gpus_per_node):
             return n, _feasible(spec, cfg, gpu, n, gpus_per_node)

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
 
-from gpuwise.errors import InputError
+from gpuwise.errors import InputError, unknown_key
 
 def canonical_gpu(name: str, field_name: str = "gpu") -> str:
     """Canonical GPU type name (gpuwise/data/gpus.csv); unknown -> InputError with the closest names."""
@@ -134,8 +134,8 @@ def cluster_from_dict(data: object, source: str = "cluster") -> ClusterSpec:
         raise InputError(source, type(data).__name__, "the file must be a mapping with a 'nodes' list")
     unknown = set(data) - {"name", "nodes", "inter_node_gbps", "description", "unbounded"}
     if unknown:
-        raise InputError(f"{source}: key", sorted(unknown)[0],
-                         "valid keys: name, nodes, inter_node_gbps, description, unbounded")
+        raise unknown_key(f"{source}: key", sorted(unknown)[0],
+                          ("name", "nodes", "inter_node_gbps", "description", "unbounded"))
     unbounded = data.get("unbounded", False)
     if not isinstance(unbounded, bool):
         raise InputError(f"{source}: unbounded", unbounded, "give true (GPUs on demand) or false")
@@ -150,8 +150,7 @@ def cluster_from_dict(data: object, source: str = "cluster") -> ClusterSpec:
             raise InputError(where, g, "each entry needs gpu, gpus_per_node (and optional count, intra_node)")
         extra = set(g) - {"gpu", "count", "gpus_per_node", "intra_node"}
         if extra:
-            raise InputError(f"{where}.{sorted(extra)[0]}", g[sorted(extra)[0]],
-                             "valid keys: gpu, count, gpus_per_node, intra_node")
+            raise unknown_key(f"{where}: key", sorted(extra)[0], ("gpu", "count", "gpus_per_node", "intra_node"))
         gpu = canonical_gpu(g["gpu"], f"{where}.gpu")
         if unbounded and "count" in g:
             raise InputError(f"{where}.count", g["count"],
