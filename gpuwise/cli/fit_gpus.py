@@ -34,8 +34,12 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.estimate.memory import check_config
 
     check_config(spec, cfg)
-    fits = fit_gpus(spec, cfg, gpus_from(args), max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
-                    recompute=recompute)
+    from gpuwise.cli.progress import progress, wanted
+
+    gpus = gpus_from(args)
+    with progress("fewest GPUs per type", len(gpus), enabled=wanted(args)) as bar:
+        fits = fit_gpus(spec, cfg, gpus, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
+                        recompute=recompute, on_progress=bar.callback)
     assumptions = [
         f"micro-batch {cfg.micro_batch} per GPU x {cfg.seq_len} tokens; plans searched: tp within a node of "
         f"{args.gpus_per_node} dividing heads and KV heads, pp <= layers, cp, ZeRO 0-3, recompute"

@@ -213,7 +213,6 @@ def run(args: argparse.Namespace) -> int:
     if args.simulate:
         from gpuwise.plan.rent.baselines import all_baselines
         from gpuwise.policies.fixed_width import FixedWidthPolicy
-        from gpuwise.sim.cloud import poisson_workload, simulate, trace_workload
 
         policies = [FixedWidthPolicy.from_solution(sol)]
         if not args.no_baselines:
@@ -224,24 +223,10 @@ def run(args: argparse.Namespace) -> int:
             if cloud.instance_sizes or cloud.billing_increment or cloud.minimum_charge:
                 assumptions.append("baselines are sized for the paper's cloud (any width, exact billing; boot "
                                    "included) and pay instance rounding / billing increments in simulation")
-        for p in policies:
-            rng = np.random.default_rng(args.seed)  # common random numbers: same jobs for every policy
-            if spec.trace is not None:
-                wl = trace_workload(spec.trace, types, rng, args.n_jobs)
-            else:
-                wl = poisson_workload(types, args.n_jobs, rng)
-            if args.simulator == "cloud":
-                sims.append(simulate(types, p, wl, cloud, rng))
-                continue
-            from gpuwise.errors import InputError
-            from gpuwise.sim.cloud_cluster import simulate_on_cluster
+        from gpuwise.cli.progress import progress, wanted
 
-            try:
-                sims.append(simulate_on_cluster(types, p, wl, cloud, rng))
-            except InputError:
-                if not sims:
-                    raise  # pi* itself: the user must ask for whole GPUs (--integer)
-                assumptions.append(f"baseline {p.name} not simulated: fractional widths do not run on a cluster")
+        with progress(f"simulating {args.n_jobs:,} jobs per policy", len(policies), enabled=wanted(args)) as bar:
+            _simulate_all(args, spec, types, policies, cloud, sims, assumptions, bar)
         out["simulated"] = {**_sim_json(sims[0]), "simulator": args.simulator}
         out["simulated"]["vs_analytic"] = {
             "mean_response_time_rel_err": sims[0].mean_response_time[0] / sol.mean_response_time - 1,
@@ -289,3 +274,33 @@ def run(args: argparse.Namespace) -> int:
               f"{r.mean_gpus_billed:.5g} vs {sol.mean_gpus:.5g} ({100 * (r.mean_gpus_billed / sol.mean_gpus - 1):+.2f}%)")
     print_assumptions(assumptions)
     return 0
+
+
+def _simulate_all(args, spec, types, policies, cloud, sims: list, assumptions: list, bar) -> None:
+    """Simulate every policy on the same jobs (common random numbers), appending to `sims`."""
+    import numpy as np
+
+    from gpuwise.sim.cloud import poisson_workload, simulate, trace_workload
+
+    for p in policies:
+        bar.advance(0, f"simulating {p.name}")
+        rng = np.random.default_rng(args.seed)  # common random numbers: same jobs for every policy
+        if spec.trace is not None:
+            wl = trace_workload(spec.trace, types, rng, args.n_jobs)
+        else:
+            wl = poisson_workload(types, args.n_jobs, rng)
+        if args.simulator == "cloud":
+            sims.append(simulate(types, p, wl, cloud, rng))
+            bar.advance()
+            continue
+        from gpuwise.errors import InputError
+        from gpuwise.sim.cloud_cluster import simulate_on_cluster
+
+        try:
+            sims.append(simulate_on_cluster(types, p, wl, cloud, rng))
+        except InputError:
+            if not sims:
+                raise  # pi* itself: the user must ask for whole GPUs (--integer)
+            assumptions.append(f"baseline {p.name} not simulated: fractional widths do not run on a cluster")
+        finally:
+            bar.advance()

@@ -109,7 +109,10 @@ def run(args: argparse.Namespace) -> int:
                          "simulate runs one policy; use gpuwise compare --policy A --policy B to run several")
     args.policy = args.policy[0]
     cluster, workload = load_inputs(args)
-    metrics, series = simulate_policy(cluster, workload, args.policy, args)
+    from gpuwise.cli.progress import progress, wanted
+
+    with progress(f"simulating {args.policy} on {len(workload):,} jobs", None, enabled=wanted(args)):
+        metrics, series = simulate_policy(cluster, workload, args.policy, args)
     metrics = {"workload": workload.source, "workload_format": workload.format, **metrics}
     if args.plot:
         from gpuwise.sim.plots import write_plots
