@@ -94,3 +94,17 @@ def _model_in(annotation: object) -> type | None:
         if found is not None:
             return found
     return None
+
+
+def validation_error(exc: Exception, model: type, where: str) -> InputError:
+    """One InputError from a pydantic ValidationError of a user's file: an unknown key first (with the
+    closest valid key), else the first error, naming the file, the field's path and the value."""
+    unknown = first_unknown_key(exc, model, where)
+    if unknown is not None:
+        return unknown
+    err = exc.errors()[0]   # type: ignore[attr-defined]
+    path = ".".join(str(p) for p in err.get("loc", ()))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if err.get("type") == "missing":
+        return InputError(f"{where}: {path}", None, "required field is missing")
+    return InputError(f"{where}: {path}" if path else where, err.get("input"), msg[:1].lower() + msg[1:])
