@@ -79,7 +79,7 @@ def first_unknown_key(exc: Exception, model: type, where: str = "") -> InputErro
         if field is not None:
             cls = _model_in(field.annotation) or cls
     valid = list(getattr(cls, "model_fields", {}))
-    path = ".".join(str(p) for p in loc)
+    path = loc_path(loc)
     return unknown_key(f"{where}: {path}" if where else path, loc[-1] if loc else "?", valid)
 
 
@@ -103,8 +103,16 @@ def validation_error(exc: Exception, model: type, where: str) -> InputError:
     if unknown is not None:
         return unknown
     err = exc.errors()[0]   # type: ignore[attr-defined]
-    path = ".".join(str(p) for p in err.get("loc", ()))
+    path = loc_path(err.get("loc", ()))
     msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
     if err.get("type") == "missing":
         return InputError(f"{where}: {path}", None, "required field is missing")
     return InputError(f"{where}: {path}" if path else where, err.get("input"), msg[:1].lower() + msg[1:])
+
+
+def loc_path(loc) -> str:
+    """A pydantic error location as the YAML path a user reads: nodes[0].count."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out

@@ -17,6 +17,9 @@ from pathlib import Path
 
 import pytest
 
+# the module fixture runs every case once: keep its tests on one xdist worker so it is not run twice
+pytestmark = pytest.mark.xdist_group("bad_input")
+
 ROOT = Path(__file__).resolve().parent.parent
 JOB = "examples/llama-3.1-8b-pretrain.yaml"
 RENT = "examples/rent/fig1.yaml"

@@ -41,7 +41,7 @@ VALID_FILES = {
     "rent": "examples/rent/fig1.yaml", "fit": "gpuwise/data/pollux/traces/bert/placements.csv",
 }
 NAMES = ["llama-3.1-8b", "resnet50", "gpt2", "llama-3.1-405b", "lama-3.1-8b", "H100", "x" * 300, "", "-", "🙂"]
-NUMBERS = ["0", "1", "2", "8", "-1", "1e5", "1e30", "-1e9", "1e308", "0.5", "3.7", "9" * 25]
+NUMBERS = ["0", "1", "2", "8", "-1", "1e5", "1e12", "1e30", "-1e9", "1e308", "0.5", "3.7", "9" * 25]
 BAD_NUMBERS = ["nan", "inf", "-inf", "abc", "", "1,5", "0x10"]
 # files written into the scratch folder ({name: bytes}); "invalid" ones must never give exit 0
 BINARY = bytes(range(256)) * 4

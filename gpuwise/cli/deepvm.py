@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> None:
     from gpuwise.errors import InputError
 
-    if not (math.isfinite(args.budget) and args.budget > 0):
-        raise InputError("--budget", args.budget, "give a positive USD/hour amount, e.g. --budget 3")
+    if not (math.isfinite(args.budget) and 0 < args.budget <= 1e9):   # 1e308 overflowed node counts
+        raise InputError("--budget", args.budget, "give a positive USD/hour amount up to 1e9, e.g. --budget 3")
     if args.top < 1:
         raise InputError("--top", args.top, "give at least 1")
     for flag, v in (("--checkpoint-gb", args.checkpoint_gb), ("--buffer-factor", args.buffer_factor)):

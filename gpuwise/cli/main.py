@@ -111,6 +111,10 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `gpuwise catalog | head`
         return 0
+    except MemoryError:   # a size the checks let through but this machine cannot hold: still one line
+        sys.stderr.write(f"gpuwise {name}: the request needs more memory than this machine has; "
+                         "reduce the sizes given (jobs, tokens, sequence length, GPU counts)\n")
+        return 2
     except OSError as exc:   # after BrokenPipeError (a subclass); e.g. a name too long to be a path ("File name too long")
         sys.stderr.write(f"gpuwise {name}: cannot use {str(exc.filename)[:60]!r}: {exc.strerror or exc}; "
                          "check the name or path\n")

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+MAX_JOBS = 10_000_000
+
 _BILLING = {"exact": 0.0, "second": 1.0, "minute": 60.0, "hour": 3600.0}
 
 
@@ -144,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--seed", args.seed, "must be >= 0")
     if args.simulate and args.n_jobs < 1:
         raise InputError("--jobs", args.n_jobs, "simulate at least 1 job, e.g. --jobs 100000")
+    if args.simulate and args.n_jobs > MAX_JOBS:   # memory and time grow linearly: ~2 s and ~0.1 GB per 1e6
+        raise InputError("--jobs", args.n_jobs, f"simulate at most {MAX_JOBS:.0e} jobs (about 20 s per policy)")
     if not 0 < args.window_prob < 1:
         raise InputError("--window-prob", args.window_prob, "must be strictly between 0 and 1, e.g. 0.95")
 
