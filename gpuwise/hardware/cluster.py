@@ -127,7 +127,7 @@ def _file_models():
     """The pydantic models of a cluster file (built on first use: simulations without --cluster skip it)."""
     from typing import Optional
 
-    from pydantic import BaseModel, ConfigDict, Field, StrictBool, field_validator
+    from pydantic import BaseModel, ConfigDict, Field, field_validator
 
     class _Strict(BaseModel):
         # unknown keys are typos; NaN/inf are never a bandwidth or a count
@@ -149,9 +149,16 @@ def _file_models():
     class ClusterFile(_Strict):
         name: Optional[str] = Field(None, description="label shown in output")
         description: Optional[str] = None
-        unbounded: StrictBool = Field(False, description="GPUs created on demand (pay-per-use)")
+        unbounded: bool = Field(False, description="GPUs created on demand (pay-per-use)")
         inter_node_gbps: Optional[float] = Field(None, gt=0, description="network between nodes, Gbit/s")
         nodes: list[NodeGroup] = Field(min_length=1, description="groups of identical nodes")
+
+        @field_validator("unbounded", mode="before")
+        @classmethod
+        def _bool(cls, v):
+            if not isinstance(v, bool):   # YAML `yes`/1 would be coerced: a typo, not a choice
+                raise ValueError("give true (GPUs on demand) or false")
+            return v
 
     return ClusterFile
 
