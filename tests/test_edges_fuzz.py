@@ -30,6 +30,9 @@ from hypothesis import strategies as st
 
 from gpuwise.cli.main import COMMANDS, _Parser, main
 
+# one xdist worker holds the scratch folder (and the working directory it switches to)
+pytestmark = pytest.mark.xdist_group("fuzz")
+
 ROOT = Path(__file__).resolve().parent.parent
 CORPUS = Path(__file__).resolve().parent / "data" / "fuzz_corpus.json"
 EXAMPLES = int(os.environ.get("GPUWISE_FUZZ_EXAMPLES", "0"))
