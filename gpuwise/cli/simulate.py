@@ -48,7 +48,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_common(parser)
     parser.add_argument("--policy", required=True, action="append",
-                        help="one of: " + ", ".join(POLICIES) + " (to run several, use gpuwise compare)")
+                        help="the policy (once; gpuwise compare runs several), one of: " + ", ".join(POLICIES))
 
 
 def check_plot_dir(flag: str, path: str | None) -> None:
