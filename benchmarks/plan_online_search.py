@@ -16,6 +16,7 @@ import time
 
 import numpy as np
 
+from gpuwise.cli.progress import progress, wanted
 from gpuwise.validation.scavenger_search import GroundTruthJob, demo
 
 APPS = ("imagenet", "yolov3", "deepspeech2", "bert", "cifar10")
@@ -25,6 +26,18 @@ def main() -> None:
     print(f"{'app':12} {'objective':9} {'mode':17} {'profiled':>8} {'oracle h':>9} {'chosen=oracle':>13} "
           f"{'time/oracle':>11} {'cost/oracle':>11} {'median err':>10} {'wall ms':>8}")
     ratios: dict[str, list[tuple[float, float]]] = {}
+    with progress("online search vs oracle", len(APPS) * 3 * 4, enabled=wanted()) as bar:
+        _rows(ratios, bar)
+    # Scavenger's figures are means over its jobs: print ours the same way, and the worst case
+    for mode, rs in ratios.items():
+        a = np.array(rs)
+        print(f"mean over {len(a)} app x objective cases, {mode:17}: {a[:, 0].mean():.3f} x oracle time, "
+              f"{a[:, 1].mean():.3f} x oracle cost (worst {a[:, 0].max():.3f} / {a[:, 1].max():.3f})")
+    print("Scavenger (paper): partial search 1.13 x oracle time, 1.09 x oracle cost")
+
+
+def _rows(ratios: dict, bar) -> None:
+    """One printed row per app x objective x search mode (the progress bar advances per row)."""
     for app in APPS:
         truth = GroundTruthJob(app, noise=0.0)
         for objective in ("knee", "time", "cost"):
@@ -41,12 +54,7 @@ def main() -> None:
                 print(f"{app:12} {objective:9} {mode:17} {len(r.profiled):>4}/{len(r.configs):<3} "
                       f"{o.oracle_time_s / 3600:9.2f} {str(r.chosen == o.oracle):>13} "
                       f"{1 + o.time_overhead:11.3f} {1 + o.cost_overhead:11.3f} {err:10.1%} {ms:8.0f}")
-    # Scavenger's figures are means over its jobs: print ours the same way, and the worst case
-    for mode, rs in ratios.items():
-        a = np.array(rs)
-        print(f"mean over {len(a)} app x objective cases, {mode:17}: {a[:, 0].mean():.3f} x oracle time, "
-              f"{a[:, 1].mean():.3f} x oracle cost (worst {a[:, 0].max():.3f} / {a[:, 1].max():.3f})")
-    print("Scavenger (paper): partial search 1.13 x oracle time, 1.09 x oracle cost")
+                bar.advance()
 
 
 if __name__ == "__main__":

@@ -15,7 +15,28 @@ class InputError(ValueError):
 
     def __init__(self, field: str, value: object, fix: str):
         self.field, self.value, self.fix = field, value, fix
-        super().__init__(f"{field}: {value!r} is invalid; {fix}")
+        super().__init__(f"{field}: {_short(value)} is invalid; {fix}")
+
+
+def _short(value: object, limit: int = 100) -> str:
+    """repr of a bad value, cut so that a whole parsed file never fills the one-line message."""
+    text = repr(value)
+    return text if len(text) <= limit else text[: limit - 5] + " ...)"
+
+
+class Infeasible(InputError):
+    """Valid input with no feasible answer (exit code 1, not 2): `field` is the binding constraint and
+    `fix` names the nearest feasible option. A subclass of InputError so callers that skip infeasible
+    points (e.g. budget sweeps) keep working."""
+
+    exit_code = 1
+
+    def __init__(self, field: str, value: object, fix: str):
+        super().__init__(field, value, fix)
+        self.args = (f"no feasible answer: {field} = {_short(value)} binds; {fix}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
 
 
 def did_you_mean(value: str, choices: Iterable[str], n: int = 3) -> str:
@@ -34,3 +55,64 @@ def did_you_mean(value: str, choices: Iterable[str], n: int = 3) -> str:
 
 def unknown_name(field: str, value: str, choices: Iterable[str]) -> InputError:
     return InputError(field, value, did_you_mean(value, choices))
+
+
+def unknown_key(field: str, key: object, valid: Iterable[str]) -> InputError:
+    """An unknown key in a user's YAML/JSON mapping, with the closest valid key(s)."""
+    return InputError(field, key, "unknown key; " + did_you_mean(str(key), valid))
+
+
+def first_unknown_key(exc: Exception, model: type, where: str = "") -> InputError | None:
+    """The first `extra_forbidden` error of a pydantic ValidationError as an `unknown_key` error.
+
+    Unknown keys are reported before missing ones: a misspelled `trainig:` is the cause of the
+    "training is missing" that pydantic lists first. `model` is the pydantic class validated; the
+    valid keys at the error's location are read from its (nested) fields."""
+    errors = getattr(exc, "errors", lambda: [])()
+    err = next((e for e in errors if e.get("type") == "extra_forbidden"), None)
+    if err is None:
+        return None
+    loc = tuple(err.get("loc", ()))
+    cls = model
+    for part in loc[:-1]:   # walk nested models (skipping list indices and union tags)
+        field = getattr(cls, "model_fields", {}).get(part) if isinstance(part, str) else None
+        if field is not None:
+            cls = _model_in(field.annotation) or cls
+    valid = list(getattr(cls, "model_fields", {}))
+    path = loc_path(loc)
+    return unknown_key(f"{where}: {path}" if where else path, loc[-1] if loc else "?", valid)
+
+
+def _model_in(annotation: object) -> type | None:
+    """The pydantic model class inside an annotation such as Optional[Model] or list[Model]."""
+    import typing
+
+    if isinstance(annotation, type) and hasattr(annotation, "model_fields"):
+        return annotation
+    for arg in typing.get_args(annotation):
+        found = _model_in(arg)
+        if found is not None:
+            return found
+    return None
+
+
+def validation_error(exc: Exception, model: type, where: str) -> InputError:
+    """One InputError from a pydantic ValidationError of a user's file: an unknown key first (with the
+    closest valid key), else the first error, naming the file, the field's path and the value."""
+    unknown = first_unknown_key(exc, model, where)
+    if unknown is not None:
+        return unknown
+    err = exc.errors()[0]   # type: ignore[attr-defined]
+    path = loc_path(err.get("loc", ()))
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    if err.get("type") == "missing":
+        return InputError(f"{where}: {path}", None, "required field is missing")
+    return InputError(f"{where}: {path}" if path else where, err.get("input"), msg[:1].lower() + msg[1:])
+
+
+def loc_path(loc) -> str:
+    """A pydantic error location as the YAML path a user reads: nodes[0].count."""
+    out = ""
+    for part in loc:
+        out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
+    return out

@@ -41,4 +41,5 @@ def load_yaml(path: str | Path, field: str, kind: str = "YAML file") -> Any:
     except yaml.YAMLError as exc:
         mark = getattr(exc, "problem_mark", None)
         where = f"line {mark.line + 1}" if mark else "somewhere"
-        raise InputError(str(path), where, f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+        why = " ".join(str(getattr(exc, "problem", None) or exc).split())   # one line
+        raise InputError(str(path), where, f"not valid YAML ({why})") from None

@@ -55,7 +55,7 @@ def _with(path: str, value):
     ("constraints.max_gpus", 0, "constraints.max_gpus"),
     ("training.epochs", 3, "give only one training amount"),
     ("budget_usd", -2, "budget_usd"),
-    ("training.colour", "red", "training.colour: 'red' is invalid; unknown field"),
+    ("training.colour", "red", "training.colour: 'colour' is invalid; unknown key"),
 ])
 def test_errors_name_yaml_path(path, value, expect):
     with pytest.raises(InputError) as exc:

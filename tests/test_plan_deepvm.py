@@ -153,6 +153,6 @@ def test_cli_data_dir_and_errors(tmp_path, capsys):
 
 
 def test_cli_budget_too_small(capsys):
-    assert main(["deepvm", "--budget", "0.1", "--json"]) == 0
+    assert main(["deepvm", "--budget", "0.1", "--json"]) == 1   # no feasible answer
     out = json.loads(capsys.readouterr().out)
     assert out["deepvm"] == [] and out["infeasible"]["min_budget_usd_per_hour"] == pytest.approx(0.3242)

@@ -176,7 +176,7 @@ def test_cli_infeasible_is_an_answer(tmp_path, capsys):
     data["budget_usd"] = 100
     p = tmp_path / "job.yaml"
     p.write_text(yaml.safe_dump(data))
-    assert main(["plan", str(p), "--json"]) == 0
+    assert main(["plan", str(p), "--json"]) == 1   # an answer, but no feasible one: exit 1 (issue 14)
     d = json.loads(capsys.readouterr().out)
     assert d["chosen"] is None and d["infeasible"]["nearest"]["min_budget_usd"] > 100
 

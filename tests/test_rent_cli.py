@@ -56,7 +56,6 @@ def test_human_output_runs(capsys):
 
 
 @pytest.mark.parametrize("args, match", [
-    (["--budget", "0.8"], "minimum feasible budget is above 0.8"),
     (["--budget", "abc"], "--budget"),
     (["--sweep", "3:1:0.1", "--budget", "2"], "--sweep"),
     (["--budget", "2", "--billing", "fortnight"], "--billing"),
@@ -66,6 +65,13 @@ def test_bad_input_is_one_line_exit_2(capsys, args, match):
     assert main(["rent", FIG1, *args]) == 2
     err = capsys.readouterr().err
     assert match in err and err.count("\n") == 1 and "Traceback" not in err
+
+
+def test_infeasible_budget_exits_1(capsys):
+    # valid input with no feasible answer: exit 1, not 2 (issue 14's exit-code contract)
+    assert main(["rent", FIG1, "--budget", "0.8"]) == 1
+    err = capsys.readouterr().err
+    assert "minimum feasible budget is above 0.8" in err and err.count("\n") == 1 and "Traceback" not in err
 
 
 def test_linear_without_cap_is_refused(capsys, tmp_path):

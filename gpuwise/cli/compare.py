@@ -24,8 +24,13 @@ def run(args: argparse.Namespace) -> int:
         make_policy(n)  # validate every name before the first (possibly long) run
     cluster, workload = load_inputs(args)
     metrics, series = {}, {}
-    for n in names:
-        metrics[n], series[n] = simulate_policy(cluster, workload, n, args)
+    from gpuwise.cli.progress import progress, wanted
+
+    with progress(f"simulating {len(workload):,} jobs", len(names), enabled=wanted(args)) as bar:
+        for n in names:
+            bar.advance(0, f"simulating {n} on {len(workload):,} jobs")
+            metrics[n], series[n] = simulate_policy(cluster, workload, n, args)
+            bar.advance()
     from gpuwise.sim.metrics import common_jct
 
     n_common, mean_common = common_jct({n: series[n]["jct_by_job"] for n in names})

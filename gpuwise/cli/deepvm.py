@@ -23,8 +23,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 def _check(args: argparse.Namespace) -> None:
     from gpuwise.errors import InputError
 
-    if not (math.isfinite(args.budget) and args.budget > 0):
-        raise InputError("--budget", args.budget, "give a positive USD/hour amount, e.g. --budget 3")
+    if not (math.isfinite(args.budget) and 0 < args.budget <= 1e9):   # 1e308 overflowed node counts
+        raise InputError("--budget", args.budget, "give a positive USD/hour amount up to 1e9, e.g. --budget 3")
     if args.top < 1:
         raise InputError("--top", args.top, "give at least 1")
     for flag, v in (("--checkpoint-gb", args.checkpoint_gb), ("--buffer-factor", args.buffer_factor)):
@@ -57,14 +57,14 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.cli.output import emit_json
 
         emit_json(out)
-        return 0
+        return _infeasible_exit(out)
     from gpuwise.cli.output import print_assumptions, print_table
 
     if not res.ranked:
         print(f"No configuration fits ${args.budget:g}/h; the cheapest DeepVM cluster costs "
               f"${out['infeasible']['min_budget_usd_per_hour']:.4f}/h (raise --budget).")
         print_assumptions(res.assumptions)
-        return 0
+        return _infeasible_exit(out)
 
     def row(label: str, c) -> list:
         remote = f"{c.remote_nodes} x {c.remote_instance}" if c.remote_instance else "-"
@@ -82,3 +82,14 @@ def run(args: argparse.Namespace) -> int:
     print("FLOPP ranking: " + ", ".join(f"{n} {f:.3g}" for n, f in res.flopp_ranking))
     print_assumptions(res.assumptions)
     return 0
+
+
+def _infeasible_exit(out: dict) -> int:
+    """1 (valid input, no feasible answer) when no cluster fits the budget; stderr names the minimum."""
+    import sys
+
+    if "infeasible" not in out:
+        return 0
+    sys.stderr.write(f"gpuwise deepvm: no feasible answer: budget binds; nearest feasible: --budget "
+                     f"{out['infeasible']['min_budget_usd_per_hour']:.4f} (USD/h)\n")
+    return 1

@@ -27,7 +27,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--spot", action="store_true", help="spot/preemptible pricing and preemption overheads")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--price", type=float, help="price per GPU-hour in USD (default: cheapest catalog offering)")
-    parser.add_argument("--inter-node-gbps", type=float, help="node network bandwidth in GB/s (default by GPU class)")
+    parser.add_argument("--inter-node-gbps", type=float, help="node network bandwidth in GB/s, gigabytes (100 Gb/s Ethernet = 12.5; default by GPU class)")
     flags = parser.add_argument_group("job by flags (instead of JOB.yaml)")
     flags.add_argument("--model", help="model preset or config.json path")
     flags.add_argument("--batch-size", type=int, help="per-GPU micro-batch (sequences or samples)")
@@ -105,6 +105,7 @@ def _from_flags(args):
         amount = Amount(NoiseModel(math.inf, cfg.global_batch(), samples),
                         f"training amount: {args.tokens:.4g} {'tokens' if token else 'samples'} at global batch "
                         f"{cfg.global_batch()} (steps = amount / batch)")
+    args.evaluated = (model, cfg, gpu)   # for the nearest feasible option if it does not fit
     perf = job_performance(model, cfg, gpu, gpn, nodes, args.inter_node_gbps, amount.noise)
     return estimate(perf, amount, args.spot, args.price)
 
@@ -112,7 +113,7 @@ def _from_flags(args):
 def _from_spec(args):
     """The planner's search on this one hardware shape (plan.candidates.evaluate_shape: same plans,
     batch search and performance model as `gpuwise plan`), then the full estimate of its choice."""
-    from gpuwise.errors import InputError
+    from gpuwise.errors import Infeasible, InputError
     from gpuwise.estimate.job_estimate import Amount, estimate
     from gpuwise.estimate.performance import job_performance
     from gpuwise.hardware.gpus import get_gpu
@@ -130,7 +131,7 @@ def _from_spec(args):
         why = (f"no allowed tp/pp/zero plan fits {pj.model.name} in {gpu.memory_gib:g} GiB per GPU"
                if res.reason == "memory" else f"no micro-batch x accumulation on {args.gpus} GPUs gives a global "
                                              f"batch in {list(pj.batch_range)}")
-        raise InputError("--gpus", args.gpus, f"{why}; try more GPUs, a larger GPU or `gpuwise fit-gpus "
+        raise Infeasible("--gpus", args.gpus, f"{why}; try more GPUs, a larger GPU or `gpuwise fit-gpus "
                                               f"{pj.model.name}`")
     cfg = res.best.config
     lo, hi = t.batch_range
@@ -149,6 +150,7 @@ def _from_spec(args):
             desc += "; no noise_scale given, so larger batches are assumed to need no extra samples"
         amount = Amount(pj.noise, desc)
     ck = job.checkpoint
+    args.evaluated = (pj.model, cfg, gpu)
     perf = job_performance(pj.model, cfg, gpu, gpn, nodes, args.inter_node_gbps, amount.noise, ck.size_gb)
     out = estimate(perf, amount, args.spot, args.price, ck.write_gbps, ck.interval_minutes, ck.restart_minutes,
                    job.deadline_hours, job.budget_usd, notes)
@@ -180,9 +182,11 @@ def run(args: argparse.Namespace) -> int:
     _positive("--price", args.price, allow_zero=True)
     _positive("--inter-node-gbps", args.inter_node_gbps)
     out = _from_spec(args) if args.job else _from_flags(args)
+    if out.get("fits") is False:
+        out["infeasible"] = _does_not_fit(out, *args.evaluated)
     if args.json:
         emit_json(out)
-        return 0
+        return _exit_code(out)
     rows = [("model", out["model"]), ("GPUs", f"{out['gpus']} x {out['gpu']} on {out['nodes']} node(s)"),
             ("layout", "dp{dp} tp{tp} pp{pp} zero{zero}".format(**out["plan"])),
             ("batch", f"global {out['global_batch']} = micro {out['micro_batch']} x accum {out['grad_accum']} x dp"),
@@ -210,4 +214,34 @@ def run(args: argparse.Namespace) -> int:
             rows.append((k.replace("_", " "), "yes" if out[k] else "NO"))
     print_table(f"gpuwise estimate: {out.get('job', out['model'])}", ["quantity", "value"], rows, ["left", "left"])
     print_assumptions(out["assumptions"])
-    return 0
+    return _exit_code(out)
+
+
+def _does_not_fit(out: dict, model, cfg, gpu) -> dict:
+    """The binding constraint (memory) and the nearest feasible option: the fewest GPUs of this type
+    on which some parallel plan of the same micro-batch and sequence fits."""
+    from gpuwise.estimate.feasible_plans import fewest_gpus
+
+    found = fewest_gpus(model, cfg, gpu)
+    need = f"{out['memory_per_gpu_gib']:.1f} GiB per GPU > {gpu.memory_gib:g} GiB of {gpu.name}"
+    if found is None:
+        return {"binding": "memory", "detail": need, "nearest": None,
+                "fix": f"nothing fits on up to 1024 x {gpu.name}; lower the micro-batch or sequence length, "
+                       "or see gpuwise fit-gpus"}
+    n, plans = found
+    c = plans[0][0]
+    return {"binding": "memory", "detail": need, "nearest": {"gpu": gpu.name, "gpus": n, "plan": c.plan.label(),
+                                                             "recompute": c.recompute},
+            "fix": f"nearest feasible: {n} x {gpu.name} with plan {c.plan.label()}, recompute {c.recompute} "
+                   f"(gpuwise fit-gpus lists every GPU type)"}
+
+
+def _exit_code(out: dict) -> int:
+    """1 when the configuration does not fit (valid input, no feasible answer), with the reason on stderr."""
+    import sys
+
+    bad = out.get("infeasible")
+    if not bad:
+        return 0
+    sys.stderr.write(f"gpuwise estimate: does not fit: {bad['detail']}; {bad['fix']}\n")
+    return 1

@@ -87,6 +87,7 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.estimate.fits import FORM_ASSUMPTIONS, fit_form, predict
 
     train = _read(args.train, True)
+    pts = _read(args.predict, False) if args.predict else None   # refused before the (slow) fit
     a = np.array([r[1:5] for r in train], float)
     step = np.array([r[5] for r in train], float)
     sync = None if any(r[6] is None for r in train) else np.array([r[6] for r in train], float)
@@ -102,7 +103,6 @@ def run(args: argparse.Namespace) -> int:
                            "_n parameters: replicas across nodes; _r parameters: replicas within one node"]}
     preds = []
     if args.predict:
-        pts = _read(args.predict, False)
         b = np.array([r[1:5] for r in pts], float)
         ps, sy = predict(params, b[:, 0], b[:, 1], b[:, 2], b[:, 3])
         ps, sy = np.atleast_1d(ps), np.atleast_1d(sy)

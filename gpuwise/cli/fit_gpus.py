@@ -34,8 +34,12 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.estimate.memory import check_config
 
     check_config(spec, cfg)
-    fits = fit_gpus(spec, cfg, gpus_from(args), max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
-                    recompute=recompute)
+    from gpuwise.cli.progress import progress, wanted
+
+    gpus = gpus_from(args)
+    with progress("fewest GPUs per type", len(gpus), enabled=wanted(args)) as bar:
+        fits = fit_gpus(spec, cfg, gpus, max_gpus=args.max_gpus, gpus_per_node=args.gpus_per_node,
+                        recompute=recompute, on_progress=bar.callback)
     assumptions = [
         f"micro-batch {cfg.micro_batch} per GPU x {cfg.seq_len} tokens; plans searched: tp within a node of "
         f"{args.gpus_per_node} dividing heads and KV heads, pp <= layers, cp, ZeRO 0-3, recompute"
@@ -46,6 +50,7 @@ def run(args: argparse.Namespace) -> int:
         "smaller GPU memory",
         "pipeline plans run at least pp micro-batches per step (grad_accum raised to pp)",
     ]
+    code = _none_fits(spec, cfg, fits, args)
     first = next((f.memory for f in fits if f.memory is not None), None)
     if first is not None:
         assumptions += [a for a in first.assumptions if not a.startswith(("ZeRO stage", "1F1B", "context parallel"))]
@@ -70,7 +75,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json({"model": spec.name, "params": first.params if first else None,
                    "trainable_params": first.trainable_params if first else None,
                    "config": config_dict(cfg), "results": results, "assumptions": assumptions})
-        return 0
+        return code
     from gpuwise.cli.output import print_assumptions, print_table
 
     rows = []
@@ -86,4 +91,21 @@ def run(args: argparse.Namespace) -> int:
     print_table("Fewest GPUs per type (best plan on that count)",
                 ["#", "GPU", "GB", "GPUs", "plan", "recompute", "needed GiB", "headroom", "other plans"], rows)
     print_assumptions(assumptions)
-    return 0
+    return code
+
+
+def _none_fits(spec, cfg, fits, args) -> int:
+    """1 with the binding constraint on stderr when no GPU type holds the job on --max-gpus GPUs."""
+    import sys
+
+    from gpuwise.estimate.feasible_plans import memory_floor
+
+    if any(f.gpus is not None for f in fits) or not fits:
+        return 0
+    floor = memory_floor(spec, cfg, args.max_gpus, args.gpus_per_node)
+    largest = max(fits, key=lambda f: f.gpu.memory_gib).gpu
+    least = f"{floor.per_gpu_gib:,.1f} GiB per GPU at best" if floor is not None else "no plan"
+    sys.stderr.write(f"gpuwise fit-gpus: no feasible answer: memory binds ({least} on up to {args.max_gpus} GPUs, "
+                     f"largest GPU {largest.name} {largest.memory_gib:g} GiB); nearest feasible: lower --batch-size "
+                     f"or --seq-len, or raise --max-gpus\n")
+    return 1

@@ -9,7 +9,11 @@ from __future__ import annotations
 
 import argparse
 import importlib
+import re
 import sys
+
+# '-5', '-.5', '-1e9', '-inf', '-nan': values, not options
+_NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$", re.I)
 
 # command name -> (module under gpuwise.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
@@ -34,8 +38,23 @@ COMMANDS: dict[str, tuple[str, str]] = {
 }
 
 
+EXIT_CODES = ("exit codes: 0 answered; 1 valid input but no feasible answer (the binding constraint and the "
+              "nearest feasible option are printed); 2 bad input (one line naming the field, the value and the fix)")
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse that reports errors as one line with exit code 2."""
+    """argparse that reports errors as one line with exit code 2.
+
+    Integer flags accept the float notation the help writes (`--jobs 1e5`), and values such as
+    `-1e9` are read as (negative) numbers, so the command's own check names the field and the fix."""
+
+    def __init__(self, *args, **kwargs):
+        kwargs.setdefault("epilog", EXIT_CODES)
+        super().__init__(*args, **kwargs)
+        from gpuwise.cli.argtypes import whole_number
+
+        self.register("type", int, whole_number)   # every `type=int` flag, groups and sub-parsers included
+        self._negative_number_matcher = _NUMBER
 
     def error(self, message: str) -> None:  # noqa: D401
         sys.stderr.write(f"gpuwise {self.prog.split()[-1]}: {message}\n")
@@ -46,12 +65,15 @@ def _top_help() -> str:
     width = max(len(c) for c in COMMANDS)
     lines = ["usage: gpuwise COMMAND [options]   (gpuwise COMMAND --help for its flags)", "", "commands:"]
     lines += [f"  {name.ljust(width)}  {help_}" for name, (_, help_) in COMMANDS.items()]
-    return "\n".join(lines)
+    return "\n".join(lines + ["", EXIT_CODES])
 
 
 def main(argv: list[str] | None = None) -> int:
     argv = list(sys.argv[1:] if argv is None else argv)
-    if not argv or argv[0] in ("-h", "--help"):
+    if not argv:  # no command: usage on stderr, bad input
+        sys.stderr.write(_top_help() + "\n")
+        return 2
+    if argv[0] in ("-h", "--help"):
         print(_top_help())
         return 0
     if argv[0] == "--version":
@@ -69,10 +91,13 @@ def main(argv: list[str] | None = None) -> int:
     parser = _Parser(prog=f"gpuwise {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
     args = parser.parse_args(argv[1:])
-    from gpuwise.errors import InputError
+    from gpuwise.errors import Infeasible, InputError
 
     try:
         return int(module.run(args) or 0)
+    except Infeasible as exc:  # valid input, nothing feasible: the binding constraint and the nearest option
+        sys.stderr.write(f"gpuwise {name}: {exc}\n")
+        return 1
     except InputError as exc:
         sys.stderr.write(f"gpuwise {name}: {exc}\n")
         return 2
@@ -91,6 +116,14 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except BrokenPipeError:  # e.g. `gpuwise catalog | head`
         return 0
+    except MemoryError:   # a size the checks let through but this machine cannot hold: still one line
+        sys.stderr.write(f"gpuwise {name}: the request needs more memory than this machine has; "
+                         "reduce the sizes given (jobs, tokens, sequence length, GPU counts)\n")
+        return 2
+    except OSError as exc:   # after BrokenPipeError (a subclass); e.g. a name too long to be a path ("File name too long")
+        sys.stderr.write(f"gpuwise {name}: cannot use {str(exc.filename)[:60]!r}: {exc.strerror or exc}; "
+                         "check the name or path\n")
+        return 2
 
 
 if __name__ == "__main__":

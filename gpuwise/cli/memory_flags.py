@@ -64,6 +64,8 @@ def training_config(args: argparse.Namespace, spec, plan_flags: bool = True):
         for name in ("gpus", "tp", "pp", "cp"):
             if getattr(args, name) <= 0:
                 raise InputError(name, getattr(args, name), "must be a positive integer")
+        if args.sp and args.tp == 1:   # SP shards activations over the TP group: alone it changes nothing
+            raise InputError("--sp", "without --tp", "sequence parallelism needs tensor parallelism; add --tp 2 (or more)")
         width = args.tp * args.pp * args.cp
         if args.gpus % width:
             raise InputError("gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")

@@ -26,7 +26,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--export-skypilot", metavar="FILE", default=None,
                         help="write a SkyPilot task YAML for the chosen configuration")
     parser.add_argument("--catalog-dir", action="append", metavar="DIR", default=None,
-                        help="extra SkyPilot v8 catalog folder (<dir>/<cloud>/vms.csv), repeatable")
+                        help="SkyPilot v8 catalog folder (<dir>/<cloud>/vms.csv), repeatable: each cloud it holds REPLACES that cloud's bundled rows (clouds it does not hold keep theirs)")
 
 
 def _export(res, path: str) -> str:
@@ -122,7 +122,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.cli.output import emit_json
 
         emit_json(data)
-        return 0
+        return _infeasible_exit(res)
     from gpuwise.cli.output import print_assumptions
 
     if res.chosen is None:
@@ -139,4 +139,19 @@ def run(args: argparse.Namespace) -> int:
     for n in notes:
         print(n)
     print_assumptions(res.assumptions)
-    return 0
+    return _infeasible_exit(res)
+
+
+def _infeasible_exit(res) -> int:
+    """Exit code 1 when nothing meets the constraints (valid input, no feasible answer); stderr names the
+    binding constraint and the nearest feasible option so scripts see it next to the code."""
+    import sys
+
+    if res.chosen is not None:
+        return 0
+    binding = res.infeasible.get("binding") or []
+    nearest = "; ".join(f"nearest feasible: {k} = {_nearest_text(v)}"
+                        for k, v in (res.infeasible.get("nearest") or {}).items())
+    sys.stderr.write(f"gpuwise plan: no feasible answer: {binding if isinstance(binding, str) else ', '.join(binding)}"
+                     f" binds" + (f"; {nearest}" if nearest else "") + "\n")
+    return 1

@@ -5,6 +5,8 @@ from __future__ import annotations
 
 import argparse
 
+MAX_JOBS = 10_000_000
+
 _BILLING = {"exact": 0.0, "second": 1.0, "minute": 60.0, "hour": 3600.0}
 
 
@@ -16,10 +18,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--sweep", metavar="LO:HI:STEP", help="solve for every budget in the range")
     parser.add_argument("--plot", metavar="FILE", help="plot widths and E[T] against the budget (PNG/PDF/SVG)")
     parser.add_argument("--simulate", action="store_true", help="simulate the policy and baselines on a cloud")
-    parser.add_argument("--jobs", dest="n_jobs", type=int, default=100_000, metavar="N", help="jobs to simulate (default 1e5)")
+    parser.add_argument("--jobs", dest="n_jobs", type=int, default=None, metavar="N",
+                        help="jobs to simulate (with --simulate; default 1e5)")
     parser.add_argument("--seed", type=int, default=0, metavar="S", help="random seed of the simulation")
-    parser.add_argument("--no-baselines", action="store_true", help="simulate pi* only")
-    parser.add_argument("--simulator", choices=("cloud", "cluster"), default="cloud",
+    parser.add_argument("--no-baselines", action="store_true", help="simulate pi* only (with --simulate)")
+    parser.add_argument("--simulator", choices=("cloud", "cluster"), default=None,
                         help="cloud: the fast specialised simulator (default); cluster: the same policies "
                              "through the scheduling policy interface in the cluster simulator on an "
                              "unbounded cluster (same numbers, ~40x slower; whole-GPU widths, boot delay only)")
@@ -97,6 +100,19 @@ def _sim_json(r) -> dict:
             "p99_gpus": r.p99_gpus, "p_zero": r.p_zero, "wall_s": r.wall_s}
 
 
+def _simulation_flags(args: argparse.Namespace) -> None:
+    """Flags that only steer --simulate are refused without it (they would be silently ignored)."""
+    from gpuwise.errors import InputError
+
+    if not args.simulate:
+        for flag, value in (("--jobs", args.n_jobs), ("--simulator", args.simulator),
+                            ("--no-baselines", args.no_baselines or None)):
+            if value is not None:
+                raise InputError(flag, value, "only used when simulating; add --simulate or drop the flag")
+    args.n_jobs = 100_000 if args.n_jobs is None else args.n_jobs
+    args.simulator = args.simulator or "cloud"
+
+
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
@@ -116,6 +132,7 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.plan.rent.sweep import parse_range
 
         parse_range(args.sweep)
+    _simulation_flags(args)
     spec = load_spec(args.jobs)
     types = list(spec.types)
     if args.budget is not None:
@@ -129,6 +146,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--seed", args.seed, "must be >= 0")
     if args.simulate and args.n_jobs < 1:
         raise InputError("--jobs", args.n_jobs, "simulate at least 1 job, e.g. --jobs 100000")
+    if args.simulate and args.n_jobs > MAX_JOBS:   # memory and time grow linearly: ~2 s and ~0.1 GB per 1e6
+        raise InputError("--jobs", args.n_jobs, f"simulate at most {MAX_JOBS:.0e} jobs (about 20 s per policy)")
     if not 0 < args.window_prob < 1:
         raise InputError("--window-prob", args.window_prob, "must be strictly between 0 and 1, e.g. 0.95")
 
@@ -198,7 +217,6 @@ def run(args: argparse.Namespace) -> int:
     if args.simulate:
         from gpuwise.plan.rent.baselines import all_baselines
         from gpuwise.policies.fixed_width import FixedWidthPolicy
-        from gpuwise.sim.cloud import poisson_workload, simulate, trace_workload
 
         policies = [FixedWidthPolicy.from_solution(sol)]
         if not args.no_baselines:
@@ -209,24 +227,10 @@ def run(args: argparse.Namespace) -> int:
             if cloud.instance_sizes or cloud.billing_increment or cloud.minimum_charge:
                 assumptions.append("baselines are sized for the paper's cloud (any width, exact billing; boot "
                                    "included) and pay instance rounding / billing increments in simulation")
-        for p in policies:
-            rng = np.random.default_rng(args.seed)  # common random numbers: same jobs for every policy
-            if spec.trace is not None:
-                wl = trace_workload(spec.trace, types, rng, args.n_jobs)
-            else:
-                wl = poisson_workload(types, args.n_jobs, rng)
-            if args.simulator == "cloud":
-                sims.append(simulate(types, p, wl, cloud, rng))
-                continue
-            from gpuwise.errors import InputError
-            from gpuwise.sim.cloud_cluster import simulate_on_cluster
+        from gpuwise.cli.progress import progress, wanted
 
-            try:
-                sims.append(simulate_on_cluster(types, p, wl, cloud, rng))
-            except InputError:
-                if not sims:
-                    raise  # pi* itself: the user must ask for whole GPUs (--integer)
-                assumptions.append(f"baseline {p.name} not simulated: fractional widths do not run on a cluster")
+        with progress(f"simulating {args.n_jobs:,} jobs per policy", len(policies), enabled=wanted(args)) as bar:
+            _simulate_all(args, spec, types, policies, cloud, sims, assumptions, bar)
         out["simulated"] = {**_sim_json(sims[0]), "simulator": args.simulator}
         out["simulated"]["vs_analytic"] = {
             "mean_response_time_rel_err": sims[0].mean_response_time[0] / sol.mean_response_time - 1,
@@ -274,3 +278,33 @@ def run(args: argparse.Namespace) -> int:
               f"{r.mean_gpus_billed:.5g} vs {sol.mean_gpus:.5g} ({100 * (r.mean_gpus_billed / sol.mean_gpus - 1):+.2f}%)")
     print_assumptions(assumptions)
     return 0
+
+
+def _simulate_all(args, spec, types, policies, cloud, sims: list, assumptions: list, bar) -> None:
+    """Simulate every policy on the same jobs (common random numbers), appending to `sims`."""
+    import numpy as np
+
+    from gpuwise.sim.cloud import poisson_workload, simulate, trace_workload
+
+    for p in policies:
+        bar.advance(0, f"simulating {p.name}")
+        rng = np.random.default_rng(args.seed)  # common random numbers: same jobs for every policy
+        if spec.trace is not None:
+            wl = trace_workload(spec.trace, types, rng, args.n_jobs)
+        else:
+            wl = poisson_workload(types, args.n_jobs, rng)
+        if args.simulator == "cloud":
+            sims.append(simulate(types, p, wl, cloud, rng))
+            bar.advance()
+            continue
+        from gpuwise.errors import InputError
+        from gpuwise.sim.cloud_cluster import simulate_on_cluster
+
+        try:
+            sims.append(simulate_on_cluster(types, p, wl, cloud, rng))
+        except InputError:
+            if not sims:
+                raise  # pi* itself: the user must ask for whole GPUs (--integer)
+            assumptions.append(f"baseline {p.name} not simulated: fractional widths do not run on a cluster")
+        finally:
+            bar.advance()

@@ -47,7 +47,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     from gpuwise.policies.registry import POLICIES  # the names --help lists are the names make_policy takes
 
     add_common(parser)
-    parser.add_argument("--policy", required=True, help="one of: " + ", ".join(POLICIES))
+    parser.add_argument("--policy", required=True, action="append",
+                        help="the policy (once; gpuwise compare runs several), one of: " + ", ".join(POLICIES))
 
 
 def check_plot_dir(flag: str, path: str | None) -> None:
@@ -101,9 +102,17 @@ def fmt(value, how: str) -> str:
 
 def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
+    from gpuwise.errors import InputError
 
+    if len(args.policy) > 1:  # argparse would keep only the last one: a silent wrong answer
+        raise InputError("--policy", " ".join(args.policy),
+                         "simulate runs one policy; use gpuwise compare --policy A --policy B to run several")
+    args.policy = args.policy[0]
     cluster, workload = load_inputs(args)
-    metrics, series = simulate_policy(cluster, workload, args.policy, args)
+    from gpuwise.cli.progress import progress, wanted
+
+    with progress(f"simulating {args.policy} on {len(workload):,} jobs", None, enabled=wanted(args)):
+        metrics, series = simulate_policy(cluster, workload, args.policy, args)
     metrics = {"workload": workload.source, "workload_format": workload.format, **metrics}
     if args.plot:
         from gpuwise.sim.plots import write_plots

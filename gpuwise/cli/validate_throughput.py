@@ -24,12 +24,21 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.validation.throughput import (HEADLINE_SOURCES, gavel_comparisons, korthikanti_comparisons,
                                                nvidia_rn50_comparisons, score_all_pollux, summarize)
 
+    from gpuwise.cli.progress import progress, wanted
+
     keys = (("bottleneck", "design"), ("pollux", "design"), ("extended", "design"), ("pollux", "online"))
-    runs = {(form, rule): score_all_pollux(10, form, rule, floor=form == "bottleneck") for form, rule in keys}
+    runs = {}
+    with progress("fitting step-time forms", len(keys) + 1, enabled=wanted(args)) as bar:
+        for form, rule in keys:
+            bar.advance(0, f"fitting the {form} form ({rule} points) on 6 applications")
+            runs[(form, rule)] = score_all_pollux(10, form, rule, floor=form == "bottleneck")
+            bar.advance()
+        bar.advance(0, "analytical model vs published measurements")
+        comps = korthikanti_comparisons() + gavel_comparisons() + nvidia_rn50_comparisons()
+        bar.advance()
     fits = runs[("bottleneck", "design")]
     from gpuwise.validation.steptime_fit import evaluate, summarise
 
-    comps = korthikanti_comparisons() + gavel_comparisons() + nvidia_rn50_comparisons()
     summary = summarize(comps)
     measured = evaluate()
     tsum = summarise(measured)

@@ -137,20 +137,77 @@ def feasible_plans(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec, gp
     return list(_feasible(spec, base, gpu, gpus, gpus_per_node))
 
 
-def _any_fits(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus: int, gpus_per_node: int) -> bool:
-    """Cheap test: does the most frugal variant of any layout fit?"""
+def _frugal(spec: ModelSpec, cfg: TrainingConfig, tp: int, pp: int, cp: int, dp: int) -> TrainingConfig:
+    """The most frugal variant of a layout: full recompute (transformers), ZeRO-3 when dp > 1, SP with TP."""
+    return replace(cfg, grad_accum=max(cfg.grad_accum, pp), recompute="full" if spec.is_transformer else "none",
+                   plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=3 if dp > 1 else 0))
+
+
+@lru_cache(maxsize=256)
+def memory_floor(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_node: int) -> MemoryEstimate | None:
+    """The smallest frugal per-GPU estimate over every plan on at most `max_gpus` GPUs (None: no layout).
+
+    A cheap bound checked before the search over 1..max_gpus: for one (tp, pp, cp) the frugal variant
+    (full recompute, ZeRO-3) only shrinks as dp grows, so each (tp, pp, cp) is evaluated once, at the
+    largest dp that max_gpus allows. If this floor does not fit a GPU, no plan on <= max_gpus of it fits,
+    and a config too large for every GPU is refused in well under a second (it used to take minutes)."""
+    if not spec.is_transformer:
+        layouts = [(1, 1, 1)]
+    else:
+        layers = spec.n_layers + spec.n_encoder_layers
+        cps = [d for d in _divisors_upto(cfg.seq_len, max_gpus)]
+        layouts = [(tp, pp, cp) for tp in _divisors(min(gpus_per_node, max_gpus))
+                   if gpus_per_node % tp == 0 and spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0
+                   for pp in range(1, min(layers, max_gpus // tp) + 1) for cp in cps if tp * pp * cp <= max_gpus]
+    best = None
+    for tp, pp, cp in layouts:
+        est = estimate_memory(spec, _frugal(spec, cfg, tp, pp, cp, max_gpus // (tp * pp * cp)))
+        if best is None or est.total < best.total:
+            best = est
+    return best
+
+
+def _divisors_upto(n: int, limit: int) -> list[int]:
+    """Divisors of n up to `limit` (n may be huge: a 1e9-token sequence)."""
+    from math import isqrt
+
+    small = [d for d in range(1, min(isqrt(n), limit) + 1) if n % d == 0]
+    return sorted({d for s_ in small for d in (s_, n // s_) if d <= limit})
+
+
+@lru_cache(maxsize=8192)
+def _frugal_min(spec: ModelSpec, cfg: TrainingConfig, gpus: int, gpus_per_node: int) -> MemoryEstimate | None:
+    """The smallest frugal-variant estimate over the layouts on exactly `gpus` GPUs (GPU-independent, so
+    shared by every GPU type searched): some plan fits a GPU iff this one does (fits = total <= memory)."""
+    best = None
     for tp, pp, cp, dp in _layouts(spec, cfg, gpus, gpus_per_node):
-        c = replace(cfg, grad_accum=max(cfg.grad_accum, pp), recompute="full" if spec.is_transformer else "none",
-                    plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=3 if dp > 1 else 0))
-        if _fits(spec, c, gpu) is not None:
-            return True
-    return False
+        est = estimate_memory(spec, _frugal(spec, cfg, tp, pp, cp, dp))
+        if best is None or est.total < best.total:
+            best = est
+    return best
+
+
+def _first_candidate(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, max_gpus: int, gpus_per_node: int) -> int:
+    """A GPU count below which nothing fits: the floor is non-increasing in the GPU count, so the largest
+    power of two whose floor does not fit bounds the linear search from below."""
+    start, p = 1, 1
+    while p * 2 <= max_gpus:
+        f = memory_floor(spec, cfg, p * 2, gpus_per_node)
+        if f is not None and f.fits(gpu):
+            break
+        p *= 2
+        start = p + 1
+    return start
 
 
 @lru_cache(maxsize=4096)
 def _fewest(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, max_gpus: int, gpus_per_node: int):
-    for n in range(1, max_gpus + 1):
-        if _any_fits(spec, cfg, gpu, n, gpus_per_node):
+    floor = memory_floor(spec, cfg, max_gpus, gpus_per_node)
+    if floor is None or not floor.fits(gpu):
+        return None
+    for n in range(_first_candidate(spec, cfg, gpu, max_gpus, gpus_per_node), max_gpus + 1):
+        best = _frugal_min(spec, cfg, n, gpus_per_node)
+        if best is not None and best.fits(gpu):
             return n, _feasible(spec, cfg, gpu, n, gpus_per_node)
     return None
 

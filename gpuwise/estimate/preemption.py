@@ -59,11 +59,27 @@ class SpotTime:
     assumptions: list[str] = field(default_factory=list)
 
 
+# Above this mean the window (24 sd wide) would hold more points than it is worth: the Poisson law is
+# then within ~1/(6 sqrt(mu)) < 1e-3 of its normal approximation, evaluated on a fixed grid instead.
+_EXACT_MAX_MU = 1e6
+_GRID = 4001
+
+
 def _poisson_window(mu: float) -> tuple[np.ndarray, np.ndarray]:
-    """(k, CDF(k)) over a window holding all but ~1e-12 of Poisson(mu)'s mass (mean +- 12 sd)."""
+    """(k, CDF(k)) over a window holding all but ~1e-12 of Poisson(mu)'s mass (mean +- 12 sd).
+
+    k is increasing; unit steps up to `_EXACT_MAX_MU`, a bounded grid of whole counts above it, so a job
+    of 1e30 tokens costs as little memory as one of 1e9 (it used to allocate TiBs)."""
     if mu <= 0:
         return np.array([0.0]), np.array([1.0])
     sd = math.sqrt(mu)
+    if not math.isfinite(mu) or mu > _EXACT_MAX_MU:
+        from math import erf
+
+        z = np.linspace(-12.0, 12.0, _GRID)
+        k = np.unique(np.floor(mu + z * sd))
+        cdf = np.array([0.5 * (1.0 + erf((x + 0.5 - mu) / (sd * math.sqrt(2.0)))) for x in k])
+        return k, cdf
     lo = max(0, int(mu - 12 * sd - 10))
     hi = int(mu + 12 * sd + 20)
     k = np.arange(lo, hi + 1, dtype=float)
@@ -71,6 +87,13 @@ def _poisson_window(mu: float) -> tuple[np.ndarray, np.ndarray]:
     logp = log_p0 + np.concatenate(([0.0], np.cumsum(math.log(mu) - np.log(k[1:]))))
     cdf = np.cumsum(np.exp(logp))   # mass below the window (< 1e-30 at this width) is ignored
     return k, np.minimum(cdf, 1.0)
+
+
+def _cdf_at(k: np.ndarray, cdf: np.ndarray, x):
+    """P(N <= x) from a window (k, cdf): 0 below it, 1 above it."""
+    x = np.floor(np.asarray(x, dtype=float))
+    idx = np.clip(np.searchsorted(k, x, side="right") - 1, 0, k.size - 1)
+    return np.where(x >= k[-1], 1.0, np.where(x < k[0], 0.0, cdf[idx]))
 
 
 def poisson_ppf(q: float, mu: float) -> int:
@@ -85,12 +108,7 @@ def poisson_cdf(x: float, mu: float) -> float:
     if x < 0:
         return 0.0
     k, cdf = _poisson_window(mu)
-    if x >= k[-1]:
-        return 1.0
-    if x < k[0]:
-        return 0.0
-    return float(cdf[int(math.floor(x) - k[0])])
-
+    return float(_cdf_at(k, cdf, x))
 
 
 def time_with_checkpoints(work_s: float, checkpoint_s: float, interval_s: float) -> float:
@@ -185,8 +203,6 @@ def spot_times(work_s, rate_per_node_hour, nodes, checkpoint_s, restart_s, inter
         p90[sel] = base[sel] + hi_q * per[sel]
         if dl is not None:
             slack = dl[sel] - base[sel]
-            x = np.floor(np.where(slack >= 0, slack, 0.0) / per[sel])
-            idx = np.clip(x - k[0], 0, k.size - 1).astype(int)
-            pr = np.where(x >= k[-1], 1.0, np.where(x < k[0], 0.0, cdf[idx]))
+            pr = _cdf_at(k, cdf, np.where(slack >= 0, slack, 0.0) / per[sel])
             prob[sel] = np.where(slack < 0, 0.0, pr)
     return SpotArrays(mean, p10, p90, mu, tau, prob)

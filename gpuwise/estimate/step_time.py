@@ -39,10 +39,10 @@ def default_inter_node_gbps(gpu: GpuSpec) -> tuple[float, str]:
     """NIC bandwidth per node (GB/s) when the instance does not say: by GPU class, stated in assumptions."""
     arch = gpu.architecture.split()[0]
     if gpu.form_factor.startswith(("SXM", "OAM")) and arch in ("Hopper", "Blackwell"):
-        return 400.0, "3200 Gb/s per node (p5 / a3-mega class EFA/RDMA)"
+        return 400.0, "400 GB/s (3200 Gb/s) per node (p5 / a3-mega class EFA/RDMA)"
     if gpu.form_factor.startswith(("SXM", "OAM")) and arch in ("Ampere", "CDNA2", "CDNA3"):
-        return 50.0, "400 Gb/s per node (p4d class)"
-    return 12.5, "100 Gb/s per node (generic cloud VM network)"
+        return 50.0, "50 GB/s (400 Gb/s) per node (p4d class)"
+    return 12.5, "12.5 GB/s (100 Gb/s) per node (generic cloud VM network)"
 
 
 @dataclass
@@ -101,7 +101,7 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
         if nodes > 1:
             assumptions.append(f"inter-node bandwidth {why} (default; pass inter_node_gbps to change)")
     else:
-        assumptions.append(f"inter-node bandwidth {inter_node_gbps:g} GB/s per node (given)")
+        assumptions.append(f"inter-node bandwidth {inter_node_gbps:g} GB/s ({inter_node_gbps * 8:g} Gb/s) per node (given)")
     intra = gpu.intra_node_gbps
 
     fl = step_flops(model, cfg)

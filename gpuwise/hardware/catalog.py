@@ -29,6 +29,7 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
+import math
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -286,6 +287,17 @@ def _require(path: Path, col: dict[str, int], names: tuple[str, ...]) -> None:
         raise InputError("catalog", str(path), f"not a SkyPilot v8 vms.csv: missing column(s) {', '.join(missing)}")
 
 
+def _checked(rows, path: Path):
+    """Refuse a catalog with a negative or infinite price (a plan costing -$36,242 was recommended from
+    one): prices are USD per hour, finite and >= 0. Names the file, the row's instance and region."""
+    for o in rows:
+        for col, v in (("Price", o.price_usd_per_hour), ("SpotPrice", o.spot_price_usd_per_hour)):
+            if v is not None and not (math.isfinite(v) and v >= 0):
+                raise InputError(f"catalog {path}: {o.instance_type} in {o.region}, {col}", v,
+                                 "prices are USD per hour, finite and >= 0; fix or drop the row")
+    return rows
+
+
 def parse_vms_csv(cloud: str, path: Path | str, date: str, skipped: dict[str, int] | None = None,
                   source_name: str | None = None) -> list[Offering]:
     """GPU offerings of one cloud's vms.csv (GCP rows combined host + GPUs).
@@ -298,8 +310,8 @@ def parse_vms_csv(cloud: str, path: Path | str, date: str, skipped: dict[str, in
     name = source_name or str(path)
     try:
         if cloud == "gcp":
-            return _parse_gcp(path, date, skipped, name)
-        return _parse_generic(cloud, path, date, skipped, name)
+            return _checked(_parse_gcp(path, date, skipped, name), path)
+        return _checked(_parse_generic(cloud, path, date, skipped, name), path)
     except UnicodeDecodeError as exc:
         raise InputError("catalog", str(path), f"not UTF-8 text (byte {exc.start}); not a SkyPilot v8 vms.csv") from None
 
@@ -417,7 +429,7 @@ def _cpu_rows(cloud: str, path: str, date: str, source: str) -> tuple[Offering, 
                 price_usd_per_hour=_float(row[col["Price"]]),
                 spot_price_usd_per_hour=_float(row[i_spot]) if i_spot is not None else None,
                 catalog_date=date, catalog_source=source))
-    return tuple(out)
+    return tuple(_checked(out, Path(path)))
 
 
 def catalog_assumptions(cat: Catalog, clouds: list[str] | None = None) -> list[str]:

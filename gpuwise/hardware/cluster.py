@@ -122,50 +122,74 @@ def make_cluster(groups: list[tuple[str, int, int]], name: str = "cluster",
     return ClusterSpec(name=name, nodes=tuple(nodes), inter_node_gbps=inter_node_gbps)
 
 
-def _positive_int(value: object, where: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or int(value) != value or value < 1:
-        raise InputError(where, value, "give a positive whole number")
-    return int(value)
+@lru_cache(maxsize=1)
+def _file_models():
+    """The pydantic models of a cluster file (built on first use: simulations without --cluster skip it)."""
+    from typing import Optional
+
+    from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+    class _Strict(BaseModel):
+        # unknown keys are typos; NaN/inf are never a bandwidth or a count
+        model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    class NodeGroup(_Strict):
+        gpu: str = Field(description="GPU type (a name known to gpuwise.hardware.gpus)")
+        count: Optional[int] = Field(None, ge=1, description="how many such nodes (none in an unbounded cluster)")
+        gpus_per_node: int = Field(ge=1, description="GPUs per node")
+        intra_node: Optional[str] = Field(None, description="GPU-GPU link inside the node (label only)")
+
+        @field_validator("count", "gpus_per_node", mode="before")
+        @classmethod
+        def _whole(cls, v):
+            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or int(v) != v:
+                raise ValueError("give a positive whole number")
+            return int(v)
+
+    class ClusterFile(_Strict):
+        name: Optional[str] = Field(None, description="label shown in output")
+        description: Optional[str] = None
+        unbounded: bool = Field(False, description="GPUs created on demand (pay-per-use)")
+        inter_node_gbps: Optional[float] = Field(None, gt=0, description="network between nodes, Gbit/s")
+        nodes: list[NodeGroup] = Field(min_length=1, description="groups of identical nodes")
+
+        @field_validator("unbounded", mode="before")
+        @classmethod
+        def _bool(cls, v):
+            if not isinstance(v, bool):   # YAML `yes`/1 would be coerced: a typo, not a choice
+                raise ValueError("give true (GPUs on demand) or false")
+            return v
+
+    return ClusterFile
 
 
 def cluster_from_dict(data: object, source: str = "cluster") -> ClusterSpec:
-    """Validate a parsed YAML/JSON mapping into a ClusterSpec (errors name the field)."""
+    """Validate a parsed YAML/JSON mapping into a ClusterSpec (errors name the field and suggest keys)."""
+    from pydantic import ValidationError
+
+    from gpuwise.errors import validation_error
+
     if not isinstance(data, dict):
         raise InputError(source, type(data).__name__, "the file must be a mapping with a 'nodes' list")
-    unknown = set(data) - {"name", "nodes", "inter_node_gbps", "description", "unbounded"}
-    if unknown:
-        raise InputError(f"{source}: key", sorted(unknown)[0],
-                         "valid keys: name, nodes, inter_node_gbps, description, unbounded")
-    unbounded = data.get("unbounded", False)
-    if not isinstance(unbounded, bool):
-        raise InputError(f"{source}: unbounded", unbounded, "give true (GPUs on demand) or false")
-    groups_raw = data.get("nodes")
-    if not isinstance(groups_raw, list) or not groups_raw:
-        raise InputError(f"{source}: nodes", groups_raw, "give a non-empty list of {gpu, count, gpus_per_node}")
+    model = _file_models()
+    try:
+        spec_file = model.model_validate(data)
+    except ValidationError as exc:
+        raise validation_error(exc, model, source) from None
     groups: list[tuple[str, int, int]] = []
     intra: dict[str, str] = {}
-    for i, g in enumerate(groups_raw):
+    for i, g in enumerate(spec_file.nodes):
         where = f"{source}: nodes[{i}]"
-        if not isinstance(g, dict) or "gpu" not in g or "gpus_per_node" not in g:
-            raise InputError(where, g, "each entry needs gpu, gpus_per_node (and optional count, intra_node)")
-        extra = set(g) - {"gpu", "count", "gpus_per_node", "intra_node"}
-        if extra:
-            raise InputError(f"{where}.{sorted(extra)[0]}", g[sorted(extra)[0]],
-                             "valid keys: gpu, count, gpus_per_node, intra_node")
-        gpu = canonical_gpu(g["gpu"], f"{where}.gpu")
-        if unbounded and "count" in g:
-            raise InputError(f"{where}.count", g["count"],
+        gpu = canonical_gpu(g.gpu, f"{where}.gpu")
+        if spec_file.unbounded and g.count is not None:
+            raise InputError(f"{where}.count", g.count,
                              "an unbounded cluster has no node count; drop it (machines are created on demand)")
-        groups.append((gpu, _positive_int(g.get("count", 1), f"{where}.count"),
-                       _positive_int(g["gpus_per_node"], f"{where}.gpus_per_node")))
-        if "intra_node" in g:
-            intra[gpu] = str(g["intra_node"])
-    bw = data.get("inter_node_gbps")
-    if bw is not None and (isinstance(bw, bool) or not isinstance(bw, (int, float)) or bw <= 0):
-        raise InputError(f"{source}: inter_node_gbps", bw, "give a positive number (Gbit/s)")
-    name = str(data.get("name", Path(source).stem))
-    gbps = None if bw is None else float(bw)
-    spec = (unbounded_cluster([(t, gpn) for t, _, gpn in groups], name, gbps) if unbounded
+        groups.append((gpu, g.count or 1, g.gpus_per_node))
+        if g.intra_node is not None:
+            intra[gpu] = g.intra_node
+    name = spec_file.name or Path(source).stem
+    gbps = spec_file.inter_node_gbps
+    spec = (unbounded_cluster([(t, gpn) for t, _, gpn in groups], name, gbps) if spec_file.unbounded
             else make_cluster(groups, name=name, inter_node_gbps=gbps))
     return ClusterSpec(spec.name, spec.nodes, spec.inter_node_gbps, intra, spec.unbounded)
 

@@ -9,6 +9,7 @@ prices are the planner's business (gpuwise plan).
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Callable, Optional
 
 from gpuwise.estimate.feasible_plans import feasible_plans, fewest_gpus, plan_cost
 from gpuwise.estimate.memory import MemoryEstimate
@@ -30,10 +31,14 @@ class GpuFit:
 
 
 def fit_gpus(model: ModelSpec | str, cfg: TrainingConfig, gpus: list[GpuSpec], max_gpus: int = 1024,
-             gpus_per_node: int = 8, recompute: str | None = None) -> list[GpuFit]:
-    """Ranked GpuFit per GPU type. recompute: restrict plans to one recompute mode (None = any)."""
+             gpus_per_node: int = 8, recompute: str | None = None,
+             on_progress: Callable[[int, Optional[int]], None] | None = None) -> list[GpuFit]:
+    """Ranked GpuFit per GPU type. recompute: restrict plans to one recompute mode (None = any);
+    on_progress(done, total) is called after each GPU type (the CLI draws a progress bar with it)."""
     out = []
-    for gpu in gpus:
+    for i, gpu in enumerate(gpus):
+        if on_progress is not None:
+            on_progress(i, len(gpus))
         found = fewest_gpus(model, cfg, gpu, max_gpus=max_gpus, gpus_per_node=gpus_per_node)
         plans = [] if found is None else [(c, m) for c, m in found[1] if recompute in (None, c.recompute)]
         if found is not None and not plans and recompute is not None:
@@ -48,6 +53,8 @@ def fit_gpus(model: ModelSpec | str, cfg: TrainingConfig, gpus: list[GpuSpec], m
             continue
         c, m = plans[0]
         out.append(GpuFit(gpu, found[0], c, m, len(plans) - 1))
+    if on_progress is not None:
+        on_progress(len(gpus), len(gpus))
     fitted = sorted((f for f in out if f.gpus is not None),
                     key=lambda f: (f.gpus, plan_cost(f.config), f.gpu.memory_gib, f.gpu.name))
     return fitted + [f for f in out if f.gpus is None]

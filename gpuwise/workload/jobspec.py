@@ -209,6 +209,12 @@ def _path(loc: tuple[Any, ...]) -> str:
 
 
 def _to_input_error(exc: ValidationError, data: Any) -> InputError:
+    from gpuwise.errors import first_unknown_key
+
+    if not (isinstance(data, dict) and isinstance(data.get("model"), dict)):
+        unknown = first_unknown_key(exc, JobSpec)
+        if unknown is not None:
+            return unknown
     err = exc.errors()[0]
     loc = err.get("loc", ())
     # union errors on `model`: a mapping is an explicit model, report its own field

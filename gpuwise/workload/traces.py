@@ -40,7 +40,7 @@ from datetime import datetime
 from pathlib import Path
 from typing import Callable
 
-from gpuwise.errors import InputError, unknown_name
+from gpuwise.errors import InputError, unknown_name, unknown_key
 
 POLLUX_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
@@ -200,8 +200,7 @@ def _own(rows: list[dict], path: str) -> Workload:
             raise InputError(f"{path} job {i}", r, "each job must be a mapping of the documented fields")
         extra = set(k for k in r if k is not None) - set(OWN_COLUMNS)
         if extra:
-            raise InputError(_where(path, i, sorted(extra)[0]), r[sorted(extra)[0]],
-                             "unknown field; valid: " + ", ".join(OWN_COLUMNS))
+            raise unknown_key(f"{path} job {i}: key", sorted(extra)[0], OWN_COLUMNS)
         name = str(r.get("name") or "").strip()
         if not name or name in names:
             raise InputError(_where(path, i, "name"), name, "give every job a unique name")

@@ -17,7 +17,7 @@ from typing import Callable, Sequence
 
 import numpy as np
 
-from gpuwise.errors import InputError
+from gpuwise.errors import Infeasible, InputError
 from gpuwise.plan.rent.jobtypes import JobType
 
 
@@ -45,7 +45,7 @@ class Budget:
 
         what: what costs `floor` (e.g. "everything on 1 GPU already costs"); note: text after the number."""
         if self.amount <= floor * (1 + 1e-12):
-            raise InputError("--budget", self.amount, f"infeasible: {what} {floor:.6g} {self.units}{note}; "
+            raise Infeasible("--budget", self.amount, f"infeasible: {what} {floor:.6g} {self.units}{note}; "
                              f"the minimum feasible budget is above {floor:.6g} {self.units}")
 
 
@@ -163,7 +163,7 @@ def bracket_mu(spent: Callable[[float], float], b: float, refusal: str) -> tuple
     while spent(mu_hi) > b:
         mu_hi *= 4.0
         if mu_hi > 1e300:
-            raise InputError("--budget", b, refusal)
+            raise Infeasible("--budget", b, refusal)
     while spent(mu_lo) <= b and mu_lo > 1e-300:
         mu_lo /= 4.0
     for _ in range(400):

@@ -193,9 +193,17 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
 
     if not isinstance(data, dict):
         raise InputError(source, "(empty file)" if data is None else type(data).__name__, "the file must be a mapping with a `types:` list")
+    if "types" not in data and {"model", "training"} & set(data):
+        raise InputError(source, "a job spec", "gpuwise rent takes a job-types YAML with a `types:` list "
+                         "(see examples/rent/); a single job's spec goes to gpuwise plan or estimate")
     try:
         model = _models().model_validate(data)
     except ValidationError as exc:
+        from gpuwise.errors import first_unknown_key
+
+        unknown = first_unknown_key(exc, _models(), source)
+        if unknown is not None:
+            raise unknown from None
         err = exc.errors()[0]
         raise InputError(f"{source}: {_path(err['loc'])}", err.get("input"), err["msg"].lower()) from None
     trace = None
