@@ -75,6 +75,7 @@ class Frenzy(Policy):
         self._plans: dict[tuple, list[Plan]] = {}
         self._spec, self._shape = None, {}
         self._speeds: dict[tuple, float] = {}
+        self._ident: dict[str, tuple] = {}
 
     def describe(self) -> list[str]:
         return [f"frenzy: plans = (GPU type, 1/2/4 GPUs in a node or whole nodes) at the "
@@ -94,11 +95,17 @@ class Frenzy(Policy):
         """The job's plans, fastest first (cached: a decision only walks lists)."""
         job, spec = js.job, view.cluster.spec
         if self._spec is not spec:  # capacities per type, once per cluster (not per call)
-            self._spec, self._plans = spec, {}
+            self._spec, self._plans, self._ident = spec, {}, {}
             self._shape = {t: (spec.gpus_of_type(t), spec.max_gpus_per_node(t)) for t in spec.gpu_types}
+        ident = self._ident.get(job.name)
+        if ident is None:  # what the plans depend on: jobs that share it share the plan lists
+            batch = (job.batch_size if not self.model_batch or job.rigid
+                     else tuple(perf.batch_range(job, t)[:2] for t in spec.gpu_types))
+            ident = (job.application, job.jobspec, job.gpu_type, batch, job.num_gpus if job.rigid else 0,
+                     job.duration_s)
+            self._ident[job.name] = ident
         stage = self._stage(js)
-        key = (job.application, job.jobspec, job.gpu_type, job.batch_size, job.min_batch, job.max_batch,
-               job.num_gpus if job.rigid else 0, job.duration_s, stage)
+        key = (ident, stage)
         cached = self._plans.get(key)
         if cached is None:
             # speed at the start of this stage of training (the gradient noise, so the best batch
@@ -148,34 +155,44 @@ class Frenzy(Policy):
         state = view.cluster.copy()
         caps = self._caps(view)
         out: dict[str, Allocation | None] = {}
-        self._admit(view, perf, state, caps, out)
-        if self.rescale and self.share:
+        queue = [(js, [p for p in self.plans(js, view, perf) if js.job.rigid or p.gpus <= caps[p.gpu]])
+                 for js in view.pending.values()]
+        queue = self._admit(queue, state, out)
+        if self.rescale and self.share and queue:
             over = sorted((js for js in view.running.values()
                            if not js.job.rigid and js.allocation.num_gpus > caps[js.allocation.gpu_type]),
                           key=lambda js: -js.allocation.num_gpus / caps[js.allocation.gpu_type])
             for js in over:  # rule 3, one job at a time until everybody waiting has started
-                if all(n in out for n in view.pending):
-                    break
                 self._shrink(js, view, perf, state, caps, out)
-                self._admit(view, perf, state, caps, out)
-        if self.rescale and all(n in out for n in view.pending):
+                queue = self._admit(queue, state, out)
+                if not queue:
+                    break
+        if self.rescale and not queue:
             self._grow(view, perf, state, out)
         return Decision(out)
 
-    def _admit(self, view: SchedView, perf: PerfModel, state: ClusterState, caps: dict[str, int],
-               out: dict) -> None:
-        """Rules 1-2: each waiting job takes its fastest plan within its share that whole-node
-        placement can realise now, in arrival order; the others wait."""
-        for js in [js for n, js in view.pending.items() if n not in out]:
-            plans = self.plans(js, view, perf)
+    @staticmethod
+    def _admit(queue: list[tuple[JobState, list[Plan]]], state: ClusterState, out: dict) -> list:
+        """Rules 1-2: each waiting job (arrival order) takes its fastest plan within its share
+        (``queue`` holds those plans) that whole-node placement can realise now; returns the jobs
+        still waiting."""
+        free = state.free_by_type()
+        left = []
+        for i, (js, plans) in enumerate(queue):
+            if not any(free.values()):
+                return left + queue[i:]
             for p in plans:  # fastest first
-                if p.gpus > caps[p.gpu] and not js.job.rigid:
+                if p.gpus > free[p.gpu]:
                     continue
                 pl = whole_node_fit(state, p.gpu, p.gpus)
                 if pl is not None:
                     out[js.name] = Allocation(p.gpu, pl, p.batch)
                     state.allocate(out[js.name])
+                    free[p.gpu] -= p.gpus
                     break
+            else:
+                left.append((js, plans))
+        return left
 
     def _speed(self, js: JobState, plans: list[Plan], perf: PerfModel) -> float:
         """Predicted goodput of a running job where it is, at this stage of its training."""
