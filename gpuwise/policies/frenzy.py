@@ -42,11 +42,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-import numpy as np
 
 from gpuwise.policies.base import Allocation, ClusterState, Decision, JobState, PerfModel, Policy, SchedView
 from gpuwise.policies.knapsack import configurations
 from gpuwise.policies.placement import whole_node_fit
+from gpuwise.policies.value import batch_candidates
 
 
 @dataclass(frozen=True)
@@ -76,15 +76,19 @@ class Frenzy(Policy):
         self._spec, self._shape = None, {}
         self._speeds: dict[tuple, float] = {}
         self._ident: dict[str, tuple] = {}
+        self._batches: dict[tuple, tuple[int, ...]] = {}
 
     def describe(self) -> list[str]:
+        floor = (f", goodput per GPU >= {self.min_efficiency:g} x the job's best on the type"
+                 if self.min_efficiency > 0 else "")
         return [f"frenzy: plans = (GPU type, 1/2/4 GPUs in a node or whole nodes) at the "
-                f"{'model-best' if self.model_batch else 'user'} batch, goodput per GPU >= "
-                f"{self.min_efficiency:g} x the job's best, fastest first"
+                f"{'model-best' if self.model_batch else 'user'} batch{floor}, re-rated at {self.stages} stages "
+                "of training, fastest first"
                 + ("; waiting jobs capped at capacity / active jobs per type, running jobs over that share "
                    "shrink while jobs wait" if self.share else "")
                 + (f"; running jobs grow into idle GPUs when it cuts remaining time by > {self.grow_margin:.0%} "
-                   f"after a {self.restart_s:g} s restart" if self.rescale else "; running jobs never move")
+                   f"after a {self.restart_s:g} s restart, checked on arrivals, completions and every "
+                   f"{self.period_s:g} s" if self.rescale else "; running jobs never move")
                 + "; whole-node placement"]
 
     # -- rule 1: plans ---------------------------------------------------------------------
@@ -125,20 +129,23 @@ class Frenzy(Policy):
     def _type_plans(self, js: JobState, t: str, cap: int, gpn: int, perf: PerfModel) -> list[Plan]:
         """Plans on type ``t``: each configuration at its best batch, keeping only counts that are
         faster than every smaller one (more GPUs that do not help are not a plan)."""
-        from gpuwise.policies.value import value_table
-
         job = js.job
         if job.rigid:
             if job.num_gpus > cap:
                 return []
             g = perf.goodput_grid(js, t, job.num_gpus, gpn, (0,))[job.num_gpus - 1, 0]
             return [Plan(t, job.num_gpus, job.batch_size, float(g))] if g > 0 else []
-        v, b, ref = value_table(perf, js, t, cap, gpn, elastic=self.model_batch, objective="job")
+        key = (self._ident[job.name], t)
+        if key not in self._batches:  # the batch grid depends on the job's range, not its stage
+            self._batches[key] = batch_candidates(perf, js, t, self.model_batch)
+        batches = self._batches[key]
+        grid = perf.goodput_grid(js, t, cap, gpn, batches)
         out, top = [], 0.0
         for n in configurations(gpn, cap):
-            g = float(v[n]) * ref if np.isfinite(v[n]) else 0.0
+            k = int(grid[n - 1].argmax())
+            g = float(grid[n - 1, k])
             if g > top * 1.001:
-                out.append(Plan(t, n, int(b[n]), g))
+                out.append(Plan(t, n, int(batches[k]), g))
                 top = g
         return out
 
