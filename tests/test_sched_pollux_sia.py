@@ -51,7 +51,7 @@ def test_configurations_are_sias():
     assert configurations(8, 8) == [1, 2, 4, 8]
 
 
-def _jobs(draw_apps, n_running, cluster, perf):
+def _jobs(draw_apps, cluster, perf):
     state = ClusterState(cluster)
     pending, running = {}, {}
     for i, app in enumerate(draw_apps):
@@ -69,7 +69,7 @@ def test_pollux_allocation_equals_brute_force(apps, nodes):
     combination of allowed counts (brute force over Pollux's own objective)."""
     cluster = make_cluster([("T4", nodes, 4)])
     perf = GroundTruthPerf(cluster)
-    view = _jobs(apps, 0, cluster, perf)
+    view = _jobs(apps, cluster, perf)
     pol = Pollux(max_growth=None)
     jobs = list(view.pending.values())
     cap = cluster.gpus_of_type("T4")
@@ -124,7 +124,7 @@ def test_sia_ilp_equals_enumeration(inst):
 def test_neither_exceeds_capacity_on_a_mixed_cluster(apps, name):
     cluster = make_cluster([("T4", 2, 4), ("V100", 1, 8)])
     perf = GroundTruthPerf(cluster)
-    view = _jobs(apps, 0, cluster, perf)
+    view = _jobs(apps, cluster, perf)
     pol = Pollux() if name == "pollux" else Sia()
     d = pol.schedule(0.0, view, perf)
     check_decision(view, d)
