@@ -21,7 +21,7 @@ CALLERS = {
     "cli/estimate.py": "job_performance",
     "estimate/job_estimate.py": "JobPerformance",
     "plan/candidates.py": "job_performance",
-    "policies/frenzy.py": "largest_micro_batch",
+    "policies/frenzy.py": "batch_range",                 # the PerfModel (job_model_perf -> JobModel -> here)
     "estimate/job_model.py": "AnalyticalSource",          # rent perfmodel, job_model_perf, simulator
     "plan/rent/perfmodel.py": "JobModel",
     "plan/online_search.py": "best_of",

@@ -11,7 +11,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
     add_common(parser)
     parser.add_argument("--policy", action="append", required=True,
-                        help="a policy to compare (repeat the flag): " + ", ".join(POLICIES))
+                        help="a policy to compare (repeat the flag), or all: " + ", ".join(POLICIES))
 
 
 def run(args: argparse.Namespace) -> int:
@@ -19,7 +19,9 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.simulate import ROWS, fmt, load_inputs, simulate_policy
     from gpuwise.policies.registry import make_policy
 
-    names = list(dict.fromkeys(args.policy))
+    from gpuwise.policies.registry import POLICIES
+
+    names = list(dict.fromkeys(n for p in args.policy for n in (POLICIES if p == "all" else [p])))
     for n in names:
         make_policy(n)  # validate every name before the first (possibly long) run
     cluster, workload = load_inputs(args)

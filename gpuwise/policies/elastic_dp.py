@@ -22,6 +22,7 @@ from gpuwise.policies.admission import check_admission, refused
 from gpuwise.policies.base import Decision, JobState, PerfModel, Policy, SchedView
 from gpuwise.policies.dp import dp_allocate
 from gpuwise.policies.placement import best_fit, place_shares
+from gpuwise.policies.pools import type_pools
 from gpuwise.policies.value import DEFAULT_OBJECTIVE, OBJECTIVES, value_table
 
 
@@ -55,17 +56,7 @@ class ElasticDP(Policy):
                 "(the paper's normalisation is unpublished)"]
 
     def _pools(self, view: SchedView) -> dict[str, list[JobState]]:
-        cap = view.cluster.capacity_by_type()
-        pools: dict[str, list[JobState]] = {t: [] for t in cap}
-        for js in view.running.values():
-            pools[js.allocation.gpu_type].append(js)
-        for js in view.pending.values():
-            if js.job.gpu_type:
-                pools[js.job.gpu_type].append(js)
-            else:
-                t = max(cap, key=lambda t: (cap[t] / (1 + len(pools[t])), cap[t]))
-                pools[t].append(js)
-        return pools
+        return type_pools(view)
 
     def _table(self, perf: PerfModel, js: JobState, gpu: str, K: int, gpn: int):
         v, b, ref = value_table(perf, js, gpu, K, gpn, self.elastic, self.objective)

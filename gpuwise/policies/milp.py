@@ -22,6 +22,7 @@ import sys
 import numpy as np
 
 from gpuwise.policies.base import Decision, PerfModel, Policy, SchedView
+from gpuwise.policies.knapsack import configurations
 from gpuwise.policies.placement import best_fit, place_shares
 from gpuwise.policies.value import value_table
 
@@ -44,16 +45,6 @@ def _quiet_stdout():
     finally:
         os.dup2(saved, fd)
         os.close(saved)
-
-
-def configurations(gpus_per_node: int, total: int) -> list[int]:
-    """Sia's GPU counts for one type: powers of two below a node, then whole nodes."""
-    out, n = [], 1
-    while n < gpus_per_node and n <= total:
-        out.append(n)
-        n *= 2
-    out += list(range(gpus_per_node, total + 1, gpus_per_node))
-    return out
 
 
 class Milp(Policy):

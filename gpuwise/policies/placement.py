@@ -5,6 +5,8 @@
   free first. A request that fits on one node is therefore never split.
 - `first_fit`: the first node (in cluster order) that holds the request, else GPUs gathered in
   node order -- the classic baseline.
+- `whole_node_fit` (Pollux's interference avoidance): up to a node's size, one node (best fit);
+  beyond it, whole free nodes only, so two distributed jobs never share a node's network.
 On an unbounded cluster both use free GPUs of existing machines as above and, when those are
 short, new machines (`ClusterState.fresh_placement`): a pay-per-use cloud never says no.
 """
@@ -40,6 +42,29 @@ def best_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
         if need == 0:
             break
     return tuple(sorted(out))
+
+
+def whole_node_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
+    """``n`` GPUs on one node (best fit) if a node's size holds them, else on ceil(n / node size)
+    nodes with no other job, filled in node order; None when that is not possible now."""
+    if n < 1 or state.unbounded:
+        return best_fit(state, gpu, n) if n >= 1 else None
+    nodes = state.nodes_of(gpu)
+    if not nodes:
+        return None
+    gpn = max(state.cap[i] for i in nodes)
+    if n <= gpn:
+        holders = [(state.free[i], i) for i in nodes if state.free[i] >= n]
+        return ((min(holders)[1], n),) if holders else None
+    empty = [i for i in nodes if state.free[i] == state.cap[i]]
+    out, need = [], n
+    for i in empty:
+        take = min(state.cap[i], need)
+        out.append((i, take))
+        need -= take
+        if need == 0:
+            return tuple(out)
+    return None
 
 
 def first_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
@@ -100,7 +125,7 @@ def place_request(state: ClusterState, js, place: PlaceFn, n: int | None = None)
     return None
 
 
-PLACEMENTS: dict[str, PlaceFn] = {"best-fit": best_fit, "first-fit": first_fit}
+PLACEMENTS: dict[str, PlaceFn] = {"best-fit": best_fit, "first-fit": first_fit, "whole-node": whole_node_fit}
 
 Share = tuple[str, int, "int | None"]  # (gpu type, GPUs, global batch)
 

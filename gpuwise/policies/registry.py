@@ -43,9 +43,25 @@ def _milp(**kw) -> Policy:
     return Milp()
 
 
+def _pollux(**kw) -> Policy:
+    from gpuwise.policies.pollux import Pollux
+    return Pollux()
+
+
+def _optimus(**kw) -> Policy:
+    from gpuwise.policies.optimus import Optimus
+    return Optimus()
+
+
+def _sia(**kw) -> Policy:
+    from gpuwise.policies.sia import Sia
+    return Sia()
+
+
 POLICIES: dict[str, Callable[..., Policy]] = {
     "fifo": _fifo, "las": _las, "elastic-dp": _elastic, "elastic-dp-fixed-batch": _elastic_fixed,
     "frenzy": _frenzy, "first-fit": _first_fit, "milp": _milp,
+    "pollux": _pollux, "optimus": _optimus, "sia": _sia,
 }
 # options each policy accepts from the command line
 TAKES_ADMISSION = ("elastic-dp", "elastic-dp-fixed-batch")

@@ -1,0 +1,123 @@
+"""Decision time at scale (issue 13): one scheduling round on a 2,000-GPU, three-type cluster
+(100 x 8 T4, 100 x 8 V100, 50 x 8 A100) with 1,000 active jobs (500 running on 1-8 GPUs, 500
+waiting), resampled from the bundled Pollux workloads. Prints each policy's wall and CPU seconds for
+the round and Sia's solve time as a ratio over elastic-DP's and Frenzy's decision times, all
+measured in this run. Frenzy is timed cold (building every plan list) and warm (its cached plans,
+the steady state of a long run).
+
+Then the 82k-job Philly trace on 512 V100s under each cheap policy: simulation wall and CPU time
+(each policy in its own process, stopped after 120 s of wall time).
+
+Run: PYTHONPATH=$PWD nice -n 10 python benchmarks/sched_scale.py [--skip-philly]
+"""
+
+from __future__ import annotations
+
+import sys
+import time
+
+import numpy as np
+
+from _streams import pollux_job_pool
+from gpuwise.data import data_path
+from gpuwise.hardware.cluster import load_cluster, make_cluster
+from gpuwise.policies.base import Allocation, ClusterState, JobState, SchedView, check_decision
+from gpuwise.policies.placement import whole_node_fit
+from gpuwise.policies.registry import make_policy
+from gpuwise.sim.ground_truth import GroundTruthPerf
+from gpuwise.workload.traces import TraceJob
+
+CHEAP = ("fifo", "first-fit", "las", "frenzy", "elastic-dp", "optimus", "pollux")
+
+
+def big_view(jobs: int = 1000, running: int = 500, seed: int = 0):
+    cluster = make_cluster([("T4", 100, 8), ("V100", 100, 8), ("A100", 50, 8)], name="scale-2000")
+    perf = GroundTruthPerf(cluster)
+    rng = np.random.default_rng(seed)
+    pool = pollux_job_pool()
+    state = ClusterState(cluster)
+    pending, run = {}, {}
+    for i in range(jobs):
+        app, n, b = pool[int(rng.integers(len(pool)))]
+        job = TraceJob(f"{app}-{i}", float(i), n, application=app, batch_size=b)
+        js = JobState(job=job, submitted_s=-3600.0 + i, target=perf.target(job))
+        t = cluster.gpu_types[i % 3]
+        pl = whole_node_fit(state, t, 1 << int(rng.integers(0, 4))) if len(run) < running else None
+        if pl is not None:
+            lo, hi, _ = perf.batch_range(job, t)
+            js.allocation = Allocation(t, pl, int(min(max(b, lo), hi)))
+            state.allocate(js.allocation)
+            js.status, js.restarts = "running", 1
+            js.progress = float(rng.uniform(0, 0.8)) * js.target
+            run[job.name] = js
+        else:
+            pending[job.name] = js
+    return cluster, perf, SchedView(pending, run, state, list(pending))
+
+
+def timed(policy, view, perf) -> tuple[float, float]:
+    w, c = time.perf_counter(), time.process_time()
+    d = policy.schedule(0.0, view, perf)
+    w, c = time.perf_counter() - w, time.process_time() - c
+    check_decision(view, d)
+    return w, c
+
+
+def scale() -> None:
+    cluster, perf, view = big_view()
+    print(f"{cluster.name}: {cluster.total_gpus} GPUs, {len(view.running)} running + {len(view.pending)} waiting jobs")
+    t = {}
+    fr = make_policy("frenzy")
+    t["frenzy (cold)"] = timed(fr, view, perf)
+    t["frenzy (warm)"] = timed(fr, view, perf)
+    t["elastic-dp"] = timed(make_policy("elastic-dp"), view, perf)
+    sia = make_policy("sia")
+    sia.time_limit_s = 120.0
+    t["sia"] = timed(sia, view, perf)
+    for k, (w, c) in t.items():
+        print(f"  {k:14s} {w:8.3f} s wall  {c:8.3f} s CPU")
+    s = t["sia"][0]
+    for i, unit in ((0, "wall"), (1, "CPU")):
+        s = t["sia"][i]
+        print("  sia / elastic-dp = {:.0f}x, sia / frenzy cold = {:.0f}x, sia / frenzy warm = {:.0f}x ({})".format(
+            s / t["elastic-dp"][i], s / t["frenzy (cold)"][i], s / t["frenzy (warm)"][i], unit))
+
+
+def _philly_one(name: str, q) -> None:
+    from gpuwise.sim.cluster import simulate
+    from gpuwise.sim.metrics import summarise
+    from gpuwise.workload.traces import load_workload
+
+    w = load_workload(data_path("pollux", "traces", "philly.csv"))
+    cl = load_cluster("examples/clusters/philly-512.yaml")
+    t0, c0 = time.perf_counter(), time.process_time()
+    m = summarise(simulate(cl, w, make_policy(name)))
+    q.put((len(w), time.perf_counter() - t0, time.process_time() - c0, m))
+
+
+def philly(budget_s: float = 120.0) -> None:
+    """Each cheap policy in its own process, stopped after ``budget_s`` seconds of wall time."""
+    import multiprocessing as mp
+
+    base = None
+    for name in CHEAP:
+        q = mp.Queue()
+        p = mp.Process(target=_philly_one, args=(name, q))
+        p.start()
+        p.join(budget_s)
+        if p.is_alive():
+            p.terminate()
+            p.join()
+            print(f"  philly, {name:10s}: not finished within {budget_s:.0f} s wall", flush=True)
+            continue
+        jobs, wall, cpu, m = q.get()
+        base = base or wall
+        print(f"  philly {jobs} jobs, {name:10s}: {wall:7.1f} s wall, {cpu:7.1f} s CPU ({wall / base:.1f}x fifo), "
+              f"{m['rounds']} rounds, mean decision {m['mean_decision_ms']:.3f} ms, mean JCT {m['mean_jct_s'] / 3600:.2f} h",
+              flush=True)
+
+
+if __name__ == "__main__":
+    scale()
+    if "--skip-philly" not in sys.argv:
+        philly()
