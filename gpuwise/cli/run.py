@@ -48,6 +48,9 @@ def run(args: argparse.Namespace) -> int:
     if cluster.unbounded:
         raise InputError("--cluster", args.cluster, "gpuwise run needs a fixed cluster (nodes with counts)")
     workload = load_run_workload(args.workload)
+    from gpuwise.workload.traces import check_fits
+
+    check_fits(workload, {t: cluster.gpus_of_type(t) for t in cluster.gpu_types})
     opts = RunOptions(Path(args.state), args.address, args.chunk_steps, args.preempt_every, args.max_wall)
     check_options(opts)
     live = sys.stdout.isatty() and not args.json

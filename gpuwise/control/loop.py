@@ -80,9 +80,12 @@ class ControlLoop:
         self.request_round(now)
 
     def complete(self, js: JobState, now: float) -> None:
-        """``js`` reached its target (progress already final): free its GPUs."""
-        self.state.release(js.allocation)
-        self.running.pop(js.name)
+        """``js`` reached its target (progress already final): free its GPUs (a runtime job may
+        finish its last chunk after the policy took its allocation away)."""
+        if js.allocation is not None:
+            self.state.release(js.allocation)
+        self.running.pop(js.name, None)
+        self.pending.pop(js.name, None)
         js.status, js.finish_s = st.DONE, now
         self.levels(now)
         if self.running or self.pending:

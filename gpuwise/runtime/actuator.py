@@ -200,7 +200,10 @@ class RayActuator:
         a, js = jr.alloc, jr.js
         n = len(r["step_s"])
         mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
-        jr.model.observe(a.num_nodes, a.num_gpus, batch / a.num_gpus, mean(r["step_s"]), mean(r["sync_s"]),
+        # the chunk's wall time per step, not the in-worker step time: the per-chunk costs (Ray call,
+        # checkpoint write) are part of what a job pays per step, and the simulator's replay must see them
+        wall_step = max(mean(r["step_s"]), (now - jr.op_start) / n)
+        jr.model.observe(a.num_nodes, a.num_gpus, batch / a.num_gpus, wall_step, mean(r["sync_s"]),
                          mean(r["big_sq"]), mean(r["small_sq"]), batch, mean(r["small_batch"]))
         js.progress = min(js.target, js.progress + n * float(jr.model.gain(batch)))
         jr.step = r["end_step"]

@@ -57,17 +57,28 @@ def _restore(store: Store, workload: Workload, resume: bool) -> tuple[dict, floa
     return store.jobs(), float(store.get("elapsed_s", 0.0))
 
 
-def run_workload(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: RunOptions) -> RunResult:
+def run_workload(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: RunOptions,
+                 pool: WorkerPool | None = None) -> RunResult:
+    """Run to completion (or ``opts.max_wall_s``). ``pool``: started workers to reuse (kept
+    running afterwards; tests share one); default: a pool of its own, shut down at the end."""
     store = Store(opts.state_dir)
     resume = store.get("workload") == workload.source and not store.get("finished", False)
     saved, offset = _restore(store, workload, resume)
-    pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address)
+    own = pool is None
+    if own:
+        pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address)
+    elif pool.cluster != cluster:
+        raise ValueError("the worker pool was started for another cluster")
     wall = time.perf_counter()
     try:
-        pool.start()
+        if own:
+            pool.start()
         return _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, wall)
     finally:
-        pool.shutdown()
+        if own:
+            pool.shutdown()
+        else:
+            pool.release_all()
         store.close()
 
 

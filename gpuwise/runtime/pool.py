@@ -126,6 +126,18 @@ class WorkerPool:
         ray.kill(slot.actor, no_restart=False)
         slot.warming = slot.actor.ready.remote()
 
+    def release_all(self) -> None:
+        """Make every slot free again (after a run that shares this pool; workers stay warm)."""
+        import ray
+
+        busy = [s for s in self.slots if s.owner is not None]
+        for s in busy:
+            try:
+                ray.get(s.actor.teardown.remote(), timeout=30.0)
+            except Exception:  # a dead or stuck worker: restart it
+                self.restart(s)
+            s.owner = None
+
     def shutdown(self) -> None:
         import ray
 

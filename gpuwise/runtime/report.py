@@ -9,15 +9,19 @@ from gpuwise.runtime.driver import RunOptions, RunResult, run_workload
 from gpuwise.runtime.measured import MeasuredPerf
 
 
-def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = False) -> dict:
+def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = False, pool=None,
+            make=None) -> dict:
+    """``make``: builds a fresh policy (default: the registry's ``policy_name``), called once for
+    the run and once for the replay; ``pool``: started workers to reuse."""
     from gpuwise.policies.registry import make_policy
     from gpuwise.runtime.replay import compare, replay
     from gpuwise.sim.metrics import series, summarise
 
-    policy = make_policy(policy_name)
+    make = make or (lambda: make_policy(policy_name))
+    policy = make()
     with _progress(live, opts) as _:
-        run = run_workload(cluster, workload, policy, opts)
-    simulated = replay(cluster, workload, lambda: make_policy(policy_name), run)
+        run = run_workload(cluster, workload, policy, opts, pool)
+    simulated = replay(cluster, workload, make, run)
     rows, median = compare(run, simulated)
     out = summarise(run.sim)
     out.update(workload=workload.source, workload_format=workload.format,

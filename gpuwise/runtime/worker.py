@@ -32,15 +32,30 @@ class SlotWorker:
     def __init__(self, slot: str) -> None:
         import torch
 
-        import torch.distributed  # noqa: F401  (warm: a grow pays no import)
-
-        from gpuwise.runtime.models import MODELS, build
-
         torch.set_num_threads(1)  # slots share the machine's cores; one thread each
-        for m in MODELS:  # first-call costs of the layers' kernels, paid while the slot is a spare
-            build(m, 0)
         self.slot, self.job = slot, None
+        self._warm()
         self.model = self.opt = self.data = None
+
+    def _warm(self) -> None:
+        """Pay every first-call cost (imports, gloo start-up, kernels, optimizer) while the slot is
+        a spare: measured here, a slot's first process group took 20-45 s on a loaded machine,
+        later ones 0.2-0.4 s."""
+        import torch
+        import torch.distributed as dist
+
+        from gpuwise.runtime.models import MODELS, Data, build
+
+        dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
+        for m in MODELS:
+            model = build(m, 0)
+            opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
+            model.loss(Data(m, 0).local_batch(0, 4, 0, 1)).backward()
+            opt.step()
+        t = torch.zeros(4)
+        dist.all_reduce(t)
+        dist.barrier()
+        dist.destroy_process_group()
 
     def ready(self) -> int:
         return os.getpid()
