@@ -71,8 +71,9 @@ def test_elastic_dp_rescales_width_and_batch_and_the_simulator_agrees(pool, tmp_
 
 
 def test_preemptions_are_recovered_with_bounded_lost_steps(pool, tmp_path):
-    wl = _workload(("a", 0, 2, "tiny-gpt", 40, 16, 16, 16), ("b", 0, 1, "tiny-resnet", 40, 16, 16, 16))
-    out = execute(CLUSTER, wl, "fifo", _opts(tmp_path, preempt_every_s=6.0), pool=pool)
+    wl = _workload(("a", 0, 2, "tiny-gpt", 50, 16, 16, 16), ("b", 0, 1, "tiny-resnet", 50, 16, 16, 16))
+    out = execute(CLUSTER, wl, "fifo", _opts(tmp_path, preempt_every_s=5.0), pool=pool)
+    assert out["jobs_completed"] == 2, [j["events"] for j in out["jobs"]]
     assert out["jobs_completed"] == 2
     assert out["preemptions_injected"] >= 1 and out["restarts"] == out["preemptions_injected"]
     assert out["lost_steps"] <= K * out["preemptions_injected"]

@@ -206,6 +206,7 @@ class RayActuator:
         jr.model.observe(a.num_nodes, a.num_gpus, batch / a.num_gpus, wall_step, mean(r["sync_s"]),
                          mean(r["big_sq"]), mean(r["small_sq"]), batch, mean(r["small_batch"]))
         js.progress = min(js.target, js.progress + n * float(jr.model.gain(batch)))
+        jr.model.trained[batch] = jr.model.trained.get(batch, 0) + n
         jr.step = r["end_step"]
         old, jr.ckpt = jr.ckpt, jr.ckpt_next
         self.store.record_checkpoint(jr.name, jr.step, js.progress, jr.ckpt, now)  # now it counts
@@ -257,7 +258,7 @@ class RayActuator:
                 self.pool.restart(s)
             s.owner = None
         jr.slots, jr.alloc, jr.refs, jr.want, jr.phase = [], None, [], None, "idle"
-        self.event(jr, now, "fault", reason=reason, lost_steps=lost, resume_step=jr.step)
+        self.event(jr, now, "fault", reason=reason, lost_steps=lost, resume_step=jr.step, batch=jr.chunk[1])
         if jr.js.progress >= jr.js.target - 1e-9:  # its last checkpoint already finished it
             self.loop.complete(jr.js, now)
         elif jr.js.status not in st.TERMINAL:

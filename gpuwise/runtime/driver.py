@@ -70,11 +70,16 @@ def run_workload(cluster: ClusterSpec, workload: Workload, policy: Policy, opts:
     elif pool.cluster != cluster:
         raise ValueError("the worker pool was started for another cluster")
     wall = time.perf_counter()
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
+    fitter = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
     try:
         if own:
             pool.start()
-        return _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, wall)
+        return _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, wall, fitter)
     finally:
+        fitter.shutdown(wait=False, cancel_futures=True)
         if own:
             pool.shutdown()
         else:
@@ -82,9 +87,9 @@ def run_workload(cluster: ClusterSpec, workload: Workload, policy: Policy, opts:
         store.close()
 
 
-def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, wall) -> RunResult:
+def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, wall, fitter) -> RunResult:
     clock = WallClock(offset)
-    models = {j.name: JobModel(ref_batch=int(j.batch_size)) for j in workload.jobs}
+    models = {j.name: JobModel(ref_batch=int(j.batch_size), fitter=fitter) for j in workload.jobs}
     perf = MeasuredPerf(models)
     ckpt_dir = opts.state_dir / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
@@ -128,6 +133,8 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
         if opts.on_tick:
             opts.on_tick(clock.now(), act.jobs)
     end = clock.now()
+    for jm in models.values():  # the replay reads the final models
+        jm.collect(wait=True)
     store.put("finished", not arrivals and all(jr.js.status in st.TERMINAL for jr in act.jobs.values()))
     for jr in act.jobs.values():
         act.save(jr)
@@ -160,11 +167,9 @@ def _resume_job(jr: JobRun, row: dict, store: Store, loop: ControlLoop) -> None:
     js.restarts, js.attained_gpu_s = row["restarts"], row["attained_gpu_s"]
     jr.restarts, jr.rescales, jr.faults, jr.lost_steps = row["restarts"], row["rescales"], row["faults"], row["lost_steps"]
     m = row["model"]
-    for p in m.get("points", []):
-        jr.model.points.append(tuple(p))
-        jr.model.fit.observe(*p[:4], p[4] if p[1] > 1 else 0.0)
-    if jr.model.fit.params is not None:
-        jr.model.params = jr.model.fit.params
+    jr.model.points = [tuple(p) for p in m.get("points", [])]
+    if jr.model.points:
+        jr.model.refit(force=True)
     jr.model.grad_sqr, jr.model.grad_var = m.get("grad_sqr"), m.get("grad_var")
     jr.events = store.events(jr.name)
     last = store.last_checkpoint(jr.name)

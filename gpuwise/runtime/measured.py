@@ -1,14 +1,14 @@
 """What the runtime learned about each job: the speed and efficiency model policies read.
 
-Per job, every chunk adds one point (nodes, replicas, local batch, mean step time, mean sync time)
-to the project's online Pollux fit (`gpuwise.estimate.pollux_fit.OnlinePolluxFit`) and one
+Per job, every chunk adds one point (nodes, replicas, local batch, mean step time, mean sync time);
+the project's Pollux fit (`gpuwise.estimate.pollux_fit.fit_pollux`) runs on the per-configuration means and one
 gradient-noise measurement (|G|^2 and tr(Sigma), averaged with an exponential moving average, as
 AdaptDL does). Progress is counted in steps at the job's reference batch M0 (its requested batch):
 a step at batch M adds gain(M) = (M/M0) E(M), Pollux's AdaScale gain with the measured noise scale.
 
 Before a job's first chunk the model is a prior (stated in the assumptions): a step-time form with
 PRIOR_PARAMS and phi = M0. After one point the prior's compute terms are scaled to match it; from
-two points on the fit takes over (with its own weak priors).
+two distinct configurations on the fit takes over (with its own weak priors).
 
 The fake GPU types of one machine are the same CPU cores, so a job has one model for all types.
 `MeasuredPerf` is a `gpuwise.policies.base.PerfModel`; with ``segmented = False`` it is also the
@@ -22,7 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpuwise.estimate.pollux_fit import OnlinePolluxFit, PolluxParams, predict
+from gpuwise.estimate.pollux_fit import PolluxParams, fit_pollux, predict
 from gpuwise.estimate.stat_efficiency import gain
 from gpuwise.policies.base import JobState, job_batch_range
 
@@ -40,15 +40,20 @@ class JobModel:
     """One job's measured points and current model."""
 
     ref_batch: int
-    fit: OnlinePolluxFit = field(default_factory=lambda: OnlinePolluxFit())
     params: PolluxParams = PRIOR_PARAMS
     grad_sqr: float | None = None
     grad_var: float | None = None
     points: list = field(default_factory=list)
+    trained: dict = field(default_factory=dict)  # global batch -> steps trained at it
+    phi_override: float | None = None            # the replay's effective noise scale
+    fitter: object = None      # a concurrent.futures executor: fits run off the controller's thread
+    _pending: object = None    # Future of the fit in flight
 
     @property
     def phi(self) -> float:
         """Gradient noise scale (samples); the prior M0 until measured."""
+        if self.phi_override is not None:
+            return self.phi_override
         if self.grad_sqr is None or self.grad_var is None:
             return float(self.ref_batch)
         return max(self.grad_var, 0.0) / max(self.grad_sqr, 1e-12)
@@ -59,14 +64,8 @@ class JobModel:
 
     def observe(self, nodes: int, replicas: int, local: float, step_s: float, sync_s: float,
                 big_sq: float, small_sq: float, big_b: float, small_b: float) -> None:
-        self.points.append((nodes, replicas, local, step_s, sync_s))
-        p = self.fit.observe(nodes, replicas, local, step_s, sync_s if replicas > 1 else 0.0)
-        if p is not None:
-            self.params = p
-        else:  # one point: scale the prior's compute to it
-            pred = float(predict(PRIOR_PARAMS, nodes, replicas, local)[0])
-            k = step_s / pred
-            self.params = replace(PRIOR_PARAMS, alpha_c=PRIOR_PARAMS.alpha_c * k, beta_c=PRIOR_PARAMS.beta_c * k)
+        self.points.append((nodes, replicas, local, step_s, sync_s if replicas > 1 else 0.0))
+        self.refit()
         if big_b > small_b:
             sqr = (big_b * big_sq - small_b * small_sq) / (big_b - small_b)
             var = (small_sq - big_sq) / (1.0 / small_b - 1.0 / big_b)
@@ -75,6 +74,57 @@ class JobModel:
             else:
                 self.grad_sqr = EMA * self.grad_sqr + (1 - EMA) * sqr
                 self.grad_var = EMA * self.grad_var + (1 - EMA) * var
+
+    def refit(self, force: bool = False) -> None:
+        """Fit on the mean of each distinct configuration, when a configuration is new or the
+        number of points doubles: a fit costs seconds of CPU here, and the controller must not stall
+        every chunk for it. One configuration: the prior, with its compute terms scaled to it."""
+        groups: dict[tuple, list] = {}
+        for p in self.points:
+            groups.setdefault(p[:3], []).append(p[3:])
+        n = len(self.points)
+        new_config = len(groups[self.points[-1][:3]]) == 1
+        if not (force or new_config or n & (n - 1) == 0):
+            return
+        keys = list(groups)
+        step = np.array([np.mean([g[0] for g in groups[k]]) for k in keys])
+        sync = np.array([np.mean([g[1] for g in groups[k]]) for k in keys])
+        cfg = np.array(keys, float)
+        if len(keys) == 1:
+            pred = float(predict(PRIOR_PARAMS, *cfg[0])[0])
+            k = float(step[0]) / pred
+            self.params = replace(PRIOR_PARAMS, alpha_c=PRIOR_PARAMS.alpha_c * k, beta_c=PRIOR_PARAMS.beta_c * k)
+            return
+        args = (cfg[:, 0], cfg[:, 1], cfg[:, 2], step, sync)
+        if self.fitter is None:
+            self.params = fit_pollux(*args)
+        elif self._pending is None:  # one fit in flight per job; the next trigger picks up new points
+            self._pending = self.fitter.submit(fit_pollux, *args)
+
+    def collect(self, wait: bool = False) -> None:
+        """Take the result of the fit in flight, if done (or wait for it)."""
+        if self._pending is not None and (wait or self._pending.done()):
+            try:
+                self.params = self._pending.result(timeout=120.0)
+            finally:
+                self._pending = None
+
+    def effective_phi(self, progress: float) -> float:
+        """The constant noise scale under which the steps trained (at their batches) give the
+        progress the run counted: the run's gain used the noise scale of its time, which grows
+        during training, so the final value alone would overstate early progress."""
+        if not self.trained or progress <= 0:
+            return self.phi
+        b = np.array(list(self.trained), float)
+        n = np.array(list(self.trained.values()), float)
+        made = lambda phi: float(np.sum(n * gain(b, phi, self.ref_batch)))  # noqa: E731  (rises with phi)
+        lo, hi = 1e-3, 1e9
+        if not made(lo) <= progress <= made(hi):
+            return self.phi
+        for _ in range(100):
+            mid = math.sqrt(lo * hi)
+            lo, hi = (mid, hi) if made(mid) < progress else (lo, mid)
+        return math.sqrt(lo * hi)
 
     def step_time(self, nodes, replicas, local) -> np.ndarray:
         return np.asarray(predict(self.params, nodes, replicas, local)[0], float)
@@ -89,7 +139,9 @@ class MeasuredPerf:
         self.models = models
 
     def model(self, job) -> JobModel:
-        return self.models[job.name]
+        jm = self.models[job.name]
+        jm.collect()
+        return jm
 
     def batch_range(self, job, gpu_type: str) -> tuple[int, int, int]:
         m0 = int(job.batch_size)

@@ -115,6 +115,11 @@ class WorkerPool:
                 done, _ = ray.wait([s.warming], timeout=0)
                 if not done:
                     continue
+                try:
+                    ray.get(s.warming, timeout=1.0)
+                except Exception:  # asked the dying process: ask the restarted one
+                    s.warming = s.actor.ready.remote()
+                    continue
                 s.warming = None
             out.append(s)
         return out

@@ -2,7 +2,8 @@
 run measured, and compare each job's simulated JCT with its measured one.
 
 The replay uses the same policy (a fresh instance), the same cluster and arrival times, the final
-measured model of every job as ground truth (`MeasuredPerf`, one constant rate per allocation) and,
+measured model of every job as ground truth (`MeasuredPerf`, one constant rate per allocation, with the effective noise scale of
+the steps the job trained), the run's faults at their times (losing the steps the run lost) and,
 as the per-allocation-change overhead, the mean measured time from a reservation to the job
 training again (boundary wait + teardown + process-group set-up + checkpoint load).
 """
@@ -10,6 +11,7 @@ training again (boundary wait + teardown + process-group set-up + checkpoint loa
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 from gpuwise.runtime.driver import RunResult
 from gpuwise.runtime.measured import MeasuredPerf
@@ -19,8 +21,12 @@ def replay(cluster, workload, make_policy, run: RunResult) -> dict[str, float | 
     """Simulated JCT of every job (None if it did not finish in the simulation)."""
     from gpuwise.sim.cluster import ClusterSimulator
 
-    truth = MeasuredPerf({n: jr.model for n, jr in run.runs.items()})
-    sim = ClusterSimulator(cluster, workload, make_policy(), restart_s=run.sim.restart_s, truth=truth).run()
+    models = {n: replace(jr.model, phi_override=jr.model.effective_phi(jr.js.progress), fitter=None, _pending=None)
+              for n, jr in run.runs.items()}
+    faults = sorted((e["t"], n, e["lost_steps"] * float(models[n].gain(e.get("batch") or jr.js.job.batch_size)))
+                    for n, jr in run.runs.items() for e in jr.events if e["kind"] == "fault")
+    sim = ClusterSimulator(cluster, workload, make_policy(), restart_s=run.sim.restart_s,
+                           truth=MeasuredPerf(models), faults=faults).run()
     return {js.name: (js.finish_s - js.submitted_s) if js.status == "done" else None for js in sim.jobs}
 
 

@@ -65,11 +65,13 @@ class ClusterSimulator:
 
     def __init__(self, cluster: ClusterSpec, workload: Workload, policy: Policy,
                  restart_s: float = DEFAULT_RESTART_S, seed: int = 0, speed_noise: float = 0.0,
-                 policy_model: str = "oracle", truth=None) -> None:
+                 policy_model: str = "oracle", truth=None, faults=()) -> None:
         """``truth``: the ground-truth speed model (default: the Pollux profiles,
         `ground_truth.GroundTruthPerf`); a replacement (e.g. the runtime's measured models) needs
         ``rates``, ``target``, ``batch_range``, ``goodput_grid`` and ``assumptions`` and may set
-        ``segmented = False`` (one constant rate per allocation). ``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
+        ``segmented = False`` (one constant rate per allocation). ``faults``: (time, job name,
+        progress lost) -- a running job loses its GPUs and that much progress (a replayed run's
+        preemptions). ``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
         per-job log-normal factor on the true speed that policies do not see; 0 = none);
         ``policy_model``: what policies see -- "oracle" (the measured truth) or "fitted" (the
         shared JobModel fitted on the profiles)."""
@@ -81,6 +83,7 @@ class ClusterSimulator:
         check_fits(workload, {t: (1 << 62) if cluster.unbounded else cluster.gpus_of_type(t)
                               for t in cluster.gpu_types})
         self.cluster, self.workload, self.policy = cluster, workload, policy
+        self.faults = list(faults)
         self.restart_s, self.seed = float(restart_s), int(seed)
         self.perf = gt.GroundTruthPerf(cluster) if truth is None else truth
         self._segmented = getattr(self.perf, "segmented", True)
@@ -183,6 +186,16 @@ class ClusterSimulator:
         js.progress = js.target
         self.loop.complete(js, now)
 
+    def _fault(self, now: float, payload) -> None:
+        name, lost = payload
+        js = self.loop.running.get(name)
+        if js is None:
+            return
+        self.advance(js, now)
+        js.progress = max(0.0, js.progress - lost)
+        self.loop.lose(js, now)
+        self.stop(js, now)
+
     def run(self) -> SimResult:
         wall = time.perf_counter()
         self.engine = Engine()
@@ -191,7 +204,9 @@ class ClusterSimulator:
         self.loop = loop = ControlLoop(self.cluster, self.policy, self.policy_perf, self, self, self._levels)
         for i, job in enumerate(self.workload.jobs):
             self.engine.schedule(job.arrival_s, "arrive", i)
-        end = self.engine.run({"arrive": self._arrive, "finish": self._finish,
+        for t, name, lost in self.faults:
+            self.engine.schedule(t, "fault", (name, lost))
+        end = self.engine.run({"arrive": self._arrive, "finish": self._finish, "fault": self._fault,
                                "round": lambda now, _: loop.on_round(now),
                                "tick": lambda now, _: loop.on_tick(now)})
         apps = {j.application for j in self.workload.jobs if j.application}
