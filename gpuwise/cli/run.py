@@ -17,6 +17,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--address", metavar="ADDR", help="an existing Ray cluster (default: start a local one)")
     parser.add_argument("--preempt-every", type=float, metavar="SECONDS",
                         help="inject a preemption (kill a worker of a training job) this often")
+    parser.add_argument("--preempt-max", type=int, metavar="N",
+                        help="inject at most N preemptions (default: no limit)")
     parser.add_argument("--chunk-steps", type=int, default=10,
                         help="steps per chunk = checkpoint interval (default 10)")
     parser.add_argument("--state", default=".gpuwise-run", metavar="DIR",
@@ -51,7 +53,8 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.workload.traces import check_fits
 
     check_fits(workload, {t: cluster.gpus_of_type(t) for t in cluster.gpu_types})
-    opts = RunOptions(Path(args.state), args.address, args.chunk_steps, args.preempt_every, args.max_wall)
+    opts = RunOptions(Path(args.state), args.address, args.chunk_steps, args.preempt_every, args.preempt_max,
+                      args.max_wall)
     check_options(opts)
     live = sys.stdout.isatty() and not args.json
     out = execute(cluster, workload, args.policy, opts, live)

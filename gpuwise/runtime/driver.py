@@ -35,6 +35,7 @@ class RunOptions:
     address: str | None = None
     chunk_steps: int = 10
     preempt_every_s: float | None = None
+    max_preemptions: int | None = None  # stop injecting after this many (None: no limit)
     max_wall_s: float = 900.0          # give up (jobs left unfinished) after this long
     timeouts: Timeouts = field(default_factory=Timeouts)
     on_tick: Callable | None = None    # progress display: called with the actuator's jobs
@@ -120,7 +121,7 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
             loop.submit(jr.js, now)
         for kind in clock.due(now):
             (loop.on_round if kind == "round" else loop.on_tick)(now)
-        if now >= next_preempt:
+        if now >= next_preempt and (opts.max_preemptions is None or preempted < opts.max_preemptions):
             preempted += _inject(act, pool, now)
             next_preempt = now + opts.preempt_every_s
         if not arrivals and all(jr.js.status in st.TERMINAL for jr in act.jobs.values()):

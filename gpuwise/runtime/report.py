@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from contextlib import nullcontext
 
+from gpuwise.control.status import TERMINAL
 from gpuwise.runtime.driver import RunOptions, RunResult, run_workload
 from gpuwise.runtime.measured import MeasuredPerf
 
@@ -32,6 +33,7 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
                ray_start_s=run.startup_s, resumed=run.resumed, jct_median_error=median,
                allocation_changes=out.pop("restarts"))
     out["jobs"] = [{**row, **_job(jr)} for row, jr in zip(rows, run.runs.values())]
+    out["jobs_unfinished"] = sum(jr.js.status not in TERMINAL for jr in run.runs.values())
     out["assumptions"] = _assumptions(run, opts, policy)
     out["_series"] = series(run.sim)
     return out
