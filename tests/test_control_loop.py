@@ -75,3 +75,13 @@ def test_releases_are_booked_before_grows():
     assert loop.state.used() == 4 and a.restarts == 2 and b.restarts == 2
     loop.apply(2.0, Decision({"a": None}))
     assert ("stop", "a") in act.calls and a.status == st.PENDING and loop.state.used() == 3
+
+
+def test_a_failed_job_is_terminal_and_frees_its_gpus():
+    loop, clock, act, (a, b, c) = _setup()
+    loop.submit(a, 0.0)
+    loop.on_round(0.0)
+    assert loop.state.used() == 2
+    loop.fail(a, 5.0)
+    assert a.status == st.FAILED and a.finish_s == 5.0 and loop.state.used() == 0
+    assert "a" not in loop.running and "a" not in loop.pending

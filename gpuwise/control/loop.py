@@ -102,6 +102,18 @@ class ControlLoop:
         self.levels(now)
         self.request_round(now)
 
+    def fail(self, js: JobState, now: float) -> None:
+        """Give up on ``js`` (its backend could not keep it running): terminal, GPUs freed."""
+        if js.allocation is not None:
+            self.state.release(js.allocation)
+        js.allocation = None
+        self.running.pop(js.name, None)
+        self.pending.pop(js.name, None)
+        js.status, js.finish_s = st.FAILED, now
+        self.levels(now)
+        if self.running or self.pending:
+            self.request_round(now)
+
     # -- asynchronous application -------------------------------------------------------------
     def confirm(self, js: JobState, now: float) -> None:
         """The actuator reports ``js`` running on its reserved allocation."""

@@ -28,6 +28,9 @@ from gpuwise.runtime.pool import Slot, WorkerPool
 from gpuwise.runtime.store import Store
 
 
+MAX_FAULTS = 10  # a job that faults more often than this is failed (terminal), not retried forever
+
+
 @dataclass
 class Timeouts:
     start_s: float = 120.0    # a reserved allocation must be running within this
@@ -261,6 +264,9 @@ class RayActuator:
         self.event(jr, now, "fault", reason=reason, lost_steps=lost, resume_step=jr.step, batch=jr.chunk[1])
         if jr.js.progress >= jr.js.target - 1e-9:  # its last checkpoint already finished it
             self.loop.complete(jr.js, now)
+        elif jr.faults > MAX_FAULTS:
+            self.event(jr, now, "failed", faults=jr.faults)
+            self.loop.fail(jr.js, now)
         elif jr.js.status not in st.TERMINAL:
             self.advance(jr.js, now)
             self.loop.lose(jr.js, now, st.PREEMPTED)
