@@ -185,6 +185,9 @@ class RayActuator:
         self.event(jr, now, kind, gpu_type=a.gpu_type, gpus=a.num_gpus, nodes=a.num_nodes, batch=a.batch_size,
                    step=jr.step, setup_s=round(setup_s, 3), checkpoint=jr.ckpt)
         jr.overheads.append(now - jr.reserved_at)
+        if jr.want != jr.alloc:  # the policy changed its mind while the group was being built
+            self._teardown(jr, now)
+            return
         self.loop.confirm(jr.js, now)
         self._launch(jr, now)
 
