@@ -140,7 +140,8 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
     for jr in act.jobs.values():
         act.save(jr)
     res = SimResult(policy.name, cluster, [jr.js for jr in act.jobs.values()], loop.decision_s, gpus_used,
-                    queue_len, end, 0, time.perf_counter() - wall, 0, _mean_overhead(act.jobs), [])
+                    queue_len, end, sum(len(jr.events) for jr in act.jobs.values()), time.perf_counter() - wall, 0,
+                    _mean_overhead(act.jobs), [])
     return RunResult(res, act.jobs, pool.start_s, resume, preempted)
 
 
