@@ -57,7 +57,13 @@ def run(args: argparse.Namespace) -> int:
                       args.max_wall)
     check_options(opts)
     live = sys.stdout.isatty() and not args.json
-    out = execute(cluster, workload, args.policy, opts, live)
+    from gpuwise.runtime.pool import WorkersNotReady
+
+    try:
+        out = execute(cluster, workload, args.policy, opts, live)
+    except WorkersNotReady as e:
+        print(f"gpuwise run: {e}", file=sys.stderr)
+        return 1
     if args.plot:
         from gpuwise.sim.plots import write_plots
 

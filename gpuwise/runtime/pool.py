@@ -23,6 +23,11 @@ from gpuwise.errors import InputError
 from gpuwise.hardware.cluster import ClusterSpec
 
 OBJECT_STORE_BYTES = 80 * 1024 * 1024
+START_TIMEOUT_S = 600.0  # 8 actors importing torch at once took 212 s here at load average 30
+
+
+class WorkersNotReady(RuntimeError):
+    """Ray or its slot workers did not come up in time (valid input, no answer: exit 1)."""
 CPU_PER_SLOT = 0.25
 
 
@@ -41,7 +46,7 @@ class WorkerPool:
     cluster: ClusterSpec
     tmpdir: Path
     address: str | None = None
-    timeout_s: float = 180.0
+    timeout_s: float = START_TIMEOUT_S
     slots: list[Slot] = field(default_factory=list)
     groups: list = field(default_factory=list)
     started_here: bool = False
@@ -69,7 +74,12 @@ class WorkerPool:
                          _node_ip_address="127.0.0.1")
                 self.started_here = True
         self._check_resources()
-        self._place()
+        try:
+            self._place()
+        except ray.exceptions.GetTimeoutError:
+            raise WorkersNotReady(f"the {len(self.slots) or self.cluster.total_gpus} slot workers were not ready "
+                                  f"after {self.timeout_s:.0f} s (placement groups or torch import); the "
+                                  "machine may be overloaded") from None
         self.start_s = time.perf_counter() - t0
 
     def _check_resources(self) -> None:
