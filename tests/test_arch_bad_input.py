@@ -137,6 +137,12 @@ CASES = [
     ("rent-plot-folder", f"rent {RENT} --budget 2 --plot {{B}}/folder", "folder"),
     # simulate / compare (issue 6: errors name the row)
     ("simulate-workload-missing", "simulate --workload {B}/missing.csv --policy fifo", "--workload"),
+    ("run-workload-missing", "run --cluster examples/run/cluster.yaml --workload {B}/missing.csv --policy fifo",
+     "--workload"),
+    ("run-unknown-policy", "run --cluster examples/run/cluster.yaml --workload examples/run/workload.csv "
+     "--policy nope", "--policy"),
+    ("run-preempt-negative", "run --cluster examples/run/cluster.yaml --workload examples/run/workload.csv "
+     "--policy fifo --preempt-every -1", "--preempt-every"),
     ("simulate-workload-folder", "simulate --workload {B}/folder --policy fifo", "--workload"),
     ("simulate-workload-binary", "simulate --workload {B}/binary.bin --policy fifo", "UTF-8"),
     ("simulate-workload-empty", "simulate --workload {B}/empty.txt --policy fifo", "header"),

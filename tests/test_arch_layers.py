@@ -1,6 +1,7 @@
 """Layer order of DEVELOPERS.md, checked on the source: lower layers never import higher ones.
 
-hardware -> workload -> estimate -> plan / policies -> sim / runtime / validation -> cli / service.
+hardware -> workload -> estimate -> plan / policies -> control -> sim / runtime / validation -> cli / service.
+`gpuwise.control` (issue 12) is the controller the simulator and the runtime share.
 Every import is parsed with `ast` (module level, inside functions, under TYPE_CHECKING, relative
 imports resolved), so a lazy import inside a function cannot hide an upward dependency.
 `gpuwise.validation` (estimators scored against measured data, with simulated ground truth) is not
@@ -27,8 +28,9 @@ LAYERS: dict[str, int] = {
     "workload": 2,
     "estimate": 3, "nn": 3, "trace": 3,
     "plan": 4, "policies": 4,
-    "sim": 5, "runtime": 5, "validation": 5, "jobqueue": 5,
-    "cli": 6, "service": 6, "__main__": 6,
+    "control": 5,
+    "sim": 6, "runtime": 6, "validation": 6, "jobqueue": 6,
+    "cli": 7, "service": 7, "__main__": 7,
 }
 
 # Known violations in files this reviewer may not edit, reported to their owners. Each entry is

@@ -29,6 +29,7 @@ COMMANDS: dict[str, tuple[str, str]] = {
     "rent": ("rent", "optimal rental widths for a stream of jobs under a GPU budget"),
     "simulate": ("simulate", "simulate a scheduling policy on a cluster and workload"),
     "compare": ("compare", "compare scheduling policies side by side"),
+    "run": ("run", "run a policy for real: elastic PyTorch training on Ray"),
     "validate": ("validate", "validate estimators against measured data"),
     "serve": ("serve", "run the job service: HTTP API, scheduler and dashboard"),
     "token": ("token", "create an API token for a user of the job service"),

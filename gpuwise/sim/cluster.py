@@ -23,7 +23,8 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwise.hardware.cluster import ClusterSpec
-from gpuwise.policies.base import ClusterState, Decision, JobState, Policy, SchedView
+from gpuwise.control.loop import ControlLoop
+from gpuwise.policies.base import Allocation, JobState, Policy
 from gpuwise.sim import ground_truth as gt
 from gpuwise.sim.engine import Engine, TimeAverage
 from gpuwise.workload.traces import Workload, check_fits
@@ -64,8 +65,13 @@ class ClusterSimulator:
 
     def __init__(self, cluster: ClusterSpec, workload: Workload, policy: Policy,
                  restart_s: float = DEFAULT_RESTART_S, seed: int = 0, speed_noise: float = 0.0,
-                 policy_model: str = "oracle") -> None:
-        """``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
+                 policy_model: str = "oracle", truth=None, faults=()) -> None:
+        """``truth``: the ground-truth speed model (default: the Pollux profiles,
+        `ground_truth.GroundTruthPerf`); a replacement (e.g. the runtime's measured models) needs
+        ``rates``, ``target``, ``batch_range``, ``goodput_grid`` and ``assumptions`` and may set
+        ``segmented = False`` (one constant rate per allocation). ``faults``: (time, job name,
+        progress lost) -- a running job loses its GPUs and that much progress (a replayed run's
+        preemptions). ``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
         per-job log-normal factor on the true speed that policies do not see; 0 = none);
         ``policy_model``: what policies see -- "oracle" (the measured truth) or "fitted" (the
         shared JobModel fitted on the profiles)."""
@@ -77,9 +83,11 @@ class ClusterSimulator:
         check_fits(workload, {t: (1 << 62) if cluster.unbounded else cluster.gpus_of_type(t)
                               for t in cluster.gpu_types})
         self.cluster, self.workload, self.policy = cluster, workload, policy
+        self.faults = list(faults)
         self.restart_s, self.seed = float(restart_s), int(seed)
-        self.perf = gt.GroundTruthPerf(cluster)
-        if policy_model == "oracle":
+        self.perf = gt.GroundTruthPerf(cluster) if truth is None else truth
+        self._segmented = getattr(self.perf, "segmented", True)
+        if policy_model == "oracle" or truth is not None:
             self.policy_perf = self.perf
         elif policy_model == "fitted":
             from gpuwise.policies.job_model_perf import JobModelPerf
@@ -108,15 +116,19 @@ class ClusterSimulator:
                                  f"the model fits on none of {', '.join(types)} (data parallel, tp=pp=1); "
                                  "use a cluster with larger GPUs")
 
-    # -- progress -------------------------------------------------------------------------
-    def _advance(self, js: JobState, now: float) -> None:
+    # -- physics (the simulator's `Actuator`) ------------------------------------------------
+    def _constant(self, js: JobState) -> bool:
+        """Rigid and job-spec jobs (and every job of a truth without segments) run at one rate."""
+        return js.job.application is None or not self._segmented
+
+    def advance(self, js: JobState, now: float) -> None:
         if js.allocation is None:
             js.last_update = now
             return
         js.attained_gpu_s += js.allocation.num_gpus * (now - js.last_update)
         start = max(js.last_update, js.run_from)
         if now > start:
-            if js.job.application is None:  # rigid and job-spec jobs: one constant rate
+            if self._constant(js):
                 js.progress = min(js.target, js.progress + (now - start) * float(js.rates[0]))
             else:
                 js.progress = gt.progress_after(js.job.application, js.rates, js.progress, now - start, js.target)
@@ -128,7 +140,7 @@ class ClusterSimulator:
             js.finish_token = None
         if js.allocation is None:
             return
-        if js.job.application is None:
+        if self._constant(js):
             r = float(js.rates[0])
             left = (js.target - js.progress) / r if r > 0 else math.inf
         else:
@@ -136,123 +148,75 @@ class ClusterSimulator:
         if math.isfinite(left):
             js.finish_token = self.engine.schedule(js.run_from + left, "finish", js)
 
-    # -- policy rounds ----------------------------------------------------------------------
-    def _request_round(self, now: float) -> None:
-        if self._round_at is not None:
-            return
-        at = max(now, self._last_round + self.policy.min_interval_s) if self._last_round >= 0 else now
-        self._round_at = at
-        self.engine.schedule(at, "round")
+    def stop(self, js: JobState, now: float) -> None:
+        js.rates, js.measured_speed = None, None
+        self._project(js)
 
-    def _apply(self, now: float, decision: Decision) -> None:
-        for name in decision.drop:
-            js = self.pending.pop(name, None)
-            if js is not None:
-                js.status, js.finish_s = "dropped", now
-        changes = []
-        for name, alloc in decision.allocations.items():
-            js = self.running.get(name) or self.pending.get(name)
-            if js is None or js.allocation == alloc:
-                continue
-            self._advance(js, now)
-            if js.allocation is not None:
-                self.state.release(js.allocation)
-            changes.append((js, alloc))
-        for js, alloc in changes:
-            was_running = js.allocation is not None
-            js.allocation = alloc
-            if alloc is None:
-                self.running.pop(js.name, None)
-                self.pending[js.name] = js
-                js.status, js.rates, js.measured_speed = "pending", None, None
-                self._project(js)
-                continue
-            self.state.allocate(alloc)
-            if not was_running:
-                self.pending.pop(js.name, None)
-                self.running[js.name] = js
-            js.status = "running"
-            js.restarts += 1
-            js.run_from = now + self.restart_s
-            js.last_update = now
-            rates = self.perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
-            if self._noise is not None:
-                rates = rates * self._noise[js.job_index]
-            js.rates = rates
-            js.measured_speed = float(np.mean(rates)) / js.target
-            self._project(js)
-        self._levels(now)
+    def start(self, js: JobState, alloc: Allocation, now: float) -> None:
+        """Instant (re)start: progress resumes after ``restart_s``, at the ground-truth rates."""
+        js.run_from = now + self.restart_s
+        js.last_update = now
+        rates = self.perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
+        if self._noise is not None:
+            rates = rates * self._noise[js.job_index]
+        js.rates = rates
+        js.measured_speed = float(np.mean(rates)) / js.target
+        self._project(js)
 
-    def _levels(self, now: float) -> None:
+    # -- the simulator's `Clock` and events ------------------------------------------------------
+    def now(self) -> float:
+        return self.engine.now
+
+    def wake_at(self, at: float, kind: str) -> None:
+        self.engine.schedule(at, kind)
+
+    def _levels(self, now: float, used: int, waiting: int) -> None:
         """Record GPUs in use and queue length: means for the metrics, change points for plots."""
-        self.gpus_used.update(now, self.state.used())
-        self.queue_len.update(now, len(self.pending))
-
-    def _round(self, now: float, _payload) -> None:
-        self._round_at = None
-        self._last_round = now
-        if self.policy.needs_progress:
-            for js in self.running.values():
-                self._advance(js, now)
-        view = SchedView(self.pending, self.running, self.state, self._new)
-        self._new = []
-        t0 = time.perf_counter()
-        decision = self.policy.schedule(now, view, self.policy_perf)
-        self.decision_s.append(time.perf_counter() - t0)
-        self._apply(now, decision)
-        if self.policy.period_s and self.running and not self._tick_pending:
-            self._tick_pending = True
-            self.engine.schedule(now + self.policy.period_s, "tick")
-
-    def _tick(self, now: float, _payload) -> None:
-        self._tick_pending = False
-        self._request_round(now)
+        self.gpus_used.update(now, used)
+        self.queue_len.update(now, waiting)
 
     def _arrive(self, now: float, i: int) -> None:
         job = self.workload.jobs[i]
         js = JobState(job=job, submitted_s=now, target=self.perf.target(job), last_update=now, job_index=i)
-        self.jobs.append(js)
-        self.pending[job.name] = js
-        self._new.append(job.name)
-        self._levels(now)
-        self._request_round(now)
+        self.loop.submit(js, now)
 
     def _finish(self, now: float, js: JobState) -> None:
         js.finish_token = None
-        self._advance(js, now)
+        self.advance(js, now)
         js.progress = js.target
-        self.state.release(js.allocation)
-        self.running.pop(js.name)
-        js.status, js.finish_s = "done", now
-        self._levels(now)
-        if self.running or self.pending:
-            self._request_round(now)
+        self.loop.complete(js, now)
+
+    def _fault(self, now: float, payload) -> None:
+        name, lost = payload
+        js = self.loop.running.get(name)
+        if js is None:
+            return
+        self.advance(js, now)
+        js.progress = max(0.0, js.progress - lost)
+        self.loop.lose(js, now)
+        self.stop(js, now)
 
     def run(self) -> SimResult:
         wall = time.perf_counter()
         self.engine = Engine()
-        self.state = ClusterState(self.cluster)
-        self.pending: dict[str, JobState] = {}
-        self.running: dict[str, JobState] = {}
-        self.jobs: list[JobState] = []
-        self._new: list[str] = []
-        self.decision_s: list[float] = []
-        self._round_at: float | None = None
-        self._last_round = -1.0
-        self._tick_pending = False
         self.gpus_used = TimeAverage(sample_every=0.0)
         self.queue_len = TimeAverage(sample_every=0.0)
+        self.loop = loop = ControlLoop(self.cluster, self.policy, self.policy_perf, self, self, self._levels)
         for i, job in enumerate(self.workload.jobs):
             self.engine.schedule(job.arrival_s, "arrive", i)
-        end = self.engine.run({"arrive": self._arrive, "finish": self._finish, "round": self._round,
-                               "tick": self._tick})
+        for t, name, lost in self.faults:
+            self.engine.schedule(t, "fault", (name, lost))
+        end = self.engine.run({"arrive": self._arrive, "finish": self._finish, "fault": self._fault,
+                               "round": lambda now, _: loop.on_round(now),
+                               "tick": lambda now, _: loop.on_tick(now)})
         apps = {j.application for j in self.workload.jobs if j.application}
-        notes = (list(self.workload.notes) + self.perf.assumptions(apps) + self.perf.specs.spec_assumptions()
+        notes = (list(self.workload.notes) + self.perf.assumptions(apps)
+                 + (self.perf.specs.spec_assumptions() if hasattr(self.perf, "specs") else [])
                  + self.policy.describe())
         notes.append(self.policy_perf.describe() if self.policy_perf is not self.perf
                      else "policies see the measured speed model (an oracle, as in Pollux's simulator)")
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
-        return SimResult(self.policy.name, self.cluster, self.jobs, self.decision_s, self.gpus_used,
+        return SimResult(self.policy.name, self.cluster, loop.jobs, loop.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,
                          self.seed, self.restart_s, notes)
 

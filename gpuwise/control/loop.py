@@ -1,0 +1,190 @@
+"""One control loop for every backend: when to call the policy, and how to apply its decisions.
+
+The loop owns what policies see (pending/running `JobState`s and the `ClusterState` book of
+reserved GPUs) and never reads a clock or touches a worker itself:
+
+- a `Clock` gives the time and wakes the loop up later (the simulator's event engine; the
+  runtime's wall clock);
+- an `Actuator` moves jobs (the simulator's ground-truth physics; Ray workers).
+
+Policy rounds follow `Policy`'s triggers: after arrivals and completions, no more often than
+``min_interval_s``, plus every ``period_s`` while jobs run.
+
+Applying a decision: every allocation that changes is released in the book first, then the new
+ones are reserved (releases before grows), and the actuator is asked to start each. An actuator
+that applies asynchronously later calls `confirm` (the job runs) or `roll_back` (it could not:
+the reservation is returned and the job waits again). The actuator must time out every wait.
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Callable, Protocol
+
+from gpuwise.control import status as st
+from gpuwise.hardware.cluster import ClusterSpec
+from gpuwise.policies.base import Allocation, ClusterState, Decision, JobState, PerfModel, Policy, SchedView
+
+
+class Clock(Protocol):
+    def now(self) -> float:
+        """Seconds since the start of the run (simulated or wall-clock)."""
+        ...
+
+    def wake_at(self, at: float, kind: str) -> None:
+        """Call the loop back at ``at`` with ``kind`` "round" (`on_round`) or "tick" (`on_tick`)."""
+        ...
+
+
+class Actuator(Protocol):
+    def advance(self, js: JobState, now: float) -> None:
+        """Bring ``js.progress`` and ``js.attained_gpu_s`` up to ``now``."""
+        ...
+
+    def stop(self, js: JobState, now: float) -> None:
+        """``js`` lost its allocation (already released in the book): stop its workers."""
+        ...
+
+    def start(self, js: JobState, alloc: Allocation, now: float) -> None:
+        """(Re)start ``js`` on ``alloc`` (already reserved). A synchronous backend is done on
+        return; an asynchronous one sets ``js.status`` to starting/rescaling and later calls
+        `ControlLoop.confirm` or `ControlLoop.roll_back`."""
+        ...
+
+
+class ControlLoop:
+    """Pending and running jobs, the reservation book, and the policy's rounds."""
+
+    def __init__(self, cluster: ClusterSpec, policy: Policy, perf: PerfModel, clock: Clock,
+                 actuator: Actuator, on_levels: Callable[[float, int, int], None] | None = None) -> None:
+        """``perf``: the speed model policies read; ``on_levels(now, GPUs reserved, jobs waiting)``
+        is called at every change (the backend's utilisation and queue metrics)."""
+        self.policy, self.perf, self.clock, self.actuator = policy, perf, clock, actuator
+        self.state = ClusterState(cluster)
+        self.pending: dict[str, JobState] = {}
+        self.running: dict[str, JobState] = {}
+        self.jobs: list[JobState] = []
+        self.decision_s: list[float] = []
+        self._new: list[str] = []
+        self._round_at: float | None = None
+        self._last_round = -1.0
+        self._tick_pending = False
+        self._on_levels = on_levels
+
+    # -- jobs entering and leaving ----------------------------------------------------------
+    def submit(self, js: JobState, now: float) -> None:
+        self.jobs.append(js)
+        self.pending[js.name] = js
+        self._new.append(js.name)
+        self.levels(now)
+        self.request_round(now)
+
+    def complete(self, js: JobState, now: float) -> None:
+        """``js`` reached its target (progress already final): free its GPUs (a runtime job may
+        finish its last chunk after the policy took its allocation away)."""
+        if js.allocation is not None:
+            self.state.release(js.allocation)
+        self.running.pop(js.name, None)
+        self.pending.pop(js.name, None)
+        js.status, js.finish_s = st.DONE, now
+        self.levels(now)
+        if self.running or self.pending:
+            self.request_round(now)
+
+    def lose(self, js: JobState, now: float, status: str = st.PREEMPTED) -> None:
+        """A fault took ``js``'s workers (preemption, dead worker): it waits for new GPUs."""
+        if js.allocation is not None:
+            self.state.release(js.allocation)
+        js.allocation = None
+        self.running.pop(js.name, None)
+        self.pending[js.name] = js
+        js.status = status
+        self.levels(now)
+        self.request_round(now)
+
+    def fail(self, js: JobState, now: float) -> None:
+        """Give up on ``js`` (its backend could not keep it running): terminal, GPUs freed."""
+        if js.allocation is not None:
+            self.state.release(js.allocation)
+        js.allocation = None
+        self.running.pop(js.name, None)
+        self.pending.pop(js.name, None)
+        js.status, js.finish_s = st.FAILED, now
+        self.levels(now)
+        if self.running or self.pending:
+            self.request_round(now)
+
+    # -- asynchronous application -------------------------------------------------------------
+    def confirm(self, js: JobState, now: float) -> None:
+        """The actuator reports ``js`` running on its reserved allocation."""
+        if js.allocation is not None and js.status in st.HOLDS_GPUS:
+            js.status = st.RUNNING
+
+    def roll_back(self, js: JobState, now: float, reason: str = "") -> None:
+        """The actuator could not apply ``js``'s allocation (timeout, no workers): return the
+        reservation; the job waits for the next round."""
+        self.lose(js, now, st.PENDING)
+
+    # -- policy rounds -------------------------------------------------------------------------
+    def request_round(self, now: float) -> None:
+        if self._round_at is not None:
+            return
+        at = max(now, self._last_round + self.policy.min_interval_s) if self._last_round >= 0 else now
+        self._round_at = at
+        self.clock.wake_at(at, "round")
+
+    def on_round(self, now: float) -> None:
+        self._round_at = None
+        self._last_round = now
+        if self.policy.needs_progress:
+            for js in self.running.values():
+                self.actuator.advance(js, now)
+        view = SchedView(self.pending, self.running, self.state, self._new)
+        self._new = []
+        t0 = time.perf_counter()
+        decision = self.policy.schedule(now, view, self.perf)
+        self.decision_s.append(time.perf_counter() - t0)
+        self.apply(now, decision)
+        if self.policy.period_s and self.running and not self._tick_pending:
+            self._tick_pending = True
+            self.clock.wake_at(now + self.policy.period_s, "tick")
+
+    def on_tick(self, now: float) -> None:
+        self._tick_pending = False
+        self.request_round(now)
+
+    def apply(self, now: float, decision: Decision) -> None:
+        for name in decision.drop:
+            js = self.pending.pop(name, None)
+            if js is not None:
+                js.status, js.finish_s = st.DROPPED, now
+        changes = []
+        for name, alloc in decision.allocations.items():
+            js = self.running.get(name) or self.pending.get(name)
+            if js is None or js.allocation == alloc:
+                continue
+            self.actuator.advance(js, now)
+            if js.allocation is not None:
+                self.state.release(js.allocation)  # every release is booked before any grow
+            changes.append((js, alloc))
+        for js, alloc in changes:
+            was_running = js.allocation is not None
+            js.allocation = alloc
+            if alloc is None:
+                self.running.pop(js.name, None)
+                self.pending[js.name] = js
+                js.status = st.PENDING
+                self.actuator.stop(js, now)
+                continue
+            self.state.allocate(alloc)
+            if not was_running:
+                self.pending.pop(js.name, None)
+                self.running[js.name] = js
+            js.status = st.RUNNING
+            js.restarts += 1
+            self.actuator.start(js, alloc, now)
+        self.levels(now)
+
+    def levels(self, now: float) -> None:
+        if self._on_levels is not None:
+            self._on_levels(now, self.state.used(), len(self.pending))

@@ -1,0 +1,283 @@
+"""The runtime's `Actuator`: moves real training between Ray slot workers.
+
+Each job is a small state machine driven by `RayActuator.poll`:
+
+    idle -> waiting (for its reserved slots to be physically free) -> setup (new process group,
+    load the last recorded checkpoint) -> chunk (k steps, then a checkpoint) -> chunk ... ->
+    teardown (at a chunk boundary, when the allocation changed or the job is done) -> waiting/idle
+
+The control loop books releases before grows; physically a shrinking or stopped job lets go of
+its slots at its next chunk boundary, and a grow waits for them (at most ``start_timeout_s``, then
+it is rolled back). Every Ray call has a deadline; a failed or late call is a fault: the job's
+workers are restarted, the steps since its last recorded checkpoint are counted as lost, and the
+job waits for the policy to give it GPUs again (it resumes from that checkpoint).
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuwise.control import status as st
+from gpuwise.control.loop import ControlLoop
+from gpuwise.policies.base import Allocation, JobState
+from gpuwise.runtime.measured import JobModel
+from gpuwise.runtime.pool import Slot, WorkerPool
+from gpuwise.runtime.store import Store
+
+
+MAX_FAULTS = 10  # a job that faults more often than this is failed (terminal), not retried forever
+
+
+@dataclass
+class Timeouts:
+    start_s: float = 120.0    # a reserved allocation must be running within this
+    setup_s: float = 60.0     # process group + checkpoint load
+    chunk_s: float = 120.0    # one chunk of steps
+    teardown_s: float = 30.0
+
+
+@dataclass
+class JobRun:
+    """The runtime's bookkeeping of one job (what policies never see)."""
+
+    js: JobState
+    model: JobModel
+    phase: str = "idle"                   # idle | waiting | setup | chunk | teardown
+    want: Allocation | None = None        # allocation the control loop reserved
+    alloc: Allocation | None = None       # allocation the process group runs on
+    slots: list[Slot] = field(default_factory=list)
+    refs: list = field(default_factory=list)
+    deadline: float = math.inf
+    op_start: float = 0.0
+    step: int = 0                         # steps done (= the last checkpoint's step between chunks)
+    ckpt: str | None = None
+    chunk: tuple[int, int] = (0, 0)       # (steps, batch) of the chunk in flight
+    restarts: int = 0                     # group (re)builds
+    rescales: int = 0                     # rebuilds that changed width or batch of a running job
+    faults: int = 0
+    lost_steps: int = 0
+    events: list[dict] = field(default_factory=list)
+    losses: list[tuple[int, float]] = field(default_factory=list)
+    reserved_at: float = 0.0              # when the loop reserved ``want``
+    overheads: list[float] = field(default_factory=list)  # reservation -> running again (s)
+    ckpt_next: str | None = None
+
+    @property
+    def name(self) -> str:
+        return self.js.name
+
+
+class RayActuator:
+    def __init__(self, pool: WorkerPool, store: Store, ckpt_dir: Path, chunk_steps: int,
+                 timeouts: Timeouts, clock) -> None:
+        self.pool, self.store, self.ckpt_dir = pool, store, ckpt_dir
+        self.k, self.timeouts, self.clock = int(chunk_steps), timeouts, clock
+        self.jobs: dict[str, JobRun] = {}
+        self.loop: ControlLoop | None = None
+
+    # -- Actuator protocol (called by the control loop) -------------------------------------------
+    def advance(self, js: JobState, now: float) -> None:
+        if js.allocation is not None:
+            js.attained_gpu_s += js.allocation.num_gpus * max(0.0, now - js.last_update)
+        js.last_update = now
+
+    def stop(self, js: JobState, now: float) -> None:
+        self.jobs[js.name].want = None
+        if self.jobs[js.name].phase == "waiting":
+            self.jobs[js.name].phase = "idle"
+
+    def start(self, js: JobState, alloc: Allocation, now: float) -> None:
+        jr = self.jobs[js.name]
+        jr.want, jr.reserved_at = alloc, now
+        js.status = st.RESCALING if jr.alloc is not None else st.STARTING
+        jr.deadline = now + self.timeouts.start_s
+        if jr.phase == "idle":
+            jr.phase = "waiting"
+
+    # -- events --------------------------------------------------------------------------------
+    def event(self, jr: JobRun, now: float, kind: str, **detail) -> None:
+        e = {"t": round(now, 3), "kind": kind, **detail}
+        jr.events.append(e)
+        self.store.event(jr.name, now, kind, detail)
+
+    def in_flight(self) -> list:
+        return [r for jr in self.jobs.values() for r in jr.refs]
+
+    # -- the poll step ---------------------------------------------------------------------------
+    def poll(self, now: float, wait_s: float) -> None:
+        import ray
+
+        for jr in list(self.jobs.values()):
+            if jr.phase == "waiting":
+                self._try_setup(jr, now)
+        refs = self.in_flight()
+        if refs:
+            ray.wait(refs, num_returns=1, timeout=max(0.0, wait_s))
+        else:
+            time.sleep(max(0.0, min(wait_s, 0.2)))
+        now = self.clock.now()
+        for jr in list(self.jobs.values()):
+            if not jr.refs:
+                continue
+            done, _ = ray.wait(jr.refs, num_returns=len(jr.refs), timeout=0)
+            if len(done) == len(jr.refs):
+                self._finish_op(jr, now)
+            elif now > jr.deadline:
+                self.fault(jr, now, f"{jr.phase} exceeded its {jr.deadline - jr.op_start:.0f} s deadline")
+
+    def _finish_op(self, jr: JobRun, now: float) -> None:
+        import ray
+
+        phase = jr.phase
+        try:
+            results = ray.get(jr.refs, timeout=10.0)
+        except Exception as e:  # a dead actor (preemption, crash) or a failed collective
+            self.fault(jr, now, f"{phase} failed: {type(e).__name__}")
+            return
+        jr.refs = []
+        if phase == "setup":
+            self._started(jr, now, max(results))
+        elif phase == "chunk":
+            self._chunk_done(jr, now, results[0])
+        elif phase == "teardown":
+            self._released(jr, now)
+
+    # -- transitions ---------------------------------------------------------------------------
+    def _try_setup(self, jr: JobRun, now: float) -> None:
+        import ray
+
+        alloc = jr.want
+        picked: list[Slot] = []
+        for node, g in alloc.placement:
+            free = self.pool.free_on(node)
+            if len(free) < g:
+                if now > jr.deadline:
+                    self.event(jr, now, "rollback", reason="slots not free in time")
+                    jr.phase, jr.want = "idle", None
+                    self.loop.roll_back(jr.js, now, "slots not free in time")
+                return
+            picked += free[:g]
+        for s in picked:
+            s.owner = jr.name
+        jr.slots, jr.alloc = picked, alloc
+        try:
+            master, port = ray.get(picked[0].actor.address.remote(), timeout=30.0)
+        except Exception as e:
+            self.fault(jr, now, f"address failed: {type(e).__name__}")
+            return
+        spec = {"model": jr.js.job.application, "seed": jr.js.job.seed, "lr": jr.js.job.lr}
+        jr.refs = [s.actor.setup.remote(spec, r, len(picked), master, port, jr.ckpt, self.timeouts.setup_s)
+                   for r, s in enumerate(picked)]
+        self._op(jr, "setup", now, self.timeouts.setup_s)
+
+    def _op(self, jr: JobRun, phase: str, now: float, limit: float) -> None:
+        jr.phase, jr.op_start, jr.deadline = phase, now, now + limit
+
+    def _started(self, jr: JobRun, now: float, setup_s: float) -> None:
+        a = jr.alloc
+        kind = "rescale" if jr.restarts and jr.js.status == st.RESCALING else "start"
+        jr.restarts += 1
+        if kind == "rescale":
+            jr.rescales += 1
+        self.event(jr, now, kind, gpu_type=a.gpu_type, gpus=a.num_gpus, nodes=a.num_nodes, batch=a.batch_size,
+                   step=jr.step, setup_s=round(setup_s, 3), checkpoint=jr.ckpt)
+        jr.overheads.append(now - jr.reserved_at)
+        if jr.want != jr.alloc:  # the policy changed its mind while the group was being built
+            self._teardown(jr, now)
+            return
+        self.loop.confirm(jr.js, now)
+        self._launch(jr, now)
+
+    def _launch(self, jr: JobRun, now: float) -> None:
+        batch = int(jr.alloc.batch_size or jr.js.job.batch_size)
+        steps = self.k
+        jr.chunk = (steps, batch)
+        ckpt = str(self.ckpt_dir / f"{jr.name}-{jr.step + steps:07d}.pt")
+        lr = jr.js.job.lr * math.sqrt(batch / jr.js.job.batch_size)  # square-root LR scaling rule
+        jr.refs = [s.actor.chunk.remote(jr.step, steps, batch, lr, ckpt) for s in jr.slots]
+        jr.ckpt_next = ckpt
+        self._op(jr, "chunk", now, self.timeouts.chunk_s)
+
+    def _chunk_done(self, jr: JobRun, now: float, r: dict) -> None:
+        steps, batch = jr.chunk
+        a, js = jr.alloc, jr.js
+        n = len(r["step_s"])
+        mean = lambda xs: sum(xs) / len(xs)  # noqa: E731
+        # the chunk's wall time per step, not the in-worker step time: the per-chunk costs (Ray call,
+        # checkpoint write) are part of what a job pays per step, and the simulator's replay must see them
+        wall_step = max(mean(r["step_s"]), (now - jr.op_start) / n)
+        jr.model.observe(a.num_nodes, a.num_gpus, batch / a.num_gpus, wall_step, mean(r["sync_s"]),
+                         mean(r["big_sq"]), mean(r["small_sq"]), batch, mean(r["small_batch"]))
+        js.progress = min(js.target, js.progress + n * float(jr.model.gain(batch)))
+        jr.model.trained[batch] = jr.model.trained.get(batch, 0) + n
+        jr.step = r["end_step"]
+        old, jr.ckpt = jr.ckpt, jr.ckpt_next
+        self.store.record_checkpoint(jr.name, jr.step, js.progress, jr.ckpt, now)  # now it counts
+        if old and old != jr.ckpt:
+            Path(old).unlink(missing_ok=True)  # the manifest keeps the history; disk keeps the last
+        jr.losses += list(zip(range(jr.step - n, jr.step), r["loss"]))
+        self.advance(js, now)
+        js.measured_speed = n * float(jr.model.gain(batch)) / max(1e-9, now - jr.op_start) / js.target
+        self.save(jr)
+        if js.progress >= js.target - 1e-9:
+            self.event(jr, now, "done", step=jr.step, loss=r["loss"][-1])
+            self._teardown(jr, now)
+        elif jr.want != jr.alloc:
+            self._teardown(jr, now)
+        else:
+            self._launch(jr, now)
+
+    def _teardown(self, jr: JobRun, now: float) -> None:
+        jr.refs = [s.actor.teardown.remote() for s in jr.slots]
+        self._op(jr, "teardown", now, self.timeouts.teardown_s)
+
+    def _released(self, jr: JobRun, now: float) -> None:
+        for s in jr.slots:
+            s.owner = None
+        jr.slots, jr.alloc = [], None
+        js = jr.js
+        if js.progress >= js.target - 1e-9:
+            jr.phase = "idle"
+            self.loop.complete(js, now)
+            self.save(jr)
+        elif jr.want is not None:
+            jr.phase = "waiting"
+            self._try_setup(jr, now)
+        else:
+            jr.phase = "idle"
+
+    def fault(self, jr: JobRun, now: float, reason: str) -> None:
+        """Restart the group's workers, count the lost steps, and let the policy re-place the job."""
+        lost = 0
+        if jr.phase == "chunk" and jr.model.points:
+            step_s = jr.model.points[-1][3]
+            lost = min(jr.chunk[0], int((now - jr.op_start) / max(step_s, 1e-6)))
+        elif jr.phase == "chunk":
+            lost = jr.chunk[0]
+        jr.lost_steps += lost
+        jr.faults += 1
+        for s in jr.slots:
+            if s.warming is None:  # an injected preemption already restarted its victim
+                self.pool.restart(s)
+            s.owner = None
+        jr.slots, jr.alloc, jr.refs, jr.want, jr.phase = [], None, [], None, "idle"
+        self.event(jr, now, "fault", reason=reason, lost_steps=lost, resume_step=jr.step, batch=jr.chunk[1])
+        if jr.js.progress >= jr.js.target - 1e-9:  # its last checkpoint already finished it
+            self.loop.complete(jr.js, now)
+        elif jr.faults > MAX_FAULTS:
+            self.event(jr, now, "failed", faults=jr.faults)
+            self.loop.fail(jr.js, now)
+        elif jr.js.status not in st.TERMINAL:
+            self.advance(jr.js, now)
+            self.loop.lose(jr.js, now, st.PREEMPTED)
+        self.save(jr)
+
+    def save(self, jr: JobRun) -> None:
+        js = jr.js
+        self.store.save_job(jr.name, js.status, js.submitted_s, js.finish_s, jr.restarts, jr.rescales, jr.faults,
+                            jr.lost_steps, js.attained_gpu_s,
+                            {"points": jr.model.points, "grad_sqr": jr.model.grad_sqr,
+                             "grad_var": jr.model.grad_var})

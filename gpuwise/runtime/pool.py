@@ -1,0 +1,169 @@
+"""Ray: the cluster connection, one placement group per cluster node, one warm worker per slot.
+
+A local run starts a private Ray instance with one custom resource per GPU type (``{"T4": 4,
+"V100": 4}``), so a fake heterogeneous cluster runs on one machine: slot actors reserve
+``{type: 1}`` plus a fraction of a CPU. With ``--address`` the user's cluster must advertise the
+same resources (``ray start --resources '{"T4": 4}'``; real GPUs add ``num_gpus``). Each node of
+the ClusterSpec is a STRICT_PACK placement group whose bundles are its slots, so the policy's
+placement (node, GPUs on it) maps onto Ray nodes as it does in the simulator.
+
+Known ground of Ray 2.60 here (issue 12): token auth is disabled for local runs, RAY_TMPDIR is per
+run, the object store is capped, workers get PYTHONPATH (they do not inherit sys.path), and every
+ray.get has a timeout.
+"""
+
+from __future__ import annotations
+
+import os
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from gpuwise.errors import InputError
+from gpuwise.hardware.cluster import ClusterSpec
+
+OBJECT_STORE_BYTES = 80 * 1024 * 1024
+START_TIMEOUT_S = 600.0  # 8 actors importing torch at once took 212 s here at load average 30
+
+
+class WorkersNotReady(RuntimeError):
+    """Ray or its slot workers did not come up in time (valid input, no answer: exit 1)."""
+CPU_PER_SLOT = 0.25
+
+
+@dataclass
+class Slot:
+    key: str                  # "node/index"
+    node: int                 # index in ClusterSpec.nodes
+    gpu_type: str
+    actor: object
+    owner: str | None = None  # job using it
+    warming: object = None    # ObjectRef of ready() while the actor (re)starts
+
+
+@dataclass
+class WorkerPool:
+    cluster: ClusterSpec
+    tmpdir: Path
+    address: str | None = None
+    timeout_s: float = START_TIMEOUT_S
+    slots: list[Slot] = field(default_factory=list)
+    groups: list = field(default_factory=list)
+    started_here: bool = False
+    start_s: float = 0.0
+
+    def start(self) -> None:
+        import ray
+
+        t0 = time.perf_counter()
+        os.environ.setdefault("RAY_AUTH_MODE", "disabled")
+        os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
+        root = str(Path(__file__).resolve().parents[2])
+        env = {"PYTHONPATH": os.pathsep.join(p for p in (root, os.environ.get("PYTHONPATH", "")) if p),
+               "OMP_NUM_THREADS": "1", "RAY_AUTH_MODE": "disabled"}
+        if not ray.is_initialized():
+            if self.address:
+                ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False)
+            else:
+                self.tmpdir.mkdir(parents=True, exist_ok=True)
+                os.environ["RAY_TMPDIR"] = str(self.tmpdir)
+                res = {t: float(self.cluster.gpus_of_type(t)) for t in self.cluster.gpu_types}
+                ray.init(num_cpus=max(1, round(self.cluster.total_gpus * CPU_PER_SLOT + 0.5)), num_gpus=0,
+                         resources=res, object_store_memory=OBJECT_STORE_BYTES, _temp_dir=str(self.tmpdir),
+                         include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=False,
+                         _node_ip_address="127.0.0.1")
+                self.started_here = True
+        self._check_resources()
+        try:
+            self._place()
+        except ray.exceptions.GetTimeoutError:
+            raise WorkersNotReady(f"the {len(self.slots) or self.cluster.total_gpus} slot workers were not ready "
+                                  f"after {self.timeout_s:.0f} s (placement groups or torch import); the "
+                                  "machine may be overloaded") from None
+        self.start_s = time.perf_counter() - t0
+
+    def _check_resources(self) -> None:
+        import ray
+
+        have = ray.cluster_resources()
+        for t in self.cluster.gpu_types:
+            if have.get(t, 0) < self.cluster.gpus_of_type(t):
+                raise InputError("--address", self.address or "local",
+                                 f"the Ray cluster advertises {have.get(t, 0):g} '{t}' resources, the cluster "
+                                 f"spec needs {self.cluster.gpus_of_type(t)}; start its nodes with "
+                                 f"ray start --resources '{{\"{t}\": N}}'")
+
+    def _place(self) -> None:
+        import ray
+        from ray.util.placement_group import placement_group
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from gpuwise.runtime.worker import SlotWorker
+
+        remote = ray.remote(SlotWorker)
+        for i, node in enumerate(self.cluster.nodes):
+            pg = placement_group([{node.gpu: 1, "CPU": CPU_PER_SLOT}] * node.gpus, strategy="STRICT_PACK")
+            self.groups.append(pg)
+        ray.get([pg.ready() for pg in self.groups], timeout=self.timeout_s)
+        for i, (node, pg) in enumerate(zip(self.cluster.nodes, self.groups)):
+            for j in range(node.gpus):
+                actor = remote.options(
+                    num_cpus=CPU_PER_SLOT, resources={node.gpu: 1}, max_restarts=-1, max_task_retries=0,
+                    scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=j),
+                ).remote(f"{i}/{j}")
+                self.slots.append(Slot(f"{i}/{j}", i, node.gpu, actor))
+        ray.get([s.actor.ready.remote() for s in self.slots], timeout=self.timeout_s)  # warm: torch imported
+
+    def free_on(self, node: int) -> list[Slot]:
+        import ray
+
+        out = []
+        for s in self.slots:
+            if s.node != node or s.owner is not None:
+                continue
+            if s.warming is not None:
+                done, _ = ray.wait([s.warming], timeout=0)
+                if not done:
+                    continue
+                try:
+                    ray.get(s.warming, timeout=1.0)
+                except Exception:  # asked the dying process: ask the restarted one
+                    s.warming = s.actor.ready.remote()
+                    continue
+                s.warming = None
+            out.append(s)
+        return out
+
+    def restart(self, slot: Slot) -> None:
+        """Kill a slot's actor (Ray restarts it: a fresh process that re-imports torch)."""
+        import ray
+
+        ray.kill(slot.actor, no_restart=False)
+        slot.warming = slot.actor.ready.remote()
+
+    def release_all(self) -> None:
+        """Make every slot free again (after a run that shares this pool; workers stay warm)."""
+        import ray
+
+        busy = [s for s in self.slots if s.owner is not None]
+        for s in busy:
+            try:
+                ray.get(s.actor.teardown.remote(), timeout=30.0)
+            except Exception:  # a dead or stuck worker: restart it
+                self.restart(s)
+            s.owner = None
+
+    def shutdown(self) -> None:
+        import ray
+
+        if not ray.is_initialized():
+            return
+        from ray.util.placement_group import remove_placement_group
+
+        for s in self.slots:
+            ray.kill(s.actor, no_restart=True)
+        for pg in self.groups:
+            remove_placement_group(pg)
+        self.slots, self.groups = [], []
+        if self.started_here:
+            ray.shutdown()

@@ -1,0 +1,82 @@
+"""`execute`: run a workload for real, replay it in the simulator, and build the output dict
+(the keys of `gpuwise simulate --json` plus rescales, restarts, lost_steps and per-job records)."""
+
+from __future__ import annotations
+
+from contextlib import nullcontext
+
+from gpuwise.control.status import TERMINAL
+from gpuwise.runtime.driver import RunOptions, RunResult, run_workload
+from gpuwise.runtime.measured import MeasuredPerf
+
+
+def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = False, pool=None,
+            make=None) -> dict:
+    """``make``: builds a fresh policy (default: the registry's ``policy_name``), called once for
+    the run and once for the replay; ``pool``: started workers to reuse."""
+    from gpuwise.policies.registry import make_policy
+    from gpuwise.runtime.replay import compare, replay
+    from gpuwise.sim.metrics import series, summarise
+
+    make = make or (lambda: make_policy(policy_name))
+    policy = make()
+    with _progress(live, opts) as _:
+        run = run_workload(cluster, workload, policy, opts, pool)
+    simulated = replay(cluster, workload, make, run)
+    rows, median = compare(run, simulated)
+    out = summarise(run.sim)
+    out.update(workload=workload.source, workload_format=workload.format,
+               rescales=sum(jr.rescales for jr in run.runs.values()),
+               restarts=sum(jr.faults for jr in run.runs.values()),
+               lost_steps=sum(jr.lost_steps for jr in run.runs.values()),
+               preemptions_injected=run.preemptions, checkpoint_interval_steps=opts.chunk_steps,
+               ray_start_s=run.startup_s, resumed=run.resumed, jct_median_error=median,
+               allocation_changes=out.pop("restarts"))
+    out["jobs"] = [{**row, **_job(jr)} for row, jr in zip(rows, run.runs.values())]
+    out["jobs_unfinished"] = sum(jr.js.status not in TERMINAL for jr in run.runs.values())
+    out["assumptions"] = _assumptions(run, opts, policy)
+    out["_series"] = series(run.sim)
+    return out
+
+
+def _job(jr) -> dict:
+    js = jr.js
+    return {"status": js.status, "steps": jr.step, "progress": js.progress, "target": js.target,
+            "rescales": jr.rescales, "restarts": jr.faults, "lost_steps": jr.lost_steps,
+            "noise_scale": jr.model.phi, "first_loss": jr.losses[0][1] if jr.losses else None,
+            "last_loss": jr.losses[-1][1] if jr.losses else None, "events": jr.events}
+
+
+def _assumptions(run: RunResult, opts: RunOptions, policy) -> list[str]:
+    return ([f"real PyTorch data-parallel training on Ray slot actors; chunks of {opts.chunk_steps} steps, each "
+             "ending in a checkpoint (the checkpoint interval); learning rate scaled with sqrt(batch / M0)",
+             "restarts = group rebuilds after faults; rescales = rebuilds that changed a running job's "
+             "width or batch; allocation_changes = the simulator's restarts/rescales count",
+             "lost steps after a fault = steps of the chunk in flight, estimated from its elapsed time and "
+             "the last measured step time (at most one checkpoint interval)",
+             f"simulated JCT: the same policy replayed in gpuwise.sim on the final measured models, with "
+             f"{run.sim.restart_s:.1f} s per allocation change (mean measured reservation -> training again)"]
+            + MeasuredPerf({}).assumptions(()) + policy.describe())
+
+
+def _progress(live: bool, opts: RunOptions):
+    """Live Rich table of jobs (status, width, batch, steps, progress) on a TTY."""
+    if not live:
+        return nullcontext()
+    from rich.live import Live
+    from rich.table import Table
+
+    display = Live(Table(), refresh_per_second=2, transient=False)
+
+    def tick(now: float, jobs: dict) -> None:
+        t = Table(title=f"gpuwise run  t={now:.0f} s")
+        for c in ("job", "status", "GPUs", "batch", "step", "progress"):
+            t.add_column(c)
+        for jr in jobs.values():
+            a = jr.alloc
+            t.add_row(jr.name, jr.js.status, str(a.num_gpus if a else 0), str(a.batch_size if a else "-"),
+                      str(jr.step), f"{jr.js.fraction_done:.0%}")
+        display.update(t)
+
+    opts.on_tick = tick
+    return display

@@ -1,0 +1,110 @@
+"""Job streams for `gpuwise run`: the gpuwise job-stream CSV/YAML of `simulate`, where
+``application`` names one of the runtime's small real models and ``steps`` is the training amount.
+
+======================  ==========================================================================
+column                  meaning
+======================  ==========================================================================
+``name``, ``time``,     as in `gpuwise.workload.traces` (arrival in seconds from the start of the
+``num_gpus``            run, GPUs the user asks for)
+``application``         tiny-gpt or tiny-resnet (`gpuwise.runtime.models`)
+``steps``               training amount: optimizer steps at the job's ``batch_size`` (its
+                        reference batch M0); larger batches need fewer (Pollux/AdaScale gain)
+``batch_size``          the user's global batch M0
+``min_batch``,          optional elastic batch range (default M0 .. 4 x M0)
+``max_batch``
+``gpu_type``            optional: only this GPU type
+``lr``                  optional base learning rate at M0 (default 3e-3; AdamW)
+======================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+from dataclasses import dataclass
+from pathlib import Path
+
+from gpuwise.errors import InputError, unknown_name
+from gpuwise.workload.traces import TraceJob, Workload
+
+COLUMNS = ("name", "time", "num_gpus", "application", "steps", "batch_size", "min_batch", "max_batch",
+           "gpu_type", "lr")
+REQUIRED = ("name", "time", "num_gpus", "application", "steps", "batch_size")
+DEFAULT_LR = 3e-3
+
+
+@dataclass(frozen=True)
+class RunJob(TraceJob):
+    """A `TraceJob` the runtime trains for real."""
+
+    steps: int = 0        # steps at batch_size to do
+    lr: float = DEFAULT_LR
+    seed: int = 0         # model init and generated data
+
+
+def _field(r: dict, col: str, where: str, kind, optional: bool = False):
+    raw = r.get(col)
+    if raw in (None, ""):
+        if optional:
+            return None
+        raise InputError(f"{where} column {col}", "", f"give a value for {col}")
+    try:
+        v = kind(raw)
+    except (TypeError, ValueError):
+        raise InputError(f"{where} column {col}", raw, f"give a {kind.__name__}") from None
+    if kind is not str and v < 0 or (col in ("num_gpus", "steps", "batch_size", "lr") and v <= 0):
+        raise InputError(f"{where} column {col}", raw, "give a positive number")
+    return v
+
+
+def jobs_from_rows(rows: list[dict], source: str) -> Workload:
+    from gpuwise.hardware.cluster import canonical_gpu
+    from gpuwise.runtime.models import MODELS
+
+    jobs: list[RunJob] = []
+    for i, r in enumerate(rows, start=1):
+        where = f"{source} row {i}"
+        extra = sorted(k for k in r if k not in COLUMNS)
+        if extra:
+            raise InputError(f"{where} column {extra[0]}", r[extra[0]], "unknown column; valid: " + ", ".join(COLUMNS))
+        name = _field(r, "name", where, str).strip()
+        if any(j.name == name for j in jobs):
+            raise InputError(f"{where} column name", name, "give every job a unique name")
+        app = _field(r, "application", where, str).strip()
+        if app not in MODELS:
+            raise unknown_name(f"{where} column application", app, MODELS)
+        gpu = r.get("gpu_type")
+        jobs.append(RunJob(
+            name=name, arrival_s=float(_field(r, "time", where, float)), num_gpus=_field(r, "num_gpus", where, int),
+            application=app, batch_size=_field(r, "batch_size", where, int),
+            gpu_type=canonical_gpu(str(gpu), f"{where} column gpu_type") if gpu not in (None, "") else None,
+            min_batch=_field(r, "min_batch", where, int, True), max_batch=_field(r, "max_batch", where, int, True),
+            row=i, steps=_field(r, "steps", where, int), lr=_field(r, "lr", where, float, True) or DEFAULT_LR,
+            seed=i))
+        if jobs[-1].num_gpus > jobs[-1].batch_size // 2:
+            raise InputError(f"{where} column num_gpus", jobs[-1].num_gpus,
+                             "each slot needs at least 2 samples of the batch; ask for fewer GPUs")
+    if not jobs:
+        raise InputError(source, "no jobs", "the workload lists no jobs; add at least one")
+    if any(b.arrival_s < a.arrival_s for a, b in zip(jobs, jobs[1:])):
+        raise InputError(f"{source} column time", "unsorted", "sort the rows by arrival time")
+    return Workload(tuple(jobs), source, "gpuwise-run")
+
+
+def load_run_workload(path: str | Path) -> Workload:
+    from gpuwise.user_files import load_yaml, read_text
+
+    p = Path(path)
+    if p.suffix.lower() in (".yaml", ".yml"):
+        data = load_yaml(p, "--workload", "workload YAML")
+        if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
+            raise InputError(str(p), type(data).__name__, "the file needs a top-level 'jobs:' list")
+        return jobs_from_rows([{k: str(v) for k, v in j.items()} if isinstance(j, dict) else j
+                               for j in data["jobs"]], str(p))
+    reader = csv.DictReader(io.StringIO(read_text(p, "--workload", "workload CSV"), newline=""))
+    rows = [{k.strip(): (v or "").strip() for k, v in r.items() if k is not None} for r in reader]
+    missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
+    if missing:
+        raise InputError(f"{p} header", ",".join(reader.fieldnames or ()),
+                         f"missing column {missing[0]}; `gpuwise run` needs " + ", ".join(REQUIRED))
+    return jobs_from_rows(rows, str(p))

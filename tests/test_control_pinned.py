@@ -1,0 +1,84 @@
+"""`gpuwise simulate`/`compare` results are pinned (issue 12): the controller moved out of
+`gpuwise.sim.cluster` into `gpuwise.control`, and every simulated number must stay what it was.
+
+tests/data/control_pinned.json was written by `python tests/test_control_pinned.py` on the code
+BEFORE the extraction (commit 370c3dd); only wall-clock fields (simulation wall, decision times)
+are left out. Regenerate only for an intended change of simulated behaviour, and say so.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+GOLDEN = Path(__file__).with_name("data") / "control_pinned.json"
+WALL_KEYS = ("sim_wall_s", "mean_decision_ms", "p99_decision_ms", "max_decision_ms")
+HETERO = "examples/clusters/hetero-t4-v100-a100.yaml"
+# (case name, cluster, workload, policies, extra options)
+CASES = [
+    ("small-hetero", HETERO, "examples/workloads/small.csv",
+     ("fifo", "elastic-dp", "frenzy", "las", "first-fit", "elastic-dp-fixed-batch"), {}),
+    ("small-noise-fitted", HETERO, "examples/workloads/small.csv", ("elastic-dp", "fifo"),
+     {"speed_noise": 0.2, "seed": 3, "policy_model": "fitted"}),
+    ("jobspec-mix", HETERO, "examples/workloads/jobspec-mix.yaml", ("elastic-dp", "frenzy"), {}),
+    ("pollux-4x", None, "examples/workloads/pollux-w6-4x-load.csv", ("elastic-dp", "fifo"),
+     {"restart_s": 20.0}),
+]
+
+
+def _args(**kw) -> argparse.Namespace:
+    base = dict(admission=None, objective=None, restart_s=30.0, seed=0, speed_noise=0.0,
+                policy_model="oracle", load=1.0, plot=None)
+    base.update(kw)
+    return argparse.Namespace(**base)
+
+
+def _strip(metrics: dict) -> dict:
+    return {k: v for k, v in metrics.items() if k not in WALL_KEYS}
+
+
+def outputs() -> dict:
+    """Every case's metrics (simulate) plus the compare-only like-for-like keys."""
+    from gpuwise.cli.simulate import load_inputs, simulate_policy
+    from gpuwise.sim.metrics import common_jct
+
+    out = {}
+    for case, cluster, workload, policies, extra in CASES:
+        args = _args(cluster=str(ROOT / cluster) if cluster else None, workload=str(ROOT / workload), **extra)
+        cl, wl = load_inputs(args)
+        res, jct = {}, {}
+        for p in policies:
+            m, s = simulate_policy(cl, wl, p, args)
+            res[p], jct[p] = _strip(m), s["jct_by_job"]
+        n, mean = common_jct(jct)
+        res["compare"] = {"jobs_completed_by_all": n, "mean_jct_common_s": mean}
+        out[case] = json.loads(json.dumps(res).replace(str(ROOT) + "/", ""))
+    return out
+
+
+@pytest.mark.slow
+def test_simulate_and_compare_outputs_are_unchanged():
+    want = json.loads(GOLDEN.read_text())
+    got = outputs()
+    for case in want:
+        for policy in want[case]:
+            # 1e-12: sums over sets of job names vary in their last bit between processes
+            assert _close(got[case][policy], want[case][policy]), f"{case} / {policy} changed"
+
+
+def _close(a, b) -> bool:
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(_close(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return len(a) == len(b) and all(_close(x, y) for x, y in zip(a, b))
+    if isinstance(a, float) and isinstance(b, float):
+        return a == pytest.approx(b, rel=1e-12, abs=1e-12)
+    return a == b
+
+
+if __name__ == "__main__":
+    GOLDEN.write_text(json.dumps(outputs(), indent=1, sort_keys=True) + "\n")
