@@ -113,7 +113,7 @@ def _from_flags(args):
 def _from_spec(args):
     """The planner's search on this one hardware shape (plan.candidates.evaluate_shape: same plans,
     batch search and performance model as `gpuwise plan`), then the full estimate of its choice."""
-    from gpuwise.errors import Infeasible, InputError
+    from gpuwise.errors import Infeasible
     from gpuwise.estimate.job_estimate import Amount, estimate
     from gpuwise.estimate.performance import job_performance
     from gpuwise.hardware.gpus import get_gpu

@@ -161,8 +161,8 @@ def memory_floor(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_n
                    for pp in range(1, min(layers, max_gpus // tp) + 1) for cp in cps if tp * pp * cp <= max_gpus]
     best = None
     for tp, pp, cp in layouts:
-        est = estimate_memory(spec, _frugal(spec, cfg, tp, pp, cp, max_gpus // (tp * pp * cp)))
-        if best is None or est.total < best.total:
+        est = memory_of(spec, _frugal(spec, cfg, tp, pp, cp, max_gpus // (tp * pp * cp)))
+        if best is None or est.required < best.required:
             best = est
     return best
 
@@ -178,11 +178,11 @@ def _divisors_upto(n: int, limit: int) -> list[int]:
 @lru_cache(maxsize=8192)
 def _frugal_min(spec: ModelSpec, cfg: TrainingConfig, gpus: int, gpus_per_node: int) -> MemoryEstimate | None:
     """The smallest frugal-variant estimate over the layouts on exactly `gpus` GPUs (GPU-independent, so
-    shared by every GPU type searched): some plan fits a GPU iff this one does (fits = total <= memory)."""
+    shared by every GPU type searched): some plan fits a GPU iff this one does (fits compares `required` with the GPU)."""
     best = None
     for tp, pp, cp, dp in _layouts(spec, cfg, gpus, gpus_per_node):
-        est = estimate_memory(spec, _frugal(spec, cfg, tp, pp, cp, dp))
-        if best is None or est.total < best.total:
+        est = memory_of(spec, _frugal(spec, cfg, tp, pp, cp, dp))
+        if best is None or est.required < best.required:
             best = est
     return best
 

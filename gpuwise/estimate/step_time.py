@@ -166,6 +166,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                           assumptions: list[str], efficiency=None) -> StepTimeEstimate:
     """Per-operator roofline path (transformers)."""
     from gpuwise.estimate.roofline_step import Hardware, op_efficiency_for, transformer_step
+    from gpuwise.workload.models import param_count
 
     plan = cfg.plan
     hw = Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
@@ -174,7 +175,8 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     trainable = None
     if cfg.lora_rank > 0 or cfg.quantize:
         trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1)))
-        assumptions.append(f"LoRA: {trainable:,} adapter parameters are updated and synchronised; frozen GEMMs "
+        assumptions.append(f"LoRA: {trainable:,} adapter parameters ({trainable / param_count(model):.3%} of the weights) "
+                           "are updated and synchronised; frozen GEMMs "
                            "skip their weight gradient")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
     assumptions.append(eff.text)

@@ -188,7 +188,7 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
                    gpus: int | None = None) -> ShapeResult:
     """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
     (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`)."""
-    from gpuwise.estimate.performance import batch_configs, best_of, job_performance, step_of
+    from gpuwise.estimate.performance import batch_configs, best_of, job_performance, memory_of, step_of
 
     gpus = gpus or gpus_per_node * nodes
     key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
@@ -211,8 +211,11 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
                                     tolerance=0.25)
             for _, accum in grid.pairs:
                 run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
+                run_mem = mem if accum == c.grad_accum else memory_of(job.model, run_cfg)
+                if not run_mem.fits(spec):
+                    continue    # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
                 st = step_of(job.model, run_cfg, spec, gpus_per_node, nodes, job.inter_node_gbps)
-                timed.append((run_cfg, st, mem))
+                timed.append((run_cfg, st, run_mem))
                 for note in st.assumptions:
                     if not note.startswith("pipeline bubble"):  # per-plan numbers, not an assumption
                         st_notes[note] = None

@@ -98,7 +98,7 @@ def _cheapest_gpu_hour(gpu: str, catalog) -> float | None:
 
 def _option(spec: JobSpec, gpu: str, cluster: ClusterSpec, cap: int, price: float | None) -> GpuOption:
     from gpuwise.estimate.job_model import JobModel
-    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.estimate.performance import memory_of
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
@@ -126,13 +126,13 @@ def _option(spec: JobSpec, gpu: str, cluster: ClusterSpec, cap: int, price: floa
     tr = spec.training
     model = spec.model_spec()
     cfg = TrainingConfig(micro_batch=ch.local_bsz, seq_len=tr.seq_len if model.sample_unit == "token" else 1,
-                         grad_accum=ch.accum + 1, precision=tr.precision, optimizer=tr.optimizer,
+                         grad_accum=ch.grad_accum, precision=tr.precision, optimizer=tr.optimizer,
                          recompute=tr.recompute, lora_rank=tr.lora_rank, quantize=tr.quantize,
                          plan=ParallelPlan(dp=ch.replicas, tp=1, pp=1, zero=spec.parallelism.zero[0]))
-    mem = estimate_memory(model, cfg, g).per_gpu_gib
+    mem = memory_of(model, cfg).per_gpu_gib
     hours = jm.time_to_target(n, choice=ch) / 3600.0
     cost = None if price is None or not math.isfinite(hours) else round(hours * n * price, 2)
-    return GpuOption(gpu, cap, first, n, ch.global_batch, ch.local_bsz, ch.accum + 1, round(mem, 3),
+    return GpuOption(gpu, cap, first, n, ch.global_batch, ch.local_bsz, ch.grad_accum, round(mem, 3),
                      g.memory_gib, round(hours, 4), price and round(price, 4), cost)
 
 
