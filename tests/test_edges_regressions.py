@@ -166,7 +166,8 @@ def test_fit_gpus_refuses_too_large_in_well_under_a_second(args, capsys):
     memory_floor.cache_clear()
     t = time.process_time()
     assert main(["fit-gpus", *args, "--json"]) == 1
-    assert time.process_time() - t < 2.0   # CPU seconds; measured 0.2-0.4 s here
+    # CPU seconds: 0.2-0.4 s with the old memory model, 2-3 s with the phase-by-phase one (was 221 s)
+    assert time.process_time() - t < 5.0
     assert "memory binds" in _one_line(capsys)
 
 

@@ -87,9 +87,11 @@ CONFIGS = st.sampled_from([("llama-3.1-8b", "H100", 4096), ("resnet50", "A100-80
 
 
 @settings(max_examples=40, deadline=None)
-@given(CONFIGS, st.integers(0, 6), st.integers(1, 8), st.sampled_from([0, 1, 3]))
+@given(CONFIGS, st.integers(0, 2), st.integers(1, 8), st.sampled_from([0, 1, 3]))
 def test_more_gpus_never_fewer_cluster_flops(cfgs, log2_gpus, micro, zero):
-    """Property: at fixed per-GPU work (weak scaling, DP), doubling GPUs never lowers cluster FLOP/s."""
+    """Property: at fixed per-GPU work (weak scaling, DP) inside one 8-GPU node, doubling GPUs never lowers
+    cluster FLOP/s. Across nodes it may: a communication-bound job (gpt2, one 1024-token sequence per
+    V100) syncs 250 MB of gradients over the slower inter-node link each step, and the roofline says so."""
     name, gpu_name, seq = cfgs
     model, gpu = load_model(name), get_gpu(gpu_name)
     n = 2 ** log2_gpus

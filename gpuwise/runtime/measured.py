@@ -157,7 +157,7 @@ class MeasuredPerf:
         b = np.asarray(batches, float)[None, :]
         local = b / g
         micro = np.maximum(1.0, np.ceil(local / limit)) if accumulate else np.ones_like(local)
-        t = np.asarray(predict(jm.params, nodes, g, local / micro, micro - 1)[0], float)
+        t = np.asarray(predict(jm.params, nodes, g, local / micro, micro)[0], float)
         rate = jm.gain(b) / t / max(js.target, 1e-9)
         ok = (local >= MIN_LOCAL) & ((local <= limit) | accumulate)
         return np.where(ok, rate, 0.0)
@@ -168,7 +168,7 @@ class MeasuredPerf:
         b = float(batch or job.batch_size)
         limit = MAX_LOCAL[job.application]
         micro = max(1.0, math.ceil(b / num_gpus / limit))
-        t = float(predict(jm.params, num_nodes, num_gpus, b / num_gpus / micro, micro - 1)[0])
+        t = float(predict(jm.params, num_nodes, num_gpus, b / num_gpus / micro, micro)[0])
         return np.array([float(jm.gain(b)) / t])
 
     def target(self, job) -> float:
