@@ -75,11 +75,12 @@ def test_tensor_accounting_reduces_to_korthikanti(t, sp):
 def test_estimator_activations_match_marp_term():
     # Full estimator, GPT layers only (first of two pipeline stages holds 2 micro-batches x l/2 layers
     # = l layers, as E.3 says), no flash: equals l * Korthikanti exactly, plus the embedding-dropout mask.
+    # Megatron-LM semantics (fp32 main_grad, 16-bit weights): no autocast, so 16-bit residual stream.
     m = GPT67_LIKE
     spec = _gpt(**m)
     cfg = TrainingConfig(micro_batch=1, seq_len=m["s"], grad_accum=2, precision="fp16-mixed", optimizer="adam",
                          flash_attention=False, plan=ParallelPlan(tp=2, pp=2))
-    est = estimate_memory(spec, cfg, context=False)
+    est = estimate_memory(spec, cfg, context=False, fp32_grads=True)
     _, marp_act = marp_bytes(**m, b=1, t=2)
     mask = 2 * m["s"] * m["h"]                              # 2 micro-batches x s b h x 1 byte
     assert est.peak_stage == 0

@@ -55,6 +55,9 @@ class ActivationSetting:
     frozen_base: bool = False # LoRA: base weights need no gradient, so inputs kept only for them are dropped
     sp_keeps_gathered: bool = False  # SP as DTensor (torchtitan) does it: linears keep the gathered input;
     #                                  False = Megatron-core, which re-gathers it in backward
+    autocast: bool = False    # torch.autocast over fp32 weights: the residual stream and the norms stay
+    #                           fp32 and every linear keeps its own 16-bit cast of its input (autocast
+    #                           caches casts of weights only), so q, k and v each hold a copy
 
 
 def has_dropout(spec: ModelSpec) -> bool:
@@ -65,6 +68,22 @@ def _norms(spec: ModelSpec) -> int:
     if spec.parallel_attn_mlp and (spec.family in _SINGLE_NORM or (spec.family == "falcon" and spec.n_kv_heads == 1)):
         return 1
     return 2
+
+
+def _input_copies(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]:
+    """(extra hidden-wide copies of the attention input, of the MLP input) per token that autocast
+    keeps beyond the one copy `layer_bytes` counts: one 16-bit cast per linear that reads it, and
+    for single-norm parallel blocks the MLP reads the attention's normed input (one shared tensor
+    without autocast, a separate cast with it)."""
+    single = _norms(spec) == 1
+    if not st.autocast:
+        return 0.0, (-1.0 if single and not st.frozen_base else 0.0)
+    if st.frozen_base:
+        return 0.0, 0.0
+    k = spec.experts_per_token if spec.n_experts > 1 else 1
+    qkv = 1 if spec.family in FUSED_QKV else 3
+    mlp = (2 if spec.gated_mlp else 1) * k
+    return qkv - 1.0, mlp - float(k)
 
 
 def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: int | None = None) -> tuple[float, float]:
@@ -108,7 +127,9 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
     a_rep, a_split = attention_bytes_per_token(spec, st)
     m_rep, m_split = mlp_bytes_per_token(spec, st)
     norms = _norms(spec) + (1 if cross_attention else 0)
-    rep = a_rep + m_rep + norms * spec.hidden * e
+    qkv_x, mlp_x = _input_copies(spec, st) if not cross_attention else (0.0, 0.0)
+    norm_e = residual_bytes(st)                       # autocast: norm inputs are the fp32 residual stream
+    rep = a_rep + m_rep + norms * spec.hidden * norm_e + (qkv_x + mlp_x) * spec.hidden * e
     split = a_split + m_split
     if cross_attention:                               # decoder cross-attention over the encoder output
         c_rep, c_split = attention_bytes_per_token(spec, st)
@@ -116,7 +137,7 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
     if st.sp and st.sp_keeps_gathered:
         # DTensor SP: the column-parallel linears save the all-gathered (whole-sequence) input
         k = spec.experts_per_token if spec.n_experts > 1 else 1
-        gathered = spec.hidden * e * ((2 if cross_attention else 1) + (0 if st.frozen_base else k))
+        gathered = spec.hidden * e * ((2 if cross_attention else 1) + (0 if st.frozen_base else k) + qkv_x + mlp_x)
         return tokens * (gathered + (rep - gathered) / st.tp + split / st.tp)
     rep_div = st.tp if st.sp else 1
     return tokens * (rep / rep_div + split / st.tp)
@@ -125,7 +146,12 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
 def layer_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     """The checkpointed input of one layer under full recompute."""
     tokens = st.micro_batch * st.seq_len / st.cp
-    return tokens * spec.hidden * st.bytes_per_value / (st.tp if st.sp else 1)
+    return tokens * spec.hidden * residual_bytes(st) / (st.tp if st.sp else 1)
+
+
+def residual_bytes(st: ActivationSetting) -> int:
+    """Bytes per value of the residual stream between blocks (fp32 under autocast)."""
+    return 4 if st.autocast else st.bytes_per_value
 
 
 def _matmul_outputs(spec: ModelSpec) -> list[tuple[int, bool]]:
@@ -163,7 +189,7 @@ def op_sac_layer_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     e = st.bytes_per_value
     tokens = st.micro_batch * st.seq_len / st.cp
     k = spec.experts_per_token if spec.n_experts > 1 else 1
-    per_token = spec.hidden * e / (st.tp if st.sp else 1)                  # block input
+    per_token = spec.hidden * residual_bytes(st) / (st.tp if st.sp else 1)   # block input
     mms = _matmul_outputs(spec)
     n_attn = len(mms) - (3 if spec.gated_mlp else 2)
     for i, (width, col) in enumerate(mms):
@@ -217,7 +243,7 @@ def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, los
     model dtype plus a float32 softmax (the Megatron-LM accounting the Korthikanti rows use)."""
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
-    rep = 2 * spec.hidden * e / (st.tp if st.sp else 1)
+    rep = spec.hidden * (residual_bytes(st) + e) / (st.tp if st.sp else 1)   # final norm in, its output
     per_v = 4 if loss == "torch" else e + 4
     logits = (spec.vocab_size * per_v / st.tp) if lm_head else 0.0
     return tokens * (rep + logits)

@@ -262,7 +262,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     st = act.ActivationSetting(micro_batch=cfg.micro_batch, seq_len=cfg.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
                                bytes_per_value=_act_bytes_per_value(cfg.precision),
                                flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora,
-                               sp_keeps_gathered=sem.framework == "torch")
+                               sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora)
     loss = "torch" if sem.framework == "torch" else "megatron"
     n_enc = spec.n_encoder_layers
     layers = _stage_layers(n_enc + spec.n_layers, p.pp)

@@ -176,11 +176,24 @@ def _merge(out: Path, parts: list[Path]) -> int:
     return 0
 
 
+def _matches(case: Case, where: list[str]) -> bool:
+    row = dict(zip(KEY, row_key(case.model, case.cfg)))
+    for cond in where:
+        col, _, value = cond.partition("=")
+        if col not in row:
+            raise SystemExit(f"--where: unknown column {col!r}; use one of {', '.join(k for k in KEY if row[k])}")
+        if row[col] != value:
+            return False
+    return True
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpuwise.trace.grid", description=__doc__.splitlines()[0])
     ap.add_argument("--out", required=True, type=Path, help="CSV to write")
     ap.add_argument("--only", default=None, help="only rows whose model name contains this text")
     ap.add_argument("--limit", type=int, default=None, help="at most this many rows")
+    ap.add_argument("--where", action="append", default=[], metavar="COLUMN=VALUE",
+                    help="only rows whose key column has this value, e.g. zero=3 (repeat to AND)")
     ap.add_argument("--resume", action="store_true", help="append, skipping rows already in --out")
     ap.add_argument("--part", default=None, metavar="I/N", help="only every N-th row from row I (parallel workers)")
     ap.add_argument("--merge", nargs="+", type=Path, default=None, metavar="CSV",
@@ -188,7 +201,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.merge:
         return _merge(args.out, args.merge)
-    todo = [c for c in cases() if args.only is None or args.only in c.model]
+    todo = [c for c in cases() if (args.only is None or args.only in c.model) and _matches(c, args.where)]
     if args.part:
         i, n = (int(x) for x in args.part.split("/"))
         todo = todo[i::n]

@@ -7,7 +7,7 @@ import time
 from dataclasses import dataclass, field
 
 from gpuwise.errors import InputError
-from gpuwise.trace.run import CATEGORIES, StageRun, fsdp_ways, trace_stage
+from gpuwise.trace.run import CATEGORIES, StageRun, fsdp_ways, trace_phases, trace_stage
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import TrainingConfig, recompute_policy
 
@@ -36,26 +36,48 @@ class TraceResult:
 
 
 def _depths(n: int, cfg: TrainingConfig) -> tuple[int, int] | None:
-    """Depths to trace for extrapolation (None: trace all n layers)."""
+    """First depth and depth step to trace for extrapolation (None: trace all n layers)."""
     pol = recompute_policy(cfg.recompute)
     step = pol.every if pol.kind == "layer" else 1
-    d1 = max(step, 2)            # two layers at least: FSDP prefetch and per-layer reuse reach steady state
-    d1 = -(-d1 // step) * step
-    d2 = d1 + step
-    return None if n <= d2 else (d1, d2)
+    d1 = -(-max(step, 2) // step) * step
+    return None if n <= d1 + 2 * step else (d1, step)
+
+
+# Two consecutive per-layer slopes must agree within this share (or 4 KiB) before we extrapolate:
+# FSDP's all-gather buffers in flight, for one, only reach their steady count at three layers.
+_SLOPE_TOL = 1e-3
 
 
 def _stage(spec, cfg, run: StageRun, extrapolate: bool, foreach: bool) -> tuple[dict[str, float], str]:
     d = _depths(run.layers, cfg) if extrapolate else None
     if d is None:
         return {k: float(v) for k, v in trace_stage(spec, cfg, run, foreach=foreach).items()}, "full"
-    a = trace_stage(spec, cfg, StageRun(d[0], run.embed, run.head, run.in_flight), foreach=foreach)
-    b = trace_stage(spec, cfg, StageRun(d[1], run.embed, run.head, run.in_flight), foreach=foreach)
-    scale = (run.layers - d[0]) / (d[1] - d[0])
-    out = {k: a[k] + (b[k] - a[k]) * scale for k in a}
-    if min(out.values()) < 0:        # the peak moved to another phase between the depths: trace it all
-        return _stage(spec, cfg, run, False, foreach)
-    return out, f"extrapolated:{d[0]},{d[1]} layers"
+    d1, step = d
+    seen: dict[int, list[dict[str, int]]] = {}
+
+    def at(depth: int) -> list[dict[str, int]]:
+        if depth not in seen:
+            got = trace_phases(spec, cfg, StageRun(depth, run.embed, run.head, run.in_flight, run.first_layer),
+                               foreach=foreach)
+            seen[depth] = [cats for _, cats in got]
+        return seen[depth]
+
+    while d1 + 2 * step < run.layers:    # three depths, until every phase's per-layer slope is steady
+        a, b, c = at(d1), at(d1 + step), at(d1 + 2 * step)
+        if len(a) == len(b) == len(c) and all(_steady(x, y, z) for x, y, z in zip(a, b, c)):
+            scale = (run.layers - d1 - step) / step
+            outs = [{k: y[k] + (z[k] - y[k]) * scale for k in y} for y, z in zip(b, c)]
+            out = max(outs, key=lambda o: o["peak"])     # the phase that peaks at the full depth
+            if min(out.values()) >= 0:
+                return out, f"extrapolated:{d1 + step},{d1 + 2 * step} layers"
+            break                        # a category shrinks with depth: trace it all
+        d1 += step
+    return _stage(spec, cfg, run, False, foreach)
+
+
+def _steady(a: dict[str, int], b: dict[str, int], c: dict[str, int]) -> bool:
+    s1, s2 = b["peak"] - a["peak"], c["peak"] - b["peak"]
+    return abs(s2 - s1) <= max(4096, _SLOPE_TOL * abs(s2))
 
 
 def _stages(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> list[tuple[str, StageRun]]:

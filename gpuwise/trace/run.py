@@ -55,6 +55,23 @@ def fsdp_ways(cfg: TrainingConfig) -> int:
 
 def trace_stage(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *, foreach: bool = False) -> dict[str, int]:
     """Bytes by category at the peak of one warm training step of one rank."""
+    return max(trace_phases(spec, cfg, run, foreach=foreach), key=lambda ph: ph[1]["peak"])[1]
+
+
+def _restart_peak(tracker) -> None:
+    """Start a new peak window at the current usage (the trackers keep one running maximum; we
+    want one per phase of the step, so that each can be extrapolated over depth on its own)."""
+    cur = tracker.get_tracker_snapshot("current")
+    tracker._peak_mem = {dev: snap["Total"] for dev, snap in cur.items()}
+    tracker._peak_mem_snap = cur
+
+
+def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
+                 foreach: bool = False) -> list[tuple[str, dict[str, int]]]:
+    """(phase, bytes by category at that phase's peak) for each forward, backward and the
+    optimizer step of one warm training step of one rank, in order. Which phase peaks can change
+    with depth (the loss's logits against the optimizer step's gradients), so depth
+    extrapolation works phase by phase."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     p = cfg.plan
@@ -94,6 +111,11 @@ def trace_stage(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *, foreach:
             return torch.randn(cfg.micro_batch, local_tokens, spec.hidden, dtype=stream, requires_grad=True), labels
 
         tracker = None
+        phases: list[tuple[str, dict[str, int]]] = []
+
+        def mark(name: str) -> None:
+            phases.append((name, _categorise(tracker.get_tracker_snapshot("peak"))))
+            _restart_peak(tracker)
 
         def step():
             opt.zero_grad(set_to_none=True)
@@ -103,10 +125,13 @@ def trace_stage(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *, foreach:
                     if tracker is not None:
                         tracker.reset_mod_stats()    # module stats are per call; the global peak is kept
                     outs.append(model(*batch()) if run.head else model(batch()[0]))
+                    mark("forward")
                 for out in outs:
                     out.backward(None if run.head else torch.ones_like(out))
+                    mark("backward")
                 del outs
             opt.step()
+            mark("optimizer step")
 
         for prm in model.parameters():           # warm-up: an optimizer step creates its state
             if prm.requires_grad:
@@ -115,7 +140,7 @@ def trace_stage(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *, foreach:
         tracker = _tracker(model, opt, ways > 1)
         with tracker:
             step()
-        return _categorise(tracker.get_tracker_snapshot("peak"))
+        return phases
 
 
 def _frozen_to_buffers(model: torch.nn.Module) -> None:
