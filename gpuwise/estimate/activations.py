@@ -55,6 +55,8 @@ class ActivationSetting:
     frozen_base: bool = False # LoRA: base weights need no gradient, so inputs kept only for them are dropped
     sp_keeps_gathered: bool = False  # SP as DTensor (torchtitan) does it: linears keep the gathered input;
     #                                  False = Megatron-core, which re-gathers it in backward
+    hf_eager: bool = False    # eager attention as Hugging Face writes it: K/V repeated per query head and a
+    #                           float32 softmax cast back (both kept); False = Megatron's fused 16-bit softmax
     autocast: bool = False    # torch.autocast over fp32 weights: the residual stream and the norms stay
     #                           fp32 and every linear keeps its own 16-bit cast of its input (autocast
     #                           caches casts of weights only), so q, k and v each hold a copy
@@ -100,6 +102,12 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
         pass                                         # the attention core is recomputed in backward
     elif st.flash:
         split += spec.n_heads * 4                    # float32 log-sum-exp per head
+    elif st.hf_eager:
+        split += 2 * (dq - dkv) * e                  # K and V repeated to every query head, kept by the matmuls
+        # float32 softmax output, and what the probs@V matmul reads: the dropout output (+ its mask),
+        # or without dropout the 16-bit cast of the softmax (no copy in fp32)
+        after = (1 + e) if mask else (e if e < 4 else 0)
+        split += spec.n_heads * kv_len * (4 + after)
     else:
         # softmax output (+ dropout mask and dropout output when attention dropout is on)
         per_score = (2 * e + mask) if mask else e

@@ -262,7 +262,8 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     st = act.ActivationSetting(micro_batch=cfg.micro_batch, seq_len=cfg.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
                                bytes_per_value=_act_bytes_per_value(cfg.precision),
                                flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora,
-                               sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora)
+                               sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
+                               hf_eager=sem.framework == "torch")
     loss = "torch" if sem.framework == "torch" else "megatron"
     n_enc = spec.n_encoder_layers
     layers = _stage_layers(n_enc + spec.n_layers, p.pp)
@@ -293,14 +294,14 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             weights=w_bytes / z3, grads=grads, optimizer=opt,
             # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
             # zero_grad (set_to_none)
-            accumulating=micro > 1 or p.pp > 1 or sem.framework == "megatron",
+            accumulating=micro > 1 or sem.framework == "megatron",
             # autocast caches casts of trainable fp32 weights only (a LoRA base is stored in 16-bit or NF4)
             stage_compute=(n_stage * sem.compute if pp_fsdp else 0.0)
             + ((trainable if lora else linear) * sem.compute if autocast else 0.0),
             acc_grads=trainable * sem.reduce if pp_fsdp else 0.0,
             block_compute=big * sem.compute if fsdp and not pp_fsdp else 0.0,
             block_grad_temp=(big_train * (sem.compute + (0.0 if pp_fsdp else sem.reduce)) if fsdp else 0.0),
-            head_compute=head_params * sem.compute if fsdp and not pp_fsdp else 0.0,
+            head_compute=flat * sem.compute if fsdp and not pp_fsdp else 0.0,   # the root group stays gathered
             opt_temp=_optimizer_temp(cfg, sem, trainable / z1),
             stack=enc_i * act.stack_bytes(spec, st, 1) + act.stack_bytes(spec, st, dec_i, t5) if n_i else 0.0,
             in_flight=in_flight(schedule, p.pp, i, micro),
@@ -308,7 +309,9 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             bwd_temp=act.backward_transient_bytes(spec, st) if sem.framework == "torch" else 0.0,
             emb=act.embedding_bytes(spec, st) if i == 0 else 0.0,
             head_keep=act.head_bytes(spec, st, lm_head, loss) if i == p.pp - 1 else 0.0,
-            loss_temp=act.loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0))
+            loss_temp=act.loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0,
+            root_grad_temp=(flat * (sem.compute + sem.reduce - sem.reduce / z3)
+                            if fsdp and not pp_fsdp and not lora else 0.0)))
     return out
 
 

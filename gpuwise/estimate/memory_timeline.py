@@ -12,8 +12,12 @@ A stage's peak is the largest of three moments (PyTorch's order of allocation an
   reduce-scatter input in the reduction dtype.
 - optimizer step: parameters, all gradients, optimizer states and the step's temporaries
   (PyTorch's default foreach AdamW makes one fp32 copy of the moments for sqrt(v)).
+- root reduce-scatter (FSDP2 only): the end of backward, when the root group (embedding, final
+  norm, output layer: large for big vocabularies) reduces its gradients: every other gradient is
+  already sharded, the root's are unsharded in the compute dtype and copied into a reduce-scatter
+  input in the reduction dtype (traced: gpuwise.trace).
 Gradients from earlier micro-batches are alive in the first two moments when a step has more
-than one micro-batch (gradient accumulation, or any pipeline, whose steady state interleaves
+than one micro-batch (gradient accumulation; a pipeline with several micro-batches interleaves
 forwards with earlier backwards). Under pipeline parallelism FSDP2 keeps the stage unsharded
 (reshard_after_forward=False) and accumulates unsharded gradients in the reduction dtype until the
 last micro-batch (torch.distributed.pipelining disables gradient sync for the others).
@@ -28,7 +32,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PHASES = ("loss boundary", "block backward", "optimizer step")
+PHASES = ("loss boundary", "block backward", "optimizer step", "root reduce-scatter")
 
 
 @dataclass(frozen=True)
@@ -52,6 +56,10 @@ class StageLoad:
     emb: float                # embedding activations of one micro-batch (first stage)
     head_keep: float          # final norm + loss tensors kept (last stage)
     loss_temp: float          # loss-backward gradients (last stage)
+    root_grad_temp: float = 0.0   # FSDP2: the root group's (embedding, final norm, output layer) gradient
+    #                               reduction at the end of backward: its unsharded gradients in the compute
+    #                               dtype plus the reduce-scatter input in the reduction dtype, less the shard
+    #                               it has not written yet
 
 
 def in_flight(schedule: str, pp: int, stage: int, micro_batches: int) -> float:
@@ -79,7 +87,8 @@ def phases(s: StageLoad) -> list[tuple[str, dict[str, float]]]:
         ("block backward", {**base, "gradients": early_grads, "activations": kept + s.work,
                             "temporaries": s.stage_compute + 2 * s.block_compute + s.block_grad_temp + s.bwd_temp}),
         ("optimizer step", {**base, "gradients": s.grads, "activations": 0.0, "temporaries": s.opt_temp}),
-    ]
+    ] + ([("root reduce-scatter", {**base, "gradients": s.grads, "activations": 0.0,
+                                   "temporaries": s.root_grad_temp})] if s.root_grad_temp else [])
 
 
 def peak(s: StageLoad) -> tuple[float, str, dict[str, float]]:

@@ -119,17 +119,22 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
 
         def step():
             opt.zero_grad(set_to_none=True)
-            for _ in range(min(cfg.grad_accum, 2) if run.in_flight == 1 else 1):
-                outs = []
-                for _ in range(run.in_flight):
+            ops = schedule(run.in_flight, cfg.grad_accum)
+            outs = []
+            for n, op in enumerate(ops):
+                if op == "F":
                     if tracker is not None:
                         tracker.reset_mod_stats()    # module stats are per call; the global peak is kept
                     outs.append(model(*batch()) if run.head else model(batch()[0]))
                     mark("forward")
-                for out in outs:
-                    out.backward(None if run.head else torch.ones_like(out))
-                    mark("backward")
-                del outs
+                    continue
+                if ways > 1 and run.in_flight > 1:
+                    # torch.distributed.pipelining: FSDP reduces gradients on the last micro-batch only
+                    model.set_requires_gradient_sync("B" not in ops[n + 1:])
+                out = outs.pop(0)
+                out.backward(None if run.head else torch.ones_like(out))
+                del out
+                mark("backward")
             opt.step()
             mark("optimizer step")
 
@@ -141,6 +146,18 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
         with tracker:
             step()
         return phases
+
+
+def schedule(in_flight: int, grad_accum: int) -> str:
+    """Forwards (F) and backwards (B) traced for one step. Without a pipeline: min(grad_accum, 2)
+    micro-steps (the second runs with the first one's gradients alive). A pipeline stage holding
+    `in_flight` micro-batches: 1F1B's warm-up forwards, then, when the step has more micro-batches,
+    one steady-state backward-forward pair (the new forward runs with `in_flight` micro-batches in
+    flight and the first backward's gradients alive), then the drain."""
+    if in_flight == 1:
+        return "FB" * min(grad_accum, 2)
+    steady = "BF" if grad_accum > in_flight else ""
+    return "F" * in_flight + steady + "B" * in_flight
 
 
 def _frozen_to_buffers(model: torch.nn.Module) -> None:
