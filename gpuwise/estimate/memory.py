@@ -93,9 +93,30 @@ class MemoryEstimate:
 
     def shortfall_text(self, gpu: GpuSpec) -> str:
         """'X GiB needed per GPU > Y GiB' for a plan that does not fit (the numbers `fits` compares)."""
-        return (f"{self.required / GIB:.1f} GiB needed per GPU (allocated + CUDA context + NCCL) > "
-                f"{gpu.total_gib - fit_headroom_gib(gpu):.1f} GiB ({gpu.name} device memory less "
-                f"{HEADROOM_FRACTION:.0%} headroom)")
+        f = self.fit_gib(gpu)
+        return (f"{f['required']:.1f} GiB needed per GPU (allocated + CUDA context + NCCL) > "
+                f"{f['usable']:.1f} GiB ({gpu.name} device memory less {HEADROOM_FRACTION:.0%} headroom)")
+
+    def fit_gib(self, gpu: GpuSpec) -> dict[str, float]:
+        """Every number behind `fits(gpu)`, in GiB, so the verdict can be checked from what is printed:
+        allocated (tensors, max_memory_allocated), reserved (+ allocator slack, max_memory_reserved),
+        device_total (reserved + CUDA context + NCCL: what nvidia-smi shows), required (allocated +
+        context + NCCL: what must fit), device (the GPU's memory), headroom (the fraction kept free),
+        usable (device - headroom: `required` must not exceed it) and spare (usable - required)."""
+        usable = gpu.total_gib - fit_headroom_gib(gpu)
+        return {"allocated": self.allocated / GIB, "reserved": self.reserved / GIB, "device_total": self.per_gpu_gib,
+                "required": self.required / GIB, "device": gpu.total_gib, "headroom": fit_headroom_gib(gpu),
+                "usable": usable, "spare": usable - self.required / GIB}
+
+    def fit_text(self, gpu: GpuSpec) -> str:
+        """One line that explains `fits(gpu)` from the printed numbers."""
+        f = self.fit_gib(gpu)
+        verdict = "fits" if self.fits(gpu) else "DOES NOT FIT"
+        return (f"{gpu.name}: {verdict}: required {f['required']:.1f} GiB (allocated {f['allocated']:.1f} + CUDA "
+                f"context + NCCL) {'<=' if self.fits(gpu) else '>'} usable {f['usable']:.1f} GiB (device "
+                f"{f['device']:.1f} less {HEADROOM_FRACTION:.0%} headroom {f['headroom']:.1f}), "
+                f"{f['spare']:+.1f} GiB spare; the allocator's cache ({f['reserved'] - f['allocated']:.1f} GiB, "
+                f"reserved {f['reserved']:.1f}) is given back under memory pressure, so it is not required")
 
     def headroom_gib(self, gpu: GpuSpec) -> float:
         """GiB left after `required` and the fit headroom (negative: does not fit)."""
@@ -415,9 +436,5 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
     spec = load_model(model)
     est = _estimate(spec, cfg, fp32_grads, lm_head, interleave, context)
     if gpu is not None:
-        verdict = "fits" if est.fits(gpu) else "does not fit"
-        est = replace(est, notes=est.notes + (
-            f"{gpu.name}: {gpu.total_gib:.2f} GiB device memory ({gpu.usable_gib:.2f} GiB usable after the CUDA "
-            f"context); {verdict} with {fit_headroom_gib(gpu):.2f} GiB ({HEADROOM_FRACTION:.0%}) kept free "
-            f"({est.headroom_gib(gpu):+.1f} GiB left)",))
+        est = replace(est, notes=est.notes + (est.fit_text(gpu),))
     return est

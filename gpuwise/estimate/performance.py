@@ -140,8 +140,7 @@ class JobPerformance:
         out = list(self.memory.assumptions)
         if self.gpu is not None:
             g, m = self.gpu, self.memory
-            out.append(f"{g.name}: {g.memory_gib:g} GiB usable; {'fits' if m.fits(g) else 'does not fit'} "
-                       f"({m.headroom_gib(g):+.1f} GiB headroom)")
+            out.append(m.fit_text(g))
             out += self.step.assumptions
         out.append(self.checkpoint.assumption)
         if self.noise is not None:
