@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -131,31 +132,64 @@ def _derived(t, prefix: str, base_dir: Path | None):
     return perfmodel.from_job(str(path), str(sp["gpu"]), t.max_gpus, f"{prefix}.speedup", int(float(gpn)))
 
 
-def _trace_stats(path: Path, names: list[str]) -> dict[str, tuple[float, list[float], float]]:
-    """Per type in a trace CSV (arrival_time,type,size): (arrival rate, sizes, horizon hours)."""
+@dataclass(frozen=True)
+class Arrival:
+    """One row of a rent trace CSV."""
+
+    time_h: float            # arrival, hours
+    type: str                # a job type of the spec
+    size: float | None       # single-GPU hours of work (None: drawn from the type's distribution)
+
+
+@lru_cache(maxsize=1)
+def _arrival_row() -> type:
+    from typing import Optional
+
+    from pydantic import Field, ValidationInfo, field_validator
+
+    from gpuwise.user_files import known_name, strict_base
+
+    class ArrivalRow(strict_base()):
+        arrival_time: float = Field(ge=0, description="arrival, hours")
+        type: str = Field(description="a job type named in the spec's types")
+        size: Optional[float] = Field(None, gt=0, description="single-GPU hours (blank: drawn from the type)")
+
+        @field_validator("type", mode="before")
+        @classmethod
+        def _known(cls, v, info: ValidationInfo):
+            return known_name(v, info.context["names"])
+
+    return ArrivalRow
+
+
+def load_trace(path: Path, names) -> list[Arrival]:
+    """The arrivals of a rent trace CSV (arrival_time,type[,size]), validated: times finite, >= 0 and
+    sorted, types among ``names`` (closest suggested), sizes > 0; one-line errors name the row and column."""
     import csv
 
-    from gpuwise.user_files import read_text
+    from gpuwise.user_files import check_sorted, read_text, validate_row
 
+    reader = csv.DictReader(read_text(path, "trace", "CSV of arrival_time,type[,size]").splitlines())
+    if not reader.fieldnames or not {"arrival_time", "type"} <= set(reader.fieldnames):
+        raise InputError(f"trace {path}", reader.fieldnames, "needs columns arrival_time,type[,size]")
+    rows = [validate_row(_arrival_row(), r, f"trace {path} row {i}", {"names": list(names)})
+            for i, r in enumerate(reader, start=1)]
+    if not rows:
+        raise InputError(f"trace {path}", "empty", "add at least one arrival")
+    check_sorted([r.arrival_time for r in rows], lambda i: f"trace {path} row {i} column arrival_time")
+    return [Arrival(r.arrival_time, r.type, r.size) for r in rows]
+
+
+def _trace_stats(path: Path, names: list[str]) -> dict[str, tuple[float, list[float], float]]:
+    """Per type in a trace CSV (arrival_time,type,size): (arrival rate, sizes, horizon hours)."""
     if not path.exists():
         raise InputError("trace", str(path), "file not found; the path is relative to the YAML file")
+    rows = load_trace(path, names)
     per: dict[str, list[float]] = {n: [] for n in names}
-    first = last = None
-    if True:  # keeps the row loop's indentation
-        reader = csv.DictReader(read_text(path, "trace", "CSV of arrival_time,type[,size]").splitlines())
-        if not reader.fieldnames or not {"arrival_time", "type"} <= set(reader.fieldnames):
-            raise InputError(f"trace {path.name}", reader.fieldnames, "needs columns arrival_time,type[,size]")
-        for line, row in enumerate(reader, start=2):
-            try:
-                t = float(row["arrival_time"])
-                size = float(row["size"]) if row.get("size") not in (None, "") else None
-            except ValueError:
-                raise InputError(f"trace {path.name} line {line}", row, "arrival_time and size must be numbers") from None
-            first = t if first is None else min(first, t)
-            last = t if last is None else max(last, t)
-            if row["type"] in per and size is not None and size > 0:
-                per[row["type"]].append(size)
-    horizon = (last - first) if first is not None else 0.0
+    for r in rows:
+        if r.size is not None:
+            per[r.type].append(r.size)
+    horizon = rows[-1].time_h - rows[0].time_h
     if horizon <= 0:
         raise InputError(f"trace {path.name}", "horizon 0", "needs arrivals spread over time")
     return {n: (len(v) / horizon, v, horizon) for n, v in per.items() if v}
