@@ -130,8 +130,15 @@ def _fix(err: dict) -> str:
 
 
 def loc_path(loc) -> str:
-    """A pydantic error location as the YAML path a user reads: nodes[0].count."""
+    """A pydantic error location as the YAML path a user reads: nodes[0].count (the labels pydantic
+    adds for the branches of a union, e.g. ``float``, ``dict[str,float]``, ``function-after[...]``,
+    are left out: they are no key of the file)."""
     out = ""
     for part in loc:
+        if isinstance(part, str) and (part in _BRANCH_LABELS or "[" in part):
+            continue
         out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
     return out
+
+
+_BRANCH_LABELS = {"str", "float", "int", "bool", "function-after", "function-before", "function-plain"}

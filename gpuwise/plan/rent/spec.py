@@ -37,11 +37,13 @@ class RentSpec:
     unpriced: tuple[str, ...] = ()   # types with no price_per_gpu_hour anywhere (USD budgets use $1/GPU-h)
 
 
+@lru_cache(maxsize=1)
 def _models():
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import Field
 
-    class TypeModel(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    from gpuwise.user_files import strict_base
+
+    class TypeModel(strict_base()):
         name: str = Field(min_length=1)
         arrival_rate: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
         mean_size: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
@@ -51,26 +53,13 @@ def _models():
         max_gpus: Optional[float] = Field(default=None, ge=1, allow_inf_nan=False)
         price_per_gpu_hour: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
 
-    class SpecModel(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class SpecModel(strict_base()):
         types: list[TypeModel] = Field(min_length=1)
         budget: Union[float, str, dict[str, float], None] = None
         price_per_gpu_hour: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
         trace: Optional[str] = None
 
     return SpecModel
-
-
-def _path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("str", "float", "function-after") or "[" in str(part):
-            continue  # union-branch labels pydantic adds
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
 
 
 def _sizes(t, prefix: str) -> SizeDistribution:
@@ -233,13 +222,9 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
     try:
         model = _models().model_validate(data)
     except ValidationError as exc:
-        from gpuwise.errors import first_unknown_key
+        from gpuwise.errors import validation_error
 
-        unknown = first_unknown_key(exc, _models(), source)
-        if unknown is not None:
-            raise unknown from None
-        err = exc.errors()[0]
-        raise InputError(f"{source}: {_path(err['loc'])}", err.get("input"), err["msg"].lower()) from None
+        raise validation_error(exc, _models(), source) from None
     trace = None
     if model.trace:
         trace = Path(model.trace)
