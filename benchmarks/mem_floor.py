@@ -3,8 +3,8 @@ layout's frugal variant estimated in full), same run, cold caches; asserts both 
 
 Prints CPU seconds (time.process_time: the machine may be shared) and wall seconds of each path, and
 the ratio new/old of CPU time. Both paths use today's estimator, whose per-layer terms are computed
-once per stage shape (that alone made the old path ~2x faster than before: 2-3 s CPU per refusal). The first two cases are the issue-14 refusals (`gpuwise fit-gpus` on a
-config too large for any GPU).
+once per stage shape (that alone made the old path ~2x faster than before: 2-3 s CPU per refusal).
+The first two cases are the issue-14 refusals (`gpuwise fit-gpus` on a config too large for any GPU).
 Usage: python benchmarks/mem_floor.py
 """
 
