@@ -14,20 +14,17 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
 
-# Longest first (the LPT rule for two or more workers): pytest-xdist's --dist loadgroup hands out work in
-# collection order, so the Ray cluster's group (tests/test_runtime_ray.py, the longest: a cluster started
-# once, then runs of minutes) and the server's group, collected late by file name, used to start last and
-# finish alone on one worker. Moving them, then every other @slow test, to the front lets the many short
-# tests fill the other worker meanwhile. The order within each rank is the collection order.
-_FIRST_GROUPS = ("ray", "server")
+# Longest first: pytest-xdist's --dist loadgroup hands out work in collection order, so the Ray cluster's
+# group (tests/test_runtime_ray.py: a cluster started once, then runs of minutes, the longest unit of the
+# suite), collected late by file name, used to start last and finish alone on one worker. Collected first,
+# it runs on one worker while the short tests fill the other. Everything else keeps the collection order
+# (the server group's timing-sensitive tests too: they start no earlier than before).
 
 
-def _rank(item) -> tuple[int, int]:
+def _group(item) -> str | None:
     mark = item.get_closest_marker("xdist_group")
-    group = (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
-    first = _FIRST_GROUPS.index(group) if group in _FIRST_GROUPS else len(_FIRST_GROUPS)
-    return first, 0 if item.get_closest_marker("slow") else 1
+    return (mark.args[0] if mark.args else mark.kwargs.get("name")) if mark else None
 
 
 def pytest_collection_modifyitems(config, items):
-    items.sort(key=_rank)
+    items.sort(key=lambda item: _group(item) != "ray")
