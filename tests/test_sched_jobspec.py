@@ -60,11 +60,7 @@ def test_lone_spec_job_runs_for_the_model_time():
     assert any("from_jobspec" in a for a in summarise(res)["assumptions"])
 
 
-_KNOWN = {"pollux": pytest.mark.xfail(strict=True, reason="known defect after merging the memory model: pollux "
-                                      "leaves both gpt2 spec jobs pending on the heterogeneous cluster")}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_KNOWN.get(n, ())) for n in sorted(POLICIES)])
+@pytest.mark.parametrize("name", sorted(POLICIES))
 def test_every_policy_completes_the_mix_on_the_heterogeneous_cluster(name):
     w = load_workload(MIX)
     m = summarise(simulate(load_cluster(HETERO), w, make_policy(name)))

@@ -46,8 +46,8 @@ OBJECTIVES = {
     "remaining": "fraction of the job's remaining work done per hour (goodput / remaining work, SRPT-like)",
     # goodput relative to the user's own request (its GPUs at its batch)
     "request": "goodput relative to the job's own request (its GPUs at its batch)",
-    # goodput relative to the job's best single-GPU goodput: a speedup, the notes' natural choice
-    "speedup": "speedup over the job's best single-GPU goodput",
+    # goodput relative to the job's best goodput on its base count: a speedup, the notes' natural choice
+    "speedup": "speedup over the job's best goodput on the fewest GPUs it runs on (one GPU if it fits)",
 }
 DEFAULT_OBJECTIVE = "job"
 
@@ -68,7 +68,9 @@ def value_table(perf: PerfModel, js: JobState, gpu: str, max_gpus: int, gpus_per
     elif objective == "remaining":  # floor: a job about to finish must not get an unbounded value
         ref = max(1.0 - js.fraction_done, 1e-3) / 3600.0
     elif objective == "speedup":
-        ref = float(good[0])
+        # base: the fewest GPUs the job runs on (one GPU when its smallest batch fits there), so a
+        # job that needs 2 GPUs has speedup 1 on 2, like every other job at its own base
+        ref = float(good[np.flatnonzero(good > 0)[0]]) if (good > 0).any() else 0.0
     elif objective == "request":
         ref = 0.0
         req = js.job.num_gpus
