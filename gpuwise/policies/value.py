@@ -24,6 +24,8 @@ def batch_candidates(perf: PerfModel, js: JobState, gpu: str, elastic: bool) -> 
     if not elastic:
         return (int(job.batch_size or perf.batch_range(job, gpu)[0]),)
     lo, hi, _ = perf.batch_range(job, gpu)
+    if lo < 1 or hi < lo:
+        return ()  # no batch range on this type: the job does not fit it
     grid = {int(round(b)) for b in np.geomspace(lo, hi, BATCH_CANDIDATES)}
     if job.batch_size and lo <= job.batch_size <= hi:
         grid.add(int(job.batch_size))
@@ -58,6 +60,8 @@ def value_table(perf: PerfModel, js: JobState, gpu: str, max_gpus: int, gpus_per
     (V[0] = -inf: an admitted job gets at least one GPU). ``objective``: a key of `OBJECTIVES`;
     the reference is what goodput (fraction of the job per second) is divided by."""
     batches = batch_candidates(perf, js, gpu, elastic)
+    if not batches:  # the job does not fit this type: no count is feasible
+        return np.full(max_gpus + 1, -np.inf), np.zeros(max_gpus + 1, dtype=np.int64), 1.0
     grid = perf.goodput_grid(js, gpu, max_gpus, gpus_per_node, batches)  # (G, B)
     best = grid.argmax(axis=1)
     good = grid[np.arange(grid.shape[0]), best]
