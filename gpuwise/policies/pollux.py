@@ -114,7 +114,7 @@ class Pollux(Policy):
         shares: dict[str, tuple[str, int, int | None]] = {}
         for js in view.running.values():
             self._held[js.name] = max(self._held.get(js.name, 0), js.allocation.num_gpus)
-        for gpu, jobs in type_pools(view).items():
+        for gpu, jobs in type_pools(view, perf).items():
             if jobs:
                 shares.update(self.allocate_type(jobs, gpu, spec.gpus_of_type(gpu),
                                                  spec.max_gpus_per_node(gpu), now, perf))
