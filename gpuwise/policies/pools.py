@@ -3,8 +3,8 @@
 A running job stays on the type it runs on (moving it costs a restart and these allocators do not
 weigh types against each other); a waiting job restricted to one type goes there; any other
 waiting job goes to the type, among those it can run on, with the most GPUs per job already in its
-pool (ties: the larger type) -- a load-spreading rule, stated as an extension because the homogeneous-cluster papers
-(elastic DP, Pollux, Optimus) have a single pool.
+pool (ties: the larger type) -- a load-spreading rule, stated as an extension because the
+homogeneous-cluster papers (elastic DP, Pollux, Optimus) have a single pool.
 """
 
 from __future__ import annotations
