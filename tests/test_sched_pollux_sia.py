@@ -10,6 +10,7 @@ property tests via the registry).
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -104,6 +105,20 @@ def test_pollux_starts_a_job_whose_smallest_batch_needs_two_gpus():
     assert sorted(pol.options(js, "T4", cap, 4, 0.0, perf)) == [2, 4]
     cifar = JobState(TraceJob("c", 0.0, 4, application="cifar10", batch_size=256), submitted_s=0.0, target=1.0)
     assert sorted(pol.options(cifar, "T4", cap, 4, 0.0, perf)) == [1]
+
+
+def test_sia_scores_a_job_relative_to_the_fewest_gpus_it_runs_on():
+    """gpt2 runs on no single T4: its scores are relative to its goodput on 2 (before, the missing
+    one-GPU base made every option score the same, so Sia had no reason to scale it)."""
+    cluster = pollux_cluster()
+    perf = GroundTruthPerf(cluster)
+    js = JobState(TraceJob("g", 0.0, 4, batch_size=64, jobspec="examples/workloads/specs/gpt2-finetune.yaml"),
+                  submitted_s=0.0, target=1.0)
+    sia = Sia()
+    opts, _ = sia.job_options(js, 0.0, SchedView({"g": js}, {}, ClusterState(cluster), ["g"]), perf)
+    score = {n: s for _, n, s in opts}
+    assert min(score) == 2 and score[2] == pytest.approx(sia.lambda_n - 1.0)
+    assert score[4] > score[2]
 
 
 def test_restart_factor_is_the_share_of_life_spent_working():
