@@ -15,7 +15,8 @@ from __future__ import annotations
 
 from typing import Callable, Iterable
 
-from gpuwise.policies.base import Allocation, ClusterState, SchedView
+from gpuwise.policies.base import Allocation, ClusterState, PerfModel, SchedView
+from gpuwise.policies.pools import allowed_types
 
 Placement = tuple[tuple[int, int], ...]
 PlaceFn = Callable[[ClusterState, str, int], "Placement | None"]
@@ -98,13 +99,14 @@ def _on_demand(state: ClusterState, gpu: str, n: int, nodes: list[tuple[int, int
     return tuple(out)
 
 
-def place_request(state: ClusterState, js, place: PlaceFn, n: int | None = None) -> Allocation | None:
+def place_request(state: ClusterState, js, place: PlaceFn, n: int | None = None,
+                  perf: PerfModel | None = None) -> Allocation | None:
     """Place ``n`` GPUs (default: the job's own request) at the job's batch on the first allowed GPU
-    type (the job's own, else cluster order) that ``place`` can realise; allocate it on ``state``
-    (modified) and return it, or None when no type can."""
+    type (`pools.allowed_types`: the job's own, else cluster order, with ``perf`` only types the job
+    runs on) that ``place`` can realise; allocate it on ``state`` (modified) and return it, or None
+    when no type can."""
     n = js.job.num_gpus if n is None else n
-    types = (js.job.gpu_type,) if js.job.gpu_type else state.spec.gpu_types
-    for gpu in types:
+    for gpu in allowed_types(js.job, state.spec.gpu_types, perf):
         pl = place(state, gpu, n)
         if pl is not None:
             alloc = Allocation(gpu, pl, js.job.batch_size)
