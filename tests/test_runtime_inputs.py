@@ -9,8 +9,8 @@ from gpuwise.cli.main import main
 
 @pytest.mark.parametrize("row, field", [
     ("a,0,1,tiny-bert,10,16", "application"),
-    ("a,0,1,tiny-gpt,0,16", "steps"),
-    ("a,0,9,tiny-gpt,10,16", "num_gpus"),
+    ("a,0,1,tiny-llama,0,16", "steps"),
+    ("a,0,9,tiny-llama,10,16", "num_gpus"),
 ])
 def test_bad_rows_name_the_field(tmp_path, capsys, row, field):
     wl = tmp_path / "w.csv"
@@ -26,4 +26,4 @@ def test_shipped_example_parses():
     from gpuwise.runtime.workload import load_run_workload
 
     wl = load_run_workload("examples/run/workload.csv")
-    assert 4 <= len(wl.jobs) <= 6 and {j.application for j in wl.jobs} == {"tiny-gpt", "tiny-resnet"}
+    assert 4 <= len(wl.jobs) <= 6 and {j.application for j in wl.jobs} == {"tiny-llama", "tiny-resnet"}

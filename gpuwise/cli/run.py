@@ -11,7 +11,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", required=True, metavar="CLUSTER.yaml",
                         help="cluster spec (as for simulate); locally each GPU is a fake slot of that type")
     parser.add_argument("--workload", required=True, metavar="FILE",
-                        help="job stream CSV/YAML: name,time,num_gpus,application (tiny-gpt|tiny-resnet),"
+                        help="job stream CSV/YAML: name,time,num_gpus,application (tiny-llama|tiny-resnet),"
                              "steps,batch_size[,min_batch,max_batch,gpu_type,lr]")
     parser.add_argument("--policy", required=True, help="one of: " + ", ".join(POLICIES))
     parser.add_argument("--address", metavar="ADDR", help="an existing Ray cluster (default: start a local one)")
