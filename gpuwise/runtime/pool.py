@@ -7,9 +7,10 @@ same resources (``ray start --resources '{"T4": 4}'``; real GPUs add ``num_gpus`
 the ClusterSpec is a STRICT_PACK placement group whose bundles are its slots, so the policy's
 placement (node, GPUs on it) maps onto Ray nodes as it does in the simulator.
 
-Known ground of Ray 2.60 here (issue 12): token auth is disabled for local runs, RAY_TMPDIR is per
-run, the object store is capped, workers get PYTHONPATH (they do not inherit sys.path), and every
-ray.get has a timeout.
+Known ground of Ray 2.60 here (issue 12): token auth is disabled for local runs, Ray's temp folder is
+per run, the object store is capped, workers get PYTHONPATH (they do not inherit sys.path), and every
+ray.get has a timeout. A local head is started by `gpuwise.runtime.local_ray` (not ``ray.init()``,
+whose fixed start-up waits fail on a loaded machine).
 """
 
 from __future__ import annotations
@@ -51,9 +52,12 @@ class WorkerPool:
     groups: list = field(default_factory=list)
     started_here: bool = False
     start_s: float = 0.0
+    head: object = None       # LocalHead when this pool started its own Ray
 
     def start(self) -> None:
         import ray
+
+        from gpuwise.runtime.local_ray import HeadNotReady, LocalHead
 
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -64,22 +68,25 @@ class WorkerPool:
         if not ray.is_initialized():
             if self.address:
                 ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False)
-            else:
-                self.tmpdir.mkdir(parents=True, exist_ok=True)
-                os.environ["RAY_TMPDIR"] = str(self.tmpdir)
+            else:  # a head of our own (local_ray says why not ray.init()); workers inherit its env
                 res = {t: float(self.cluster.gpus_of_type(t)) for t in self.cluster.gpu_types}
-                ray.init(num_cpus=max(1, round(self.cluster.total_gpus * CPU_PER_SLOT + 0.5)), num_gpus=0,
-                         resources=res, object_store_memory=OBJECT_STORE_BYTES, _temp_dir=str(self.tmpdir),
-                         include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=False,
-                         _node_ip_address="127.0.0.1")
+                self.head = LocalHead(self.tmpdir.resolve(), max(1, round(self.cluster.total_gpus * CPU_PER_SLOT + 0.5)),
+                                      res, OBJECT_STORE_BYTES, env)
+                try:
+                    address = self.head.start(self.timeout_s)
+                    ray.init(address=address, log_to_driver=False)
+                except (HeadNotReady, ConnectionError, RuntimeError) as e:
+                    self.head.stop()
+                    raise WorkersNotReady(f"the local Ray cluster did not start: {e}") from None
                 self.started_here = True
         self._check_resources()
         try:
             self._place()
-        except ray.exceptions.GetTimeoutError:
-            raise WorkersNotReady(f"the {len(self.slots) or self.cluster.total_gpus} slot workers were not ready "
-                                  f"after {self.timeout_s:.0f} s (placement groups or torch import); the "
-                                  "machine may be overloaded") from None
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as e:
+            why = "not ready" if isinstance(e, ray.exceptions.GetTimeoutError) else f"lost ({type(e).__name__})"
+            raise WorkersNotReady(f"the {len(self.slots) or self.cluster.total_gpus} slot workers were {why} "
+                                  f"after {time.perf_counter() - t0:.0f} s (limit {self.timeout_s:.0f} s; placement "
+                                  "groups or torch import); the machine may be overloaded") from None
         self.start_s = time.perf_counter() - t0
 
     def _check_resources(self) -> None:
@@ -167,3 +174,4 @@ class WorkerPool:
         self.slots, self.groups = [], []
         if self.started_here:
             ray.shutdown()
+            self.head.stop()
