@@ -40,6 +40,7 @@ class Slot:
     actor: object
     owner: str | None = None  # job using it
     warming: object = None    # ObjectRef of ready() while the actor (re)starts
+    bundle: int = 0           # index in its node's placement group
 
 
 @dataclass
@@ -103,23 +104,26 @@ class WorkerPool:
     def _place(self) -> None:
         import ray
         from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from gpuwise.runtime.worker import SlotWorker
-
-        remote = ray.remote(SlotWorker)
         for i, node in enumerate(self.cluster.nodes):
             pg = placement_group([{node.gpu: 1, "CPU": CPU_PER_SLOT}] * node.gpus, strategy="STRICT_PACK")
             self.groups.append(pg)
         ray.get([pg.ready() for pg in self.groups], timeout=self.timeout_s)
-        for i, (node, pg) in enumerate(zip(self.cluster.nodes, self.groups)):
+        for i, node in enumerate(self.cluster.nodes):
             for j in range(node.gpus):
-                actor = remote.options(
-                    num_cpus=CPU_PER_SLOT, resources={node.gpu: 1}, max_restarts=-1, max_task_retries=0,
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=j),
-                ).remote(f"{i}/{j}")
-                self.slots.append(Slot(f"{i}/{j}", i, node.gpu, actor))
+                self.slots.append(Slot(f"{i}/{j}", i, node.gpu, self._spawn(i, j), bundle=j))
         ray.get([s.actor.ready.remote() for s in self.slots], timeout=self.timeout_s)  # warm: torch imported
+
+    def _spawn(self, node: int, bundle: int):
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from gpuwise.runtime.worker import SlotWorker
+
+        return ray.remote(SlotWorker).options(
+            num_cpus=CPU_PER_SLOT, resources={self.cluster.nodes[node].gpu: 1}, max_restarts=-1, max_task_retries=0,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(self.groups[node], placement_group_bundle_index=bundle),
+        ).remote(f"{node}/{bundle}")
 
     def free_on(self, node: int) -> list[Slot]:
         import ray
@@ -134,6 +138,11 @@ class WorkerPool:
                     continue
                 try:
                     ray.get(s.warming, timeout=1.0)
+                except ray.exceptions.ActorDiedError:  # dead for good (killed while restarting): replace it
+                    ray.kill(s.actor, no_restart=True)
+                    s.actor = self._spawn(s.node, s.bundle)
+                    s.warming = s.actor.ready.remote()
+                    continue
                 except Exception:  # asked the dying process: ask the restarted one
                     s.warming = s.actor.ready.remote()
                     continue
