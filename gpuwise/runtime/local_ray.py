@@ -22,14 +22,17 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+MAX_TEMP_CHARS = 40  # + Ray's "/session_<date>_<pid>/sockets/plasma_store" (~65) must stay under 107
 PORTS = ("port", "dashboard-port", "dashboard-agent-grpc-port",
          "dashboard-agent-listen-port", "metrics-export-port", "runtime-env-agent-port")
 
@@ -59,6 +62,7 @@ class LocalHead:
     env: dict[str, str] = field(default_factory=dict)
     proc: subprocess.Popen | None = None
     address: str = ""
+    _short: Path | None = None    # a short temp folder used instead of a long tmpdir (removed at stop)
 
     @property
     def log(self) -> Path:
@@ -69,13 +73,16 @@ class LocalHead:
         import ray
 
         self.tmpdir.mkdir(parents=True, exist_ok=True)
+        ray_dir = self.tmpdir
+        if len(str(ray_dir)) > MAX_TEMP_CHARS:  # Ray's unix sockets live under it: 107-byte path limit
+            self._short = ray_dir = Path(tempfile.mkdtemp(prefix="gwray-"))
         ports = dict(zip(PORTS, free_ports(len(PORTS))))
         ip = ray.util.get_node_ip_address()  # ray.init(address=) maps loopback to this address
-        cmd = [sys.executable, "-m", "gpuwise.runtime.local_ray", str(os.getpid()),
+        cmd = [sys.executable, "-m", "gpuwise.runtime.local_ray", str(os.getpid()), str(self._short or "-"),
                sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--disable-usage-stats",
                f"--node-ip-address={ip}", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
                f"--resources={json.dumps(self.resources)}", f"--object-store-memory={self.object_store_bytes}",
-               f"--temp-dir={self.tmpdir}", "--include-dashboard=false",
+               f"--temp-dir={ray_dir}", "--include-dashboard=false",
                *(f"--{k}={v}" for k, v in ports.items())]
         env = {**os.environ, **self.env, "RAY_worker_register_timeout_seconds": str(int(timeout_s)),
                "RAY_agent_register_timeout_ms": str(int(timeout_s * 1000))}
@@ -105,6 +112,9 @@ class LocalHead:
         if self.proc is not None:
             _end_group(self.proc.pid, self.proc)  # start_new_session: the group is ours alone
             self.proc = None
+        if self._short is not None:
+            shutil.rmtree(self._short, ignore_errors=True)
+            self._short = None
 
 
 GRACE_S = 3.0
@@ -128,17 +138,22 @@ def _end_group(pgid: int, leader: subprocess.Popen | None = None) -> None:
         pass
 
 
-def _watch(parent: int, cmd: list[str]) -> None:
+def _watch(parent: int, scratch: str, cmd: list[str]) -> None:
     """Run ``cmd`` (ray start --block) in this process group; end the group (this watcher too)
-    when it exits or when ``parent`` (the driver) is gone."""
+    when it exits or when ``parent`` (the driver) is gone, removing ``scratch`` ("-": none)."""
     signal.signal(signal.SIGTERM, signal.SIG_IGN)  # a SIGTERM to the group is for Ray's processes
     child = subprocess.Popen(cmd, preexec_fn=lambda: signal.signal(signal.SIGTERM, signal.SIG_DFL))
     while child.poll() is None and os.getppid() == parent:
         time.sleep(1.0)
     if child.poll() is not None:
         print(f"gpuwise: `ray start` exited with code {child.returncode}", file=sys.stderr, flush=True)
+    if scratch != "-" and os.getppid() != parent:  # the driver cannot clean up any more
+        signal.signal(signal.SIGTERM, signal.SIG_IGN)
+        os.killpg(0, signal.SIGTERM)
+        time.sleep(GRACE_S)
+        shutil.rmtree(scratch, ignore_errors=True)
     _end_group(os.getpgrp())
 
 
 if __name__ == "__main__":
-    _watch(int(sys.argv[1]), sys.argv[2:])
+    _watch(int(sys.argv[1]), sys.argv[2], sys.argv[3:])
