@@ -8,7 +8,12 @@ the steady state of a long run).
 Then the 82k-job Philly trace on 512 V100s under each cheap policy: simulation wall and CPU time
 (each policy in its own process, stopped after 120 s of wall time).
 
-Run: PYTHONPATH=$PWD nice -n 10 python benchmarks/sched_scale.py [--skip-philly]
+With ``--philly-round`` instead: one round of fifo, frenzy, elastic-dp, pollux and sia at the Philly
+trace's busiest instant under fifo (the jobs then waiting or running), CPU time as a ratio over
+elastic-dp's and Frenzy's rounds in the same run -- the per-round cost of the expensive policies on Philly, which a full
+82k-job run with 60 s rounds over months of trace time cannot give cheaply.
+
+Run: PYTHONPATH=$PWD nice -n 10 python benchmarks/sched_scale.py [--skip-philly | --philly-round]
 """
 
 from __future__ import annotations
@@ -117,7 +122,62 @@ def philly(budget_s: float = 120.0) -> None:
               flush=True)
 
 
+def philly_view():
+    """The Philly trace's busiest instant under fifo (most jobs waiting or running): those jobs, the
+    running ones on their GPUs (best fit, as fifo placed them) with the progress they had made."""
+    from gpuwise.policies.placement import best_fit
+    from gpuwise.sim.cluster import simulate
+    from gpuwise.workload.traces import load_workload
+
+    w = load_workload(data_path("pollux", "traces", "philly.csv"))
+    cl = load_cluster("examples/clusters/philly-512.yaml")
+    res = simulate(cl, w, make_policy("fifo"))
+    done = [js for js in res.jobs if js.finish_s is not None]
+    # rigid jobs under fifo run once, at full speed: start = finish - duration - restart
+    span = [(js, js.finish_s - js.job.duration_s - res.restart_s) for js in done]
+    events = sorted([(js.submitted_s, 1) for js, _ in span] + [(js.finish_s, -1) for js, _ in span])
+    active, best, at = 0, -1, 0.0
+    for t, d in events:
+        active += d
+        if active > best:
+            best, at = active, t
+    perf = GroundTruthPerf(cl)
+    state = ClusterState(cl)
+    gpu = cl.gpu_types[0]
+    pending, run = {}, {}
+    for js, start in sorted(span, key=lambda x: x[1]):
+        if not js.submitted_s <= at < js.finish_s:
+            continue
+        fresh = JobState(job=js.job, submitted_s=js.submitted_s, target=perf.target(js.job))
+        pl = best_fit(state, gpu, js.job.num_gpus) if start <= at else None
+        if pl is not None:
+            fresh.allocation = Allocation(gpu, pl, None)
+            state.allocate(fresh.allocation)
+            fresh.status, fresh.restarts = "running", 1
+            fresh.progress = max(0.0, at - start - res.restart_s)
+            fresh.attained_gpu_s = fresh.progress * js.job.num_gpus
+            run[js.job.name] = fresh
+        else:
+            pending[js.job.name] = fresh
+    return cl, perf, SchedView(pending, run, state, list(pending)), at
+
+
+def philly_round() -> None:
+    """One round of each policy at Philly's busiest instant; CPU ratios over elastic-dp's and Frenzy's
+    rounds in the same run (fifo's round is near zero: the cluster is full, its head does not fit)."""
+    cl, perf, view, at = philly_view()
+    print(f"philly at {at / 86400:.1f} days (fifo's busiest instant): {len(view.running)} running + "
+          f"{len(view.pending)} waiting jobs on {cl.total_gpus} GPUs")
+    t = {name: timed(make_policy(name), view, perf) for name in ("fifo", "frenzy", "elastic-dp", "pollux", "sia")}
+    for k, (w, c) in t.items():
+        print(f"  {k:12s} {w:8.3f} s wall  {c:8.3f} s CPU  ({c / t['elastic-dp'][1]:.1f}x elastic-dp's, "
+              f"{c / t['frenzy'][1]:.1f}x frenzy's CPU)")
+
+
 if __name__ == "__main__":
+    if "--philly-round" in sys.argv:
+        philly_round()
+        sys.exit()
     scale()
     if "--skip-philly" not in sys.argv:
         philly()

@@ -62,7 +62,7 @@ def unknown_key(field: str, key: object, valid: Iterable[str]) -> InputError:
     return InputError(field, key, "unknown key; " + did_you_mean(str(key), valid))
 
 
-def first_unknown_key(exc: Exception, model: type, where: str = "") -> InputError | None:
+def first_unknown_key(exc: Exception, model: type, where: str = "", sep: str = ": ") -> InputError | None:
     """The first `extra_forbidden` error of a pydantic ValidationError as an `unknown_key` error.
 
     Unknown keys are reported before missing ones: a misspelled `trainig:` is the cause of the
@@ -80,7 +80,7 @@ def first_unknown_key(exc: Exception, model: type, where: str = "") -> InputErro
             cls = _model_in(field.annotation) or cls
     valid = list(getattr(cls, "model_fields", {}))
     path = loc_path(loc)
-    return unknown_key(f"{where}: {path}" if where else path, loc[-1] if loc else "?", valid)
+    return unknown_key(f"{where}{sep}{path}" if where else path, loc[-1] if loc else "?", valid)
 
 
 def _model_in(annotation: object) -> type | None:
@@ -96,23 +96,49 @@ def _model_in(annotation: object) -> type | None:
     return None
 
 
-def validation_error(exc: Exception, model: type, where: str) -> InputError:
+def validation_error(exc: Exception, model: type, where: str, sep: str = ": ") -> InputError:
     """One InputError from a pydantic ValidationError of a user's file: an unknown key first (with the
-    closest valid key), else the first error, naming the file, the field's path and the value."""
-    unknown = first_unknown_key(exc, model, where)
+    closest valid key), else the first error, naming the file, the field's path and the value.
+    ``sep`` joins ``where`` and the field (" column " for a row of a table)."""
+    unknown = first_unknown_key(exc, model, where, sep)
     if unknown is not None:
         return unknown
     err = exc.errors()[0]   # type: ignore[attr-defined]
     path = loc_path(err.get("loc", ()))
-    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    field = f"{where}{sep}{path}" if path else where
     if err.get("type") == "missing":
-        return InputError(f"{where}: {path}", None, "required field is missing")
-    return InputError(f"{where}: {path}" if path else where, err.get("input"), msg[:1].lower() + msg[1:])
+        return InputError(field, None, "required field is missing")
+    return InputError(field, err.get("input"), _fix(err))
+
+
+# pydantic's error types -> the fix a user reads (the rest: pydantic's own words, lower-cased)
+_FIXES = {"greater_than_equal": "give a number >= {ge:g}", "greater_than": "give a number > {gt:g}",
+          "less_than_equal": "give a number <= {le:g}", "finite_number": "give a finite number",
+          "float_parsing": "give a number", "float_type": "give a number", "int_parsing": "give a whole number",
+          "int_type": "give a whole number", "int_from_float": "give a whole number"}
+
+
+def _fix(err: dict) -> str:
+    template = _FIXES.get(str(err.get("type")))
+    if template is not None:
+        try:
+            return template.format(**(err.get("ctx") or {}))
+        except (KeyError, ValueError, TypeError):
+            pass
+    msg = str(err.get("msg", "invalid")).removeprefix("Value error, ")
+    return msg[:1].lower() + msg[1:]
 
 
 def loc_path(loc) -> str:
-    """A pydantic error location as the YAML path a user reads: nodes[0].count."""
+    """A pydantic error location as the YAML path a user reads: nodes[0].count (the labels pydantic
+    adds for the branches of a union, e.g. ``float``, ``dict[str,float]``, ``function-after[...]``,
+    are left out: they are no key of the file)."""
     out = ""
     for part in loc:
+        if isinstance(part, str) and (part in _BRANCH_LABELS or "[" in part):
+            continue
         out += f"[{part}]" if isinstance(part, int) else ("." if out else "") + str(part)
     return out
+
+
+_BRANCH_LABELS = {"str", "float", "int", "bool", "function-after", "function-before", "function-plain"}

@@ -7,8 +7,9 @@ each loader does not repeat the same checks and none of them can end in a traceb
 
 from __future__ import annotations
 
+from functools import lru_cache
 from pathlib import Path
-from typing import Any
+from typing import Any, Callable, Iterable, Sequence
 
 from gpuwise.errors import InputError
 
@@ -43,3 +44,79 @@ def load_yaml(path: str | Path, field: str, kind: str = "YAML file") -> Any:
         where = f"line {mark.line + 1}" if mark else "somewhere"
         why = " ".join(str(getattr(exc, "problem", None) or exc).split())   # one line
         raise InputError(str(path), where, f"not valid YAML ({why})") from None
+
+
+# ------------------------------------------------------------------ typed rows of a user's table
+# One set of pydantic helpers for every file a user supplies (cluster, job spec, workload trace, rent
+# trace, cloud catalog): the same strict base, the same field checks and `errors.validation_error` for
+# the one-line message. Built on first use so that commands reading no such file skip pydantic's import.
+
+
+@lru_cache(maxsize=1)
+def strict_base() -> type:
+    """Base of the models of a user's file: unknown keys are typos (refused with the closest valid
+    key) and NaN/inf are never a count, time, size or price."""
+    from pydantic import BaseModel, ConfigDict
+
+    class Strict(BaseModel):
+        model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+
+    return Strict
+
+
+def whole_number(v: Any) -> Any:
+    """For a ``mode="before"`` validator: 4, 4.0 and "4" are 4; 2.5, "two" and booleans are refused
+    (range checks stay with the field's ge/gt)."""
+    if v is None:
+        return v
+    if isinstance(v, bool):
+        raise ValueError("give a whole number")
+    try:
+        f = float(v)
+    except (TypeError, ValueError):
+        raise ValueError("give a whole number") from None
+    if f != f or f in (float("inf"), float("-inf")) or f != int(f):
+        raise ValueError("give a whole number")
+    return int(f)
+
+
+def known_name(value: Any, choices: Iterable[str]) -> str:
+    """For a validator: ``value`` if it is one of ``choices``, else ValueError with the closest names."""
+    from gpuwise.errors import did_you_mean
+
+    text = str(value).strip()
+    if text not in set(choices):
+        raise ValueError(did_you_mean(text, choices))
+    return text
+
+
+def validate_row(model: type, row: dict, where: str, context: dict | None = None) -> Any:
+    """``row`` (a CSV row or a YAML mapping) as an instance of the pydantic ``model``. Text is stripped
+    and blank cells of the model's fields are absent. Errors: one InputError naming ``where`` (file and
+    row), the column, the bad value and the fix (unknown columns with the closest valid one).
+    ``context`` reaches the model's validators (e.g. the names valid in this file)."""
+    fields = model.model_fields
+    data = {}
+    for k, v in row.items():
+        key = k.strip() if isinstance(k, str) else k
+        v = v.strip() if isinstance(v, str) else v
+        if not (key in fields and (v is None or v == "")):
+            data[key] = v
+    try:
+        return model.model_validate(data, context=context)
+    except Exception as exc:    # imports kept off the per-row path (catalogs have 10^4-10^5 rows)
+        from pydantic import ValidationError
+
+        from gpuwise.errors import validation_error
+
+        if not isinstance(exc, ValidationError):
+            raise
+        raise validation_error(exc, model, where, " column ") from None
+
+
+def check_sorted(times: Sequence[float], where: Callable[[int], str], what: str = "arrival time") -> None:
+    """Rows must come in time order: the first row (1-based, named by ``where(row)``) earlier than
+    the one before it is refused."""
+    for i in range(1, len(times)):
+        if times[i] < times[i - 1]:
+            raise InputError(where(i + 1), times[i], f"rows must be sorted by {what} (row {i} has {times[i - 1]:g})")

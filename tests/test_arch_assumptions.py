@@ -78,9 +78,5 @@ def test_assumptions_in_json_and_human_output(name, capsys, train_csv, tmp_path,
     block = human.rsplit("Assumptions:", 1)[1]
     printed = {line.strip()[2:] for line in block.splitlines() if line.strip().startswith("- ")}
     assert printed, f"{name}: empty Assumptions block"
-    if name == "memory":
-        # memory's JSON also lists one "<GPU>: N GiB usable, fits/does not fit" line per GPU checked;
-        # people read those in the fits table instead
-        assumptions = [a for a in assumptions if " GiB usable" not in a]
     missing = [a for a in assumptions if a not in printed]
     assert not missing, f"{name}: in --json but not printed: {missing}"

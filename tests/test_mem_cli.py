@@ -99,6 +99,9 @@ def test_fit_gpus_json(capsys):
     for r in res[:2]:
         p = r["plan"]
         assert p["dp"] * p["tp"] * p["pp"] * p["cp"] == r["gpus"] and r["required_gib"] <= 0.95 * r["device_gib"]
+        # the same names as estimate/memory: usable = device less headroom, spare = usable - required
+        assert r["usable_gib"] == pytest.approx(r["device_gib"] - r["headroom_gib"], abs=1e-3)
+        assert r["spare_gib"] == pytest.approx(r["usable_gib"] - r["required_gib"], abs=1e-3) and r["spare_gib"] >= 0
         assert {"dp", "tp", "pp", "zero", "recompute"} <= set(p)
     assert out["assumptions"]
 

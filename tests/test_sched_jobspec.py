@@ -60,15 +60,32 @@ def test_lone_spec_job_runs_for_the_model_time():
     assert any("from_jobspec" in a for a in summarise(res)["assumptions"])
 
 
-_KNOWN = {"pollux": pytest.mark.xfail(strict=True, reason="known defect after merging the memory model: pollux "
-                                      "leaves both gpt2 spec jobs pending on the heterogeneous cluster")}
-
-
-@pytest.mark.parametrize("name", [pytest.param(n, marks=_KNOWN.get(n, ())) for n in sorted(POLICIES)])
+@pytest.mark.parametrize("name", sorted(POLICIES))
 def test_every_policy_completes_the_mix_on_the_heterogeneous_cluster(name):
     w = load_workload(MIX)
     m = summarise(simulate(load_cluster(HETERO), w, make_policy(name)))
     assert m["jobs_completed"] == len(w) == 7
+
+
+XL = ("name: xl\nmodel: gpt2-xl\ntraining: {tokens: 1.0e6, seq_len: 512, global_batch: [8, 64], "
+      "precision: fp16-mixed, optimizer: adamw, noise_scale: 64}\n")
+
+
+@pytest.fixture(scope="module")
+def xl_workload(tmp_path_factory):
+    spec = tmp_path_factory.mktemp("xl") / "xl.yaml"
+    spec.write_text(XL)
+    return Workload((TraceJob("xl", 0.0, 2, batch_size=8, jobspec=str(spec)),), "t", "gpuwise")
+
+
+@pytest.mark.parametrize("name", sorted(POLICIES))
+def test_spec_job_that_fits_one_type_runs_there(name, xl_workload):
+    """gpt2-xl with AdamW (~25 GiB of model states) fits the A100-40GB only: every policy must plan
+    it there. Before, pooled policies planned it on the largest type (T4) and left it pending,
+    rigid ones started it on a T4 at zero speed, and the rest crashed on its empty batch range."""
+    res = simulate(load_cluster(HETERO), xl_workload, make_policy(name))
+    assert summarise(res)["jobs_completed"] == 1
+    assert res.jobs[0].allocation.gpu_type == "A100-40GB-SXM"
 
 
 def test_elastic_beats_rigid_on_the_mix():

@@ -10,6 +10,7 @@ property tests via the registry).
 import itertools
 
 import numpy as np
+import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
@@ -19,6 +20,7 @@ from gpuwise.policies.knapsack import brute_force_optional, configurations, knap
 from gpuwise.policies.optimus import marginal_gain
 from gpuwise.policies.pollux import Pollux, restart_factor
 from gpuwise.policies.sia import Sia, enumerate_assignment, solve_assignment
+from gpuwise.policies.value import value_table
 from gpuwise.sim.ground_truth import GroundTruthPerf
 from gpuwise.workload.traces import TraceJob
 
@@ -83,6 +85,40 @@ def test_pollux_allocation_equals_brute_force(apps, nodes):
     got = [shares[js.name][1] if js.name in shares else 0 for js in jobs]
     assert score(got)[0] == score(best)[0]
     assert abs(score(got)[1] - score(best)[1]) < 1e-9
+
+
+def test_pollux_starts_a_job_whose_smallest_batch_needs_two_gpus():
+    """Issue 13: gpt2's smallest batch (16 sequences) does not fit one T4 (8 per GPU, no accumulation
+    in Pollux), so one GPU is infeasible. A job that has not run must still be offered the fewest GPUs
+    it runs on (the growth cap used to offer it one GPU only, so it stayed pending forever), and its
+    speedup base is that count, as one GPU is for a job that fits on one."""
+    cluster = pollux_cluster()
+    perf = GroundTruthPerf(cluster)
+    js = JobState(TraceJob("g", 0.0, 4, batch_size=64, jobspec="examples/workloads/specs/gpt2-finetune.yaml"),
+                  submitted_s=0.0, target=1.0)
+    cap = cluster.gpus_of_type("T4")
+    v, _, _ = value_table(perf, js, "T4", cap, 4, elastic=True, objective="speedup")
+    assert not np.isfinite(v[1]) and v[2] == 1.0 and v[4] > 1.0
+    pol = Pollux()
+    assert sorted(pol.options(js, "T4", cap, 4, 0.0, perf)) == [2]
+    pol._held["g"] = 2  # once it has run on 2, it may grow to 2 x 2
+    assert sorted(pol.options(js, "T4", cap, 4, 0.0, perf)) == [2, 4]
+    cifar = JobState(TraceJob("c", 0.0, 4, application="cifar10", batch_size=256), submitted_s=0.0, target=1.0)
+    assert sorted(pol.options(cifar, "T4", cap, 4, 0.0, perf)) == [1]
+
+
+def test_sia_scores_a_job_relative_to_the_fewest_gpus_it_runs_on():
+    """gpt2 runs on no single T4: its scores are relative to its goodput on 2 (before, the missing
+    one-GPU base made every option score the same, so Sia had no reason to scale it)."""
+    cluster = pollux_cluster()
+    perf = GroundTruthPerf(cluster)
+    js = JobState(TraceJob("g", 0.0, 4, batch_size=64, jobspec="examples/workloads/specs/gpt2-finetune.yaml"),
+                  submitted_s=0.0, target=1.0)
+    sia = Sia()
+    opts, _ = sia.job_options(js, 0.0, SchedView({"g": js}, {}, ClusterState(cluster), ["g"]), perf)
+    score = {n: s for _, n, s in opts}
+    assert min(score) == 2 and score[2] == pytest.approx(sia.lambda_n - 1.0)
+    assert score[4] > score[2]
 
 
 def test_restart_factor_is_the_share_of_life_spent_working():

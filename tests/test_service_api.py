@@ -225,6 +225,31 @@ def test_client_commands_submit_list_cancel(server, tmp_path):
     assert httpx.get(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "bob")).json()["state"] == "cancelled"
     again = gw("cancel", jid)
     assert again.returncode == 1 and "HTTP 409" in again.stderr and len(again.stderr.strip().splitlines()) == 1
+    assert again.stderr.startswith("gpuwise cancel: ")
+
+
+def test_client_commands_human_and_json_through_one_helper(server, tmp_path):
+    """submit/jobs/cancel share cli/service_call.answer: human lines, --json verbatim, refusals exit 1."""
+    env = {**server.env, "GPUWISE_TOKEN": server.tokens["bob"], "GPUWISE_SERVER": server.url}
+    long = tmp_path / "long.yaml"
+    long.write_text(SPEC.read_text().replace("epochs: 60", "epochs: 6000"))
+
+    def gw(*args):
+        return subprocess.run([sys.executable, "-m", "gpuwise", *args], env=env, capture_output=True,
+                              text=True, timeout=120)
+
+    sub = gw("submit", str(long))
+    assert sub.returncode == 0, sub.stderr
+    assert sub.stdout.startswith("job ") and "predicted" in sub.stdout and "GiB per GPU" in sub.stdout
+    jid = sub.stdout.split()[1]
+    missing = gw("cancel", "no-such-job")
+    assert missing.returncode == 1 and missing.stderr.startswith("gpuwise cancel: HTTP 404")
+    assert len(missing.stderr.strip().splitlines()) == 1
+    out = gw("cancel", jid, "--json")     # --json on cancel too: the server's answer as it is
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout)["id"] == jid
+    listed = gw("jobs", "--state", "cancelled")
+    assert listed.returncode == 0 and "jobs" in listed.stdout and jid in listed.stdout, listed.stdout
 
 
 def test_plan_as_a_service_matches_the_cli(server):

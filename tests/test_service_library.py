@@ -23,7 +23,6 @@ def cluster():
     return load_cluster(ROOT / "gpuwise" / "data" / "clusters" / "service-default.yaml")
 
 
-@pytest.mark.xfail(strict=True, reason="known defect after merging issue 13: plan.submit predicts the GPU count with the old Frenzy rule, while the rewritten Frenzy policy grows a lone job to idle GPUs")
 @pytest.mark.parametrize("spec", ["resnet18-cifar10.yaml", "gpt2-finetune.yaml"])
 def test_prediction_matches_the_simulated_job_alone_on_the_cluster(cluster, spec):
     """The predicted time is what `gpuwise simulate` (Frenzy policy, ground truth) gives the same job

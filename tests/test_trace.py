@@ -101,10 +101,11 @@ def config_json(tmp_path_factory):
     return str(path)
 
 
-def test_cli_trace_json_lists_assumptions_and_bytes(config_json):
-    out = _cli("memory", config_json, "--method", "trace", "--seq-len", "128", "--json")
-    assert out.returncode == 0, out.stderr
-    data = json.loads(out.stdout)
+def test_cli_trace_json_lists_assumptions_and_bytes(config_json, capsys):
+    from gpuwise.cli.main import main      # in-process: the command's output is under test, not start-up
+
+    assert main(["memory", config_json, "--method", "trace", "--seq-len", "128", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
     assert data["method"] == "full" and data["peak_allocated_bytes"] == sum(data["breakdown_bytes"].values())
     assert any("FakeTensorMode" in a for a in data["assumptions"])
 

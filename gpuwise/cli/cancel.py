@@ -8,17 +8,11 @@ import argparse
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("id", metavar="ID", help="job id (from gpuwise submit or gpuwise jobs)")
     parser.add_argument("--server", metavar="URL", default=None, help="server (as gpuwise submit)")
+    parser.add_argument("--json", action="store_true", help="print the server's JSON answer")
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
+    from gpuwise.cli.service_call import answer
 
-    from gpuwise.service.client import ServiceError, call
-
-    try:
-        res = call("DELETE", args.server, f"/v1/jobs/{args.id}")
-    except ServiceError as exc:
-        sys.stderr.write(f"gpuwise cancel: {exc}\n")
-        return 1
-    print(f"job {res['id']} cancelled (was {res['was']})")
-    return 0
+    return answer("cancel", args, "DELETE", f"/v1/jobs/{args.id}",
+                  lambda res: print(f"job {res['id']} cancelled (was {res['was']})"))

@@ -194,8 +194,8 @@ def run(args: argparse.Namespace) -> int:
     if "tokens_per_second" in out:
         rows += [("tokens/s", _fmt(out["tokens_per_second"])), ("tokens/s per GPU", _fmt(out["tokens_per_second_per_gpu"]))]
     rows += [("samples/s", _fmt(out["samples_per_second"])), ("samples/s per GPU", _fmt(out["samples_per_second_per_gpu"]))]
-    if "memory_per_gpu_gib" in out:
-        rows.append(("memory per GPU", f"{out['memory_per_gpu_gib']:.1f} GiB ({'fits' if out['fits'] else 'DOES NOT FIT'})"))
+    if "memory_gib" in out:
+        rows += _memory_rows(out["memory_gib"], out["fits"])
     if "time_to_target_hours" in out:
         t = _fmt(out["time_to_target_hours"], " h")
         if "time_to_target_hours_p10" in out:
@@ -217,13 +217,26 @@ def run(args: argparse.Namespace) -> int:
     return _exit_code(out)
 
 
+def _memory_rows(m: dict, fits: bool) -> list[tuple[str, str]]:
+    """Per-GPU memory as `fits` decides it: required against usable, then what the allocator holds."""
+    return [("memory per GPU", f"required {m['required']:.1f} GiB {'<=' if fits else '>'} usable {m['usable']:.1f} GiB "
+                               f"({'fits' if fits else 'DOES NOT FIT'})"),
+            ("  required", f"allocated {m['allocated']:.1f} GiB + CUDA context + NCCL"),
+            ("  usable", f"device {m['device']:.1f} GiB less headroom {m['headroom']:.1f} GiB "
+                         f"({m['headroom'] / m['device']:.0%} kept free); "
+                         f"{m['spare']:+.1f} GiB spare"),
+            ("  reserved", f"{m['reserved']:.1f} GiB by the caching allocator ({m['device_total']:.1f} GiB on "
+                           "nvidia-smi with context + NCCL); its cache is freed under memory pressure")]
+
+
 def _does_not_fit(out: dict, model, cfg, gpu) -> dict:
     """The binding constraint (memory) and the nearest feasible option: the fewest GPUs of this type
     on which some parallel plan of the same micro-batch and sequence fits."""
     from gpuwise.estimate.feasible_plans import fewest_gpus
 
     found = fewest_gpus(model, cfg, gpu)
-    need = f"{out['memory_per_gpu_gib']:.1f} GiB per GPU > {gpu.memory_gib:g} GiB of {gpu.name}"
+    m = out["memory_gib"]
+    need = f"required {m['required']:.1f} GiB per GPU > usable {m['usable']:.1f} GiB of {gpu.name}"
     if found is None:
         return {"binding": "memory", "detail": need, "nearest": None,
                 "fix": f"nothing fits on up to 1024 x {gpu.name}; lower the micro-batch or sequence length, "

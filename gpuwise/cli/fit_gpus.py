@@ -68,8 +68,9 @@ def run(args: argparse.Namespace) -> int:
                             "nodes": -(-f.gpus // args.gpus_per_node),
                             "plan": {"dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero,
                                      "recompute": c.recompute, "grad_accum": c.grad_accum, "label": p.label()},
-                            "per_gpu_gib": round(m.per_gpu_gib, 4), "required_gib": round(m.required / 2 ** 30, 4),
-                            "device_gib": round(f.gpu.total_gib, 3), "headroom_gib": round(m.headroom_gib(f.gpu), 3),
+                            "per_gpu_gib": round(m.per_gpu_gib, 4),
+                            **{f"{k}_gib": round(v, 4) for k, v in m.fit_gib(f.gpu).items()
+                               if k in ("required", "device", "headroom", "usable", "spare")},
                             "breakdown_gib": {k: round(v, 4) for k, v in m.breakdown_gib().items()},
                             "alternatives": f.alternatives})
         emit_json({"model": spec.name, "params": first.params if first else None,
@@ -81,15 +82,17 @@ def run(args: argparse.Namespace) -> int:
     rows = []
     for rank, f in enumerate(fits, 1):
         if f.gpus is None:
-            rows.append(("-", f.gpu.name, f"{f.gpu.memory_gib:g}", "-", f.reason, "", "", "", ""))
+            rows.append(("-", f.gpu.name, f"{f.gpu.memory_gib:g}", "-", f.reason, "", "", "", "", ""))
             continue
         c, m, p = f.config, f.memory, f.config.plan
         rows.append((rank, f.gpu.name, f"{f.gpu.memory_gib:g}", f.gpus, p.label(), c.recompute,
-                     f"{m.required / 2 ** 30:.1f}", f"{m.headroom_gib(f.gpu):+.1f}", f.alternatives))
+                     f"{m.required / 2 ** 30:.1f}", f"{m.fit_gib(f.gpu)['usable']:.1f}",
+                     f"{m.headroom_gib(f.gpu):+.1f}", f.alternatives))
     print(f"{spec.name}: micro-batch {cfg.micro_batch} x {cfg.seq_len} tokens, {cfg.precision}, {cfg.optimizer}"
           + (f", LoRA r={cfg.lora_rank}" if cfg.lora_rank else "") + (f", {cfg.quantize}" if cfg.quantize else ""))
     print_table("Fewest GPUs per type (best plan on that count)",
-                ["#", "GPU", "GB", "GPUs", "plan", "recompute", "needed GiB", "headroom", "other plans"], rows)
+                ["#", "GPU", "GB", "GPUs", "plan", "recompute", "required GiB", "usable GiB", "spare GiB", "other plans"],
+                rows)
     print_assumptions(assumptions)
     return code
 

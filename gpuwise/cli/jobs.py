@@ -11,22 +11,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the server's JSON answer")
 
 
-def run(args: argparse.Namespace) -> int:
-    import sys
-
-    from gpuwise.service.client import ServiceError, call
-
-    path = "/v1/jobs" + (f"?state={args.state}" if args.state else "")
-    try:
-        res = call("GET", args.server, path)
-    except ServiceError as exc:
-        sys.stderr.write(f"gpuwise jobs: {exc}\n")
-        return 1
-    if args.json:
-        from gpuwise.cli.output import emit_json
-
-        emit_json(res)
-        return 0
+def _render(res: dict) -> None:
     from gpuwise.cli.output import print_table
 
     rows = [[j["id"], j["name"], j["user"], j["state"],
@@ -34,4 +19,10 @@ def run(args: argparse.Namespace) -> int:
              f"{100 * j['progress']:.0f}%", "" if j["jct_s"] is None else f"{j['jct_s']:.0f}"]
             for j in res["jobs"]]
     print_table(f"{len(rows)} jobs", ["id", "name", "user", "state", "GPUs", "progress", "JCT s"], rows)
-    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuwise.cli.service_call import answer
+
+    path = "/v1/jobs" + (f"?state={args.state}" if args.state else "")
+    return answer("jobs", args, "GET", path, _render)

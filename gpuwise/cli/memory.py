@@ -16,11 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def fit_line(est, g) -> str:
-    from gpuwise.estimate.memory import fit_headroom_gib
-
-    return (f"{g.name}: {g.total_gib:.2f} GiB device memory ({g.device_mib_source or 'datasheet GB read as 1e9 B'}), "
-            f"{g.usable_gib:.2f} GiB usable after the CUDA context; {'fits' if est.fits(g) else 'does not fit'} with "
-            f"{fit_headroom_gib(g):.2f} GiB kept free ({est.headroom_gib(g):+.1f} GiB left)")
+    return (f"{g.name}: {g.total_gib:.2f} GiB device memory ({g.device_mib_source or 'datasheet GB read as 1e9 B'}); "
+            + est.fit_text(g).split(": ", 1)[1])
 
 
 def run(args: argparse.Namespace) -> int:
@@ -46,7 +43,8 @@ def run(args: argparse.Namespace) -> int:
                    "required_gib": round(est.required / 2 ** 30, 4), "peak_phase": est.peak_phase,
                    "breakdown_gib": {k: round(v, 4) for k, v in est.breakdown_gib().items()},
                    "peak_stage": est.peak_stage, "fits": fits,
-                   "headroom_gib": {g.name: round(est.headroom_gib(g), 3) for g in gpus},
+                   "fit_gib": {g.name: {k: round(v, 4) for k, v in est.fit_gib(g).items()
+                                        if k in ("device", "headroom", "usable", "spare")} for g in gpus},
                    "assumptions": assumptions})
         return 0
     from gpuwise.cli.output import print_assumptions, print_table
@@ -64,11 +62,15 @@ def run(args: argparse.Namespace) -> int:
         ("+ allocator slack", f"{est.allocator / gib:.2f}"),
         ("= reserved peak (max_memory_reserved)", f"{est.reserved / gib:.2f}"),
         ("+ CUDA context + NCCL", f"{(est.context + est.nccl) / gib:.2f}"),
-        ("= device total per GPU (nvidia-smi)", f"{est.per_gpu_gib:.2f}")]
+        ("= device total per GPU (nvidia-smi)", f"{est.per_gpu_gib:.2f}"),
+        ("required to fit: allocated + CUDA context + NCCL", f"{est.required / gib:.2f}")]
     print_table(title + f" at the {est.peak_phase}", ["part", "GiB"], rows)
-    print_table("Fits (allocated + context + NCCL within device memory less 5% headroom)",
-                ["GPU", "datasheet GB", "device GiB", "usable GiB", "fits", "headroom GiB"],
-                [(g.name, f"{g.memory_gib:g}", f"{g.total_gib:.2f}", f"{g.usable_gib:.2f}",
-                  "yes" if fits[g.name] else "no", f"{est.headroom_gib(g):+.1f}") for g in gpus])
+    fit = {g.name: est.fit_gib(g) for g in gpus}
+    print_table("Fits: required <= usable (device memory less the headroom kept free; the allocator's cache "
+                "is freed under pressure)",
+                ["GPU", "datasheet GB", "device GiB", "headroom GiB", "usable GiB", "required GiB", "fits", "spare GiB"],
+                [(g.name, f"{g.memory_gib:g}", f"{fit[g.name]['device']:.2f}", f"{fit[g.name]['headroom']:.2f}",
+                  f"{fit[g.name]['usable']:.2f}", f"{fit[g.name]['required']:.2f}", "yes" if fits[g.name] else "no",
+                  f"{fit[g.name]['spare']:+.1f}") for g in gpus])
     print_assumptions(assumptions)
     return 0

@@ -11,7 +11,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", required=True, metavar="CLUSTER.yaml",
                         help="cluster spec (as for simulate); locally each GPU is a fake slot of that type")
     parser.add_argument("--workload", required=True, metavar="FILE",
-                        help="job stream CSV/YAML: name,time,num_gpus,application (tiny-gpt|tiny-resnet),"
+                        help="job stream CSV/YAML: name,time,num_gpus,application (tiny-llama|tiny-resnet),"
                              "steps,batch_size[,min_batch,max_batch,gpu_type,lr]")
     parser.add_argument("--policy", required=True, help="one of: " + ", ".join(POLICIES))
     parser.add_argument("--address", metavar="ADDR", help="an existing Ray cluster (default: start a local one)")
@@ -21,6 +21,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="inject at most N preemptions (default: no limit)")
     parser.add_argument("--chunk-steps", type=int, default=10,
                         help="steps per chunk = checkpoint interval (default 10)")
+    parser.add_argument("--round-s", type=float, default=5.0, metavar="SECONDS",
+                        help="scheduling round cadence: the policy's minimum interval and period between "
+                             "rounds (default 5; simulate's defaults of minutes suit jobs of hours)")
     parser.add_argument("--state", default=".gpuwise-run", metavar="DIR",
                         help="state folder: SQLite state, checkpoints, Ray temp (default .gpuwise-run); "
                              "a run interrupted with this folder resumes")
@@ -54,7 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_fits(workload, {t: cluster.gpus_of_type(t) for t in cluster.gpu_types})
     opts = RunOptions(Path(args.state), args.address, args.chunk_steps, args.preempt_every, args.preempt_max,
-                      args.max_wall)
+                      args.max_wall, round_s=args.round_s)
     check_options(opts)
     live = sys.stdout.isatty() and not args.json
     from gpuwise.runtime.pool import WorkersNotReady

@@ -32,7 +32,8 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--objective", choices=("job", "remaining", "request", "speedup"), default=None,
                         help="elastic-dp policies: what V_j(g) measures -- job (fraction of the job per "
                              "hour, default), remaining (of its remaining work: SRPT-like), request "
-                             "(speed vs its own request), speedup (vs its best single GPU)")
+                             "(speed vs its own request), speedup (vs its best single GPU, or the fewest GPUs "
+                             "it runs on)")
     parser.add_argument("--restart-s", type=float, default=30.0,
                         help="seconds a job loses per start/rescale (default 30, Pollux's simulator)")
     parser.add_argument("--policy-model", choices=("oracle", "fitted"), default="oracle",

@@ -12,30 +12,22 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--json", action="store_true", help="print the server's JSON answer")
 
 
-def run(args: argparse.Namespace) -> int:
-    import sys
+def _render(res: dict) -> None:
+    from gpuwise.cli.output import print_assumptions
 
-    from gpuwise.service.client import ServiceError, call
+    c = res["prediction"]["chosen"]
+    print(f"job {res['id']} {res['state']}: predicted {c['gpus']} x {c['gpu']} "
+          f"({c['memory_gib_per_gpu']:.1f} GiB per GPU, batch {c['global_batch']}), "
+          f"{c['time_hours']:.2f} h" + (f", ${c['cost_usd']:,.2f}" if c["cost_usd"] is not None else ""))
+    print_assumptions(res["prediction"]["assumptions"])
+
+
+def run(args: argparse.Namespace) -> int:
+    from gpuwise.cli.service_call import answer
     from gpuwise.user_files import read_text
     from gpuwise.workload.jobspec import load_job
 
     load_job(args.job)     # the same one-line error as gpuwise plan, before any network
     text = read_text(args.job, "JOB", "job spec YAML")
-    try:
-        res = call("POST", args.server, "/v1/jobs", content=text.encode(), content_type="application/yaml")
-    except ServiceError as exc:
-        sys.stderr.write(f"gpuwise submit: {exc}\n")
-        return 1
-    if args.json:
-        from gpuwise.cli.output import emit_json
-
-        emit_json(res)
-        return 0
-    c = res["prediction"]["chosen"]
-    print(f"job {res['id']} {res['state']}: predicted {c['gpus']} x {c['gpu']} "
-          f"({c['memory_gib_per_gpu']:.1f} GiB per GPU, batch {c['global_batch']}), "
-          f"{c['time_hours']:.2f} h" + (f", ${c['cost_usd']:,.2f}" if c["cost_usd"] is not None else ""))
-    from gpuwise.cli.output import print_assumptions
-
-    print_assumptions(res["prediction"]["assumptions"])
-    return 0
+    return answer("submit", args, "POST", "/v1/jobs", _render, content=text.encode(),
+                  content_type="application/yaml")

@@ -82,14 +82,7 @@ class ControlLoop:
     def complete(self, js: JobState, now: float) -> None:
         """``js`` reached its target (progress already final): free its GPUs (a runtime job may
         finish its last chunk after the policy took its allocation away)."""
-        if js.allocation is not None:
-            self.state.release(js.allocation)
-        self.running.pop(js.name, None)
-        self.pending.pop(js.name, None)
-        js.status, js.finish_s = st.DONE, now
-        self.levels(now)
-        if self.running or self.pending:
-            self.request_round(now)
+        self._end(js, now, st.DONE, keep_allocation=True)
 
     def lose(self, js: JobState, now: float, status: str = st.PREEMPTED) -> None:
         """A fault took ``js``'s workers (preemption, dead worker): it waits for new GPUs."""
@@ -104,12 +97,18 @@ class ControlLoop:
 
     def fail(self, js: JobState, now: float) -> None:
         """Give up on ``js`` (its backend could not keep it running): terminal, GPUs freed."""
+        self._end(js, now, st.FAILED, keep_allocation=False)
+
+    def _end(self, js: JobState, now: float, status: str, keep_allocation: bool) -> None:
+        """A terminal status: GPUs freed (a done job keeps its last allocation as a record), a new
+        round while other jobs remain."""
         if js.allocation is not None:
             self.state.release(js.allocation)
-        js.allocation = None
+        if not keep_allocation:
+            js.allocation = None
         self.running.pop(js.name, None)
         self.pending.pop(js.name, None)
-        js.status, js.finish_s = st.FAILED, now
+        js.status, js.finish_s = status, now
         self.levels(now)
         if self.running or self.pending:
             self.request_round(now)

@@ -222,7 +222,9 @@ def stack_bytes(spec: ModelSpec, st: ActivationSetting, n_layers: int, cross_att
     `working_set_bytes` for what recomputation re-materialises)."""
     if n_layers <= 0:
         return 0.0
-    return sum(_kept_by_policy(spec, st, i, cross_attention) for i in range(n_layers))
+    # what a layer keeps repeats with the policy's period (layer-K: K; else 1): compute one period, sum per layer
+    period = [_kept_by_policy(spec, st, i, cross_attention) for i in range(min(n_layers, recompute_policy(st.recompute).every))]
+    return sum(period[i % len(period)] for i in range(n_layers))
 
 
 def working_set_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = False) -> float:

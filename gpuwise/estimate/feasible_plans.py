@@ -37,7 +37,7 @@ from math import log2
 
 from gpuwise.errors import InputError
 from gpuwise.estimate.memory import MemoryEstimate
-from gpuwise.estimate.performance import memory_of
+from gpuwise.estimate.performance import memory_bound_of, memory_of
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model
@@ -143,6 +143,22 @@ def _frugal(spec: ModelSpec, cfg: TrainingConfig, tp: int, pp: int, cp: int, dp:
                    plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=3 if dp > 1 else 0))
 
 
+def _least_required(spec: ModelSpec, cfgs: list[TrainingConfig]) -> MemoryEstimate | None:
+    """The estimate with the smallest `required` over cfgs (the first such cfg on a tie), as if every one were
+    estimated, but the full estimate runs only where the cheap lower bound (first and last pipeline stage)
+    does not already exceed the best so far: candidates go in order of their bound, and once a bound exceeds
+    the best, so do all that follow. The 1e-9 margin covers rounding between bound and estimate."""
+    bounds = sorted((memory_bound_of(spec, c), i) for i, c in enumerate(cfgs))
+    best, best_i = None, -1
+    for bound, i in bounds:
+        if best is not None and bound * (1 - 1e-9) > best.required:
+            break
+        est = memory_of(spec, cfgs[i])
+        if best is None or (est.required, i) < (best.required, best_i):
+            best, best_i = est, i
+    return best
+
+
 @lru_cache(maxsize=256)
 def memory_floor(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_node: int) -> MemoryEstimate | None:
     """The smallest frugal per-GPU estimate over every plan on at most `max_gpus` GPUs (None: no layout).
@@ -150,21 +166,22 @@ def memory_floor(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_n
     A cheap bound checked before the search over 1..max_gpus: for one (tp, pp, cp) the frugal variant
     (full recompute, ZeRO-3) only shrinks as dp grows, so each (tp, pp, cp) is evaluated once, at the
     largest dp that max_gpus allows. If this floor does not fit a GPU, no plan on <= max_gpus of it fits,
-    and a config too large for every GPU is refused in well under a second (it used to take minutes)."""
+    and a config too large for every GPU is refused in well under a second (it used to take minutes;
+    _least_required estimates in full only the few layouts whose lower bound can win)."""
+    return _least_required(spec, _floor_configs(spec, cfg, max_gpus, gpus_per_node))
+
+
+def _floor_configs(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_node: int) -> list[TrainingConfig]:
+    """The frugal variant of every (tp, pp, cp) on at most max_gpus GPUs, at the largest dp it allows."""
     if not spec.is_transformer:
         layouts = [(1, 1, 1)]
     else:
         layers = spec.n_layers + spec.n_encoder_layers
-        cps = [d for d in _divisors_upto(cfg.seq_len, max_gpus)]
+        cps = _divisors_upto(cfg.seq_len, max_gpus)
         layouts = [(tp, pp, cp) for tp in _divisors(min(gpus_per_node, max_gpus))
                    if gpus_per_node % tp == 0 and spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0
                    for pp in range(1, min(layers, max_gpus // tp) + 1) for cp in cps if tp * pp * cp <= max_gpus]
-    best = None
-    for tp, pp, cp in layouts:
-        est = memory_of(spec, _frugal(spec, cfg, tp, pp, cp, max_gpus // (tp * pp * cp)))
-        if best is None or est.required < best.required:
-            best = est
-    return best
+    return [_frugal(spec, cfg, tp, pp, cp, max_gpus // (tp * pp * cp)) for tp, pp, cp in layouts]
 
 
 def _divisors_upto(n: int, limit: int) -> list[int]:
@@ -179,12 +196,7 @@ def _divisors_upto(n: int, limit: int) -> list[int]:
 def _frugal_min(spec: ModelSpec, cfg: TrainingConfig, gpus: int, gpus_per_node: int) -> MemoryEstimate | None:
     """The smallest frugal-variant estimate over the layouts on exactly `gpus` GPUs (GPU-independent, so
     shared by every GPU type searched): some plan fits a GPU iff this one does (fits compares `required` with the GPU)."""
-    best = None
-    for tp, pp, cp, dp in _layouts(spec, cfg, gpus, gpus_per_node):
-        est = memory_of(spec, _frugal(spec, cfg, tp, pp, cp, dp))
-        if best is None or est.required < best.required:
-            best = est
-    return best
+    return _least_required(spec, [_frugal(spec, cfg, *layout) for layout in _layouts(spec, cfg, gpus, gpus_per_node)])
 
 
 def _first_candidate(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, max_gpus: int, gpus_per_node: int) -> int:

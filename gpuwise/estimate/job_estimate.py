@@ -72,7 +72,7 @@ def estimate(perf: JobPerformance, amount: Amount, spot: bool, price_per_gpu_hou
         out["seq_len"] = cfg.seq_len
         out["tokens_per_second"] = est.tokens_per_s
         out["tokens_per_second_per_gpu"] = est.tokens_per_s_per_gpu
-    out["memory_per_gpu_gib"] = mem.per_gpu_gib
+    out["memory_gib"] = {k: round(v, 4) for k, v in mem.fit_gib(gpu).items()}   # per GPU: what `fits` compares
     out["fits"] = bool(mem.fits(gpu))
     assumptions = list(est.assumptions) + list(notes)
     if not mem.fits(gpu):

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field, replace
 from functools import lru_cache
+from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
@@ -93,9 +94,30 @@ class MemoryEstimate:
 
     def shortfall_text(self, gpu: GpuSpec) -> str:
         """'X GiB needed per GPU > Y GiB' for a plan that does not fit (the numbers `fits` compares)."""
-        return (f"{self.required / GIB:.1f} GiB needed per GPU (allocated + CUDA context + NCCL) > "
-                f"{gpu.total_gib - fit_headroom_gib(gpu):.1f} GiB ({gpu.name} device memory less "
-                f"{HEADROOM_FRACTION:.0%} headroom)")
+        f = self.fit_gib(gpu)
+        return (f"{f['required']:.1f} GiB needed per GPU (allocated + CUDA context + NCCL) > "
+                f"{f['usable']:.1f} GiB ({gpu.name} device memory less {HEADROOM_FRACTION:.0%} headroom)")
+
+    def fit_gib(self, gpu: GpuSpec) -> dict[str, float]:
+        """Every number behind `fits(gpu)`, in GiB, so the verdict can be checked from what is printed:
+        allocated (tensors, max_memory_allocated), reserved (+ allocator slack, max_memory_reserved),
+        device_total (reserved + CUDA context + NCCL: what nvidia-smi shows), required (allocated +
+        context + NCCL: what must fit), device (the GPU's memory), headroom (the fraction kept free),
+        usable (device - headroom: `required` must not exceed it) and spare (usable - required)."""
+        usable = gpu.total_gib - fit_headroom_gib(gpu)
+        return {"allocated": self.allocated / GIB, "reserved": self.reserved / GIB, "device_total": self.per_gpu_gib,
+                "required": self.required / GIB, "device": gpu.total_gib, "headroom": fit_headroom_gib(gpu),
+                "usable": usable, "spare": usable - self.required / GIB}
+
+    def fit_text(self, gpu: GpuSpec) -> str:
+        """One line that explains `fits(gpu)` from the printed numbers."""
+        f = self.fit_gib(gpu)
+        verdict = "fits" if self.fits(gpu) else "DOES NOT FIT"
+        return (f"{gpu.name}: {verdict}: required {f['required']:.1f} GiB (allocated {f['allocated']:.1f} + CUDA "
+                f"context + NCCL) {'<=' if self.fits(gpu) else '>'} usable {f['usable']:.1f} GiB (device "
+                f"{f['device']:.1f} less {HEADROOM_FRACTION:.0%} headroom {f['headroom']:.1f}), "
+                f"{f['spare']:+.1f} GiB spare; the allocator's cache ({f['reserved'] - f['allocated']:.1f} GiB, "
+                f"reserved {f['reserved']:.1f}) is given back under memory pressure, so it is not required")
 
     def headroom_gib(self, gpu: GpuSpec) -> float:
         """GiB left after `required` and the fit headroom (negative: does not fit)."""
@@ -232,8 +254,25 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
                           allocator=slack, context=ctx, nccl=nccl, peak_phase=phase)
 
 
-def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str) -> list[StageLoad]:
-    """One StageLoad per pipeline stage (see memory_timeline)."""
+def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
+    """Bytes that `estimate_memory(model, cfg).required` is at least, from the first and last pipeline
+    stages only (the estimate is the largest peak over all stages): O(1) in pp where the estimate is
+    O(pp), so searches over layouts evaluate in full only those whose bound beats their best so far.
+    Equal to `required` whenever one of those stages holds the peak (stage 0 under 1F1B, usually)."""
+    spec = load_model(model)
+    check_config(spec, cfg)
+    if not spec.is_transformer:
+        return _estimate(spec, cfg, False, True, 1, True).required
+    p = cfg.plan
+    sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, False)
+    loads = _stage_loads(spec, cfg, sem, True, _schedule(cfg, 1), only=tuple(sorted({0, p.pp - 1})))
+    _, ctx, nccl = _overheads(cfg, 0.0, True)
+    return max(peak(load)[0] for load in loads) + ctx + nccl
+
+
+def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
+                 only: tuple[int, ...] | None = None) -> list[StageLoad]:
+    """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order."""
     p = cfg.plan
     counts = param_counts(spec)
     lora = cfg.lora_rank > 0
@@ -268,11 +307,23 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     n_enc = spec.n_encoder_layers
     layers = _stage_layers(n_enc + spec.n_layers, p.pp)
     micro = cfg.grad_accum
-    out, start = [], 0
-    for i, n_i in enumerate(layers):
+    # activation terms depend only on a stage's layer counts (at most two distinct ones): computed once each,
+    # not once per stage (searches evaluate thousands of long pipelines)
+    stacks: dict[tuple[int, int], float] = {}
+    works: dict[bool, float] = {}
+    bwd = act.backward_transient_bytes(spec, st) if sem.framework == "torch" else 0.0
+    starts = [0, *accumulate(layers)]
+    out = []
+    for i in (range(p.pp) if only is None else only):
+        n_i, start = layers[i], starts[i]
         enc_i = max(0, min(start + n_i, n_enc) - start)
         dec_i = n_i - enc_i
-        start += n_i
+        if (enc_i, dec_i) not in stacks:
+            stacks[enc_i, dec_i] = (enc_i * act.stack_bytes(spec, st, 1) + act.stack_bytes(spec, st, dec_i, t5)
+                                    if n_i else 0.0)
+        cross = t5 and dec_i > 0
+        if cross not in works:
+            works[cross] = act.working_set_bytes(spec, st, cross)
         flat = (counts.embedding / p.tp if i == 0 else 0.0)
         if i == p.pp - 1:
             flat += counts.final + counts.lm_head / p.tp
@@ -303,10 +354,10 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             block_grad_temp=(big_train * (sem.compute + (0.0 if pp_fsdp else sem.reduce)) if fsdp else 0.0),
             head_compute=flat * sem.compute if fsdp and not pp_fsdp else 0.0,   # the root group stays gathered
             opt_temp=_optimizer_temp(cfg, sem, trainable / z1),
-            stack=enc_i * act.stack_bytes(spec, st, 1) + act.stack_bytes(spec, st, dec_i, t5) if n_i else 0.0,
+            stack=stacks[enc_i, dec_i],
             in_flight=in_flight(schedule, p.pp, i, micro),
-            work=act.working_set_bytes(spec, st, t5 and dec_i > 0),
-            bwd_temp=act.backward_transient_bytes(spec, st) if sem.framework == "torch" else 0.0,
+            work=works[cross],
+            bwd_temp=bwd,
             emb=act.embedding_bytes(spec, st) if i == 0 else 0.0,
             head_keep=act.head_bytes(spec, st, lm_head, loss) if i == p.pp - 1 else 0.0,
             loss_temp=act.loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0,
@@ -418,9 +469,5 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
     spec = load_model(model)
     est = _estimate(spec, cfg, fp32_grads, lm_head, interleave, context)
     if gpu is not None:
-        verdict = "fits" if est.fits(gpu) else "does not fit"
-        est = replace(est, notes=est.notes + (
-            f"{gpu.name}: {gpu.total_gib:.2f} GiB device memory ({gpu.usable_gib:.2f} GiB usable after the CUDA "
-            f"context); {verdict} with {fit_headroom_gib(gpu):.2f} GiB ({HEADROOM_FRACTION:.0%}) kept free "
-            f"({est.headroom_gib(gpu):+.1f} GiB left)",))
+        est = replace(est, notes=est.notes + (est.fit_text(gpu),))
     return est

@@ -27,7 +27,7 @@ from functools import lru_cache
 import numpy as np
 
 from gpuwise.estimate.lora import adapter_params
-from gpuwise.estimate.memory import MemoryEstimate, estimate_memory
+from gpuwise.estimate.memory import MemoryEstimate, estimate_memory, required_lower_bound
 from gpuwise.estimate.model_states import state_bytes
 from gpuwise.estimate.stat_efficiency import NoiseModel
 from gpuwise.estimate.step_time import StepTimeEstimate, analytical_step_time
@@ -71,6 +71,11 @@ def memory_of(model: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
     """Per-GPU peak memory (``JobPerformance.memory`` without building one: hot loops of searches)."""
     # without the GPU: estimate_memory memoises per (model, cfg), shared by every shape of a search
     return estimate_memory(model, cfg)
+
+
+def memory_bound_of(model: ModelSpec, cfg: TrainingConfig) -> float:
+    """Bytes that ``memory_of(model, cfg).required`` is at least, at a fraction of its cost (searches prune with it)."""
+    return required_lower_bound(model, cfg)
 
 
 def step_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8, nodes: int | None = None,
@@ -140,8 +145,7 @@ class JobPerformance:
         out = list(self.memory.assumptions)
         if self.gpu is not None:
             g, m = self.gpu, self.memory
-            out.append(f"{g.name}: {g.memory_gib:g} GiB usable; {'fits' if m.fits(g) else 'does not fit'} "
-                       f"({m.headroom_gib(g):+.1f} GiB headroom)")
+            out.append(m.fit_text(g))
             out += self.step.assumptions
         out.append(self.checkpoint.assumption)
         if self.noise is not None:

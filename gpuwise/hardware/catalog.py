@@ -29,7 +29,6 @@ from __future__ import annotations
 import csv
 import datetime as _dt
 import json
-import math
 import re
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -183,7 +182,7 @@ def _resolve(cloud: str, instance: str, accelerator: str, count: float | None,
             key = f"{cloud} {deliberate}"
             skipped[key] = skipped.get(key, 0) + 1
             return None
-        reason = "accelerator not in the GPU table (gpuwise/data/gpus.csv)"
+        reason = "accelerator not in the GPU table (gpuwise/data/gpus.csv)" + _suggestion(accelerator)
     elif not count or count <= 0:
         reason = "no GPU count"
     elif count < 1:
@@ -193,6 +192,15 @@ def _resolve(cloud: str, instance: str, accelerator: str, count: float | None,
         skipped[key] = skipped.get(key, 0) + 1
         return None
     return gpu, float(count)  # type: ignore[arg-type]
+
+
+def _suggestion(accelerator: str) -> str:
+    """'; did you mean H100?' when a known GPU name is close (a typo in a user's file), else ''."""
+    from gpuwise.errors import did_you_mean
+    from gpuwise.hardware.gpus import known_names
+
+    hint = did_you_mean(accelerator, known_names())
+    return f"; {hint}" if hint.startswith("did you mean") else ""
 
 
 @contextmanager
@@ -205,29 +213,59 @@ def _vms_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[dict[str, 
             raise InputError("catalog", str(path), "empty file; not a SkyPilot v8 vms.csv")
         col = {name: i for i, name in enumerate(header)}
         _require(path, col, required)
-        yield col, (row for row in reader if len(row) >= len(header))
+        yield col, ((line, row) for line, row in enumerate(reader, start=2) if len(row) >= len(header))
+
+
+@lru_cache(maxsize=1)
+def _vms_row() -> type:
+    """The cells of a vms.csv row that gpuwise reads, typed (user files are validated like every
+    other user input: gpuwise.user_files)."""
+    from typing import Optional
+
+    from pydantic import Field
+
+    from gpuwise.user_files import strict_base
+
+    class VmsRow(strict_base()):
+        InstanceType: str = ""
+        AcceleratorName: str = ""
+        AcceleratorCount: Optional[float] = Field(None, gt=0, description="GPUs per instance")
+        vCPUs: Optional[float] = Field(None, gt=0)
+        MemoryGiB: Optional[float] = Field(None, gt=0, description="host memory")
+        Price: Optional[float] = Field(None, ge=0, description="USD per hour on demand")
+        SpotPrice: Optional[float] = Field(None, ge=0, description="USD per hour on spot")
+        Region: str = Field(min_length=1)
+        AvailabilityZone: Optional[str] = None
+
+    return VmsRow
+
+
+def _reader(path: Path, col: dict[str, int]):
+    """row(line, cells) -> a validated VmsRow of this file: prices finite and >= 0 (a plan costing
+    -$36,242 was once recommended from a negative one), counts and sizes > 0, a region; errors name
+    the file, line and column."""
+    from gpuwise.user_files import validate_row
+
+    model = _vms_row()
+    pick = [(k, i) for k, i in col.items() if k in model.model_fields]
+    return lambda line, cells: validate_row(model, {k: cells[i] for k, i in pick}, f"catalog {path} line {line}")
 
 
 def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
     out: list[Offering] = []
     with _vms_csv(path, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")) as (col, rows):
-        i_inst, i_acc, i_cnt = col["InstanceType"], col["AcceleratorName"], col["AcceleratorCount"]
-        i_cpu, i_mem = col.get("vCPUs"), col.get("MemoryGiB")
-        i_price, i_spot, i_region = col["Price"], col.get("SpotPrice"), col["Region"]
-        i_zone = col.get("AvailabilityZone")
-        for row in rows:
-            if not row[i_acc].strip():
+        i_acc, read = col["AcceleratorName"], _reader(path, col)
+        for line, cells in rows:
+            if not cells[i_acc].strip():
                 continue  # CPU-only instance
-            res = _resolve(cloud, row[i_inst], row[i_acc], _float(row[i_cnt]), skipped)
+            row = read(line, cells)
+            res = _resolve(cloud, row.InstanceType, row.AcceleratorName, row.AcceleratorCount, skipped)
             if res is None:
                 continue
             out.append(Offering(
-                cloud=cloud, region=row[i_region], zone=(row[i_zone] or None) if i_zone is not None else None,
-                instance_type=row[i_inst], gpu=res[0], gpus_per_node=res[1],
-                vcpus=_float(row[i_cpu]) if i_cpu is not None else None,
-                memory_gib=_float(row[i_mem]) if i_mem is not None else None,
-                price_usd_per_hour=_float(row[i_price]),
-                spot_price_usd_per_hour=_float(row[i_spot]) if i_spot is not None else None,
+                cloud=cloud, region=row.Region, zone=row.AvailabilityZone, instance_type=row.InstanceType,
+                gpu=res[0], gpus_per_node=res[1], vcpus=row.vCPUs, memory_gib=row.MemoryGiB,
+                price_usd_per_hour=row.Price, spot_price_usd_per_hour=row.SpotPrice,
                 catalog_date=date, catalog_source=name))
     return out
 
@@ -235,22 +273,21 @@ def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], n
 def _parse_gcp(path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
     hosts_for = _gcp_hosts()
     wanted_hosts = {h for hs in hosts_for.values() for h in hs}
-    gpu_rows: list[list[str]] = []
-    hosts: dict[tuple[str, str], list[str]] = {}  # (instance, zone) -> row
+    gpu_rows = []
+    hosts: dict[tuple[str, str], object] = {}  # (instance, zone) -> row
     with _vms_csv(path, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice",
                          "Region", "AvailabilityZone", "vCPUs", "MemoryGiB")) as (col, rows):
-        i_inst, i_acc, i_zone = col["InstanceType"], col["AcceleratorName"], col["AvailabilityZone"]
-        for row in rows:
-            inst = row[i_inst]
-            if not inst and row[i_acc]:
-                gpu_rows.append(row)
+        i_inst, i_acc, read = col["InstanceType"], col["AcceleratorName"], _reader(path, col)
+        for line, cells in rows:
+            inst = cells[i_inst]
+            if not inst and cells[i_acc]:
+                gpu_rows.append(read(line, cells))
             elif inst in wanted_hosts:
-                hosts[(inst, row[i_zone])] = row
-    i_cnt, i_price, i_spot = col["AcceleratorCount"], col["Price"], col["SpotPrice"]
-    i_region, i_cpu, i_mem = col["Region"], col["vCPUs"], col["MemoryGiB"]
+                host = read(line, cells)
+                hosts[(inst, host.AvailabilityZone)] = host
     out: list[Offering] = []
     for g in gpu_rows:
-        acc, count = g[i_acc], _float(g[i_cnt])
+        acc, count = g.AcceleratorName, g.AcceleratorCount
         cnt_key = f"{count:g}" if count is not None else ""
         host_types = hosts_for.get((acc, cnt_key)) or hosts_for.get((acc, "*"))
         if host_types is None:
@@ -259,7 +296,8 @@ def _parse_gcp(path: Path, date: str, skipped: dict[str, int], name: str) -> lis
                 key = f"gcp {acc} x{cnt_key}: no host VM rule in gcp_gpu_hosts.csv"
                 skipped[key] = skipped.get(key, 0) + 1
             continue
-        present = [(h, hosts[(h, g[i_zone])]) for h in host_types if (h, g[i_zone]) in hosts]
+        zone = g.AvailabilityZone
+        present = [(h, hosts[(h, zone)]) for h in host_types if (h, zone) in hosts]
         if not present:
             key = f"gcp {acc} x{cnt_key}: no {'/'.join(host_types)} host row in the GPU's zone"
             skipped[key] = skipped.get(key, 0) + 1
@@ -267,12 +305,10 @@ def _parse_gcp(path: Path, date: str, skipped: dict[str, int], name: str) -> lis
             res = _resolve("gcp", host_type, acc, count, skipped)
             if res is None:
                 continue
-            price = _sum(_float(host[i_price]), _float(g[i_price]))
-            spot = _sum(_float(host[i_spot]), _float(g[i_spot]))
             out.append(Offering(
-                cloud="gcp", region=g[i_region], zone=g[i_zone] or None, instance_type=host_type,
-                gpu=res[0], gpus_per_node=res[1], vcpus=_float(host[i_cpu]), memory_gib=_float(host[i_mem]),
-                price_usd_per_hour=price, spot_price_usd_per_hour=spot,
+                cloud="gcp", region=g.Region, zone=zone, instance_type=host_type,
+                gpu=res[0], gpus_per_node=res[1], vcpus=host.vCPUs, memory_gib=host.MemoryGiB,
+                price_usd_per_hour=_sum(host.Price, g.Price), spot_price_usd_per_hour=_sum(host.SpotPrice, g.SpotPrice),
                 catalog_date=date, catalog_source=name))
     return out
 
@@ -287,17 +323,6 @@ def _require(path: Path, col: dict[str, int], names: tuple[str, ...]) -> None:
         raise InputError("catalog", str(path), f"not a SkyPilot v8 vms.csv: missing column(s) {', '.join(missing)}")
 
 
-def _checked(rows, path: Path):
-    """Refuse a catalog with a negative or infinite price (a plan costing -$36,242 was recommended from
-    one): prices are USD per hour, finite and >= 0. Names the file, the row's instance and region."""
-    for o in rows:
-        for col, v in (("Price", o.price_usd_per_hour), ("SpotPrice", o.spot_price_usd_per_hour)):
-            if v is not None and not (math.isfinite(v) and v >= 0):
-                raise InputError(f"catalog {path}: {o.instance_type} in {o.region}, {col}", v,
-                                 "prices are USD per hour, finite and >= 0; fix or drop the row")
-    return rows
-
-
 def parse_vms_csv(cloud: str, path: Path | str, date: str, skipped: dict[str, int] | None = None,
                   source_name: str | None = None) -> list[Offering]:
     """GPU offerings of one cloud's vms.csv (GCP rows combined host + GPUs).
@@ -310,8 +335,8 @@ def parse_vms_csv(cloud: str, path: Path | str, date: str, skipped: dict[str, in
     name = source_name or str(path)
     try:
         if cloud == "gcp":
-            return _checked(_parse_gcp(path, date, skipped, name), path)
-        return _checked(_parse_generic(cloud, path, date, skipped, name), path)
+            return _parse_gcp(path, date, skipped, name)
+        return _parse_generic(cloud, path, date, skipped, name)
     except UnicodeDecodeError as exc:
         raise InputError("catalog", str(path), f"not UTF-8 text (byte {exc.start}); not a SkyPilot v8 vms.csv") from None
 
@@ -414,22 +439,18 @@ def _cpu_rows(cloud: str, path: str, date: str, source: str) -> tuple[Offering, 
                              if count != "*" for h in hosts}))
     out = []
     with _vms_csv(Path(path), ("InstanceType", "AcceleratorName", "Price", "Region")) as (col, rows):
-        i_zone, i_spot = col.get("AvailabilityZone"), col.get("SpotPrice")
-        i_cpu, i_mem = col.get("vCPUs"), col.get("MemoryGiB")
-        for row in rows:
-            if row[col["AcceleratorName"]].strip() or not row[col["InstanceType"]]:
+        read = _reader(Path(path), col)
+        for line, cells in rows:
+            if cells[col["AcceleratorName"]].strip() or not cells[col["InstanceType"]]:
                 continue
-            if cloud == "gcp" and row[col["InstanceType"]].startswith(gpu_only):
+            if cloud == "gcp" and cells[col["InstanceType"]].startswith(gpu_only):
                 continue
+            row = read(line, cells)
             out.append(Offering(
-                cloud=cloud, region=row[col["Region"]], zone=(row[i_zone] or None) if i_zone is not None else None,
-                instance_type=row[col["InstanceType"]], gpu="", gpus_per_node=0.0,
-                vcpus=_float(row[i_cpu]) if i_cpu is not None else None,
-                memory_gib=_float(row[i_mem]) if i_mem is not None else None,
-                price_usd_per_hour=_float(row[col["Price"]]),
-                spot_price_usd_per_hour=_float(row[i_spot]) if i_spot is not None else None,
-                catalog_date=date, catalog_source=source))
-    return tuple(_checked(out, Path(path)))
+                cloud=cloud, region=row.Region, zone=row.AvailabilityZone, instance_type=row.InstanceType,
+                gpu="", gpus_per_node=0.0, vcpus=row.vCPUs, memory_gib=row.MemoryGiB, price_usd_per_hour=row.Price,
+                spot_price_usd_per_hour=row.SpotPrice, catalog_date=date, catalog_source=source))
+    return tuple(out)
 
 
 def catalog_assumptions(cat: Catalog, clouds: list[str] | None = None) -> list[str]:
@@ -442,6 +463,8 @@ def catalog_assumptions(cat: Catalog, clouds: list[str] | None = None) -> list[s
     if cat.skipped:
         total = sum(cat.skipped.values())
         lines.append(f"{total} catalog rows are not GPU offerings gpuwise plans on (TPUs, vGPU slices, ...)")
+        typos = [k for k in cat.skipped if "did you mean" in k and k.split(" ", 1)[0] in clouds]
+        lines += [f"skipped catalog rows: {k}" for k in typos]   # likely misspelt GPU names
     return lines
 
 

@@ -127,11 +127,11 @@ def _file_models():
     """The pydantic models of a cluster file (built on first use: simulations without --cluster skip it)."""
     from typing import Optional
 
-    from pydantic import BaseModel, ConfigDict, Field, field_validator
+    from pydantic import Field, field_validator
 
-    class _Strict(BaseModel):
-        # unknown keys are typos; NaN/inf are never a bandwidth or a count
-        model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    from gpuwise.user_files import strict_base, whole_number
+
+    _Strict = strict_base()   # unknown keys are typos; NaN/inf are never a bandwidth or a count
 
     class NodeGroup(_Strict):
         gpu: str = Field(description="GPU type (a name known to gpuwise.hardware.gpus)")
@@ -139,12 +139,7 @@ def _file_models():
         gpus_per_node: int = Field(ge=1, description="GPUs per node")
         intra_node: Optional[str] = Field(None, description="GPU-GPU link inside the node (label only)")
 
-        @field_validator("count", "gpus_per_node", mode="before")
-        @classmethod
-        def _whole(cls, v):
-            if isinstance(v, bool) or not isinstance(v, (int, float)) or v != v or int(v) != v:
-                raise ValueError("give a positive whole number")
-            return int(v)
+        _whole = field_validator("count", "gpus_per_node", mode="before")(lambda v: whole_number(v))
 
     class ClusterFile(_Strict):
         name: Optional[str] = Field(None, description="label shown in output")

@@ -1,4 +1,5 @@
-"""PyTorch models of our own, built from a ModelSpec, for every transformer preset family.
+"""PyTorch models of our own, built from a ModelSpec, for every transformer preset family, and
+residual CNNs (`build_resnet`, `gpuwise.nn.resnet`).
 
     build_model(spec, *, dtype=None, attention="sdpa", layers=None, ...) -> nn.Module
 
@@ -21,10 +22,12 @@ from torch import nn
 from gpuwise.nn.layers import Adapters, Shard
 from gpuwise.nn.linear import Linear, LoRALinear, NF4Linear
 from gpuwise.nn.models import T5, CausalLM, MaskedLM
+from gpuwise.nn.resnet import ResNetConfig, build_resnet
 from gpuwise.nn.traits import FAMILIES, traits
 from gpuwise.workload.model_spec import ModelSpec
 
-__all__ = ["build_model", "Shard", "Adapters", "FAMILIES", "tp_shard_spec", "set_compute_dtype"]
+__all__ = ["build_model", "Shard", "Adapters", "FAMILIES", "tp_shard_spec", "set_compute_dtype", "build_resnet",
+           "ResNetConfig"]
 ATTENTION = ("sdpa", "eager")
 
 

@@ -8,10 +8,11 @@ that can hold it and schedules it. This module is the library half of that promi
 - `spec_from_preset`: a model preset + training amount + constraints -> the same `JobSpec` a job
   YAML gives (so errors read the same);
 - `predict_on_cluster`: per GPU type of the cluster, the fewest GPUs the job fits on (data parallel,
-  gradient accumulation allowed, as the scheduler runs it), the per-GPU memory there, the count the
-  Frenzy policy's efficiency floor keeps, the predicted time to target (the shared JobModel) and its
-  dollar value at the cheapest on-demand catalog price of that GPU. The chosen option is the
-  fastest (``objective="time"``) or the cheapest (``"cost"``).
+  gradient accumulation allowed), the Frenzy policy's own plan there (`policies.frenzy.job_plans`:
+  GPU count and batch it gives the job alone on the cluster), the per-GPU memory at that plan, the
+  predicted time to target (the shared JobModel) and its dollar value at the cheapest on-demand
+  catalog price of that GPU. The chosen option is the policy's fastest plan (``objective="time"``)
+  or the cheapest (``"cost"``).
 """
 
 from __future__ import annotations
@@ -25,7 +26,6 @@ from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.workload.jobspec import JobSpec, parse_job
 
 AMOUNT_KEYS = ("tokens", "samples", "epochs", "steps")
-MIN_EFFICIENCY = 0.8   # per-GPU goodput kept vs the type's best (the Frenzy policy's default floor)
 OBJECTIVES = ("time", "cost")
 
 
@@ -96,33 +96,46 @@ def _cheapest_gpu_hour(gpu: str, catalog) -> float | None:
     return min(prices) if prices else None
 
 
-def _option(spec: JobSpec, gpu: str, cluster: ClusterSpec, cap: int, price: float | None) -> GpuOption:
-    from gpuwise.estimate.job_model import JobModel
+def _frenzy_plans(spec: JobSpec, cluster: ClusterSpec, caps: dict[str, int]):
+    """The Frenzy policy's own plans for this job alone on ``cluster`` (GPU types and counts limited
+    by ``caps``), fastest first, with the PerfModel they were rated on -- the simulator's model of a
+    job-spec job, so the prediction is what `gpuwise simulate --policy frenzy` and the service run."""
+    from gpuwise.policies.base import JobState
+    from gpuwise.policies.frenzy import job_plans
+    from gpuwise.policies.job_model_perf import JobModelPerf
+    from gpuwise.workload.traces import TraceJob
+
+    key = "job"  # the name JobModel errors are prefixed with, as for any submitted spec
+    gpn = {t: cluster.max_gpus_per_node(t) for t in caps}
+    perf = JobModelPerf(inter_node_gbps=cluster.inter_node_gbps, specs={key: spec}, gpus_per_node=gpn)
+    js = JobState(TraceJob(spec.name, 0.0, 1, jobspec=key), submitted_s=0.0, target=1.0)
+    shapes = {t: (caps[t], gpn[t]) for t in caps if caps[t] >= 1}
+    plans = job_plans(js, shapes, perf)
+    models = {t: perf.spec_model(key, t, gpn[t]) for t in caps}
+    why = {t: perf.spec_errors.get((key, t, gpn[t]), "") for t in caps}
+    return plans, models, why
+
+
+def _option(spec: JobSpec, gpu: str, cap: int, jm, why: str, plan, price: float | None) -> GpuOption:
+    """The option on one GPU type: ``plan`` is Frenzy's fastest plan there (None: none), ``jm`` the
+    JobModel of the spec on that type (None: the model does not fit it, for the reason ``why``)."""
     from gpuwise.estimate.performance import memory_of
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
     g = get_gpu(gpu)
-    gpn = cluster.max_gpus_per_node(gpu)
     none = dict(gpus=None, global_batch=None, micro_batch=None, grad_accum=None, memory_gib_per_gpu=None,
                 time_hours=None, usd_per_gpu_hour=price, cost_usd=None)
-    try:
-        jm = JobModel.from_jobspec(spec, g, gpus_per_node=gpn, inter_node_gbps=cluster.inter_node_gbps)
-    except InputError as exc:
-        if not exc.field.endswith(".gpu"):
-            raise
-        return GpuOption(gpu, cap, None, gpu_memory_gib=g.memory_gib, reason=exc.fix, **none)
+    if jm is None:
+        return GpuOption(gpu, cap, None, gpu_memory_gib=g.memory_gib, reason=why, **none)
     first = next((n for n in range(1, cap + 1) if jm.best_batch(n) is not None), None)
-    if first is None:
-        return GpuOption(gpu, cap, None, gpu_memory_gib=g.memory_gib,
-                         reason=f"no batch in [{jm.min_batch}, {jm.max_batch}] fits on <= {cap} GPUs", **none)
-    shapes = sorted({1 << k for k in range(cap.bit_length()) if first <= 1 << k <= cap
-                     and jm.best_batch(1 << k) is not None} | {first})
-    per_gpu = {n: jm.best_batch(n).goodput / n for n in shapes}
-    best = max(per_gpu.values())
-    keep = [n for n in shapes if per_gpu[n] >= MIN_EFFICIENCY * best]
-    n = max(keep, key=lambda k: jm.best_batch(k).goodput)
-    ch = jm.best_batch(n)
+    if first is None or plan is None:
+        why = (f"no batch in [{jm.min_batch}, {jm.max_batch}] fits on <= {cap} GPUs" if first is None else
+               f"no plan of the Frenzy policy (1, 2, 4 GPUs in a node or whole nodes, <= {cap}, without "
+               "gradient accumulation) holds a batch in the job's range")
+        return GpuOption(gpu, cap, first, gpu_memory_gib=g.memory_gib, reason=why, **none)
+    n = plan.gpus
+    ch = jm.fixed_batch(n, plan.batch)
     tr = spec.training
     model = spec.model_spec()
     cfg = TrainingConfig(micro_batch=ch.local_bsz, seq_len=tr.seq_len if model.sample_unit == "token" else 1,
@@ -130,9 +143,9 @@ def _option(spec: JobSpec, gpu: str, cluster: ClusterSpec, cap: int, price: floa
                          recompute=tr.recompute, lora_rank=tr.lora_rank, quantize=tr.quantize,
                          plan=ParallelPlan(dp=ch.replicas, tp=1, pp=1, zero=spec.parallelism.zero[0]))
     mem = memory_of(model, cfg).per_gpu_gib
-    hours = jm.time_to_target(n, choice=ch) / 3600.0
+    hours = 1.0 / plan.goodput / 3600.0  # the plan's goodput is the fraction of the job per second
     cost = None if price is None or not math.isfinite(hours) else round(hours * n * price, 2)
-    return GpuOption(gpu, cap, first, n, ch.global_batch, ch.local_bsz, ch.grad_accum, round(mem, 3),
+    return GpuOption(gpu, cap, first, n, plan.batch, ch.local_bsz, ch.grad_accum, round(mem, 3),
                      g.memory_gib, round(hours, 4), price and round(price, 4), cost)
 
 
@@ -152,21 +165,27 @@ def predict_on_cluster(spec: JobSpec, cluster: ClusterSpec, objective: str = "ti
         raise InputError("constraints.gpus", spec.constraints.gpus,
                          f"this cluster has {', '.join(cluster.gpu_types)}; allow one of them")
     limit = spec.constraints.max_gpus or (1 << 30)
-    options = [_option(spec, t, cluster, min(cluster.gpus_of_type(t), limit), _cheapest_gpu_hour(t, catalog))
+    caps = {t: min(cluster.gpus_of_type(t), limit) for t in types}
+    plans, models, why = _frenzy_plans(spec, cluster, caps)
+    fastest = {}
+    for p in plans:  # fastest first: the first plan of each type is the type's option
+        fastest.setdefault(p.gpu, p)
+    options = [_option(spec, t, caps[t], models[t], why[t], fastest.get(t), _cheapest_gpu_hour(t, catalog))
                for t in types]
     fits = [o for o in options if o.gpus is not None and o.time_hours is not None]
     if objective == "cost":
         key = lambda o: (o.cost_usd if o.cost_usd is not None else math.inf, o.time_hours)  # noqa: E731
-    else:
-        key = lambda o: (o.time_hours, o.cost_usd if o.cost_usd is not None else math.inf)  # noqa: E731
-    chosen = min(fits, key=key) if fits else None
+        chosen = min(fits, key=key) if fits else None
+    else:  # the Frenzy policy's own choice for the job alone: its fastest plan over all types
+        chosen = next((o for o in fits if o.gpu == plans[0].gpu), None) if plans else None
     model = spec.model_spec()
     assumptions = [
         "memory: gpuwise.estimate.memory at the chosen micro-batch, data parallel (tp = pp = 1, "
         f"ZeRO {spec.parallelism.zero[0]}); gradient accumulation when the batch does not fit",
         "time: the shared JobModel (analytical step time, the spec's noise scale and training amount); "
-        f"no queueing, restarts or preemptions; GPU count = the fastest power of two keeping >= "
-        f"{MIN_EFFICIENCY:.0%} of the best per-GPU goodput (the Frenzy policy's floor)",
+        "no queueing, restarts or preemptions; GPU count and batch per type = the Frenzy policy's fastest "
+        "plan for the job alone on the cluster (1, 2, 4 GPUs in a node or whole nodes, model-best batch, "
+        "no gradient accumulation: gpuwise.policies.frenzy.job_plans)",
         "cost: predicted GPU-hours x the cheapest on-demand catalog price per GPU-hour of the type "
         f"(catalog dates {', '.join(f'{k} {v}' for k, v in sorted(catalog.dates.items()))})",
         f"chosen: the {'cheapest' if objective == 'cost' else 'fastest'} GPU type of cluster {cluster.name}",

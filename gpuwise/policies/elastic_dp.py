@@ -55,8 +55,8 @@ class ElasticDP(Policy):
                 f"running job; objective {self.objective}: V_j(g) = {OBJECTIVES[self.objective]} "
                 "(the paper's normalisation is unpublished)"]
 
-    def _pools(self, view: SchedView) -> dict[str, list[JobState]]:
-        return type_pools(view)
+    def _pools(self, view: SchedView, perf: PerfModel) -> dict[str, list[JobState]]:
+        return type_pools(view, perf)
 
     def _table(self, perf: PerfModel, js: JobState, gpu: str, K: int, gpn: int):
         v, b, ref = value_table(perf, js, gpu, K, gpn, self.elastic, self.objective)
@@ -78,7 +78,7 @@ class ElasticDP(Policy):
 
     def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
         shares: dict[str, tuple[str, int, int | None]] = {}
-        for gpu, jobs in self._pools(view).items():
+        for gpu, jobs in self._pools(view, perf).items():
             if not jobs:
                 continue
             K = view.cluster.spec.gpus_of_type(gpu)

@@ -3,7 +3,7 @@
 - `fifo`: strict arrival order; the head of the queue blocks the jobs behind it.
 - `first-fit`: scans the whole queue in arrival order and starts every job that fits now
   (backfilling), placed first-fit -- the baseline of Frenzy's evaluation.
-A job without a GPU type runs on the first type (cluster order) that can place it.
+A job without a GPU type runs on the first type (cluster order) it runs on that can place it.
 On an unbounded cluster nothing waits: every job starts on arrival on machines rented for it.
 """
 
@@ -40,7 +40,7 @@ class Fifo(Policy):
             if free == 0:
                 break
             if js.job.num_gpus <= free:
-                alloc = place_request(state, js, self.place)
+                alloc = place_request(state, js, self.place, perf=perf)
                 if alloc is not None:
                     out[name] = alloc
                     free -= alloc.num_gpus

@@ -41,7 +41,7 @@ every ``period_s`` while jobs run (so rule 4 follows training progress).
 from __future__ import annotations
 
 from dataclasses import dataclass
-
+from typing import Callable
 
 from gpuwise.policies.base import Allocation, ClusterState, Decision, JobState, PerfModel, Policy, SchedView
 from gpuwise.policies.knapsack import configurations
@@ -55,6 +55,47 @@ class Plan:
     gpus: int
     batch: int | None
     goodput: float  # predicted fraction of the job per second at the start of its stage of training
+
+
+def type_plans(js: JobState, t: str, cap: int, gpn: int, perf: PerfModel,
+               batches: tuple[int, ...]) -> list[Plan]:
+    """Rule 1 on type ``t``: each configuration at its best batch of ``batches``, keeping only counts
+    that are faster than every smaller one (more GPUs that do not help are not a plan)."""
+    job = js.job
+    if job.rigid:
+        if job.num_gpus > cap:
+            return []
+        g = perf.goodput_grid(js, t, job.num_gpus, gpn, (0,))[job.num_gpus - 1, 0]
+        return [Plan(t, job.num_gpus, job.batch_size, float(g))] if g > 0 else []
+    if not batches:  # the job does not fit this type
+        return []
+    grid = perf.goodput_grid(js, t, cap, gpn, batches)
+    out, top = [], 0.0
+    for n in configurations(gpn, cap):
+        k = int(grid[n - 1].argmax())
+        g = float(grid[n - 1, k])
+        if g > top * 1.001:
+            out.append(Plan(t, n, int(batches[k]), g))
+            top = g
+    return out
+
+
+def job_plans(js: JobState, shapes: dict[str, tuple[int, int]], perf: PerfModel, min_efficiency: float = 0.0,
+              batches: Callable[[str], tuple[int, ...]] | None = None) -> list[Plan]:
+    """Rule 1: the job's plans over the GPU types of ``shapes`` ({type: (GPUs, GPUs per node)}) at the
+    job's progress, fastest first -- the first is what the policy gives the job alone on an empty
+    cluster (`gpuwise.plan.submit` predicts with it). ``batches(t)``: the batch grid on type t
+    (default: the model-best grid of `batch_candidates`)."""
+    job = js.job
+    types = [t for t in shapes if job.gpu_type in (None, t)]
+    out: list[Plan] = []
+    for t in types:
+        grid = batches(t) if batches is not None else batch_candidates(perf, js, t, elastic=True)
+        out += type_plans(js, t, *shapes[t], perf, grid)
+    best_eff = {t: max((p.goodput / p.gpus for p in out if p.gpu == t), default=0.0) for t in types}
+    out = [p for p in out if job.rigid or p.goodput / p.gpus >= min_efficiency * best_eff[p.gpu]]
+    out.sort(key=lambda p: (-p.goodput, p.gpus))
+    return out
 
 
 class Frenzy(Policy):
@@ -115,39 +156,16 @@ class Frenzy(Policy):
             # speed at the start of this stage of training (the gradient noise, so the best batch
             # and the useful GPU count, grow as a job trains)
             fresh = JobState(job=job, submitted_s=0.0, target=js.target, progress=js.target * stage / self.stages)
-            types = [t for t in spec.gpu_types if job.gpu_type in (None, t)]
-            cached = []
-            for t in types:
-                cached += self._type_plans(fresh, t, *self._shape[t], perf)
-            best_eff = {t: max((p.goodput / p.gpus for p in cached if p.gpu == t), default=0.0) for t in types}
-            cached = [p for p in cached
-                      if job.rigid or p.goodput / p.gpus >= self.min_efficiency * best_eff[p.gpu]]
-            cached.sort(key=lambda p: (-p.goodput, p.gpus))
+
+            def batches(t: str) -> tuple[int, ...]:  # the grid depends on the job's range, not its stage
+                bkey = (ident, t)
+                if bkey not in self._batches:
+                    self._batches[bkey] = batch_candidates(perf, fresh, t, self.model_batch)
+                return self._batches[bkey]
+
+            cached = job_plans(fresh, self._shape, perf, self.min_efficiency, batches)
             self._plans[key] = cached
         return cached
-
-    def _type_plans(self, js: JobState, t: str, cap: int, gpn: int, perf: PerfModel) -> list[Plan]:
-        """Plans on type ``t``: each configuration at its best batch, keeping only counts that are
-        faster than every smaller one (more GPUs that do not help are not a plan)."""
-        job = js.job
-        if job.rigid:
-            if job.num_gpus > cap:
-                return []
-            g = perf.goodput_grid(js, t, job.num_gpus, gpn, (0,))[job.num_gpus - 1, 0]
-            return [Plan(t, job.num_gpus, job.batch_size, float(g))] if g > 0 else []
-        key = (self._ident[job.name], t)
-        if key not in self._batches:  # the batch grid depends on the job's range, not its stage
-            self._batches[key] = batch_candidates(perf, js, t, self.model_batch)
-        batches = self._batches[key]
-        grid = perf.goodput_grid(js, t, cap, gpn, batches)
-        out, top = [], 0.0
-        for n in configurations(gpn, cap):
-            k = int(grid[n - 1].argmax())
-            g = float(grid[n - 1, k])
-            if g > top * 1.001:
-                out.append(Plan(t, n, int(batches[k]), g))
-                top = g
-        return out
 
     # -- rules 2-4: one round ----------------------------------------------------------------
     def _caps(self, view: SchedView) -> dict[str, int]:

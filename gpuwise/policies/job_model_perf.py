@@ -28,11 +28,17 @@ REFERENCE_GPU = "T4"  # the Pollux profiles the JobModel is fitted on were measu
 class JobModelPerf:
     """Policies' view of job speed through the shared JobModel (fitted per application, cached)."""
 
-    def __init__(self, fit_points: str = "all", inter_node_gbps: float | None = None) -> None:
+    def __init__(self, fit_points: str = "all", inter_node_gbps: float | None = None,
+                 specs: dict | None = None, gpus_per_node: dict[str, int] | None = None) -> None:
         self.fit_points = fit_points  # "all" profile rows or "online" (<= 10 points, as a new job has)
         self.inter_node_gbps = inter_node_gbps  # network of spec jobs' analytical model (None: its default)
+        # job specs already parsed, by the name TraceJob.jobspec gives them (else it is a YAML path):
+        # a submitted spec is predicted without writing it to a file first
+        self.specs = dict(specs or {})
+        self.gpus_per_node = dict(gpus_per_node or {})  # per GPU type, where batch_range is not told
         self._models: dict[str, object] = {}
         self._spec_models: dict[tuple, object] = {}
+        self.spec_errors: dict[tuple, str] = {}  # (spec, GPU type, GPUs per node) -> why it does not fit
 
     def model(self, app: str):
         jm = self._models.get(app)
@@ -51,16 +57,19 @@ class JobModelPerf:
             from gpuwise.estimate.job_model import JobModel
 
             try:
-                jm = JobModel.from_jobspec(path, gpu_type, gpus_per_node=gpus_per_node,
+                jm = JobModel.from_jobspec(self.specs.get(path, path), gpu_type, gpus_per_node=gpus_per_node,
                                            inter_node_gbps=self.inter_node_gbps, field=path)
             except InputError as exc:
                 if not exc.field.endswith(".gpu"):
                     raise
                 jm = None  # too big for this GPU type: the job only runs on others
+                self.spec_errors[key] = exc.fix
             self._spec_models[key] = jm
         return self._spec_models[key]
 
-    def batch_range(self, job, gpu_type: str, gpus_per_node: int = 8) -> tuple[int, int, int]:
+    def batch_range(self, job, gpu_type: str, gpus_per_node: int | None = None) -> tuple[int, int, int]:
+        if gpus_per_node is None:
+            gpus_per_node = self.gpus_per_node.get(gpu_type, 8)
         if job.jobspec is not None:
             jm = self.spec_model(job.jobspec, gpu_type, gpus_per_node)
             if jm is None:

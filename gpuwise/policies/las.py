@@ -12,6 +12,7 @@ import bisect
 
 from gpuwise.policies.base import Decision, PerfModel, Policy, SchedView
 from gpuwise.policies.placement import best_fit, place_shares
+from gpuwise.policies.pools import allowed_types
 
 
 class Las(Policy):
@@ -33,7 +34,7 @@ class Las(Policy):
         free = view.cluster.capacity_by_type()
         shares = {}
         for js in jobs:
-            types = (js.job.gpu_type,) if js.job.gpu_type else tuple(free)
+            types = allowed_types(js.job, free, perf)
             cur = js.allocation.gpu_type if js.allocation else None
             if cur in types:
                 types = (cur,) + tuple(t for t in types if t != cur)

@@ -79,7 +79,7 @@ class Optimus(Policy):
     def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
         spec = view.cluster.spec
         shares = {}
-        for gpu, jobs in type_pools(view).items():
+        for gpu, jobs in type_pools(view, perf).items():
             if not jobs:
                 continue
             cap, gpn = spec.gpus_of_type(gpu), spec.max_gpus_per_node(gpu)

@@ -13,9 +13,10 @@ short, new machines (`ClusterState.fresh_placement`): a pay-per-use cloud never 
 
 from __future__ import annotations
 
-from typing import Callable
+from typing import Callable, Iterable
 
-from gpuwise.policies.base import Allocation, ClusterState, SchedView
+from gpuwise.policies.base import Allocation, ClusterState, PerfModel, SchedView
+from gpuwise.policies.pools import allowed_types
 
 Placement = tuple[tuple[int, int], ...]
 PlaceFn = Callable[[ClusterState, str, int], "Placement | None"]
@@ -34,13 +35,7 @@ def best_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
     if holders:  # exact fit if any, else least remaining: both are the minimum free >= n
         f, i = min(holders)
         return ((i, n),)
-    out, need = [], n
-    for f, i in sorted(nodes, key=lambda x: (-x[0], x[1])):
-        take = min(f, need)
-        out.append((i, take))
-        need -= take
-        if need == 0:
-            break
+    out, _ = _gather(sorted(nodes, key=lambda x: (-x[0], x[1])), n)
     return tuple(sorted(out))
 
 
@@ -56,15 +51,8 @@ def whole_node_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
     if n <= gpn:
         holders = [(state.free[i], i) for i in nodes if state.free[i] >= n]
         return ((min(holders)[1], n),) if holders else None
-    empty = [i for i in nodes if state.free[i] == state.cap[i]]
-    out, need = [], n
-    for i in empty:
-        take = min(state.cap[i], need)
-        out.append((i, take))
-        need -= take
-        if need == 0:
-            return tuple(out)
-    return None
+    out, need = _gather([(state.cap[i], i) for i in nodes if state.free[i] == state.cap[i]], n)
+    return None if need else tuple(out)
 
 
 def first_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
@@ -79,14 +67,22 @@ def first_fit(state: ClusterState, gpu: str, n: int) -> Placement | None:
     for i in nodes:
         if state.free[i] >= n:
             return ((i, n),)
+    out, _ = _gather([(state.free[i], i) for i in nodes], n)
+    return tuple(out)
+
+
+def _gather(avail: Iterable[tuple[int, int]], n: int) -> tuple[list[tuple[int, int]], int]:
+    """Take GPUs from ``(available, node)`` pairs in the given order until ``n`` are taken: the
+    ``(node, GPUs)`` taken and how many are still missing (0 when the pairs held enough)."""
     out, need = [], n
-    for i in nodes:
-        take = min(state.free[i], need)
-        out.append((i, take))
-        need -= take
+    for f, i in avail:
         if need == 0:
             break
-    return tuple(out)
+        if f > 0:
+            take = min(f, need)
+            out.append((i, take))
+            need -= take
+    return out, need
 
 
 def _on_demand(state: ClusterState, gpu: str, n: int, nodes: list[tuple[int, int]]) -> Placement | None:
@@ -97,26 +93,20 @@ def _on_demand(state: ClusterState, gpu: str, n: int, nodes: list[tuple[int, int
     holders = [(f, i) for f, i in nodes if f >= n]
     if holders:
         return ((min(holders)[1], n),)
-    out, need = [], n
-    for f, i in nodes:
-        if need == 0:
-            break
-        if f == state.cap[i]:
-            take = min(f, need)
-            out.append((i, take))
-            need -= take
+    out, need = _gather([(f, i) for f, i in nodes if f == state.cap[i]], n)
     if need:
         out.extend(state.fresh_placement(gpu, need))
     return tuple(out)
 
 
-def place_request(state: ClusterState, js, place: PlaceFn, n: int | None = None) -> Allocation | None:
+def place_request(state: ClusterState, js, place: PlaceFn, n: int | None = None,
+                  perf: PerfModel | None = None) -> Allocation | None:
     """Place ``n`` GPUs (default: the job's own request) at the job's batch on the first allowed GPU
-    type (the job's own, else cluster order) that ``place`` can realise; allocate it on ``state``
-    (modified) and return it, or None when no type can."""
+    type (`pools.allowed_types`: the job's own, else cluster order, with ``perf`` only types the job
+    runs on) that ``place`` can realise; allocate it on ``state`` (modified) and return it, or None
+    when no type can."""
     n = js.job.num_gpus if n is None else n
-    types = (js.job.gpu_type,) if js.job.gpu_type else state.spec.gpu_types
-    for gpu in types:
+    for gpu in allowed_types(js.job, state.spec.gpu_types, perf):
         pl = place(state, gpu, n)
         if pl is not None:
             alloc = Allocation(gpu, pl, js.job.batch_size)

@@ -2,9 +2,10 @@
 
 Each job's *speedup* at g GPUs is its best goodput (throughput x statistical efficiency, over its
 batch range, from the `PerfModel` the caller passes: the oracle in the simulator, the shared
-JobModel when fitted) divided by its best goodput on one GPU. Every scheduling interval the
-policy maximises the power mean with p = -1 of the speedups of the jobs it runs, i.e. minimises
-sum_j 1 / s_j(g_j); a job left without GPUs would make that mean 0, so the number of jobs that run
+JobModel when fitted) divided by its best goodput on one GPU (on the fewest GPUs it runs on when its
+smallest batch does not fit one GPU: this policy does not accumulate gradients). Every scheduling
+interval the policy maximises the power mean with p = -1 of the speedups of the jobs it runs, i.e.
+minimises sum_j 1 / s_j(g_j); a job left without GPUs would make that mean 0, so the number of jobs that run
 comes first (lexicographically) and ties go to the earlier job.
 
 - Restart penalty (Pollux artifact): a running job's speedup at any other allocation is scaled by
@@ -50,16 +51,18 @@ class Pollux(Policy):
         self.min_interval_s = self.period_s = self.interval_s
         self.restart_s = float(restart_s)    # rescale delay the penalty assumes (the simulator's 30 s)
         # Pollux fits each job's throughput online, so it offers a job at most this many times the
-        # GPUs it has run on (one GPU before it has run); None: trust the model everywhere
+        # GPUs it has run on (before it has run, the fewest it runs on); None: trust the model everywhere
         self.max_growth = max_growth
         self._held: dict[str, int] = {}      # most GPUs each job has held
 
     def describe(self) -> list[str]:
         return [f"pollux: GPUs and batch co-adapted every {self.interval_s:g} s maximising the power mean "
-                f"(p={self.p:g}) of speedups (best goodput / best 1-GPU goodput), jobs run first; restart "
-                f"penalty (age - restarts x {self.restart_s:g} s)/(age + {self.restart_s:g} s); counts 1, 2, 4 "
-                "inside a node or whole nodes (no shared nodes between distributed jobs); "
-                + (f"at most {self.max_growth:g}x the GPUs a job has run on (its model is fitted online); "
+                f"(p={self.p:g}) of speedups (best goodput / best goodput on the fewest GPUs it runs on), "
+                f"jobs run first; restart penalty (age - restarts x {self.restart_s:g} s)/(age + "
+                f"{self.restart_s:g} s); counts 1, 2, 4 inside a node or whole nodes (no shared nodes "
+                "between distributed jobs); "
+                + (f"at most {self.max_growth:g}x the GPUs a job has run on, the fewest it runs on before "
+                   "it has run (its model is fitted online); "
                    if self.max_growth is not None else "") + "exact knapsack DP "
                 "per GPU type instead of the artifact's genetic algorithm"]
 
@@ -69,7 +72,10 @@ class Pollux(Policy):
         v, b, ref = value_table(perf, js, gpu, cap, gpn, elastic=True, objective="speedup")
         confs = set(configurations(gpn, cap))
         if self.max_growth is not None:
-            most = max(1, int(self.max_growth * self._held.get(js.name, 0)))
+            # before it has run, a job is offered the fewest GPUs it can run on -- one GPU only when
+            # its smallest batch fits on one (a job whose batch needs 2 GPUs would never start)
+            fewest = min((g for g in confs if np.isfinite(v[g])), default=1)
+            most = max(fewest, int(self.max_growth * self._held.get(js.name, 0)))
             confs = {g for g in confs if g <= most}
         if js.job.rigid and js.job.num_gpus <= cap:
             confs.add(js.job.num_gpus)
@@ -108,7 +114,7 @@ class Pollux(Policy):
         shares: dict[str, tuple[str, int, int | None]] = {}
         for js in view.running.values():
             self._held[js.name] = max(self._held.get(js.name, 0), js.allocation.num_gpus)
-        for gpu, jobs in type_pools(view).items():
+        for gpu, jobs in type_pools(view, perf).items():
             if jobs:
                 shares.update(self.allocate_type(jobs, gpu, spec.gpus_of_type(gpu),
                                                  spec.max_gpus_per_node(gpu), now, perf))

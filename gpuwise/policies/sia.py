@@ -3,8 +3,9 @@
 Each round (every ``interval_s``, and on arrivals/completions no more often) every active job gets
 a goodput per (GPU type, configuration) from the `PerfModel` -- its best goodput over its batch
 range at that count -- normalised by the job's best one-GPU goodput over all types (so V >= ~1
-where scaling helps). Configurations are Sia's: 1, 2, 4, ... GPUs inside a node, then whole
-nodes (`knapsack.configurations`), placed by `whole_node_fit`. A running job's goodput at any other
+where scaling helps; on the fewest GPUs it runs on where its smallest batch does not fit one).
+Configurations are Sia's: 1, 2, 4, ... GPUs inside a node, then whole nodes
+(`knapsack.configurations`), placed by `whole_node_fit`. A running job's goodput at any other
 configuration is multiplied by the restart factor of `pollux.restart_factor` (the share of its
 life it would still have worked after one more restart). The round solves, with HiGHS
 (`scipy.optimize.milp`), the binary program
@@ -77,6 +78,16 @@ def enumerate_assignment(options: list[list[Option]], capacity: dict[str, int]) 
     return best
 
 
+def _base_goodput(goods: list[np.ndarray]) -> float:
+    """The job's best goodput over types on one GPU, or on the fewest GPUs it runs on where its
+    smallest batch needs more than one (0 if it runs nowhere): what Sia's scores are relative to."""
+    for n in range(1, max((len(g) for g in goods), default=1)):
+        vals = [float(g[n]) for g in goods if n < len(g) and np.isfinite(g[n]) and g[n] > 0]
+        if vals:
+            return max(vals)
+    return 0.0
+
+
 class Sia(Policy):
     name = "sia"
     needs_progress = True
@@ -106,7 +117,7 @@ class Sia(Policy):
             if js.job.rigid and js.job.num_gpus <= cap:
                 confs.add(js.job.num_gpus)
             tables.append((t, v * ref, b, sorted(confs)))
-        one = max((float(good[1]) for _, good, _, _ in tables if np.isfinite(good[1])), default=0.0)
+        one = _base_goodput([good for _, good, _, _ in tables])
         cur = js.allocation
         factor = restart_factor(js, now, self.restart_s) if cur is not None else 1.0
         opts, batches = [], []

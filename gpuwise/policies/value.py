@@ -24,6 +24,8 @@ def batch_candidates(perf: PerfModel, js: JobState, gpu: str, elastic: bool) -> 
     if not elastic:
         return (int(job.batch_size or perf.batch_range(job, gpu)[0]),)
     lo, hi, _ = perf.batch_range(job, gpu)
+    if lo < 1 or hi < lo:
+        return ()  # no batch range on this type: the job does not fit it
     grid = {int(round(b)) for b in np.geomspace(lo, hi, BATCH_CANDIDATES)}
     if job.batch_size and lo <= job.batch_size <= hi:
         grid.add(int(job.batch_size))
@@ -46,8 +48,8 @@ OBJECTIVES = {
     "remaining": "fraction of the job's remaining work done per hour (goodput / remaining work, SRPT-like)",
     # goodput relative to the user's own request (its GPUs at its batch)
     "request": "goodput relative to the job's own request (its GPUs at its batch)",
-    # goodput relative to the job's best single-GPU goodput: a speedup, the notes' natural choice
-    "speedup": "speedup over the job's best single-GPU goodput",
+    # goodput relative to the job's best goodput on its base count: a speedup, the notes' natural choice
+    "speedup": "speedup over the job's best goodput on the fewest GPUs it runs on (one GPU if it fits)",
 }
 DEFAULT_OBJECTIVE = "job"
 
@@ -58,6 +60,8 @@ def value_table(perf: PerfModel, js: JobState, gpu: str, max_gpus: int, gpus_per
     (V[0] = -inf: an admitted job gets at least one GPU). ``objective``: a key of `OBJECTIVES`;
     the reference is what goodput (fraction of the job per second) is divided by."""
     batches = batch_candidates(perf, js, gpu, elastic)
+    if not batches:  # the job does not fit this type: no count is feasible
+        return np.full(max_gpus + 1, -np.inf), np.zeros(max_gpus + 1, dtype=np.int64), 1.0
     grid = perf.goodput_grid(js, gpu, max_gpus, gpus_per_node, batches)  # (G, B)
     best = grid.argmax(axis=1)
     good = grid[np.arange(grid.shape[0]), best]
@@ -68,7 +72,9 @@ def value_table(perf: PerfModel, js: JobState, gpu: str, max_gpus: int, gpus_per
     elif objective == "remaining":  # floor: a job about to finish must not get an unbounded value
         ref = max(1.0 - js.fraction_done, 1e-3) / 3600.0
     elif objective == "speedup":
-        ref = float(good[0])
+        # base: the fewest GPUs the job runs on (one GPU when its smallest batch fits there), so a
+        # job that needs 2 GPUs has speedup 1 on 2, like every other job at its own base
+        ref = float(good[np.flatnonzero(good > 0)[0]]) if (good > 0).any() else 0.0
     elif objective == "request":
         ref = 0.0
         req = js.job.num_gpus

@@ -70,6 +70,18 @@ class JobRun:
         return self.js.name
 
 
+def _first_error(done: list) -> str | None:
+    """Name of the first error among finished calls (None: all succeeded)."""
+    import ray
+
+    for ref in done:
+        try:
+            ray.get(ref, timeout=1.0)
+        except Exception as e:  # a dead actor (preemption, crash) or a failed collective
+            return type(e).__name__
+    return None
+
+
 class RayActuator:
     def __init__(self, pool: WorkerPool, store: Store, ckpt_dir: Path, chunk_steps: int,
                  timeouts: Timeouts, clock) -> None:
@@ -125,6 +137,8 @@ class RayActuator:
             done, _ = ray.wait(jr.refs, num_returns=len(jr.refs), timeout=0)
             if len(done) == len(jr.refs):
                 self._finish_op(jr, now)
+            elif failed := _first_error(done):  # a lost rank: its peers wait in a collective until
+                self.fault(jr, now, f"{jr.phase} failed: {failed}")  # gloo's timeout; restart them now
             elif now > jr.deadline:
                 self.fault(jr, now, f"{jr.phase} exceeded its {jr.deadline - jr.op_start:.0f} s deadline")
 

@@ -37,6 +37,7 @@ class RunOptions:
     preempt_every_s: float | None = None
     max_preemptions: int | None = None  # stop injecting after this many (None: no limit)
     max_wall_s: float = 900.0          # give up (jobs left unfinished) after this long
+    round_s: float | None = 5.0        # policy round cadence (None: the policy's own, as simulate)
     timeouts: Timeouts = field(default_factory=Timeouts)
     on_tick: Callable | None = None    # progress display: called with the actuator's jobs
 
@@ -152,7 +153,9 @@ def _mean_overhead(jobs: dict[str, JobRun]) -> float:
 
 def _inject(act: RayActuator, pool: WorkerPool, now: float) -> int:
     """Preempt one training job (the one that has run longest since a fault): kill one of its workers."""
-    victims = [jr for jr in act.jobs.values() if jr.phase == "chunk" and jr.slots]
+    # a job whose workers all run (none restarting after an earlier preemption): one fault at a time
+    victims = [jr for jr in act.jobs.values() if jr.phase == "chunk" and jr.slots
+               and all(s.warming is None for s in jr.slots)]
     if not victims:
         return 0
     jr = min(victims, key=lambda j: (j.faults, j.name))
@@ -188,5 +191,7 @@ def _resume_job(jr: JobRun, row: dict, store: Store, loop: ControlLoop) -> None:
 def check_options(opts: RunOptions) -> None:
     if opts.preempt_every_s is not None and not (opts.preempt_every_s > 0 and math.isfinite(opts.preempt_every_s)):
         raise InputError("--preempt-every", opts.preempt_every_s, "give seconds > 0")
+    if opts.round_s is not None and not (opts.round_s > 0 and math.isfinite(opts.round_s)):
+        raise InputError("--round-s", opts.round_s, "give seconds > 0")
     if opts.chunk_steps < 1:
         raise InputError("--chunk-steps", opts.chunk_steps, "give at least 1 step per chunk")

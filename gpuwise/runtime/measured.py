@@ -25,12 +25,19 @@ import numpy as np
 from gpuwise.estimate.pollux_fit import PolluxParams, fit_pollux, predict
 from gpuwise.estimate.stat_efficiency import gain
 from gpuwise.policies.base import JobState, job_batch_range
+from gpuwise.runtime.small_models import small_model, small_models
 
 # prior step-time model (s): a small CPU model, ~2 ms/sample compute, ~10 ms all-reduce; an
 # assumption used only until a job's first chunk is measured
 PRIOR_PARAMS = PolluxParams(alpha_c=0.01, beta_c=0.002, alpha_n=0.02, beta_n=0.004, alpha_r=0.01,
                             beta_r=0.002, gamma=1.0)
-MAX_LOCAL = {"tiny-gpt": 64, "tiny-resnet": 128}  # per-slot batch limit standing in for GPU memory
+
+
+def max_local(app: str) -> int:
+    """Per-slot batch limit standing in for GPU memory (the model file's max_local_batch)."""
+    return small_model(app).max_local_batch
+
+
 MIN_LOCAL = 2          # two half-batches per rank for the noise estimate
 EMA = 0.7              # weight of the old value in the noise moving average
 
@@ -146,12 +153,12 @@ class MeasuredPerf:
     def batch_range(self, job, gpu_type: str) -> tuple[int, int, int]:
         m0 = int(job.batch_size)
         lo, hi = job_batch_range(job, m0, 4 * m0)
-        return lo, hi, MAX_LOCAL[job.application]
+        return lo, hi, max_local(job.application)
 
     def goodput_grid(self, js: JobState, gpu_type: str, max_gpus: int, gpus_per_node: int,
                      batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
         jm = self.model(js.job)
-        limit = MAX_LOCAL[js.job.application]
+        limit = max_local(js.job.application)
         g = np.arange(1, max_gpus + 1, dtype=float)[:, None]
         nodes = np.ceil(g / max(1, gpus_per_node))
         b = np.asarray(batches, float)[None, :]
@@ -166,7 +173,7 @@ class MeasuredPerf:
     def rates(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int | None) -> np.ndarray:
         jm = self.model(job)
         b = float(batch or job.batch_size)
-        limit = MAX_LOCAL[job.application]
+        limit = max_local(job.application)
         micro = max(1.0, math.ceil(b / num_gpus / limit))
         t = float(predict(jm.params, num_nodes, num_gpus, b / num_gpus / micro, micro)[0])
         return np.array([float(jm.gain(b)) / t])
@@ -179,7 +186,8 @@ class MeasuredPerf:
                 f"chunk: {PRIOR_PARAMS}); efficiency: Pollux/AdaScale gain with the measured gradient noise "
                 f"scale (EMA {EMA}); progress counted in steps at the job's requested batch",
                 "the fake GPU types are the same CPU cores: one speed model per job for every type; per-slot "
-                f"batch limits {MAX_LOCAL} stand in for GPU memory"]
+                f"batch limits {({n: m.max_local_batch for n, m in small_models().items()})} (max_local_batch) stand in "
+                "for GPU memory"]
 
     def describe(self) -> str:
         return "policies see the runtime's measured models (online Pollux fit + measured noise scale)"

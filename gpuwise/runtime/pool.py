@@ -7,9 +7,10 @@ same resources (``ray start --resources '{"T4": 4}'``; real GPUs add ``num_gpus`
 the ClusterSpec is a STRICT_PACK placement group whose bundles are its slots, so the policy's
 placement (node, GPUs on it) maps onto Ray nodes as it does in the simulator.
 
-Known ground of Ray 2.60 here (issue 12): token auth is disabled for local runs, RAY_TMPDIR is per
-run, the object store is capped, workers get PYTHONPATH (they do not inherit sys.path), and every
-ray.get has a timeout.
+Known ground of Ray 2.60 here (issue 12): token auth is disabled for local runs, Ray's temp folder is
+per run, the object store is capped, workers get PYTHONPATH (they do not inherit sys.path), and every
+ray.get has a timeout. A local head is started by `gpuwise.runtime.local_ray` (not ``ray.init()``,
+whose fixed start-up waits fail on a loaded machine).
 """
 
 from __future__ import annotations
@@ -39,6 +40,7 @@ class Slot:
     actor: object
     owner: str | None = None  # job using it
     warming: object = None    # ObjectRef of ready() while the actor (re)starts
+    bundle: int = 0           # index in its node's placement group
 
 
 @dataclass
@@ -51,9 +53,12 @@ class WorkerPool:
     groups: list = field(default_factory=list)
     started_here: bool = False
     start_s: float = 0.0
+    head: object = None       # LocalHead when this pool started its own Ray
 
     def start(self) -> None:
         import ray
+
+        from gpuwise.runtime.local_ray import HeadNotReady, LocalHead
 
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
@@ -64,22 +69,25 @@ class WorkerPool:
         if not ray.is_initialized():
             if self.address:
                 ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False)
-            else:
-                self.tmpdir.mkdir(parents=True, exist_ok=True)
-                os.environ["RAY_TMPDIR"] = str(self.tmpdir)
+            else:  # a head of our own (local_ray says why not ray.init()); workers inherit its env
                 res = {t: float(self.cluster.gpus_of_type(t)) for t in self.cluster.gpu_types}
-                ray.init(num_cpus=max(1, round(self.cluster.total_gpus * CPU_PER_SLOT + 0.5)), num_gpus=0,
-                         resources=res, object_store_memory=OBJECT_STORE_BYTES, _temp_dir=str(self.tmpdir),
-                         include_dashboard=False, runtime_env={"env_vars": env}, log_to_driver=False,
-                         _node_ip_address="127.0.0.1")
+                self.head = LocalHead(self.tmpdir.resolve(), max(1, round(self.cluster.total_gpus * CPU_PER_SLOT + 0.5)),
+                                      res, OBJECT_STORE_BYTES, env)
+                try:
+                    address = self.head.start(self.timeout_s)
+                    ray.init(address=address, log_to_driver=False)
+                except (HeadNotReady, ConnectionError, RuntimeError) as e:
+                    self.head.stop()
+                    raise WorkersNotReady(f"the local Ray cluster did not start: {e}") from None
                 self.started_here = True
         self._check_resources()
         try:
             self._place()
-        except ray.exceptions.GetTimeoutError:
-            raise WorkersNotReady(f"the {len(self.slots) or self.cluster.total_gpus} slot workers were not ready "
-                                  f"after {self.timeout_s:.0f} s (placement groups or torch import); the "
-                                  "machine may be overloaded") from None
+        except (ray.exceptions.GetTimeoutError, ray.exceptions.RayActorError) as e:
+            why = "not ready" if isinstance(e, ray.exceptions.GetTimeoutError) else f"lost ({type(e).__name__})"
+            raise WorkersNotReady(f"the {len(self.slots) or self.cluster.total_gpus} slot workers were {why} "
+                                  f"after {time.perf_counter() - t0:.0f} s (limit {self.timeout_s:.0f} s; placement "
+                                  "groups or torch import); the machine may be overloaded") from None
         self.start_s = time.perf_counter() - t0
 
     def _check_resources(self) -> None:
@@ -96,23 +104,26 @@ class WorkerPool:
     def _place(self) -> None:
         import ray
         from ray.util.placement_group import placement_group
-        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
 
-        from gpuwise.runtime.worker import SlotWorker
-
-        remote = ray.remote(SlotWorker)
         for i, node in enumerate(self.cluster.nodes):
             pg = placement_group([{node.gpu: 1, "CPU": CPU_PER_SLOT}] * node.gpus, strategy="STRICT_PACK")
             self.groups.append(pg)
         ray.get([pg.ready() for pg in self.groups], timeout=self.timeout_s)
-        for i, (node, pg) in enumerate(zip(self.cluster.nodes, self.groups)):
+        for i, node in enumerate(self.cluster.nodes):
             for j in range(node.gpus):
-                actor = remote.options(
-                    num_cpus=CPU_PER_SLOT, resources={node.gpu: 1}, max_restarts=-1, max_task_retries=0,
-                    scheduling_strategy=PlacementGroupSchedulingStrategy(pg, placement_group_bundle_index=j),
-                ).remote(f"{i}/{j}")
-                self.slots.append(Slot(f"{i}/{j}", i, node.gpu, actor))
+                self.slots.append(Slot(f"{i}/{j}", i, node.gpu, self._spawn(i, j), bundle=j))
         ray.get([s.actor.ready.remote() for s in self.slots], timeout=self.timeout_s)  # warm: torch imported
+
+    def _spawn(self, node: int, bundle: int):
+        import ray
+        from ray.util.scheduling_strategies import PlacementGroupSchedulingStrategy
+
+        from gpuwise.runtime.worker import SlotWorker
+
+        return ray.remote(SlotWorker).options(
+            num_cpus=CPU_PER_SLOT, resources={self.cluster.nodes[node].gpu: 1}, max_restarts=-1, max_task_retries=0,
+            scheduling_strategy=PlacementGroupSchedulingStrategy(self.groups[node], placement_group_bundle_index=bundle),
+        ).remote(f"{node}/{bundle}")
 
     def free_on(self, node: int) -> list[Slot]:
         import ray
@@ -127,6 +138,11 @@ class WorkerPool:
                     continue
                 try:
                     ray.get(s.warming, timeout=1.0)
+                except ray.exceptions.ActorDiedError:  # dead for good (killed while restarting): replace it
+                    ray.kill(s.actor, no_restart=True)
+                    s.actor = self._spawn(s.node, s.bundle)
+                    s.warming = s.actor.ready.remote()
+                    continue
                 except Exception:  # asked the dying process: ask the restarted one
                     s.warming = s.actor.ready.remote()
                     continue
@@ -167,3 +183,4 @@ class WorkerPool:
         self.slots, self.groups = [], []
         if self.started_here:
             ray.shutdown()
+            self.head.stop()

@@ -18,7 +18,7 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
     from gpuwise.runtime.replay import compare, replay
     from gpuwise.sim.metrics import series, summarise
 
-    make = make or (lambda: make_policy(policy_name))
+    make = make or (lambda: at_time_scale(make_policy(policy_name), opts.round_s))
     policy = make()
     with _progress(live, opts) as _:
         run = run_workload(cluster, workload, policy, opts, pool)
@@ -37,6 +37,18 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
     out["assumptions"] = _assumptions(run, opts, policy)
     out["_series"] = series(run.sim)
     return out
+
+
+def at_time_scale(policy, round_s: float | None):
+    """The policy with its round cadence set to ``round_s``: `simulate`'s defaults (a round at most
+    every minute, a periodic one every 5 min) suit jobs of hours; real runs here last minutes."""
+    if round_s is None:
+        return policy
+    if getattr(policy, "min_interval_s", 0.0):
+        policy.min_interval_s = float(round_s)
+    if getattr(policy, "period_s", None):
+        policy.period_s = float(round_s)
+    return policy
 
 
 def _job(jr) -> dict:

@@ -44,13 +44,14 @@ class SlotWorker:
         import torch
         import torch.distributed as dist
 
-        from gpuwise.runtime.models import MODELS, Data, build
+        from gpuwise.runtime.small_models import small_models
+        from gpuwise.runtime.training import Data, build
 
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
-        for m in MODELS:
+        for m in small_models().values():
             model = build(m, 0)
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-            model.loss(Data(m, 0).local_batch(0, 4, 0, 1)).backward()
+            model(*Data(m, 0).local_batch(0, 4, 0, 1)).backward()
             opt.step()
         t = torch.zeros(4)
         dist.all_reduce(t)
@@ -71,7 +72,8 @@ class SlotWorker:
         import torch
         import torch.distributed as dist
 
-        from gpuwise.runtime.models import Data, build
+        from gpuwise.runtime.small_models import small_model
+        from gpuwise.runtime.training import Data, build
 
         t0 = time.perf_counter()
         self.teardown()
@@ -79,9 +81,10 @@ class SlotWorker:
         dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout_s))
         self.job, self.rank, self.world = job, rank, world
-        self.model = build(job["model"], job["seed"])
+        m = small_model(job["model"])
+        self.model = build(m, job["seed"])
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=job["lr"])
-        self.data = Data(job["model"], job["seed"])
+        self.data = Data(m, job["seed"])
         if ckpt:
             state = torch.load(ckpt, weights_only=True)
             self.model.load_state_dict(state["model"])
@@ -117,7 +120,7 @@ class SlotWorker:
         import torch
         import torch.distributed as dist
 
-        from gpuwise.runtime.models import share
+        from gpuwise.runtime.training import share
 
         t0 = time.perf_counter()
         x, y = self.data.local_batch(step, batch, self.rank, self.world)
@@ -128,7 +131,7 @@ class SlotWorker:
             if sl.stop - sl.start < 1:
                 continue
             self.opt.zero_grad(set_to_none=False)
-            loss = self.model.loss((x[sl], y[sl]))
+            loss = self.model(x[sl], y[sl])
             loss.backward()
             parts.append((sl.stop - sl.start, torch.cat([p.grad.reshape(-1) for p in params])))
             losses.append(float(loss.detach()) * (sl.stop - sl.start))

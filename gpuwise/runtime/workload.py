@@ -6,7 +6,7 @@ column                  meaning
 ======================  ==========================================================================
 ``name``, ``time``,     as in `gpuwise.workload.traces` (arrival in seconds from the start of the
 ``num_gpus``            run, GPUs the user asks for)
-``application``         tiny-gpt or tiny-resnet (`gpuwise.runtime.models`)
+``application``         tiny-llama or tiny-resnet (`gpuwise.runtime.small_models`)
 ``steps``               training amount: optimizer steps at the job's ``batch_size`` (its
                         reference batch M0); larger batches need fewer (Pollux/AdaScale gain)
 ``batch_size``          the user's global batch M0
@@ -59,7 +59,7 @@ def _field(r: dict, col: str, where: str, kind, optional: bool = False):
 
 def jobs_from_rows(rows: list[dict], source: str) -> Workload:
     from gpuwise.hardware.cluster import canonical_gpu
-    from gpuwise.runtime.models import MODELS
+    from gpuwise.runtime.small_models import small_models
 
     jobs: list[RunJob] = []
     for i, r in enumerate(rows, start=1):
@@ -71,8 +71,8 @@ def jobs_from_rows(rows: list[dict], source: str) -> Workload:
         if any(j.name == name for j in jobs):
             raise InputError(f"{where} column name", name, "give every job a unique name")
         app = _field(r, "application", where, str).strip()
-        if app not in MODELS:
-            raise unknown_name(f"{where} column application", app, MODELS)
+        if app not in small_models():
+            raise unknown_name(f"{where} column application", app, small_models())
         gpu = r.get("gpu_type")
         jobs.append(RunJob(
             name=name, arrival_s=float(_field(r, "time", where, float)), num_gpus=_field(r, "num_gpus", where, int),

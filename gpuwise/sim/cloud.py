@@ -100,26 +100,10 @@ def poisson_workload(types, n_jobs: int, rng: np.random.Generator) -> Workload:
 def trace_workload(path: Path, types, rng: np.random.Generator, n_jobs: int | None = None) -> Workload:
     """Arrivals from a CSV with columns arrival_time (hours), type[, size]; a missing size is drawn
     from the type's size distribution."""
-    import csv
+    from gpuwise.plan.rent.spec import load_trace
 
     names = {t.name: i for i, t in enumerate(types)}
-    rows = []
-    with open(path, newline="") as fh:
-        reader = csv.DictReader(fh)
-        if not reader.fieldnames or not {"arrival_time", "type"} <= set(reader.fieldnames):
-            raise InputError(f"trace {path.name}", reader.fieldnames, "needs columns arrival_time,type[,size]")
-        for line, row in enumerate(reader, start=2):
-            if row["type"] not in names:
-                from gpuwise.errors import unknown_name
-                raise unknown_name(f"trace {path.name} line {line} type", row["type"], names)
-            try:
-                size = float(row["size"]) if row.get("size") not in (None, "") else math.nan
-                rows.append((float(row["arrival_time"]), names[row["type"]], size))
-            except ValueError:
-                raise InputError(f"trace {path.name} line {line}", row, "arrival_time and size must be numbers") from None
-    if not rows:
-        raise InputError(f"trace {path.name}", "empty", "add at least one arrival")
-    rows.sort()
+    rows = [(a.time_h, names[a.type], math.nan if a.size is None else a.size) for a in load_trace(Path(path), names)]
     if n_jobs is not None:
         rows = rows[:n_jobs]
     arr = np.array([r[0] for r in rows])

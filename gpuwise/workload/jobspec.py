@@ -25,10 +25,11 @@ from __future__ import annotations
 from pathlib import Path
 from typing import Any, Literal, Optional, Union
 
-from pydantic import (BaseModel, ConfigDict, Field, ValidationError, ValidationInfo, field_validator,
+from pydantic import (Field, ValidationError, ValidationInfo, field_validator,
                       model_validator)
 
 from gpuwise.errors import InputError
+from gpuwise.user_files import strict_base
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE
 
@@ -37,9 +38,7 @@ LR_RULES = ("adascale", "linear", "sqrt", "none")
 _CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "recompute": RECOMPUTE, "lr_scaling": LR_RULES}
 
 
-class _Strict(BaseModel):
-    # unknown keys are typos; NaN/inf are never a training amount, price or size
-    model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+_Strict = strict_base()   # unknown keys are typos; NaN/inf are never a training amount, price or size
 
 
 class ExplicitModel(_Strict):

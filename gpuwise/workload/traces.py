@@ -33,14 +33,13 @@ Three formats, recognised by their header:
 from __future__ import annotations
 
 import csv
-import math
 import io
 from dataclasses import dataclass
-from datetime import datetime
+from functools import lru_cache
 from pathlib import Path
 from typing import Callable
 
-from gpuwise.errors import InputError, unknown_name, unknown_key
+from gpuwise.errors import InputError
 
 POLLUX_COLUMNS = ("name", "time", "application", "num_replicas", "batch_size")
 PHILLY_COLUMNS = ("timestamp", "duration", "num_gpus", "gpu_time", "cluster")
@@ -91,33 +90,79 @@ def _where(path: str, row: int, col: str) -> str:
     return f"{path} row {row} column {col}"
 
 
-def _num(raw: str | None, path: str, row: int, col: str, *, integer: bool = False,
-         positive: bool = True, optional: bool = False) -> float | int | None:
-    if raw is None or str(raw).strip() == "":
-        if optional:
-            return None
-        raise InputError(_where(path, row, col), raw, "this value is required")
-    try:
-        v = float(raw)
-    except (TypeError, ValueError):
-        raise InputError(_where(path, row, col), raw, "give a number") from None
-    if not math.isfinite(v) or (positive and v <= 0) or (not positive and v < 0):
-        raise InputError(_where(path, row, col), raw,
-                         "give a positive number" if positive else "give a number >= 0")
-    if integer:
-        if v != int(v):
-            raise InputError(_where(path, row, col), raw, "give a whole number")
-        return int(v)
-    return v
+@lru_cache(maxsize=1)
+def _row_models() -> tuple[type, type, type]:
+    """The pydantic rows of the three formats (built on first use; checks shared via user_files)."""
+    from datetime import datetime
+    from typing import Optional
 
+    from pydantic import ConfigDict, Field, ValidationInfo, field_validator
 
-def _check_app(app: str, path: str, row: int) -> str:
+    from gpuwise.hardware.cluster import canonical_gpu
+    from gpuwise.user_files import known_name, strict_base, whole_number
     from gpuwise.workload.pollux_traces import APPLICATIONS
 
-    if app not in APPLICATIONS:
-        err = unknown_name(_where(path, row, "application"), app, APPLICATIONS)
-        raise err
-    return app
+    class PolluxRow(strict_base()):
+        model_config = ConfigDict(extra="ignore")   # the artifact's columns beyond these are not read
+        name: Optional[str] = None
+        time: float = Field(ge=0, description="arrival, seconds from the start")
+        application: str = Field(description="one of the six profiled Pollux applications")
+        num_replicas: int = Field(ge=1, description="the user's GPU count")
+        batch_size: int = Field(ge=1, description="the user's global batch")
+
+        _whole = field_validator("num_replicas", "batch_size", mode="before")(lambda v: whole_number(v))
+        _app = field_validator("application", mode="before")(lambda v: known_name(v, APPLICATIONS))
+
+    class PhillyRow(strict_base()):
+        model_config = ConfigDict(extra="ignore")   # gpu_time, cluster: not used
+        timestamp: float = Field(description="submission time, YYYY-MM-DD HH:MM:SS")
+        duration: float = Field(gt=0, description="run time in seconds on num_gpus GPUs")
+        num_gpus: int = Field(ge=1)
+
+        _whole = field_validator("num_gpus", mode="before")(lambda v: whole_number(v))
+
+        @field_validator("timestamp", mode="before")
+        @classmethod
+        def _time(cls, v):
+            try:
+                return datetime.fromisoformat(str(v)).timestamp()
+            except ValueError:
+                raise ValueError("use YYYY-MM-DD HH:MM:SS") from None
+
+    class OwnRow(strict_base()):
+        name: str = Field(min_length=1, description="unique job name")
+        time: float = Field(ge=0, description="arrival, seconds from the start")
+        num_gpus: int = Field(ge=1)
+        application: Optional[str] = None
+        batch_size: Optional[int] = Field(None, ge=1)
+        duration_s: Optional[float] = Field(None, gt=0)
+        gpu_type: Optional[str] = None
+        max_batch: Optional[int] = Field(None, ge=1)     # before min_batch: its check reads max_batch
+        min_batch: Optional[int] = Field(None, ge=1)
+        jobspec: Optional[str] = None
+
+        _whole = field_validator("num_gpus", "batch_size", "min_batch", "max_batch", mode="before")(
+            lambda v: whole_number(v))
+        _text = field_validator("name", "jobspec", mode="before")(lambda v: None if v is None else str(v).strip())
+        _app = field_validator("application", mode="before")(lambda v: known_name(v, APPLICATIONS))
+
+        @field_validator("gpu_type", mode="before")
+        @classmethod
+        def _gpu(cls, v):
+            try:
+                return canonical_gpu(str(v))
+            except InputError as exc:
+                raise ValueError(exc.fix) from None
+
+        @field_validator("min_batch")
+        @classmethod
+        def _range(cls, v, info: ValidationInfo):
+            top = info.data.get("max_batch")
+            if v is not None and top is not None and v > top:
+                raise ValueError(f"min_batch must be <= max_batch ({top})")
+            return v
+
+    return PolluxRow, PhillyRow, OwnRow
 
 
 def _check_jobspec(raw: str | None, path: str, row: int) -> tuple[str | None, int | None]:
@@ -148,40 +193,34 @@ def _reference_batch(app: str) -> int:
     return validated_batch_range(app)[0]
 
 
-def _check_sorted(times: list[float], path: str) -> None:
-    for i in range(1, len(times)):
-        if times[i] < times[i - 1]:
-            raise InputError(_where(path, i + 1, "time"), times[i],
-                             f"rows must be sorted by arrival time (row {i} has {times[i - 1]:g})")
+def _rows(model: type, rows: list, path: str) -> list:
+    from gpuwise.user_files import validate_row
+
+    out = []
+    for i, r in enumerate(rows, start=1):
+        if not isinstance(r, dict):
+            raise InputError(f"{path} job {i}", r, "each job must be a mapping of the documented fields")
+        out.append(validate_row(model, r, f"{path} row {i}"))
+    return out
+
+
+def _sorted(jobs: list[TraceJob], path: str) -> None:
+    from gpuwise.user_files import check_sorted
+
+    check_sorted([j.arrival_s for j in jobs], lambda row: _where(path, row, "time"))
 
 
 def _pollux(rows: list[dict], path: str) -> Workload:
-    jobs = []
-    for i, r in enumerate(rows, start=1):
-        app = _check_app((r.get("application") or "").strip(), path, i)
-        jobs.append(TraceJob(
-            name=(r.get("name") or f"job-{i}").strip(),
-            arrival_s=float(_num(r.get("time"), path, i, "time", positive=False)),
-            num_gpus=int(_num(r.get("num_replicas"), path, i, "num_replicas", integer=True)),
-            application=app,
-            batch_size=int(_num(r.get("batch_size"), path, i, "batch_size", integer=True)),
-            row=i))
-    _check_sorted([j.arrival_s for j in jobs], path)
+    jobs = [TraceJob(name=(r.name or f"job-{i}"), arrival_s=r.time, num_gpus=r.num_replicas,
+                     application=r.application, batch_size=r.batch_size, row=i)
+            for i, r in enumerate(_rows(_row_models()[0], rows, path), start=1)]
+    _sorted(jobs, path)
     return Workload(tuple(jobs), path, "pollux")
 
 
 def _philly(rows: list[dict], path: str) -> Workload:
-    parsed = []
-    for i, r in enumerate(rows, start=1):
-        ts = (r.get("timestamp") or "").strip()
-        try:
-            t = datetime.fromisoformat(ts).timestamp()
-        except ValueError:
-            raise InputError(_where(path, i, "timestamp"), ts, "use YYYY-MM-DD HH:MM:SS") from None
-        dur = float(_num(r.get("duration"), path, i, "duration"))
-        gpus = int(_num(r.get("num_gpus"), path, i, "num_gpus", integer=True))
-        parsed.append((t, i, dur, gpus))
-    parsed.sort()  # the Philly log is ordered by job, not by submission
+    parsed = sorted((r.timestamp, i, r.duration, r.num_gpus)   # the log is ordered by job, not by submission
+                    for i, r in enumerate(_rows(_row_models()[1], rows, path), start=1))
     t0 = parsed[0][0] if parsed else 0.0
     jobs = tuple(TraceJob(name=f"philly-{i}", arrival_s=t - t0, num_gpus=g, duration_s=d, row=i)
                  for t, i, d, g in parsed)
@@ -191,47 +230,25 @@ def _philly(rows: list[dict], path: str) -> Workload:
 
 
 def _own(rows: list[dict], path: str) -> Workload:
-    from gpuwise.hardware.cluster import canonical_gpu
-
     jobs = []
     names: set[str] = set()
-    for i, r in enumerate(rows, start=1):
-        if not isinstance(r, dict):
-            raise InputError(f"{path} job {i}", r, "each job must be a mapping of the documented fields")
-        extra = set(k for k in r if k is not None) - set(OWN_COLUMNS)
-        if extra:
-            raise unknown_key(f"{path} job {i}: key", sorted(extra)[0], OWN_COLUMNS)
-        name = str(r.get("name") or "").strip()
-        if not name or name in names:
-            raise InputError(_where(path, i, "name"), name, "give every job a unique name")
-        names.add(name)
-        app = str(r.get("application") or "").strip() or None
-        dur = _num(r.get("duration_s"), path, i, "duration_s", optional=True)
-        spec, spec_batch = _check_jobspec(str(r.get("jobspec") or "").strip() or None, path, i)
-        if spec is not None and (app is not None or dur is not None):
-            raise InputError(_where(path, i, "jobspec"), r.get("jobspec"),
+    for i, r in enumerate(_rows(_row_models()[2], rows, path), start=1):
+        if r.name in names:
+            raise InputError(_where(path, i, "name"), r.name, "give every job a unique name")
+        names.add(r.name)
+        spec, spec_batch = _check_jobspec(r.jobspec, path, i)
+        if spec is not None and (r.application is not None or r.duration_s is not None):
+            raise InputError(_where(path, i, "jobspec"), r.jobspec,
                              "a jobspec job takes no application or duration_s; leave them empty")
-        if spec is None and app is None and dur is None:
+        if spec is None and r.application is None and r.duration_s is None:
             raise InputError(_where(path, i, "application"), "",
                              "give an application, a duration_s (rigid job) or a jobspec")
-        if app is not None:
-            _check_app(app, path, i)
-        gpu = r.get("gpu_type")
-        gpu = canonical_gpu(str(gpu), _where(path, i, "gpu_type")) if gpu not in (None, "") else None
         jobs.append(TraceJob(
-            name=name, arrival_s=float(_num(r.get("time"), path, i, "time", positive=False)),
-            num_gpus=int(_num(r.get("num_gpus"), path, i, "num_gpus", integer=True)),
-            application=app,
-            batch_size=_num(r.get("batch_size"), path, i, "batch_size", integer=True, optional=True)
-            or (_reference_batch(app) if app else spec_batch),
-            duration_s=None if dur is None else float(dur), gpu_type=gpu,
-            min_batch=_num(r.get("min_batch"), path, i, "min_batch", integer=True, optional=True),
-            max_batch=_num(r.get("max_batch"), path, i, "max_batch", integer=True, optional=True),
+            name=r.name, arrival_s=r.time, num_gpus=r.num_gpus, application=r.application,
+            batch_size=r.batch_size or (_reference_batch(r.application) if r.application else spec_batch),
+            duration_s=r.duration_s, gpu_type=r.gpu_type, min_batch=r.min_batch, max_batch=r.max_batch,
             row=i, jobspec=spec))
-        j = jobs[-1]
-        if j.min_batch and j.max_batch and j.min_batch > j.max_batch:
-            raise InputError(_where(path, i, "min_batch"), j.min_batch, "min_batch must be <= max_batch")
-    _check_sorted([j.arrival_s for j in jobs], path)
+    _sorted(jobs, path)
     return Workload(tuple(jobs), path, "gpuwise")
 
 

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import lru_cache
 from pathlib import Path
 from typing import Any, Optional, Union
 
@@ -36,11 +37,13 @@ class RentSpec:
     unpriced: tuple[str, ...] = ()   # types with no price_per_gpu_hour anywhere (USD budgets use $1/GPU-h)
 
 
+@lru_cache(maxsize=1)
 def _models():
-    from pydantic import BaseModel, ConfigDict, Field
+    from pydantic import Field
 
-    class TypeModel(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    from gpuwise.user_files import strict_base
+
+    class TypeModel(strict_base()):
         name: str = Field(min_length=1)
         arrival_rate: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
         mean_size: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
@@ -50,26 +53,13 @@ def _models():
         max_gpus: Optional[float] = Field(default=None, ge=1, allow_inf_nan=False)
         price_per_gpu_hour: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
 
-    class SpecModel(BaseModel):
-        model_config = ConfigDict(extra="forbid")
+    class SpecModel(strict_base()):
         types: list[TypeModel] = Field(min_length=1)
         budget: Union[float, str, dict[str, float], None] = None
         price_per_gpu_hour: Optional[float] = Field(default=None, gt=0, allow_inf_nan=False)
         trace: Optional[str] = None
 
     return SpecModel
-
-
-def _path(loc: tuple) -> str:
-    out = ""
-    for part in loc:
-        if isinstance(part, int):
-            out += f"[{part}]"
-        elif part in ("str", "float", "function-after") or "[" in str(part):
-            continue  # union-branch labels pydantic adds
-        else:
-            out += ("." if out else "") + str(part)
-    return out or "(top level)"
 
 
 def _sizes(t, prefix: str) -> SizeDistribution:
@@ -131,31 +121,64 @@ def _derived(t, prefix: str, base_dir: Path | None):
     return perfmodel.from_job(str(path), str(sp["gpu"]), t.max_gpus, f"{prefix}.speedup", int(float(gpn)))
 
 
-def _trace_stats(path: Path, names: list[str]) -> dict[str, tuple[float, list[float], float]]:
-    """Per type in a trace CSV (arrival_time,type,size): (arrival rate, sizes, horizon hours)."""
+@dataclass(frozen=True)
+class Arrival:
+    """One row of a rent trace CSV."""
+
+    time_h: float            # arrival, hours
+    type: str                # a job type of the spec
+    size: float | None       # single-GPU hours of work (None: drawn from the type's distribution)
+
+
+@lru_cache(maxsize=1)
+def _arrival_row() -> type:
+    from typing import Optional
+
+    from pydantic import Field, ValidationInfo, field_validator
+
+    from gpuwise.user_files import known_name, strict_base
+
+    class ArrivalRow(strict_base()):
+        arrival_time: float = Field(ge=0, description="arrival, hours")
+        type: str = Field(description="a job type named in the spec's types")
+        size: Optional[float] = Field(None, gt=0, description="single-GPU hours (blank: drawn from the type)")
+
+        @field_validator("type", mode="before")
+        @classmethod
+        def _known(cls, v, info: ValidationInfo):
+            return known_name(v, info.context["names"])
+
+    return ArrivalRow
+
+
+def load_trace(path: Path, names) -> list[Arrival]:
+    """The arrivals of a rent trace CSV (arrival_time,type[,size]), validated: times finite, >= 0 and
+    sorted, types among ``names`` (closest suggested), sizes > 0; one-line errors name the row and column."""
     import csv
 
-    from gpuwise.user_files import read_text
+    from gpuwise.user_files import check_sorted, read_text, validate_row
 
+    reader = csv.DictReader(read_text(path, "trace", "CSV of arrival_time,type[,size]").splitlines())
+    if not reader.fieldnames or not {"arrival_time", "type"} <= set(reader.fieldnames):
+        raise InputError(f"trace {path}", reader.fieldnames, "needs columns arrival_time,type[,size]")
+    rows = [validate_row(_arrival_row(), r, f"trace {path} row {i}", {"names": list(names)})
+            for i, r in enumerate(reader, start=1)]
+    if not rows:
+        raise InputError(f"trace {path}", "empty", "add at least one arrival")
+    check_sorted([r.arrival_time for r in rows], lambda i: f"trace {path} row {i} column arrival_time")
+    return [Arrival(r.arrival_time, r.type, r.size) for r in rows]
+
+
+def _trace_stats(path: Path, names: list[str]) -> dict[str, tuple[float, list[float], float]]:
+    """Per type in a trace CSV (arrival_time,type,size): (arrival rate, sizes, horizon hours)."""
     if not path.exists():
         raise InputError("trace", str(path), "file not found; the path is relative to the YAML file")
+    rows = load_trace(path, names)
     per: dict[str, list[float]] = {n: [] for n in names}
-    first = last = None
-    if True:  # keeps the row loop's indentation
-        reader = csv.DictReader(read_text(path, "trace", "CSV of arrival_time,type[,size]").splitlines())
-        if not reader.fieldnames or not {"arrival_time", "type"} <= set(reader.fieldnames):
-            raise InputError(f"trace {path.name}", reader.fieldnames, "needs columns arrival_time,type[,size]")
-        for line, row in enumerate(reader, start=2):
-            try:
-                t = float(row["arrival_time"])
-                size = float(row["size"]) if row.get("size") not in (None, "") else None
-            except ValueError:
-                raise InputError(f"trace {path.name} line {line}", row, "arrival_time and size must be numbers") from None
-            first = t if first is None else min(first, t)
-            last = t if last is None else max(last, t)
-            if row["type"] in per and size is not None and size > 0:
-                per[row["type"]].append(size)
-    horizon = (last - first) if first is not None else 0.0
+    for r in rows:
+        if r.size is not None:
+            per[r.type].append(r.size)
+    horizon = rows[-1].time_h - rows[0].time_h
     if horizon <= 0:
         raise InputError(f"trace {path.name}", "horizon 0", "needs arrivals spread over time")
     return {n: (len(v) / horizon, v, horizon) for n, v in per.items() if v}
@@ -199,13 +222,9 @@ def parse_spec(data: Any, source: str = "<input>", base_dir: Path | None = None)
     try:
         model = _models().model_validate(data)
     except ValidationError as exc:
-        from gpuwise.errors import first_unknown_key
+        from gpuwise.errors import validation_error
 
-        unknown = first_unknown_key(exc, _models(), source)
-        if unknown is not None:
-            raise unknown from None
-        err = exc.errors()[0]
-        raise InputError(f"{source}: {_path(err['loc'])}", err.get("input"), err["msg"].lower()) from None
+        raise validation_error(exc, _models(), source) from None
     trace = None
     if model.trace:
         trace = Path(model.trace)
