@@ -36,7 +36,7 @@ def test_memory_json_golden(capsys):
         assert out["breakdown_gib"][k] == pytest.approx(v, abs=1e-3)
     assert set(out["breakdown_gib"]) == {"parameters", "gradients", "optimizer", "activations", "temporaries",
                                          "overhead"}
-    assert out["peak_phase"] == "loss boundary" and out["allocated_gib"] < out["reserved_gib"] < out["per_gpu_gib"]
+    assert out["peak_phase"] == "root reduce-scatter" and out["allocated_gib"] < out["reserved_gib"] < out["per_gpu_gib"]
     assert out["params"] == 8_030_261_248 and out["trainable_params"] == out["params"]
     assert out["fits"]["H100-80GB-SXM"] is True and out["fits"]["T4"] is False
     assert out["config"]["plan"] == {"gpus": 8, "dp": 8, "tp": 1, "pp": 1, "cp": 1, "sp": False, "zero": 3,
