@@ -302,7 +302,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
                                bytes_per_value=_act_bytes_per_value(cfg.precision),
                                flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora,
                                sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
-                               hf_eager=sem.framework == "torch")
+                               hf_eager=sem.framework != "megatron")
     loss = "torch" if sem.framework == "torch" else "megatron"
     n_enc = spec.n_encoder_layers
     layers = _stage_layers(n_enc + spec.n_layers, p.pp)

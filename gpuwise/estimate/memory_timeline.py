@@ -8,8 +8,8 @@ A stage's peak is the largest of three moments (PyTorch's order of allocation an
   cached 16-bit weight casts.
 - block backward: the first block's backward with (almost) every activation still alive, the
   recomputed block (full / layer-K / op AC), the gradients flowing through the block, FSDP2's
-  current and prefetched unsharded block and the block's unsharded gradient plus its
-  reduce-scatter input in the reduction dtype.
+  current and prefetched unsharded block, the root group (gathered until the end of backward)
+  and the block's unsharded gradient plus its reduce-scatter input in the reduction dtype.
 - optimizer step: parameters, all gradients, optimizer states and the step's temporaries
   (PyTorch's default foreach AdamW makes one fp32 copy of the moments for sqrt(v)).
 - root reduce-scatter (FSDP2 only): the end of backward, when the root group (embedding, final
@@ -85,7 +85,8 @@ def phases(s: StageLoad) -> list[tuple[str, dict[str, float]]]:
         ("loss boundary", {**base, "gradients": early_grads, "activations": kept + s.head_keep,
                            "temporaries": s.stage_compute + s.head_compute + s.block_compute + s.loss_temp}),
         ("block backward", {**base, "gradients": early_grads, "activations": kept + s.work,
-                            "temporaries": s.stage_compute + 2 * s.block_compute + s.block_grad_temp + s.bwd_temp}),
+                            "temporaries": s.stage_compute + s.head_compute + 2 * s.block_compute
+                            + s.block_grad_temp + s.bwd_temp}),
         ("optimizer step", {**base, "gradients": s.grads, "activations": 0.0, "temporaries": s.opt_temp}),
     ] + ([("root reduce-scatter", {**base, "gradients": s.grads, "activations": 0.0,
                                    "temporaries": s.root_grad_temp})] if s.root_grad_temp else [])

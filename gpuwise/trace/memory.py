@@ -118,7 +118,7 @@ def trace_memory(spec: ModelSpec, cfg: TrainingConfig, *, extrapolate: bool = Tr
     p = cfg.plan
     t0, c0 = time.perf_counter(), time.process_time()
     zero = p.zero if p.zero < 3 else 0
-    run_cfg = cfg if p.zero == 3 or p.zero == 0 else _with_zero(cfg, 0)
+    run_cfg = cfg if p.zero == 3 or p.zero == 0 else _deepspeed_run(cfg)
     best, method, stage_name = None, "full", "only"
     for name, run in _stages(spec, run_cfg, pp_schedule):
         got, how = _stage(spec, run_cfg, run, extrapolate, foreach)
@@ -138,10 +138,31 @@ def _with_zero(cfg: TrainingConfig, zero: int) -> TrainingConfig:
     return replace(cfg, plan=replace(cfg.plan, zero=zero))
 
 
+def _ds_mixed(cfg: TrainingConfig) -> bool:
+    """DeepSpeed ZeRO-1/2 mixed precision with Adam: a 16-bit model (no autocast) and fp32 master
+    weights and moments inside the partitioned optimizer."""
+    return (cfg.plan.zero in (1, 2) and cfg.precision in ("bf16-mixed", "fp16-mixed")
+            and cfg.optimizer in ("adam", "adamw") and cfg.lora_rank == 0)
+
+
+def _deepspeed_run(cfg: TrainingConfig) -> TrainingConfig:
+    """What is traced for ZeRO-1/2: unsharded, and for DeepSpeed mixed precision the 16-bit model."""
+    from dataclasses import replace
+
+    run = _with_zero(cfg, 0)
+    return replace(run, precision="bf16") if _ds_mixed(cfg) else run
+
+
 def _emulate(b: dict[str, float], cfg: TrainingConfig, zero: int) -> list[str]:
     """ZeRO-1/2 and optimizer offload, derived from the unsharded trace (what was not traced)."""
     out = []
     n = cfg.plan.dp * cfg.plan.cp
+    if _ds_mixed(cfg):
+        # traced: 16-bit moments (4 B/param); DeepSpeed keeps fp32 master + moments (12 B/param)
+        grow = b["optimizer"] * 2
+        b["optimizer"] += grow
+        b["peak"] += grow
+        out.append("16-bit model traced, fp32 master weights and moments (12 B/param, DeepSpeed)")
     if zero >= 1 and n > 1:
         cut = b["optimizer"] * (1 - 1 / n)
         b["optimizer"] -= cut

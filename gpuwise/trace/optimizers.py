@@ -8,12 +8,15 @@ import math
 
 import torch
 
+from gpuwise.nn.functions import is_fake
+
 _BLOCK = 2048
 
 
 class AdamW8bit(torch.optim.Optimizer):
     """Block-wise 8-bit AdamW (Dettmers et al. 2022, arXiv 2110.02861): states are uint8 codes plus an
-    fp32 scale per block; each step decodes one parameter's moments in fp32, updates and re-encodes."""
+    fp32 scale per block; each step decodes one parameter's moments in fp32, updates and re-encodes
+    (on real tensors; traced under fake tensors it allocates nothing in the step, as the CUDA kernel)."""
 
     def __init__(self, params, lr=1e-3, betas=(0.9, 0.999), eps=1e-8, weight_decay=0.01):
         super().__init__(params, dict(lr=lr, betas=betas, eps=eps, weight_decay=weight_decay))
@@ -34,6 +37,8 @@ class AdamW8bit(torch.optim.Optimizer):
                         st[k] = torch.zeros(n, dtype=torch.uint8, device=p.device)
                         st[k + "_scale"] = torch.zeros(blocks, dtype=torch.float32, device=p.device)
                 st["step"] += 1
+                if is_fake(p):
+                    continue    # bitsandbytes' block-wise kernel updates the codes in place: no fp32 copies
                 g = p.grad.float().view(-1)
                 m = self._decode(st["m"], st["m_scale"], signed=True).mul_(b1).add_(g, alpha=1 - b1)
                 v = self._decode(st["v"], st["v_scale"], signed=False).mul_(b2).addcmul_(g, g, value=1 - b2)
