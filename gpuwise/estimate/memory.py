@@ -345,10 +345,17 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             weights=w_bytes / z3, grads=grads, optimizer=opt,
             # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
             # zero_grad (set_to_none)
-            accumulating=micro > 1 or sem.framework == "megatron",
-            # autocast caches casts of trainable fp32 weights only (a LoRA base is stored in 16-bit or NF4)
-            stage_compute=(n_stage * sem.compute if pp_fsdp else 0.0)
-            + ((trainable if lora else linear) * sem.compute if autocast else 0.0),
+            # earlier micro-batches' gradients exist at the peak when a forward follows a backward
+            # (more micro-batches than this stage keeps in flight)
+            accumulating=micro > in_flight(schedule, p.pp, i, micro) or sem.framework == "megatron",
+            stage_compute=n_stage * sem.compute if pp_fsdp else 0.0,
+            # autocast casts trainable fp32 weights only (a LoRA base is stored in 16-bit or NF4); each
+            # micro-batch's forward keeps its own casts for its backward (the cache ends with the forward)
+            casts=(trainable if lora else linear) * sem.compute if autocast else 0.0,
+            late_grads=(max(0.0, trainable - (0.0 if lora else flat) - big_train) * sem.gradients / z2
+                        if micro == 1 and not pp_fsdp and not cfg.offload_optimizer else 0.0),
+            layer_stack=act.stack_bytes(spec, st, 1, t5 and dec_i > 0) if n_i else 0.0,
+            block_cast=big_train * sem.compute if autocast else 0.0,
             acc_grads=trainable * sem.reduce if pp_fsdp else 0.0,
             block_compute=big * sem.compute if fsdp and not pp_fsdp else 0.0,
             block_grad_temp=(big_train * (sem.compute + (0.0 if pp_fsdp else sem.reduce)) if fsdp else 0.0),

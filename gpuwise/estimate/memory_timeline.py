@@ -10,6 +10,9 @@ A stage's peak is the largest of three moments (PyTorch's order of allocation an
   recomputed block (full / layer-K / op AC), the gradients flowing through the block, FSDP2's
   current and prefetched unsharded block, the root group (gathered until the end of backward)
   and the block's unsharded gradient plus its reduce-scatter input in the reduction dtype.
+- last block backward (one micro-batch in flight, no accumulation): the stage's last block to run
+  its backward, with every other block's gradient written (sharded under FSDP) and one block's
+  activations left; with little activation memory (full recompute) this is the block-backward peak.
 - optimizer step: parameters, all gradients, optimizer states and the step's temporaries
   (PyTorch's default foreach AdamW makes one fp32 copy of the moments for sqrt(v)).
 - root reduce-scatter (FSDP2 only): the end of backward, when the root group (embedding, final
@@ -32,7 +35,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PHASES = ("loss boundary", "block backward", "optimizer step", "root reduce-scatter")
+PHASES = ("loss boundary", "block backward", "last block backward", "optimizer step", "root reduce-scatter")
 
 
 @dataclass(frozen=True)
@@ -43,7 +46,7 @@ class StageLoad:
     grads: float              # gradients after the step's last backward (sharded as ZeRO says)
     optimizer: float
     accumulating: bool        # gradients of earlier micro-batches alive during forward/backward
-    stage_compute: float      # compute copies held all step (autocast cache; FSDP2 under PP)
+    stage_compute: float      # compute copies held all step (FSDP2 under PP: the unsharded stage)
     acc_grads: float          # FSDP2 under PP: unsharded gradient accumulators (reduce dtype)
     block_compute: float      # FSDP2: one block's gathered compute copy
     block_grad_temp: float    # one block's unsharded gradient (+ reduce-scatter input)
@@ -56,6 +59,11 @@ class StageLoad:
     emb: float                # embedding activations of one micro-batch (first stage)
     head_keep: float          # final norm + loss tensors kept (last stage)
     loss_temp: float          # loss-backward gradients (last stage)
+    late_grads: float = 0.0   # gradients already written when the stage's last block runs its backward
+    #                           (all but the root group's and that block's; 0: no such phase)
+    layer_stack: float = 0.0  # activations one block keeps for one micro-batch
+    block_cast: float = 0.0   # autocast's weight casts of one block (the others' are freed by then)
+    casts: float = 0.0        # autocast's 16-bit weight casts, kept by each in-flight micro-batch
     root_grad_temp: float = 0.0   # FSDP2: the root group's (embedding, final norm, output layer) gradient
     #                               reduction at the end of backward: its unsharded gradients in the compute
     #                               dtype plus the reduce-scatter input in the reduction dtype, less the shard
@@ -83,12 +91,17 @@ def phases(s: StageLoad) -> list[tuple[str, dict[str, float]]]:
     base = {"parameters": s.weights, "optimizer": s.optimizer}
     return [
         ("loss boundary", {**base, "gradients": early_grads, "activations": kept + s.head_keep,
-                           "temporaries": s.stage_compute + s.head_compute + s.block_compute + s.loss_temp}),
+                           "temporaries": s.stage_compute + s.in_flight * s.casts + s.head_compute + s.block_compute
+                           + s.loss_temp}),
         ("block backward", {**base, "gradients": early_grads, "activations": kept + s.work,
-                            "temporaries": s.stage_compute + s.head_compute + 2 * s.block_compute
+                            "temporaries": s.stage_compute + s.in_flight * s.casts + s.head_compute + 2 * s.block_compute
                             + s.block_grad_temp + s.bwd_temp}),
         ("optimizer step", {**base, "gradients": s.grads, "activations": 0.0, "temporaries": s.opt_temp}),
-    ] + ([("root reduce-scatter", {**base, "gradients": s.grads, "activations": 0.0,
+    ] + ([("last block backward", {**base, "gradients": s.late_grads,
+                                   "activations": s.emb + s.layer_stack + s.work,
+                                   "temporaries": s.block_cast + s.head_compute + 2 * s.block_compute
+                                   + s.block_grad_temp + s.bwd_temp})] if s.late_grads else []) \
+      + ([("root reduce-scatter", {**base, "gradients": s.grads, "activations": 0.0,
                                    "temporaries": s.root_grad_temp})] if s.root_grad_temp else [])
 
 
