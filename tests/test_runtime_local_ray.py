@@ -58,7 +58,8 @@ def test_a_killed_driver_takes_its_ray_head_with_it(tmp_path):
         driver.send_signal(signal.SIGKILL)  # no finally blocks, no atexit: only the watcher can clean up
         driver.wait()
     deadline = time.monotonic() + 30
-    while _group(pgid) and time.monotonic() < deadline:
+    # the watcher ends the group, then removes the scratch folder: wait for both
+    while (_group(pgid) or not _scratch() <= before) and time.monotonic() < deadline:
         time.sleep(0.5)
     assert not _group(pgid)
     # a state folder too deep for Ray's socket paths got a short scratch folder, removed with the head
