@@ -148,12 +148,29 @@ def _watch(parent: int, scratch: str, cmd: list[str]) -> None:
     if child.poll() is not None:
         print(f"gpuwise: `ray start` exited with code {child.returncode}", file=sys.stderr, flush=True)
     if scratch != "-" and os.getppid() != parent:  # the driver cannot clean up any more
-        signal.signal(signal.SIGTERM, signal.SIG_IGN)
-        os.killpg(0, signal.SIGTERM)
-        time.sleep(GRACE_S)
-        shutil.rmtree(scratch, ignore_errors=True)
+        # removed by a process outside the group once the group is gone (Ray's processes write into
+        # it until they die, and this watcher dies with them)
+        subprocess.Popen([sys.executable, "-m", "gpuwise.runtime.local_ray", "--clean", str(os.getpgrp()), scratch],
+                         start_new_session=True, stdin=subprocess.DEVNULL)
     _end_group(os.getpgrp())
 
 
+def _clean(pgid: int, scratch: str, limit_s: float = 60.0) -> None:
+    """Remove ``scratch`` once process group ``pgid`` has no process left (or after ``limit_s``)."""
+    deadline = time.monotonic() + limit_s
+    while time.monotonic() < deadline:
+        try:
+            os.killpg(pgid, 0)
+        except ProcessLookupError:
+            break
+        except PermissionError:
+            pass
+        time.sleep(0.2)
+    shutil.rmtree(scratch, ignore_errors=True)
+
+
 if __name__ == "__main__":
-    _watch(int(sys.argv[1]), sys.argv[2], sys.argv[3:])
+    if sys.argv[1] == "--clean":
+        _clean(int(sys.argv[2]), sys.argv[3])
+    else:
+        _watch(int(sys.argv[1]), sys.argv[2], sys.argv[3:])
