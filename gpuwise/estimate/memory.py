@@ -27,7 +27,7 @@ from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model, param_count, param_counts
-from gpuwise.workload.training import (OPTIMIZERS, PP_SCHEDULES, PRECISIONS, RECOMPUTE_POLICIES, TrainingConfig,
+from gpuwise.workload.training import (OPTIMIZERS, PP_SCHEDULES, PRECISIONS, TrainingConfig,
                                        recompute_policy)
 
 PARTS = ("parameters", "gradients", "optimizer", "activations", "temporaries", "overhead")
@@ -334,7 +334,6 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         trainable = enc_i * enc_b[2] + dec_i * dec_b[2] + (0.0 if lora else flat)
         big = max(enc_b[0] if enc_i else 0.0, dec_b[0] if dec_i else 0.0)
         big_train = max(enc_b[2] if enc_i else 0.0, dec_b[2] if dec_i else 0.0)
-        head_params = (counts.final + counts.lm_head / p.tp) if i == p.pp - 1 else 0.0
         linear = n_stage - flat + (counts.lm_head / p.tp if i == p.pp - 1 else 0.0)
         grads = trainable * sem.gradients / z2
         opt = trainable * sem.optimizer / z1

@@ -11,7 +11,7 @@ import argparse
 import csv
 import datetime
 import sys
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
@@ -180,8 +180,6 @@ def _matches(case: Case, where: list[str]) -> bool:
     row = dict(zip(KEY, row_key(case.model, case.cfg)))
     for cond in where:
         col, _, value = cond.partition("=")
-        if col not in row:
-            raise SystemExit(f"--where: unknown column {col!r}; use one of {', '.join(k for k in KEY if row[k])}")
         if row[col] != value:
             return False
     return True
@@ -201,6 +199,9 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     if args.merge:
         return _merge(args.out, args.merge)
+    for cond in args.where:             # bad input: one line, exit 2
+        if cond.partition("=")[0] not in KEY or "=" not in cond:
+            ap.error(f"--where {cond!r}: give COLUMN=VALUE with COLUMN one of {', '.join(KEY)}")
     todo = [c for c in cases() if (args.only is None or args.only in c.model) and _matches(c, args.where)]
     if args.part:
         i, n = (int(x) for x in args.part.split("/"))

@@ -4,10 +4,10 @@ are derived rather than traced (ZeRO-1/2 sharding, optimizer offload) stated in 
 from __future__ import annotations
 
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 from gpuwise.errors import InputError
-from gpuwise.trace.run import CATEGORIES, StageRun, fsdp_ways, trace_phases, trace_stage
+from gpuwise.trace.run import CATEGORIES, StageRun, trace_phases, trace_stage
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import TrainingConfig, recompute_policy
 
@@ -98,8 +98,6 @@ def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
     from gpuwise.estimate.memory import check_config
     from gpuwise.nn.traits import traits
 
-    from dataclasses import replace
-
     traits(spec)
     recompute_policy(cfg.recompute)
     check_config(spec, replace(cfg, recompute="none"))     # the other fields, as the analytic path checks them
@@ -133,8 +131,6 @@ def trace_memory(spec: ModelSpec, cfg: TrainingConfig, *, extrapolate: bool = Tr
 
 
 def _with_zero(cfg: TrainingConfig, zero: int) -> TrainingConfig:
-    from dataclasses import replace
-
     return replace(cfg, plan=replace(cfg.plan, zero=zero))
 
 
@@ -147,8 +143,6 @@ def _ds_mixed(cfg: TrainingConfig) -> bool:
 
 def _deepspeed_run(cfg: TrainingConfig) -> TrainingConfig:
     """What is traced for ZeRO-1/2: unsharded, and for DeepSpeed mixed precision the 16-bit model."""
-    from dataclasses import replace
-
     run = _with_zero(cfg, 0)
     return replace(run, precision="bf16") if _ds_mixed(cfg) else run
 
