@@ -28,3 +28,13 @@ def _group(item) -> str | None:
 
 def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: _group(item) != "ray")
+
+
+# Property tests draw the same examples on every run (a derandomised Hypothesis profile), so CI's verdict
+# depends on the code, not on the draw. HYPOTHESIS_PROFILE=explore draws new random examples each run, to
+# look for counterexamples locally.
+from hypothesis import settings as _hyp  # noqa: E402
+
+_hyp.register_profile("ci", derandomize=True, print_blob=True)
+_hyp.register_profile("explore", print_blob=True)
+_hyp.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))

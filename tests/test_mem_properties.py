@@ -90,8 +90,10 @@ def test_context_parallel_never_increases(model, cfg, cp):
 @settings(max_examples=60, deadline=None)
 @given(models, configs)
 def test_recompute_and_flash_ordering(model, cfg):
-    a = {r: estimate_memory(model, replace(cfg, recompute=r)).activations for r in ("none", "selective", "full")}
-    assert a["full"] <= a["selective"] + EPS <= a["none"] + 2 * EPS
+    # the peak, not its activation part: that is the part at the peak phase, and with less kept for
+    # backward the peak can move to the optimizer step, where no activations are alive
+    t = {r: total(model, replace(cfg, recompute=r)) for r in ("none", "selective", "full")}
+    assert t["full"] <= t["selective"] + EPS <= t["none"] + 2 * EPS
     assert total(model, replace(cfg, flash_attention=True)) <= total(model, replace(cfg, flash_attention=False)) + EPS
 
 
