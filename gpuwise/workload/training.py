@@ -6,6 +6,7 @@ Shared by the memory estimator, the step-time model, the planner and the schedul
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import lru_cache
 
 PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
 OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit")
@@ -38,6 +39,13 @@ class RecomputePolicy:
 
 def recompute_policy(name: str) -> RecomputePolicy:
     """Parse a recompute name (RECOMPUTE_POLICIES); InputError naming the choices otherwise."""
+    if isinstance(name, str):
+        return _parse_recompute(name)
+    return _parse_recompute.__wrapped__(name)     # unhashable input: parsed (and refused) uncached
+
+
+@lru_cache(maxsize=64)   # parsed once per name: the planner asks ~10^5 times per plan
+def _parse_recompute(name: str) -> RecomputePolicy:
     from gpuwise.errors import InputError
 
     if name in ("none", "selective", "op", "full"):
