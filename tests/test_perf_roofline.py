@@ -1,6 +1,7 @@
 """Per-operator roofline step-time model: operator inventory, calibration and validation on public runs."""
 
 import dataclasses
+import functools
 
 import numpy as np
 import pytest
@@ -136,11 +137,12 @@ def _torch():
 TRACED = ["llama-3.1-8b", "gpt2", "bert-base", "gemma-2b", "falcon-7b", "qwen2.5-7b"]
 
 
-@pytest.fixture(scope="module")
-def traced_counts():
+@functools.lru_cache(maxsize=None)
+def traced_counts(name: str):
     """FLOPs (FlopCounterMode) and GEMM/elementwise bytes (a TorchDispatchMode) of one forward + backward of
     gpuwise.nn models (2 layers of each preset, micro-batch 1 x 256 tokens, bf16, eager attention so that the
-    score matmuls are counted) under FakeTensorMode on CPU: no GPU, no weights."""
+    score matmuls are counted) under FakeTensorMode on CPU: no GPU, no weights. One model per call, cached:
+    each pytest-xdist worker traces only the models of the tests it runs."""
     torch = _torch()
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.utils._python_dispatch import TorchDispatchMode
@@ -163,35 +165,32 @@ def traced_counts():
                 self.gemm += sum(t.numel() * t.element_size() for t in ts)
             return out
 
-    out = {}
     b, s = 1, 256
-    for name in TRACED:
-        spec = dataclasses.replace(load_model(name), n_layers=2)
-        with FakeTensorMode():
-            model = build_model(spec, dtype=torch.bfloat16, attention="eager")
-            ids = torch.randint(0, spec.vocab_size, (b, s))
-            with FlopCounterMode(display=False) as fc:
-                loss = model(ids, ids)
-            fwd = fc.get_flop_counts()["Global"]
-            with FlopCounterMode(display=False) as fc2:
-                loss.backward()
-            bwd = fc2.get_flop_counts()["Global"]
-            with Bytes() as by:
-                model(ids, ids)
-        out[name] = (spec, {k: sum(v for op, v in d.items() if op in gemm_ops) for k, d in (("f", fwd), ("b", bwd))},
-                     {k: sum(v for op, v in d.items() if op == aten.bmm) for k, d in (("f", fwd), ("b", bwd))},
-                     by.gemm)
-    return out
+    spec = dataclasses.replace(load_model(name), n_layers=2)
+    with FakeTensorMode():
+        model = build_model(spec, dtype=torch.bfloat16, attention="eager")
+        ids = torch.randint(0, spec.vocab_size, (b, s))
+        with FlopCounterMode(display=False) as fc:
+            loss = model(ids, ids)
+        fwd = fc.get_flop_counts()["Global"]
+        with FlopCounterMode(display=False) as fc2:
+            loss.backward()
+        bwd = fc2.get_flop_counts()["Global"]
+        with Bytes() as by:
+            model(ids, ids)
+    return (spec, {k: sum(v for op, v in d.items() if op in gemm_ops) for k, d in (("f", fwd), ("b", bwd))},
+            {k: sum(v for op, v in d.items() if op == aten.bmm) for k, d in (("f", fwd), ("b", bwd))},
+            by.gemm)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("name", TRACED)
-def test_inventory_against_traced_gpuwise_nn_models(traced_counts, name):
+def test_inventory_against_traced_gpuwise_nn_models(name):
     """The analytic inventory vs the real PyTorch graph of gpuwise.nn's model for each family (2 layers,
     1 x 256 tokens): projection + MLP + LM-head GEMM FLOPs forward and backward within 2%; the score and
     value matmuls (eager: all s x s scores) = 2x the inventory's causal flash attention (encoders: 1x);
     GEMM input+output+weight bytes within 5%."""
-    spec, gemm, scores, gemm_bytes = traced_counts[name]
+    spec, gemm, scores, gemm_bytes = traced_counts(name)
     tab = op_table(spec)
     w = micro_step_work(tab, 1, 256)
     weight = np.where(tab.scope == 0, w.layers, w.head)[:, None]
