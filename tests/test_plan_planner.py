@@ -43,11 +43,16 @@ def _job(path=PRETRAIN, **over):
     return from_jobspec(parse_job(data, str(path)))
 
 
+# the tests that read one plan run on one pytest-xdist worker, so that plan is made once, not per worker
+SHARES_PRETRAIN = pytest.mark.xdist_group("planner-pretrain")
+
+
 @pytest.fixture(scope="module")
 def pretrain():
     return plan(_job(), CAT, "knee", top=10)
 
 
+@SHARES_PRETRAIN
 def test_json_contract(pretrain):
     d = to_json(pretrain)
     need = {"cloud", "region", "instance_type", "gpu", "gpus_per_node", "nodes", "spot", "hourly_usd",
@@ -59,6 +64,7 @@ def test_json_contract(pretrain):
     json.dumps(d)
 
 
+@SHARES_PRETRAIN
 def test_cost_identity_and_constraints(pretrain):
     cs, job = pretrain.candidates, pretrain.job
     assert np.allclose(cs.cost, cs.time_h * cs.node_price * cs.nodes)
@@ -74,6 +80,7 @@ def test_cost_identity_and_constraints(pretrain):
     assert np.all(cs.time_h[sp] >= np.array([cs.options[k].train_hours for k in cs.opt_idx[sp]]) - 1e-9)
 
 
+@SHARES_PRETRAIN
 def test_knee_on_front_and_front_non_dominated(pretrain):
     cs = pretrain.candidates
     f = np.array(pretrain.pareto)
@@ -100,6 +107,7 @@ def test_objectives_pick_the_optimum(objective):
         assert cs.deadline_prob[res.chosen] >= 0.9
 
 
+@SHARES_PRETRAIN
 def test_vectorised_prices_match_a_loop(pretrain):
     """Every kept candidate's numbers equal a direct per-row computation."""
     cs = pretrain.candidates
@@ -205,6 +213,7 @@ def test_other_examples_plan(path):
     assert res.chosen is not None or res.infeasible
 
 
+@SHARES_PRETRAIN
 def test_explanation_names_gpu_count_and_pricing(pretrain):
     text = "\n".join(pretrain.explanation)
     assert "why H200-SXM" in text or "why H100-80GB-SXM" in text or "why A100-80GB-SXM" in text
