@@ -14,7 +14,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--backend", choices=("sim", "ray"), default="sim",
                         help="sim: jobs run in simulated time; ray: on the Ray runtime")
     parser.add_argument("--cluster", metavar="CLUSTER.yaml", default=None,
-                        help="cluster the jobs share (default: bundled 96-GPU T4/V100/A100 cluster)")
+                        help="cluster the jobs share (default: bundled 96-GPU T4/V100/A100 cluster; with "
+                             "--backend ray: 2 CPU slots, data/clusters/ray-local.yaml)")
+    parser.add_argument("--ray-address", metavar="ADDR", default=None,
+                        help="ray backend: an existing Ray cluster advertising the cluster's GPU types as "
+                             "resources (default: start a private local head, ended with the server)")
     parser.add_argument("--policy", default=None,
                         help="scheduling policy (default: the one recorded in the store, else frenzy)")
     parser.add_argument("--time-scale", type=float, default=60.0,
@@ -23,22 +27,43 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import socket
-
-    import uvicorn
-
     from gpuwise.data import data_path
     from gpuwise.errors import InputError
     from gpuwise.hardware.cluster import load_cluster
     from gpuwise.jobqueue.scheduler import open_queue
-    from gpuwise.service.app import create_app
+    from gpuwise.runtime.pool import WorkersNotReady
 
     if not 0 <= args.port <= 65535:
         raise InputError("--port", args.port, "give 0-65535")
     if not args.round_s > 0:
         raise InputError("--round-s", args.round_s, "give a positive number of seconds")
-    cluster = load_cluster(args.cluster or data_path("clusters", "service-default.yaml"))
-    sch = open_queue(args.db, cluster, args.backend, args.policy, args.time_scale, args.round_s)
+    if args.ray_address and args.backend != "ray":
+        raise InputError("--ray-address", args.ray_address, "only the ray backend uses it; add --backend ray")
+    default = "ray-local.yaml" if args.backend == "ray" else "service-default.yaml"
+    cluster = load_cluster(args.cluster or data_path("clusters", default))
+    if args.backend == "ray":
+        print(f"gpuwise serve: starting Ray workers for {cluster.total_gpus} slots "
+              f"({args.ray_address or 'private local head'})...", flush=True)
+    try:
+        sch = open_queue(args.db, cluster, args.backend, args.policy, args.time_scale, args.round_s,
+                         ray_address=args.ray_address)
+    except WorkersNotReady as exc:
+        print(f"gpuwise serve: {exc}", flush=True)
+        return 1
+    try:
+        return _serve(args, cluster, sch)
+    finally:
+        sch.backend.close()     # the Ray backend's workers and private head
+
+
+def _serve(args: argparse.Namespace, cluster, sch) -> int:
+    import socket
+
+    import uvicorn
+
+    from gpuwise.errors import InputError
+    from gpuwise.service.app import create_app
+
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:

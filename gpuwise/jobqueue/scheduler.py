@@ -26,7 +26,6 @@ from gpuwise.jobqueue import schema as s
 from gpuwise.jobqueue.backend import Backend
 from gpuwise.jobqueue.store import ACTIVE, Store
 from gpuwise.policies.base import Allocation, ClusterState, Decision, JobState, Policy, SchedView
-from gpuwise.workload.traces import TraceJob
 
 
 def alloc_json(a: Allocation | None) -> dict | None:
@@ -97,11 +96,10 @@ class Scheduler:
         return str(p)
 
     def _state_of(self, row: dict) -> JobState:
-        tj = TraceJob(name=row["id"], arrival_s=row["submitted_sim"] or 0.0, num_gpus=row["request_gpus"],
-                      gpu_type=row["gpu_type"], jobspec=self._spec_path(row),
-                      batch_size=(row["prediction"].get("chosen") or {}).get("global_batch"))
-        js = JobState(job=tj, submitted_s=tj.arrival_s, target=self.backend.perf.target(tj),
-                      progress=row["progress"], attained_gpu_s=row["attained_gpu_s"],
+        tj = self.backend.trace_job(row, self._spec_path(row))
+        target = self.backend.perf.target(tj)
+        js = JobState(job=tj, submitted_s=tj.arrival_s, target=target,
+                      progress=row["progress"] * target, attained_gpu_s=row["attained_gpu_s"],
                       restarts=row["restarts"], last_update=self.backend.now())
         self.user_of[row["id"]] = row["user_id"]
         self.max_gpus[row["id"]] = row["max_gpus"]
@@ -260,6 +258,7 @@ class Scheduler:
         with self._lock:
             self._pick_up()
             now = self.backend.now()
+            self.backend.tick(now)
             finished = []
             for jid, js in self.jobs.items():
                 if js.allocation is not None:
@@ -461,22 +460,27 @@ class Scheduler:
 
 
 def open_queue(db: str | None, cluster, backend: str = "sim", policy: str | None = None,
-               time_scale: float = 60.0, period_s: float = 0.2) -> Scheduler:
+               time_scale: float = 60.0, period_s: float = 0.2, ray_address: str | None = None) -> Scheduler:
     """Store + backend + policy, restored from the store (a restart resumes where it stopped).
-    ``policy`` None: the one recorded in the store, else frenzy."""
+    ``policy`` None: the one recorded in the store, else frenzy. The Ray backend keeps its runtime
+    state (checkpoints) in ``ray-state/`` next to the store."""
     from gpuwise.jobqueue.backend import make_backend
     from gpuwise.jobqueue.store import Store
     from gpuwise.policies.registry import make_policy
 
     store = Store(db)
-    be = make_backend(backend, cluster, time_scale)
     pol = make_policy(policy or store.meta("policy") or "frenzy")
     if store.url.startswith("sqlite:///") and store.url != "sqlite:///:memory:":
-        spec_dir = Path(store.url.removeprefix("sqlite:///")).parent / "specs"
+        home = Path(store.url.removeprefix("sqlite:///")).parent
     else:
         from gpuwise.jobqueue.store import default_url
 
-        spec_dir = Path(default_url().removeprefix("sqlite:///")).parent / "specs"
-    sch = Scheduler(store, be, pol, spec_dir, period_s)
-    sch.restore()
+        home = Path(default_url().removeprefix("sqlite:///")).parent
+    be = make_backend(backend, cluster, time_scale, state_dir=home / "ray-state", address=ray_address)
+    try:
+        sch = Scheduler(store, be, pol, home / "specs", period_s)
+        sch.restore()
+    except BaseException:
+        be.close()
+        raise
     return sch
