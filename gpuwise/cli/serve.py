@@ -57,6 +57,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _serve(args: argparse.Namespace, cluster, sch) -> int:
+    import signal
     import socket
 
     import uvicorn
@@ -77,5 +78,9 @@ def _serve(args: argparse.Namespace, cluster, sch) -> int:
     print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, docs /docs, dashboard /?token=...)",
           flush=True)
     server = uvicorn.Server(uvicorn.Config(create_app(sch.store, sch), log_level="warning"))
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    except SystemExit as exc:   # uvicorn re-raises the SIGTERM it shut down on; Ray's driver handler
+        if exc.code != signal.SIGTERM:  # turns that into SystemExit(15): a clean, requested exit
+            raise
     return 0

@@ -259,12 +259,16 @@ class Scheduler:
             self._pick_up()
             now = self.backend.now()
             self.backend.tick(now)
-            finished = []
+            finished, failed = [], []
             for jid, js in self.jobs.items():
                 if js.allocation is not None:
                     self.backend.poll(js, now)
                     if js.progress >= js.target * (1 - 1e-9):
                         finished.append(jid)
+                    elif js.status == "failed":     # the backend gave up on it (e.g. workers faulting)
+                        failed.append(jid)
+            if failed:
+                self._fail(now, failed)
             for jid in finished:      # release before deciding, so the policy can reuse the GPUs
                 self.state.release(self.jobs[jid].allocation)
             started = [j for j, p in self.phase.items() if p == "scheduled" and self.jobs[j].run_from <= now]
@@ -290,6 +294,19 @@ class Scheduler:
         self.stats.last_round_s = dt
         self.stats.round_s.append(dt)
         del self.stats.round_s[:-1000]
+
+    def _fail(self, now: float, failed: list[str]) -> None:
+        """Record jobs the backend failed (terminal), then release their GPUs."""
+        J = s.jobs
+        with self.store.write() as conn:
+            for jid in failed:
+                if conn.execute(update(J).where(J.c.id == jid, J.c.state.in_(ACTIVE)).values(
+                        state="failed", finished_sim=now, allocation=None,
+                        message=f"the {self.backend.name} backend could not keep it running (see its events)")).rowcount:
+                    conn.execute(insert(s.events).values(job_id=jid, at=time.time(), at_sim=now, kind="failed",
+                                                         detail=alloc_json(self.jobs[jid].allocation)))
+        for jid in failed:
+            self._drop(jid)
 
     def _record(self, now: float, finished: list[str], started: list[str], d: Decision) -> set[str]:
         """Write the round; returns jobs whose conditional write found them no longer active."""
@@ -455,7 +472,7 @@ class Scheduler:
                                   for t in cap],
                     "nodes": [{"index": i, "node": n.node_id, "gpu": n.gpu, "gpus": n.gpus,
                                "free": self.state.free[i]} for i, n in enumerate(self.backend.cluster.nodes)],
-                    "active_jobs": len(self.jobs),
+                    "active_jobs": len(self.jobs), "backend_notes": self.backend.describe(),
                     "last_round_s": self.stats.last_round_s, "rounds": self.stats.rounds}
 
 
