@@ -51,6 +51,7 @@ def test_a_runtime_model_is_trained_as_itself_and_others_are_refused():
     assert wide.value.field == "training.global_batch" and "at most 128" in wide.value.fix
 
 
+@pytest.mark.slow   # torch's import and flop counter: 2-12 s here, by load
 def test_the_counted_numbers_of_tiny_resnet_match_the_built_model():
     torch = pytest.importorskip("torch")
     from torch.utils.flop_counter import FlopCounterMode
@@ -175,3 +176,39 @@ def _head(server: int) -> int | None:
     """Pid of the watcher that leads the server's private Ray head's process group (None: gone)."""
     out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
     return next((int(ln.split()[0]) for ln in out.splitlines() if f"gpuwise.runtime.local_ray {server} " in ln), None)
+
+
+def test_a_job_its_backend_fails_is_recorded_failed_and_its_gpus_released(tmp_path):
+    """The Ray backend fails a job whose workers fault more than MAX_FAULTS times; the scheduler
+    records it (state failed, a `failed` event) before it frees the GPUs. Here a sim backend fails
+    the job on its first poll."""
+    pytest.importorskip("sqlalchemy")
+    from gpuwise.hardware.cluster import make_cluster
+    from gpuwise.jobqueue.admission import admit
+    from gpuwise.jobqueue.backend import SimBackend
+    from gpuwise.jobqueue.scheduler import Scheduler
+    from gpuwise.jobqueue.store import Store
+    from gpuwise.plan.submit import spec_from_preset
+    from gpuwise.policies.registry import make_policy
+
+    class Failing(SimBackend):
+        def poll(self, js, now):
+            super().poll(js, now)
+            js.status = "failed"
+
+    cluster = make_cluster([("T4", 1, 4)])
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    user, _ = store.create_token("ann")
+    backend = Failing(cluster, time_scale=1.0)
+    job = admit(store, cluster, user, spec_from_preset("resnet18-cifar10", {"samples": 1e7}, 128),
+                clock=backend.now).job
+    sch = Scheduler(store, backend, make_policy("frenzy"), tmp_path / "specs", period_s=0.05)
+    sch.restore()
+    sch.round()                      # allocated
+    assert store.job(job["id"])["state"] == "scheduled"
+    sch.round()                      # polled: failed
+    row = store.job(job["id"])
+    assert row["state"] == "failed" and row["allocation"] is None and "backend" in row["message"]
+    assert [e["kind"] for e in store.events(job["id"])][-1] == "failed"
+    assert job["id"] not in sch.jobs and sum(g["used"] for g in sch.snapshot()["gpu_types"]) == 0
+    store.close()
