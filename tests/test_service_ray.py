@@ -212,3 +212,16 @@ def test_a_job_its_backend_fails_is_recorded_failed_and_its_gpus_released(tmp_pa
     assert [e["kind"] for e in store.events(job["id"])][-1] == "failed"
     assert job["id"] not in sch.jobs and sum(g["used"] for g in sch.snapshot()["gpu_types"]) == 0
     store.close()
+
+
+def test_a_ray_address_nobody_answers_is_bad_input_at_once(tmp_path):
+    import socket
+
+    from gpuwise.jobqueue.backend import make_backend
+
+    with socket.socket() as s:      # a port free now: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(InputError) as exc:
+        make_backend("ray", CLUSTER, state_dir=tmp_path, address=f"127.0.0.1:{port}")
+    assert exc.value.field == "--ray-address" and "ray start --head" in exc.value.fix
