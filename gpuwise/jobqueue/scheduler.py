@@ -111,6 +111,10 @@ class Scheduler:
         if recorded and recorded != self.policy.name:
             raise InputError("--policy", self.policy.name, f"this store was scheduled by {recorded}; restart "
                              f"with --policy {recorded} (or use a new --db)")
+        ran = self.store.meta("backend")
+        if ran and ran != self.backend.name and self.store.jobs(states=ACTIVE, limit=1):
+            raise InputError("--backend", self.backend.name, f"this store's active jobs were admitted by the {ran} "
+                             f"backend; restart with --backend {ran} (or use a new --db)")
         held = self.store.meta("cluster")
         here = [[n.node_id, n.gpu, n.gpus] for n in self.backend.cluster.nodes]
         if held and held != here and self.store.jobs(states=("scheduled", "running"), limit=1):
@@ -298,11 +302,11 @@ class Scheduler:
     def _fail(self, now: float, failed: list[str]) -> None:
         """Record jobs the backend failed (terminal), then release their GPUs."""
         J = s.jobs
+        why = f"the {self.backend.name} backend could not keep it running (see its events)"
         with self.store.write() as conn:
             for jid in failed:
                 if conn.execute(update(J).where(J.c.id == jid, J.c.state.in_(ACTIVE)).values(
-                        state="failed", finished_sim=now, allocation=None,
-                        message=f"the {self.backend.name} backend could not keep it running (see its events)")).rowcount:
+                        state="failed", finished_sim=now, allocation=None, message=why)).rowcount:
                     conn.execute(insert(s.events).values(job_id=jid, at=time.time(), at_sim=now, kind="failed",
                                                          detail=alloc_json(self.jobs[jid].allocation)))
         for jid in failed:
