@@ -12,7 +12,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port)")
     parser.add_argument("--backend", choices=("sim", "ray"), default="sim",
-                        help="sim: jobs run in simulated time; ray: on the Ray runtime")
+                        help="sim: jobs run in simulated time; ray: jobs train for real on Ray slot workers "
+                             "(the runtime's small models, tiny-llama and tiny-resnet; others are refused)")
     parser.add_argument("--cluster", metavar="CLUSTER.yaml", default=None,
                         help="cluster the jobs share (default: bundled 96-GPU T4/V100/A100 cluster; with "
                              "--backend ray: 2 CPU slots, data/clusters/ray-local.yaml)")
