@@ -98,6 +98,12 @@ def ray_server(tmp_path_factory):
             url = line.split("listening on ")[1].split()[0]
             break
     assert url, f"server exited: rc={proc.wait()}\n{''.join(lines)}"
+    for _ in range(300):            # the port is bound before uvicorn listens: bounded, at most ~30 s
+        try:
+            if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
     print(f"\nserver with 2 Ray slot workers up in {time.monotonic() - t0:.1f} s")
     store = Store(db)
     token = store.create_token("alice")[1]
