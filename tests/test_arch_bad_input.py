@@ -180,7 +180,7 @@ CASES = [
     # job service (issue 15): serve, token, and the client commands (no server needed to fail)
     ("serve-port", "serve --port 70000", "--port"),
     ("serve-db-url", "serve --db nosuchdb://x", "--db"),
-    ("serve-ray-missing", "serve --backend ray --db sqlite:///{B}/ray.db", "issue 12"),
+    ("serve-ray-address", "serve --backend ray --ray-address 127.0.0.1:1 --db sqlite:///{B}/ray.db", "--ray-address"),
     ("token-user-name", "token create bad/name --db sqlite:///{B}/tok.db", "USER"),
     ("submit-bad-spec", "submit {B}/neg_tokens.yaml", "training.tokens"),
     ("jobs-no-token", "jobs --server http://127.0.0.1:1", "GPUWISE_TOKEN"),

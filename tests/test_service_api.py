@@ -347,16 +347,6 @@ def test_dashboard_in_headless_chromium(server, tmp_path):
     assert httpx.get(server.url + "/").status_code == 401
 
 
-def test_ray_backend_says_what_is_missing():
-    from gpuwise.errors import InputError
-    from gpuwise.hardware.cluster import make_cluster
-    from gpuwise.jobqueue.backend import make_backend
-
-    with pytest.raises(InputError) as exc:
-        make_backend("ray", make_cluster([("T4", 1, 4)]))
-    assert exc.value.field == "--backend" and "issue 12" in exc.value.fix and "--backend sim" in exc.value.fix
-
-
 def test_sigkill_and_restart_loses_nothing_and_resumes(server):
     long = SPEC.read_text().replace("epochs: 60", "epochs: 3000")
     jid = submit_yaml(server, "alice", long).json()["id"]

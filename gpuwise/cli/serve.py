@@ -12,9 +12,14 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
     parser.add_argument("--port", type=int, default=8765, help="port (default 8765; 0 = any free port)")
     parser.add_argument("--backend", choices=("sim", "ray"), default="sim",
-                        help="sim: jobs run in simulated time; ray: on the Ray runtime")
+                        help="sim: jobs run in simulated time; ray: jobs train for real on Ray slot workers "
+                             "(the runtime's small models, tiny-llama and tiny-resnet; others are refused)")
     parser.add_argument("--cluster", metavar="CLUSTER.yaml", default=None,
-                        help="cluster the jobs share (default: bundled 96-GPU T4/V100/A100 cluster)")
+                        help="cluster the jobs share (default: bundled 96-GPU T4/V100/A100 cluster; with "
+                             "--backend ray: 2 CPU slots, data/clusters/ray-local.yaml)")
+    parser.add_argument("--ray-address", metavar="ADDR", default=None,
+                        help="ray backend: an existing Ray cluster advertising the cluster's GPU types as "
+                             "resources (default: start a private local head, ended with the server)")
     parser.add_argument("--policy", default=None,
                         help="scheduling policy (default: the one recorded in the store, else frenzy)")
     parser.add_argument("--time-scale", type=float, default=60.0,
@@ -23,22 +28,44 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import socket
-
-    import uvicorn
-
     from gpuwise.data import data_path
     from gpuwise.errors import InputError
     from gpuwise.hardware.cluster import load_cluster
     from gpuwise.jobqueue.scheduler import open_queue
-    from gpuwise.service.app import create_app
+    from gpuwise.runtime.pool import WorkersNotReady
 
     if not 0 <= args.port <= 65535:
         raise InputError("--port", args.port, "give 0-65535")
     if not args.round_s > 0:
         raise InputError("--round-s", args.round_s, "give a positive number of seconds")
-    cluster = load_cluster(args.cluster or data_path("clusters", "service-default.yaml"))
-    sch = open_queue(args.db, cluster, args.backend, args.policy, args.time_scale, args.round_s)
+    if args.ray_address and args.backend != "ray":
+        raise InputError("--ray-address", args.ray_address, "only the ray backend uses it; add --backend ray")
+    default = "ray-local.yaml" if args.backend == "ray" else "service-default.yaml"
+    cluster = load_cluster(args.cluster or data_path("clusters", default))
+    if args.backend == "ray":
+        print(f"gpuwise serve: starting Ray workers for {cluster.total_gpus} slots "
+              f"({args.ray_address or 'private local head'})...", flush=True)
+    try:
+        sch = open_queue(args.db, cluster, args.backend, args.policy, args.time_scale, args.round_s,
+                         ray_address=args.ray_address)
+    except WorkersNotReady as exc:
+        print(f"gpuwise serve: {exc}", flush=True)
+        return 1
+    try:
+        return _serve(args, cluster, sch)
+    finally:
+        sch.backend.close()     # the Ray backend's workers and private head
+
+
+def _serve(args: argparse.Namespace, cluster, sch) -> int:
+    import signal
+    import socket
+
+    import uvicorn
+
+    from gpuwise.errors import InputError
+    from gpuwise.service.app import create_app
+
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     try:
@@ -52,5 +79,9 @@ def run(args: argparse.Namespace) -> int:
     print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, docs /docs, dashboard /?token=...)",
           flush=True)
     server = uvicorn.Server(uvicorn.Config(create_app(sch.store, sch), log_level="warning"))
-    server.run(sockets=[sock])
+    try:
+        server.run(sockets=[sock])
+    except SystemExit as exc:   # uvicorn re-raises the SIGTERM it shut down on; Ray's driver handler
+        if exc.code != signal.SIGTERM:  # turns that into SystemExit(15): a clean, requested exit
+            raise
     return 0

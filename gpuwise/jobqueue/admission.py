@@ -63,11 +63,15 @@ def predict_cached(spec: JobSpec, cluster: ClusterSpec, objective: str = "time")
 
 
 def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, clock: Callable[[], float] | None,
-          idempotency_key: str | None = None, objective: str = "time") -> Admitted:
+          idempotency_key: str | None = None, objective: str = "time",
+          check: Callable[[JobSpec], JobSpec] | None = None) -> Admitted:
     """Record ``spec`` for ``user`` as a queued job; raises Infeasible or QuotaError instead.
-    ``clock``: the backend's clock, read when the job is recorded (its arrival time)."""
+    ``clock``: the backend's clock, read when the job is recorded (its arrival time); ``check``: the
+    backend's `Backend.check` (the spec as it runs it, or InputError when it cannot)."""
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 128):
         raise InputError("Idempotency-Key", idempotency_key, "give 1 to 128 characters")
+    if check is not None:
+        spec = check(spec)
     pred = predict_cached(spec, cluster, objective)
     if pred.chosen is None:
         reasons = "; ".join(f"{o.gpu}: {o.reason}" for o in pred.options)

@@ -2,13 +2,13 @@
 
 The scheduler records every decision before it calls a backend, and reads progress back from it.
 `SimBackend` runs jobs in simulated time (the simulator's ground truth, accelerated clock);
-``--backend ray`` is refused with what is missing (`ray_missing`): a Ray backend implements the
-same protocol -- it maps onto the runtime's Actuator (start = launch, advance = poll, stop).
+`gpuwise.jobqueue.ray_backend.RayBackend` trains them for real on the Ray runtime (issue 12).
 """
 
 from __future__ import annotations
 
 import time
+from pathlib import Path
 from typing import Protocol
 
 import numpy as np
@@ -17,6 +17,8 @@ from gpuwise.errors import InputError
 from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.policies.base import Allocation, JobState
 from gpuwise.sim.cluster import DEFAULT_RESTART_S
+from gpuwise.workload.jobspec import JobSpec
+from gpuwise.workload.traces import TraceJob
 
 BACKENDS = ("sim", "ray")
 
@@ -30,10 +32,14 @@ class Backend(Protocol):
 
     def now(self) -> float: ...                   # backend clock, seconds
     def set_clock(self, t: float) -> None: ...    # resume the clock where the store left it
+    def check(self, spec: JobSpec) -> JobSpec: ...  # at submission: the spec as run (InputError: cannot run it)
+    def trace_job(self, row: dict, spec_path: str) -> TraceJob: ...  # a recorded job as policies see it
     def launch(self, js: JobState, alloc: Allocation, now: float) -> None: ...  # start / rescale / resume
     def stop(self, js: JobState, now: float) -> None: ...                       # release (preempt, cancel)
+    def tick(self, now: float) -> None: ...                                     # once per round, before polls
     def poll(self, js: JobState, now: float) -> None: ...                       # bring progress up to date
     def describe(self) -> list[str]: ...
+    def close(self) -> None: ...                  # end the backend's workers (server exit)
 
 
 class SimBackend:
@@ -57,6 +63,20 @@ class SimBackend:
 
     def set_clock(self, t: float) -> None:
         self._base_sim, self._base_wall = float(t), time.monotonic()
+
+    def check(self, spec: JobSpec) -> JobSpec:
+        return spec     # any spec the prediction accepts: its speed comes from the same JobModel
+
+    def trace_job(self, row: dict, spec_path: str) -> TraceJob:
+        return TraceJob(name=row["id"], arrival_s=row["submitted_sim"] or 0.0, num_gpus=row["request_gpus"],
+                        gpu_type=row["gpu_type"], jobspec=spec_path,
+                        batch_size=(row["prediction"].get("chosen") or {}).get("global_batch"))
+
+    def tick(self, now: float) -> None:
+        pass
+
+    def close(self) -> None:
+        pass
 
     def launch(self, js: JobState, alloc: Allocation, now: float) -> None:
         rates = self.perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
@@ -85,19 +105,15 @@ class SimBackend:
                 "without progress per allocation change"]
 
 
-def ray_missing() -> str:
-    """Why ``--backend ray`` cannot run yet. The runtime of issue 12 (branch ``runtime``: ControlLoop,
-    RayActuator, WorkerPool) runs a fixed workload of its own tiny models to completion; serving needs
-    a long-lived pool taking jobs online, job specs mapped onto trainable models, and its
-    asynchronous start/confirm/roll-back reported back to this scheduler's store."""
-    return ("the service's Ray backend is not wired to the Ray runtime of issue 12 yet (it needs online "
-            "submit/cancel on a long-lived worker pool and job specs mapped to trainable models); "
-            "use --backend sim")
-
-
-def make_backend(name: str, cluster: ClusterSpec, time_scale: float = 60.0) -> Backend:
+def make_backend(name: str, cluster: ClusterSpec, time_scale: float = 60.0, state_dir: Path | None = None,
+                 address: str | None = None) -> Backend:
+    """``state_dir``: the Ray backend's runtime state (checkpoints); ``address``: an existing Ray cluster."""
     if name == "sim":
         return SimBackend(cluster, time_scale)
     if name == "ray":
-        raise InputError("--backend", name, ray_missing())
+        from gpuwise.jobqueue.ray_backend import RayBackend, RayOptions
+
+        if state_dir is None:
+            raise InputError("--db", None, "the Ray backend keeps checkpoints next to the store; give a file store")
+        return RayBackend(cluster, RayOptions(Path(state_dir), address))
     raise InputError("--backend", name, "use " + " or ".join(BACKENDS))

@@ -26,7 +26,6 @@ from gpuwise.jobqueue import schema as s
 from gpuwise.jobqueue.backend import Backend
 from gpuwise.jobqueue.store import ACTIVE, Store
 from gpuwise.policies.base import Allocation, ClusterState, Decision, JobState, Policy, SchedView
-from gpuwise.workload.traces import TraceJob
 
 
 def alloc_json(a: Allocation | None) -> dict | None:
@@ -97,11 +96,10 @@ class Scheduler:
         return str(p)
 
     def _state_of(self, row: dict) -> JobState:
-        tj = TraceJob(name=row["id"], arrival_s=row["submitted_sim"] or 0.0, num_gpus=row["request_gpus"],
-                      gpu_type=row["gpu_type"], jobspec=self._spec_path(row),
-                      batch_size=(row["prediction"].get("chosen") or {}).get("global_batch"))
-        js = JobState(job=tj, submitted_s=tj.arrival_s, target=self.backend.perf.target(tj),
-                      progress=row["progress"], attained_gpu_s=row["attained_gpu_s"],
+        tj = self.backend.trace_job(row, self._spec_path(row))
+        target = self.backend.perf.target(tj)
+        js = JobState(job=tj, submitted_s=tj.arrival_s, target=target,
+                      progress=row["progress"] * target, attained_gpu_s=row["attained_gpu_s"],
                       restarts=row["restarts"], last_update=self.backend.now())
         self.user_of[row["id"]] = row["user_id"]
         self.max_gpus[row["id"]] = row["max_gpus"]
@@ -113,6 +111,10 @@ class Scheduler:
         if recorded and recorded != self.policy.name:
             raise InputError("--policy", self.policy.name, f"this store was scheduled by {recorded}; restart "
                              f"with --policy {recorded} (or use a new --db)")
+        ran = self.store.meta("backend")
+        if ran and ran != self.backend.name and self.store.jobs(states=ACTIVE, limit=1):
+            raise InputError("--backend", self.backend.name, f"this store's active jobs were admitted by the {ran} "
+                             f"backend; restart with --backend {ran} (or use a new --db)")
         held = self.store.meta("cluster")
         here = [[n.node_id, n.gpu, n.gpus] for n in self.backend.cluster.nodes]
         if held and held != here and self.store.jobs(states=("scheduled", "running"), limit=1):
@@ -260,12 +262,17 @@ class Scheduler:
         with self._lock:
             self._pick_up()
             now = self.backend.now()
-            finished = []
+            self.backend.tick(now)
+            finished, failed = [], []
             for jid, js in self.jobs.items():
                 if js.allocation is not None:
                     self.backend.poll(js, now)
                     if js.progress >= js.target * (1 - 1e-9):
                         finished.append(jid)
+                    elif js.status == "failed":     # the backend gave up on it (e.g. workers faulting)
+                        failed.append(jid)
+            if failed:
+                self._fail(now, failed)
             for jid in finished:      # release before deciding, so the policy can reuse the GPUs
                 self.state.release(self.jobs[jid].allocation)
             started = [j for j, p in self.phase.items() if p == "scheduled" and self.jobs[j].run_from <= now]
@@ -291,6 +298,19 @@ class Scheduler:
         self.stats.last_round_s = dt
         self.stats.round_s.append(dt)
         del self.stats.round_s[:-1000]
+
+    def _fail(self, now: float, failed: list[str]) -> None:
+        """Record jobs the backend failed (terminal), then release their GPUs."""
+        J = s.jobs
+        why = f"the {self.backend.name} backend could not keep it running (see its events)"
+        with self.store.write() as conn:
+            for jid in failed:
+                if conn.execute(update(J).where(J.c.id == jid, J.c.state.in_(ACTIVE)).values(
+                        state="failed", finished_sim=now, allocation=None, message=why)).rowcount:
+                    conn.execute(insert(s.events).values(job_id=jid, at=time.time(), at_sim=now, kind="failed",
+                                                         detail=alloc_json(self.jobs[jid].allocation)))
+        for jid in failed:
+            self._drop(jid)
 
     def _record(self, now: float, finished: list[str], started: list[str], d: Decision) -> set[str]:
         """Write the round; returns jobs whose conditional write found them no longer active."""
@@ -456,27 +476,32 @@ class Scheduler:
                                   for t in cap],
                     "nodes": [{"index": i, "node": n.node_id, "gpu": n.gpu, "gpus": n.gpus,
                                "free": self.state.free[i]} for i, n in enumerate(self.backend.cluster.nodes)],
-                    "active_jobs": len(self.jobs),
+                    "active_jobs": len(self.jobs), "backend_notes": self.backend.describe(),
                     "last_round_s": self.stats.last_round_s, "rounds": self.stats.rounds}
 
 
 def open_queue(db: str | None, cluster, backend: str = "sim", policy: str | None = None,
-               time_scale: float = 60.0, period_s: float = 0.2) -> Scheduler:
+               time_scale: float = 60.0, period_s: float = 0.2, ray_address: str | None = None) -> Scheduler:
     """Store + backend + policy, restored from the store (a restart resumes where it stopped).
-    ``policy`` None: the one recorded in the store, else frenzy."""
+    ``policy`` None: the one recorded in the store, else frenzy. The Ray backend keeps its runtime
+    state (checkpoints) in ``ray-state/`` next to the store."""
     from gpuwise.jobqueue.backend import make_backend
     from gpuwise.jobqueue.store import Store
     from gpuwise.policies.registry import make_policy
 
     store = Store(db)
-    be = make_backend(backend, cluster, time_scale)
     pol = make_policy(policy or store.meta("policy") or "frenzy")
     if store.url.startswith("sqlite:///") and store.url != "sqlite:///:memory:":
-        spec_dir = Path(store.url.removeprefix("sqlite:///")).parent / "specs"
+        home = Path(store.url.removeprefix("sqlite:///")).parent
     else:
         from gpuwise.jobqueue.store import default_url
 
-        spec_dir = Path(default_url().removeprefix("sqlite:///")).parent / "specs"
-    sch = Scheduler(store, be, pol, spec_dir, period_s)
-    sch.restore()
+        home = Path(default_url().removeprefix("sqlite:///")).parent
+    be = make_backend(backend, cluster, time_scale, state_dir=home / "ray-state", address=ray_address)
+    try:
+        sch = Scheduler(store, be, pol, home / "specs", period_s)
+        sch.restore()
+    except BaseException:
+        be.close()
+        raise
     return sch

@@ -19,9 +19,9 @@ import math
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Protocol
 
 from gpuwise.control import status as st
-from gpuwise.control.loop import ControlLoop
 from gpuwise.policies.base import Allocation, JobState
 from gpuwise.runtime.measured import JobModel
 from gpuwise.runtime.pool import Slot, WorkerPool
@@ -29,6 +29,17 @@ from gpuwise.runtime.store import Store
 
 
 MAX_FAULTS = 10  # a job that faults more often than this is failed (terminal), not retried forever
+
+
+class Owner(Protocol):
+    """Who the actuator reports to: `gpuwise.control.loop.ControlLoop` (``gpuwise run``) or the job
+    service's Ray backend (`gpuwise.jobqueue.ray_backend`)."""
+
+    def confirm(self, js: JobState, now: float) -> None: ...                  # running on its reservation
+    def roll_back(self, js: JobState, now: float, reason: str = "") -> None: ...  # could not start in time
+    def complete(self, js: JobState, now: float) -> None: ...                 # target reached, slots free
+    def lose(self, js: JobState, now: float, status: str = st.PREEMPTED) -> None: ...  # a fault took its workers
+    def fail(self, js: JobState, now: float) -> None: ...                     # too many faults: terminal
 
 
 @dataclass
@@ -70,6 +81,22 @@ class JobRun:
         return self.js.name
 
 
+def resume_run(jr: JobRun, row: dict, store: Store) -> None:
+    """Continue ``jr`` from the state file: its counters, measured points and noise scale from its saved
+    row (`Store.jobs`), step and progress from its last recorded checkpoint (none: from scratch)."""
+    js = jr.js
+    jr.restarts, jr.rescales, jr.faults, jr.lost_steps = row["restarts"], row["rescales"], row["faults"], row["lost_steps"]
+    m = row["model"]
+    jr.model.points = [tuple(p) for p in m.get("points", [])]
+    if jr.model.points:
+        jr.model.refit(force=True)
+    jr.model.grad_sqr, jr.model.grad_var = m.get("grad_sqr"), m.get("grad_var")
+    jr.events = store.events(jr.name)
+    last = store.last_checkpoint(jr.name)
+    if last is not None:
+        jr.step, js.progress, jr.ckpt = last[0], last[1], last[2]
+
+
 def _first_error(done: list) -> str | None:
     """Name of the first error among finished calls (None: all succeeded)."""
     import ray
@@ -88,7 +115,7 @@ class RayActuator:
         self.pool, self.store, self.ckpt_dir = pool, store, ckpt_dir
         self.k, self.timeouts, self.clock = int(chunk_steps), timeouts, clock
         self.jobs: dict[str, JobRun] = {}
-        self.loop: ControlLoop | None = None
+        self.loop: Owner | None = None   # set by the owner before the first start
 
     # -- Actuator protocol (called by the control loop) -------------------------------------------
     def advance(self, js: JobState, now: float) -> None:

@@ -19,7 +19,7 @@ from gpuwise.control.loop import ControlLoop
 from gpuwise.errors import InputError
 from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.policies.base import JobState, Policy
-from gpuwise.runtime.actuator import JobRun, RayActuator, Timeouts
+from gpuwise.runtime.actuator import JobRun, RayActuator, Timeouts, resume_run
 from gpuwise.runtime.clock import WallClock
 from gpuwise.runtime.measured import JobModel, MeasuredPerf
 from gpuwise.runtime.pool import WorkerPool
@@ -170,16 +170,7 @@ def _resume_job(jr: JobRun, row: dict, store: Store, loop: ControlLoop) -> None:
     js = jr.js
     js.submitted_s = row["submitted_s"] if row["submitted_s"] is not None else js.submitted_s
     js.restarts, js.attained_gpu_s = row["restarts"], row["attained_gpu_s"]
-    jr.restarts, jr.rescales, jr.faults, jr.lost_steps = row["restarts"], row["rescales"], row["faults"], row["lost_steps"]
-    m = row["model"]
-    jr.model.points = [tuple(p) for p in m.get("points", [])]
-    if jr.model.points:
-        jr.model.refit(force=True)
-    jr.model.grad_sqr, jr.model.grad_var = m.get("grad_sqr"), m.get("grad_var")
-    jr.events = store.events(jr.name)
-    last = store.last_checkpoint(jr.name)
-    if last is not None:
-        jr.step, js.progress, jr.ckpt = last[0], last[1], last[2]
+    resume_run(jr, row, store)
     if row["status"] == st.DONE:
         js.status, js.finish_s, js.progress = st.DONE, row["finish_s"], js.target
         loop.jobs.append(js)

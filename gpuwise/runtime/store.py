@@ -31,7 +31,8 @@ class Store:
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / "state.sqlite"
-        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0)
+        # one user at a time, maybe not the thread that opened it (the service's scheduler thread)
+        self.db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")
         self.db.execute("PRAGMA synchronous=NORMAL")
         self.db.executescript(SCHEMA)

@@ -105,7 +105,8 @@ def _job_routes(app: FastAPI, ctx: _Ctx) -> None:
         spec = spec_from_body(parse_body(await request.body(), request.headers.get("content-type")))
         try:
             res = await run_in_threadpool(admit, ctx.store, ctx.scheduler.backend.cluster, u, spec,
-                                          clock=ctx.scheduler.backend.now, idempotency_key=idempotency_key)
+                                          clock=ctx.scheduler.backend.now, idempotency_key=idempotency_key,
+                                          check=ctx.scheduler.backend.check)
         except QuotaError as exc:
             raise HTTPException(403, str(exc)) from None
         except Infeasible as exc:

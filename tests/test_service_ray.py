@@ -1,0 +1,233 @@
+"""The job service on a real local Ray cluster (issue 15, `gpuwise serve --backend ray`).
+
+One server (real uvicorn on loopback, a private Ray head with 2 CPU slot workers) serves the slow
+test: a tiny-llama job goes submitted -> scheduled -> running -> done, training for real (its
+checkpoints and losses are in the runtime's state file), and llama-3.1-8b is refused at submission.
+The fast tests check what a submitted spec becomes on the runtime, without Ray.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from gpuwise.data import data_path
+from gpuwise.errors import Infeasible, InputError
+from gpuwise.hardware.cluster import load_cluster
+from gpuwise.runtime.jobspecs import run_job, runnable_spec
+from gpuwise.workload.jobspec import parse_job
+
+ROOT = Path(__file__).resolve().parents[1]
+CLUSTER = load_cluster(data_path("clusters", "ray-local.yaml"))
+TINY = {"name": "tiny", "model": "tiny-llama", "training": {"samples": 480, "global_batch": 16}}
+
+
+def test_a_runtime_model_is_trained_as_itself_and_others_are_refused():
+    spec = runnable_spec(parse_job(TINY), CLUSTER)
+    assert spec.model_spec().name == "tiny-llama" and spec.training.seq_len == 32
+    job = run_job(parse_job(spec.model_dump(mode="json", exclude={"source_path"})), "j", 0.0, 2, None, 1)
+    assert (job.application, job.batch_size, job.steps) == ("tiny-llama", 16, 30)   # 480 samples / 16
+    cnn = runnable_spec(parse_job({**TINY, "model": "tiny-resnet", "training": {"samples": 64,
+                                                                                  "global_batch": [8, 32]}}), CLUSTER)
+    job = run_job(parse_job(cnn.model_dump(mode="json", exclude={"source_path"})), "c", 0.0, 1, None, 1)
+    assert (job.application, job.min_batch, job.max_batch, job.steps) == ("tiny-resnet", 8, 32, 8)
+    with pytest.raises(Infeasible) as big:
+        runnable_spec(parse_job({**TINY, "model": "llama-3.1-8b"}), CLUSTER)
+    assert big.value.field == "model" and "tiny-llama" in big.value.fix and "--backend sim" in big.value.fix
+    with pytest.raises(InputError) as seq:
+        runnable_spec(parse_job({**TINY, "training": {**TINY["training"], "seq_len": 2048}}), CLUSTER)
+    assert seq.value.field == "training.seq_len" and "seq_len: 32" in seq.value.fix
+    with pytest.raises(Infeasible) as wide:
+        runnable_spec(parse_job({**TINY, "training": {"samples": 480, "global_batch": 4096}}), CLUSTER)
+    assert wide.value.field == "training.global_batch" and "at most 128" in wide.value.fix
+
+
+@pytest.mark.slow   # torch's import and flop counter: 2-12 s here, by load
+def test_the_counted_numbers_of_tiny_resnet_match_the_built_model():
+    torch = pytest.importorskip("torch")
+    from torch.utils.flop_counter import FlopCounterMode
+
+    from gpuwise.runtime.small_models import small_model
+    from gpuwise.runtime.training import Data, build
+
+    m = small_model("tiny-resnet")
+    meta, net = m.config["gpuwise"], build(m, 0)
+    x, y = Data(m, 0).local_batch(0, 8, 0, 1)
+    assert sum(p.numel() for p in net.parameters()) == meta["params"]
+    with FlopCounterMode(display=False) as fc:
+        net(x[:1], y[:1])
+    assert fc.get_total_flops() == meta["flops_per_sample"]
+    params, saved = {p.data_ptr() for p in net.parameters()}, {}
+
+    def pack(t):
+        if t.data_ptr() not in params:
+            saved[t.data_ptr()] = t.numel() * t.element_size()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        net(x, y)
+    assert sum(saved.values()) / len(x) == pytest.approx(meta["activation_bytes_per_sample"], rel=0.01)
+
+
+@pytest.fixture(scope="module")
+def ray_server(tmp_path_factory):
+    pytest.importorskip("ray")
+    pytest.importorskip("torch")
+    httpx = pytest.importorskip("httpx")
+    from gpuwise.jobqueue.store import Store
+
+    tmp = tmp_path_factory.mktemp("ray-service")
+    db = f"sqlite:///{tmp / 'service.db'}"
+    env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUWISE_HOME": str(tmp)}
+    proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "serve", "--backend", "ray", "--db", db, "--port", "0",
+                             "--round-s", "0.2"], cwd=tmp, env=env, stdout=subprocess.PIPE,
+                            stderr=subprocess.STDOUT, text=True)
+    url, lines, t0 = "", [], time.monotonic()
+    for line in proc.stdout:        # ends when the server exits; the test's timeout bounds the wait
+        lines.append(line)
+        if "listening on" in line:
+            url = line.split("listening on ")[1].split()[0]
+            break
+    assert url, f"server exited: rc={proc.wait()}\n{''.join(lines)}"
+    for _ in range(300):            # the port is bound before uvicorn listens: bounded, at most ~30 s
+        try:
+            if httpx.get(url + "/v1/health", timeout=2).status_code == 200:
+                break
+        except httpx.HTTPError:
+            time.sleep(0.1)
+    print(f"\nserver with 2 Ray slot workers up in {time.monotonic() - t0:.1f} s")
+    store = Store(db)
+    token = store.create_token("alice")[1]
+    store.close()
+    yield url, {"Authorization": f"Bearer {token}"}, tmp, proc, httpx
+    if proc.poll() is None:
+        proc.send_signal(signal.SIGTERM)
+        proc.wait(timeout=60)
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")
+@pytest.mark.timeout(240)
+def test_ray_backend_trains_a_submitted_job_to_done_and_refuses_one_too_big(ray_server):
+    url, auth, tmp, proc, httpx = ray_server
+    big = httpx.post(url + "/v1/jobs", json={**TINY, "model": "llama-3.1-8b"}, headers=auth, timeout=60)
+    assert big.status_code == 422, big.text
+    detail = big.json()["detail"]
+    assert detail["field"] == "model" and "tiny-llama" in detail["fix"] and "CPU slot workers" in detail["fix"]
+
+    r = httpx.post(url + "/v1/jobs", json=TINY, headers=auth, timeout=60)
+    assert r.status_code == 201, r.text
+    jid, chosen = r.json()["id"], r.json()["prediction"]["chosen"]
+    assert chosen["gpu"] == "T4" and chosen["gpus"] >= 1
+    first, job, t0 = {}, {}, time.monotonic()
+    for _ in range(900):            # bounded: 90 s of polls
+        job = httpx.get(f"{url}/v1/jobs/{jid}", headers=auth, timeout=10).json()
+        first.setdefault(job["state"], time.monotonic() - t0)
+        if job["state"] == "running":
+            assert job["gpus"] >= 1
+        if job["state"] in ("done", "failed", "cancelled"):
+            break
+        time.sleep(0.1)
+    assert job["state"] == "done", job
+    (alloc,) = job["allocation_history"]
+    print(f"tiny-llama, 480 samples at batch 16: submit -> running {first.get('running', 0):.1f} s, -> done "
+          f"{first['done']:.1f} s; measured {job['measured_speed_per_s'] * 480:.0f} samples/s on "
+          f"{alloc['detail']['gpus']} slots; CPU of the server and its Ray processes so far {_cpu_s(proc.pid):.1f} s")
+    assert job["progress"] == 1.0 and job["measured_speed_per_s"] > 0 and job["attained_gpu_s"] > 0
+    kinds = [e["kind"] for e in httpx.get(f"{url}/v1/jobs/{jid}/events", headers=auth).json()["events"]]
+    assert kinds[:3] == ["submitted", "allocated", "running"] and kinds[-1] == "done", kinds
+    # it really trained: the runtime recorded a checkpoint every 10 steps up to 30, and the loss fell
+    # from ln(64) (the uniform guess over tiny-llama's 64 tokens)
+    with sqlite3.connect(tmp / "ray-state" / "state.sqlite") as db:
+        steps = [s for (s,) in db.execute("SELECT step FROM checkpoints WHERE job=? ORDER BY step", (jid,))]
+        events = dict(db.execute("SELECT kind, detail FROM events WHERE job=?", (jid,)).fetchall())
+    assert steps[-1] == 30 and all(s % 10 == 0 for s in steps), steps
+    assert json.loads(events["done"])["loss"] < math.log(64) - 0.3, events
+    assert any((tmp / "ray-state" / "checkpoints").glob(f"{jid}-*.pt"))
+    # SIGTERM: a graceful exit that ends the workers and the private Ray head (its watcher process
+    # names the server's pid; it ends the head's process group and then itself)
+    assert _head(proc.pid) is not None
+    proc.send_signal(signal.SIGTERM)
+    assert proc.wait(timeout=60) == 0
+    for _ in range(100):    # bounded: 10 s
+        if _head(proc.pid) is None:
+            break
+        time.sleep(0.1)
+    assert _head(proc.pid) is None
+
+
+def _cpu_s(server: int) -> float:
+    """CPU seconds (user + system) of the server, its children and its Ray head's process group."""
+    head, total = _head(server), 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            f = stat.read_text().rsplit(")", 1)[1].split()    # f[1] parent, f[2] process group
+        except OSError:
+            continue
+        if server in (int(stat.parent.name), int(f[1])) or int(f[2]) == head:
+            total += int(f[11]) + int(f[12])                  # utime, stime
+    return total / os.sysconf("SC_CLK_TCK")
+
+
+def _head(server: int) -> int | None:
+    """Pid of the watcher that leads the server's private Ray head's process group (None: gone)."""
+    out = subprocess.run(["ps", "-ww", "-eo", "pid=,args="], capture_output=True, text=True).stdout
+    return next((int(ln.split()[0]) for ln in out.splitlines() if f"gpuwise.runtime.local_ray {server} " in ln), None)
+
+
+def test_a_job_its_backend_fails_is_recorded_failed_and_its_gpus_released(tmp_path):
+    """The Ray backend fails a job whose workers fault more than MAX_FAULTS times; the scheduler
+    records it (state failed, a `failed` event) before it frees the GPUs. Here a sim backend fails
+    the job on its first poll."""
+    pytest.importorskip("sqlalchemy")
+    from gpuwise.hardware.cluster import make_cluster
+    from gpuwise.jobqueue.admission import admit
+    from gpuwise.jobqueue.backend import SimBackend
+    from gpuwise.jobqueue.scheduler import Scheduler
+    from gpuwise.jobqueue.store import Store
+    from gpuwise.plan.submit import spec_from_preset
+    from gpuwise.policies.registry import make_policy
+
+    class Failing(SimBackend):
+        def poll(self, js, now):
+            super().poll(js, now)
+            js.status = "failed"
+
+    cluster = make_cluster([("T4", 1, 4)])
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    user, _ = store.create_token("ann")
+    backend = Failing(cluster, time_scale=1.0)
+    job = admit(store, cluster, user, spec_from_preset("resnet18-cifar10", {"samples": 1e7}, 128),
+                clock=backend.now).job
+    sch = Scheduler(store, backend, make_policy("frenzy"), tmp_path / "specs", period_s=0.05)
+    sch.restore()
+    sch.round()                      # allocated
+    assert store.job(job["id"])["state"] == "scheduled"
+    sch.round()                      # polled: failed
+    row = store.job(job["id"])
+    assert row["state"] == "failed" and row["allocation"] is None and "backend" in row["message"]
+    assert [e["kind"] for e in store.events(job["id"])][-1] == "failed"
+    assert job["id"] not in sch.jobs and sum(g["used"] for g in sch.snapshot()["gpu_types"]) == 0
+    store.close()
+
+
+def test_a_ray_address_nobody_answers_is_bad_input_at_once(tmp_path):
+    import socket
+
+    from gpuwise.jobqueue.backend import make_backend
+
+    with socket.socket() as s:      # a port free now: nothing listens on it
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    with pytest.raises(InputError) as exc:
+        make_backend("ray", CLUSTER, state_dir=tmp_path, address=f"127.0.0.1:{port}")
+    assert exc.value.field == "--ray-address" and "ray start --head" in exc.value.fix
