@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 from gpuwise.estimate.flops import forward_flops_per_token
-from gpuwise.estimate.op_inventory import ATTN, GEMM, MEM, micro_step_work, op_table
+from gpuwise.estimate.op_inventory import ATTN, GEMM, micro_step_work, op_table
 from gpuwise.estimate.step_time import analytical_step_time
 from gpuwise.hardware.gpus import get_gpu
 from gpuwise.workload.models import load_model

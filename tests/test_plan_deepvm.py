@@ -19,8 +19,7 @@ from gpuwise.errors import InputError
 from gpuwise.plan.deepvm.architectures import SINGLE_ANCHOR, TIERING
 from gpuwise.plan.deepvm.data import load_deepvm
 from gpuwise.plan.deepvm.flopp import flopp
-from gpuwise.plan.deepvm.optimizer import (cost_first, deepvm, min_budget, performance_first,
-                                           recommend)
+from gpuwise.plan.deepvm.optimizer import deepvm, min_budget, recommend
 from gpuwise.plan.deepvm.overheads import modelled_speedup, n_sat, scaling_factor
 
 DATA = load_deepvm()

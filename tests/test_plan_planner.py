@@ -8,7 +8,6 @@ tested by their owners.
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 

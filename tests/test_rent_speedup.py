@@ -5,7 +5,7 @@ import math
 
 import numpy as np
 import pytest
-from hypothesis import assume, given, settings, strategies as st
+from hypothesis import given, settings, strategies as st
 
 from gpuwise.errors import InputError
 from gpuwise.plan.rent.speedup import AmdahlSpeedup, PiecewiseLinearSpeedup, PowerSpeedup, from_mapping

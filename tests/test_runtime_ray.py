@@ -14,7 +14,6 @@ pytest.importorskip("torch")
 
 from gpuwise.hardware.cluster import make_cluster  # noqa: E402
 from gpuwise.policies.elastic_dp import ElasticDP  # noqa: E402
-from gpuwise.policies.registry import make_policy  # noqa: E402
 from gpuwise.runtime.driver import RunOptions  # noqa: E402
 from gpuwise.runtime.report import execute  # noqa: E402
 from gpuwise.runtime.workload import jobs_from_rows  # noqa: E402

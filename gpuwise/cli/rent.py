@@ -116,8 +116,6 @@ def _simulation_flags(args: argparse.Namespace) -> None:
 def run(args: argparse.Namespace) -> int:
     from dataclasses import replace
 
-    import numpy as np
-
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
     from gpuwise.errors import InputError
     from gpuwise.plan.rent.occupancy import occupancy

@@ -16,7 +16,6 @@ Two stages, so the whole catalog is searched in about a second:
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass, field
 from functools import lru_cache
 

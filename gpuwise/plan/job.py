@@ -71,7 +71,7 @@ def from_jobspec(spec, *, clouds: list[str] | None = None, gpus: list[str] | Non
         noise = noise_model_for(spec)
     else:
         noise = NoiseModel(phi=math.inf, ref_batch=1, samples_at_ref=1.0)
-    samples, ref, phi = noise.samples_at_ref, noise.ref_batch, noise.phi
+    samples, phi = noise.samples_at_ref, noise.phi
     lo, hi = tr.batch_range
     base = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token_model else 1, grad_accum=1,
                           precision=tr.precision, optimizer=tr.optimizer, recompute=tr.recompute,

@@ -22,7 +22,6 @@ import math
 import time as _time
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Sequence
 
 import numpy as np
 

@@ -7,7 +7,6 @@ application, its measured multi-GPU overheads, and its gradient statistics along
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import numpy as np
