@@ -231,3 +231,13 @@ def test_a_ray_address_nobody_answers_is_bad_input_at_once(tmp_path):
     with pytest.raises(InputError) as exc:
         make_backend("ray", CLUSTER, state_dir=tmp_path, address=f"127.0.0.1:{port}")
     assert exc.value.field == "--ray-address" and "ray start --head" in exc.value.fix
+
+
+@pytest.mark.parametrize("address", ["garbage", ":", "127.0.0.1:", "127.0.0.1:99999", "http://x/y:1", " :1"])
+def test_a_malformed_ray_address_is_one_line_bad_input(tmp_path, address):
+    """Ray's own parser raised a bare ValueError (a traceback) for these."""
+    from gpuwise.jobqueue.backend import make_backend
+
+    with pytest.raises(InputError) as exc:
+        make_backend("ray", CLUSTER, state_dir=tmp_path, address=address)
+    assert exc.value.field == "--ray-address" and "HOST:PORT" in exc.value.fix

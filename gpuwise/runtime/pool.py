@@ -29,7 +29,28 @@ START_TIMEOUT_S = 600.0  # 8 actors importing torch at once took 212 s here at l
 
 class WorkersNotReady(RuntimeError):
     """Ray or its slot workers did not come up in time (valid input, no answer: exit 1)."""
+
+
 CPU_PER_SLOT = 0.25
+
+
+def check_address(address: str, flag: str = "--address") -> None:
+    """An existing cluster's address, checked before ray.init: a malformed one makes Ray raise a bare
+    ValueError, and a GCS address (host:port) that nothing listens on makes it retry for minutes.
+    ``auto`` and ``ray://`` client addresses are Ray's to resolve."""
+    if address == "auto" or address.startswith("ray://"):
+        return
+    host, _, port = address.rpartition(":")
+    if not host or not port.isdigit() or not 0 < int(port) < 65536 or any(c.isspace() or c in "/@" for c in host):
+        raise InputError(flag, address, "give the head's GCS address as HOST:PORT (e.g. 127.0.0.1:6379), "
+                         "ray://HOST:PORT or auto")
+    import socket
+
+    try:
+        socket.create_connection((host, int(port)), timeout=5.0).close()
+    except OSError as exc:
+        raise InputError(flag, address, f"no Ray head answers there ({exc.strerror or exc}); start one (ray start "
+                         "--head --resources '{\"T4\": 2}') or leave the flag out for a private local head") from None
 
 
 @dataclass
@@ -54,6 +75,7 @@ class WorkerPool:
     started_here: bool = False
     start_s: float = 0.0
     head: object = None       # LocalHead when this pool started its own Ray
+    address_flag: str = "--address"   # the command's flag that gave `address` (named in errors)
 
     def start(self) -> None:
         import ray
@@ -68,6 +90,7 @@ class WorkerPool:
                "OMP_NUM_THREADS": "1", "RAY_AUTH_MODE": "disabled"}
         if not ray.is_initialized():
             if self.address:
+                check_address(self.address, self.address_flag)
                 ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False)
             else:  # a head of our own (local_ray says why not ray.init()); workers inherit its env
                 res = {t: float(self.cluster.gpus_of_type(t)) for t in self.cluster.gpu_types}
@@ -96,7 +119,7 @@ class WorkerPool:
         have = ray.cluster_resources()
         for t in self.cluster.gpu_types:
             if have.get(t, 0) < self.cluster.gpus_of_type(t):
-                raise InputError("--address", self.address or "local",
+                raise InputError(self.address_flag, self.address or "local",
                                  f"the Ray cluster advertises {have.get(t, 0):g} '{t}' resources, the cluster "
                                  f"spec needs {self.cluster.gpus_of_type(t)}; start its nodes with "
                                  f"ray start --resources '{{\"{t}\": N}}'")
