@@ -334,7 +334,11 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         trainable = enc_i * enc_b[2] + dec_i * dec_b[2] + (0.0 if lora else flat)
         big = max(enc_b[0] if enc_i else 0.0, dec_b[0] if dec_i else 0.0)
         big_train = max(enc_b[2] if enc_i else 0.0, dec_b[2] if dec_i else 0.0)
-        linear = n_stage - flat + (counts.lm_head / p.tp if i == p.pp - 1 else 0.0)
+        # autocast's casts that outlive the forward: only blocks that keep their saved tensors hold them
+        # (a checkpointed block's casts are not saved, and the autocast cache ends with the forward)
+        keep_enc, keep_dec = _cast_keeping_blocks(cfg.recompute, enc_i), _cast_keeping_blocks(cfg.recompute, dec_i)
+        cast_params = (keep_enc * enc_b[2] + keep_dec * dec_b[2]
+                       + (counts.lm_head / p.tp if i == p.pp - 1 and not lora else 0.0))
         grads = trainable * sem.gradients / z2
         opt = trainable * sem.optimizer / z1
         if cfg.offload_optimizer:
@@ -350,7 +354,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             stage_compute=n_stage * sem.compute if pp_fsdp else 0.0,
             # autocast casts trainable fp32 weights only (a LoRA base is stored in 16-bit or NF4); each
             # micro-batch's forward keeps its own casts for its backward (the cache ends with the forward)
-            casts=(trainable if lora else linear) * sem.compute if autocast else 0.0,
+            casts=cast_params * sem.compute if autocast else 0.0,
             late_grads=(max(0.0, trainable - (0.0 if lora else flat) - big_train) * sem.gradients / z2
                         if micro == 1 and not pp_fsdp and not cfg.offload_optimizer else 0.0),
             layer_stack=act.stack_bytes(spec, st, 1, t5 and dec_i > 0) if n_i else 0.0,
@@ -370,6 +374,19 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             root_grad_temp=(flat * (sem.compute + sem.reduce - sem.reduce / z3)
                             if fsdp and not pp_fsdp and not lora else 0.0)))
     return out
+
+
+def _cast_keeping_blocks(recompute: str, n_blocks: int) -> int:
+    """Blocks of `n_blocks` whose autocast weight casts stay alive from forward to backward. Autocast
+    caches a weight's 16-bit cast only until the autocast region ends (the forward); after it, a cast
+    lives on only if autograd saved it for the matmul's input gradient. torch.utils.checkpoint (full,
+    layer-K) saves nothing inside a checkpointed block, and op-level SAC saves op outputs, never the
+    casts (an aten._to_copy it recomputes), so those blocks re-cast their weights in backward (the one
+    block recomputing holds them: `block_cast` / the working set)."""
+    pol = recompute_policy(recompute)
+    if pol.kind in ("full", "op"):
+        return 0
+    return sum(1 for j in range(n_blocks) if not pol.checkpointed(j))
 
 
 FOREACH_ADAM = False   # torchtitan's default fused AdamW (no temporaries); PyTorch's own CUDA default
