@@ -344,6 +344,10 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         if cfg.offload_optimizer:
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
         pp_fsdp = fsdp and p.pp > 1
+        # FSDP2 reduces the root group (embedding, final norm, output layer) once, at the end of backward:
+        # the output layer's gradient, written first, stays unsharded in the compute dtype until then
+        root_bwd = fsdp and not pp_fsdp and not lora
+        out_w = spec.vocab_size * spec.hidden / p.tp if lm_head else 0.0
         out.append(StageLoad(
             weights=w_bytes / z3, grads=grads, optimizer=opt,
             # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
@@ -372,7 +376,11 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             head_keep=act.head_bytes(spec, st, lm_head, loss) if i == p.pp - 1 else 0.0,
             loss_temp=act.loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0,
             root_grad_temp=(flat * (sem.compute + sem.reduce - sem.reduce / z3)
-                            if fsdp and not pp_fsdp and not lora else 0.0)))
+                            if fsdp and not pp_fsdp and not lora else 0.0),
+            head_grad=out_w * sem.compute if root_bwd and i == p.pp - 1 else 0.0,
+            embed_grads=(trainable - flat) * sem.gradients / z2 if root_bwd and i == 0 else 0.0,
+            embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
+                        + big_train * sem.reduce if root_bwd and i == 0 and lm_head else 0.0)))
     return out
 
 
