@@ -303,7 +303,8 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
                                flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora,
                                sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
                                hf_eager=sem.framework != "megatron")
-    loss = "torch" if sem.framework == "torch" else "megatron"
+    # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
+    loss = "megatron" if sem.framework == "megatron" else "torch"
     n_enc = spec.n_encoder_layers
     layers = _stage_layers(n_enc + spec.n_layers, p.pp)
     micro = cfg.grad_accum
@@ -345,9 +346,13 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
         pp_fsdp = fsdp and p.pp > 1
         # FSDP2 reduces the root group (embedding, final norm, output layer) once, at the end of backward:
-        # the output layer's gradient, written first, stays unsharded in the compute dtype until then
-        root_bwd = fsdp and not pp_fsdp and not lora
+        # the output layer's gradient, written first, stays unsharded in the compute dtype until then.
+        # Without FSDP a tied output layer's gradient waits for the embedding's contribution instead, and
+        # autograd sums the two out of place: three vocabulary-wide gradients at the embedding's backward.
         out_w = spec.vocab_size * spec.hidden / p.tp if lm_head else 0.0
+        root_bwd = fsdp and not pp_fsdp and not lora
+        tied_bwd = (not fsdp and sem.framework != "megatron" and spec.tied_embeddings and p.pp == 1 and not lora
+                    and not micro > 1)
         out.append(StageLoad(
             weights=w_bytes / z3, grads=grads, optimizer=opt,
             # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
@@ -378,9 +383,10 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             root_grad_temp=(flat * (sem.compute + sem.reduce - sem.reduce / z3)
                             if fsdp and not pp_fsdp and not lora else 0.0),
             head_grad=out_w * sem.compute if root_bwd and i == p.pp - 1 else 0.0,
-            embed_grads=(trainable - flat) * sem.gradients / z2 if root_bwd and i == 0 else 0.0,
+            embed_grads=(trainable - flat) * sem.gradients / z2 if (root_bwd or tied_bwd) and i == 0 else 0.0,
             embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
-                        + big_train * sem.reduce if root_bwd and i == 0 and lm_head else 0.0)))
+                        + big_train * sem.reduce if root_bwd and i == 0 and lm_head else
+                        3 * out_w * sem.gradients if tied_bwd else 0.0)))
     return out
 
 
@@ -445,7 +451,7 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
         + f"; recompute {cfg.recompute} ({_RECOMPUTE_TEXT[recompute_policy(cfg.recompute).kind]})",
         ("loss: logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
          "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)"
-         if sem.framework == "torch" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
+         if sem.framework != "megatron" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
         f"sequence parallel {'on' if p.sp else 'off'}" + (" (the frameworks' default with tp > 1)" if p.tp > 1 else "")
         + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"
            if p.sp and sem.framework == "torch" else ""),

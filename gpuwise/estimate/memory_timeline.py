@@ -15,11 +15,12 @@ A stage's peak is the largest of three moments (PyTorch's order of allocation an
   activations left; with little activation memory (full recompute) this is the block-backward peak.
 - optimizer step: parameters, all gradients, optimizer states and the step's temporaries
   (PyTorch's default foreach AdamW makes one fp32 copy of the moments for sqrt(v)).
-- embedding backward (FSDP2 only): the end of backward, when the embedding's gradient is computed
-  with every block's gradient sharded, the root group still gathered, the output layer's unsharded
-  gradient (alive since the loss's backward) and, with tied embeddings, the two contributions and
+- embedding backward: the end of backward, when the embedding's gradient is computed with every
+  block's gradient written. FSDP2: the root group is still gathered, the output layer's unsharded
+  gradient is alive since the loss's backward, with tied embeddings the two contributions and
   their sum (autograd adds them out of place), and the last block's reduce-scatter input (FSDP2
-  keeps one in flight until the next group reduces).
+  keeps one in flight until the next group reduces). Without FSDP, only for a tied output layer:
+  its gradient, the embedding's and their sum.
 - root reduce-scatter (FSDP2 only): the end of backward, when the root group (embedding, final
   norm, output layer: large for big vocabularies) reduces its gradients: every other gradient is
   already sharded, the root's are unsharded in the compute dtype and copied into a reduce-scatter
@@ -72,10 +73,8 @@ class StageLoad:
     casts: float = 0.0        # autocast's 16-bit weight casts, kept by each in-flight micro-batch
     head_grad: float = 0.0    # FSDP2: the output layer's unsharded gradient (compute dtype), written by the loss's
     #                           backward and kept until the root group reduces it at the end of backward
-    embed_grads: float = 0.0  # FSDP2: every block's sharded gradient, when the embedding runs its backward
-    embed_temp: float = 0.0   # FSDP2: what the embedding's backward holds besides (0: no such phase): the
-    #                           gathered root, the output layer's gradient and the embedding's (tied: and
-    #                           their sum) and the last block's reduce-scatter input still in flight
+    embed_grads: float = 0.0  # every block's gradient (sharded as ZeRO says), when the embedding runs its backward
+    embed_temp: float = 0.0   # what the embedding's backward holds besides (0: no such phase; see the docstring)
     root_grad_temp: float = 0.0   # FSDP2: the root group's (embedding, final norm, output layer) gradient
     #                               reduction at the end of backward: its unsharded gradients in the compute
     #                               dtype plus the reduce-scatter input in the reduction dtype, less the shard
