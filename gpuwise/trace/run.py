@@ -155,25 +155,20 @@ def _mark_block_backwards(model: torch.nn.Module, mark) -> None:
     depth extrapolation stays exact: gradients grow and saved activations shrink as the blocks run
     their backwards, so the single peak of a whole backward moves from the loss boundary to its end
     as layers are added (gpt2-xl FSDP: 3.11 GiB extrapolated from 3-4 layers, 3.58 GiB traced at
-    48). A window ends when the gradient of the output of the last, second-to-last and first block
-    of each block list arrives (before those blocks run their backward): the loss and output
-    layer's backward, the first block's backward, the middle blocks (whose peak is at one of their
-    ends, next to the other windows) and the last block's backward with the end of the step's
-    backward (FSDP's root reduce-scatter)."""
+    48). A window ends when the gradient of the output of the last and of the first block of each
+    block list arrives (before that block runs its backward): the loss and output layer's backward;
+    the blocks' backwards but the first one's (peak at one of its ends, next to the other windows);
+    the first block's backward and the end of the backward (embedding, FSDP's root reduce-scatter)."""
     for mod in list(model.modules()):
         blocks = getattr(mod, "blocks", None)
         if not isinstance(blocks, torch.nn.ModuleList) or not len(blocks):
             continue
-        n = len(blocks)
-        # window that ends when block i's output gradient arrives (later keys win for small n)
-        ends = {0: "middle blocks", n - 2: "last block", n - 1: "loss and output layer"}
-        for i, what in ends.items():
-            if i < 0:
-                continue
+        ends = {len(blocks) - 1: "backward: loss and output layer", 0: "backward: blocks"}   # one block: the first
 
+        for i, what in ends.items():
             def on_output(module, args, out, what=what):
                 if isinstance(out, torch.Tensor) and out.requires_grad:
-                    out.register_hook(lambda grad: mark(f"backward: {what}") and None)
+                    out.register_hook(lambda grad: mark(what) and None)
             blocks[i].register_forward_hook(on_output)
 
 
