@@ -120,6 +120,9 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     replicated = spec.hidden * mask + (0 if st.frozen_base else spec.hidden * e * k)   # first linear's input
+    if spec.n_experts > 1:
+        # the router weights multiply each routed expert's output: their gradient needs those k outputs
+        replicated += spec.hidden * e * k
     # kept f-wide tensors: gated (gate, up, act(gate), product) / plain (act input, act output); a frozen
     # down-projection needs no copy of its input (product / act output)
     per_expert = ((4 if spec.gated_mlp else 2) - (1 if st.frozen_base else 0)) * spec.ffn_hidden * e
