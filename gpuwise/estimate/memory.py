@@ -351,8 +351,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         # autograd sums the two out of place: three vocabulary-wide gradients at the embedding's backward.
         out_w = spec.vocab_size * spec.hidden / p.tp if lm_head else 0.0
         root_bwd = fsdp and not pp_fsdp and not lora
-        tied_bwd = (not fsdp and sem.framework != "megatron" and spec.tied_embeddings and p.pp == 1 and not lora
-                    and not micro > 1)
+        tied_bwd = not fsdp and sem.framework != "megatron" and spec.tied_embeddings and p.pp == 1 and not lora
         out.append(StageLoad(
             weights=w_bytes / z3, grads=grads, optimizer=opt,
             # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
@@ -383,7 +382,9 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             root_grad_temp=(flat * (sem.compute + sem.reduce - sem.reduce / z3)
                             if fsdp and not pp_fsdp and not lora else 0.0),
             head_grad=out_w * sem.compute if root_bwd and i == p.pp - 1 else 0.0,
-            embed_grads=(trainable - flat) * sem.gradients / z2 if (root_bwd or tied_bwd) and i == 0 else 0.0,
+            # (with accumulation the earlier micro-batches' gradients of the root are there too)
+            embed_grads=((grads if micro > 1 and tied_bwd else (trainable - flat) * sem.gradients / z2)
+                         if (root_bwd or tied_bwd) and i == 0 else 0.0),
             embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
                         + big_train * sem.reduce if root_bwd and i == 0 and lm_head else
                         3 * out_w * sem.gradients if tied_bwd else 0.0)))
