@@ -68,10 +68,10 @@ def _restart_peak(tracker) -> None:
 
 def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
                  foreach: bool = False) -> list[tuple[str, dict[str, int]]]:
-    """(phase, bytes by category at that phase's peak) for each forward, backward and the
-    optimizer step of one warm training step of one rank, in order. Which phase peaks can change
-    with depth (the loss's logits against the optimizer step's gradients), so depth
-    extrapolation works phase by phase."""
+    """(phase, bytes by category at that phase's peak) for each forward, each window of each
+    backward (`_mark_block_backwards`) and the optimizer step of one warm training step of one
+    rank, in order. Which phase peaks can change with depth (the loss's logits against the
+    optimizer step's gradients), so depth extrapolation works phase by phase."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
     p = cfg.plan
