@@ -16,6 +16,17 @@ from gpuwise.workload.models import load_model  # noqa: E402
 from gpuwise.workload.training import ParallelPlan, TrainingConfig  # noqa: E402
 
 
+@pytest.fixture(autouse=True, scope="module")
+def _no_process_group_left_behind():
+    """FSDP traces initialise a fake default process group; later tests in this worker (the runtime's
+    gloo group) must start without one."""
+    yield
+    import torch.distributed as dist
+
+    if dist.is_initialized():
+        dist.destroy_process_group()
+
+
 def tiny(layers: int, name: str = "llama-3.1-8b", **kw):
     s = load_model(name)
     return replace(s, name=f"tiny-{name}", n_layers=layers, hidden=128, n_heads=4, n_kv_heads=2, head_dim=32,
