@@ -120,6 +120,9 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     replicated = spec.hidden * mask + (0 if st.frozen_base else spec.hidden * e * k)   # first linear's input
+    if spec.n_experts > 1:
+        # the router weights multiply each routed expert's output: their gradient needs those k outputs
+        replicated += spec.hidden * e * k
     # kept f-wide tensors: gated (gate, up, act(gate), product) / plain (act input, act output); a frozen
     # down-projection needs no copy of its input (product / act output)
     per_expert = ((4 if spec.gated_mlp else 2) - (1 if st.frozen_base else 0)) * spec.ffn_hidden * e
@@ -162,13 +165,14 @@ def residual_bytes(st: ActivationSetting) -> int:
     return 4 if st.autocast else st.bytes_per_value
 
 
-def _matmul_outputs(spec: ModelSpec) -> list[tuple[int, bool]]:
-    """(width, column-parallel) of each weight matmul of one block, in forward order."""
+def _matmul_outputs(spec: ModelSpec, cross_attention: bool = False) -> list[tuple[int, bool]]:
+    """(width, column-parallel) of each weight matmul of one block, in forward order (a decoder block
+    with cross-attention runs a second attention's projections between self-attention and MLP)."""
     dq, dkv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
     f, h = spec.ffn_hidden, spec.hidden
     attn = [(dq + 2 * dkv, True)] if spec.family in FUSED_QKV else [(dq, True), (dkv, True), (dkv, True)]
     mlp = [(f, True), (f, True), (h, False)] if spec.gated_mlp else [(f, True), (h, False)]
-    return attn + [(h, False)] + mlp
+    return (attn + [(h, False)]) * (2 if cross_attention else 1) + mlp
 
 
 def op_sac_recomputed_fraction(spec: ModelSpec) -> float:
@@ -188,22 +192,25 @@ def op_sac_recomputed_fraction(spec: ModelSpec) -> float:
     return sum(x for i, x in enumerate(flops) if i % 2 == 1) / sum(flops)
 
 
-def op_sac_layer_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+def op_sac_layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = False) -> float:
     """torchtitan op-level selective AC: a block keeps its input, the outputs of its 1st, 3rd, 5th...
     weight matmul (the policy recomputes every second mm) and the attention kernel's output and
     float32 log-sum-exp; everything else is recomputed in backward. Row-parallel matmul outputs are
     full width on every TP rank (partial sums before the reduction); MoE: the routed experts'
-    matmuls count k times."""
+    matmuls count k times. A decoder block with cross-attention counts its matmuls in one sequence
+    (the policy's counter runs over the whole block: T5's ten matmuls keep five outputs, not twice
+    the three of a block without it) and keeps both attention kernels' outputs."""
     e = st.bytes_per_value
     tokens = st.micro_batch * st.seq_len / st.cp
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     per_token = spec.hidden * residual_bytes(st) / (st.tp if st.sp else 1)   # block input
-    mms = _matmul_outputs(spec)
+    mms = _matmul_outputs(spec, cross_attention)
     n_attn = len(mms) - (3 if spec.gated_mlp else 2)
     for i, (width, col) in enumerate(mms):
         if i % 2 == 0:                                                     # 1st, 3rd, ... saved
             per_token += width * e * (k if i > n_attn else 1) / (st.tp if col else 1)
-    per_token += spec.n_heads * spec.head_dim * e / st.tp + spec.n_heads * 4 / st.tp   # attention out + lse
+    attentions = 2 if cross_attention else 1                               # attention out + lse
+    per_token += attentions * (spec.n_heads * spec.head_dim * e / st.tp + spec.n_heads * 4 / st.tp)
     return tokens * per_token
 
 
@@ -212,7 +219,7 @@ def _kept_by_policy(spec: ModelSpec, st: ActivationSetting, layer_index: int, cr
     if pol.checkpointed(layer_index):
         return layer_input_bytes(spec, st)
     if pol.kind == "op":
-        return op_sac_layer_bytes(spec, st) * (2 if cross_attention else 1)
+        return op_sac_layer_bytes(spec, st, cross_attention)
     return layer_bytes(spec, st, cross_attention)
 
 

@@ -303,7 +303,8 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
                                flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora,
                                sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
                                hf_eager=sem.framework != "megatron")
-    loss = "torch" if sem.framework == "torch" else "megatron"
+    # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
+    loss = "megatron" if sem.framework == "megatron" else "torch"
     n_enc = spec.n_encoder_layers
     layers = _stage_layers(n_enc + spec.n_layers, p.pp)
     micro = cfg.grad_accum
@@ -334,12 +335,23 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         trainable = enc_i * enc_b[2] + dec_i * dec_b[2] + (0.0 if lora else flat)
         big = max(enc_b[0] if enc_i else 0.0, dec_b[0] if dec_i else 0.0)
         big_train = max(enc_b[2] if enc_i else 0.0, dec_b[2] if dec_i else 0.0)
-        linear = n_stage - flat + (counts.lm_head / p.tp if i == p.pp - 1 else 0.0)
+        # autocast's casts that outlive the forward: only blocks that keep their saved tensors hold them
+        # (a checkpointed block's casts are not saved, and the autocast cache ends with the forward)
+        keep_enc, keep_dec = _cast_keeping_blocks(cfg.recompute, enc_i), _cast_keeping_blocks(cfg.recompute, dec_i)
+        cast_params = (keep_enc * enc_b[2] + keep_dec * dec_b[2]
+                       + (counts.lm_head / p.tp if i == p.pp - 1 and not lora else 0.0))
         grads = trainable * sem.gradients / z2
         opt = trainable * sem.optimizer / z1
         if cfg.offload_optimizer:
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
         pp_fsdp = fsdp and p.pp > 1
+        # FSDP2 reduces the root group (embedding, final norm, output layer) once, at the end of backward:
+        # the output layer's gradient, written first, stays unsharded in the compute dtype until then.
+        # Without FSDP a tied output layer's gradient waits for the embedding's contribution instead, and
+        # autograd sums the two out of place: three vocabulary-wide gradients at the embedding's backward.
+        out_w = spec.vocab_size * spec.hidden / p.tp if lm_head else 0.0
+        root_bwd = fsdp and not pp_fsdp and not lora
+        tied_bwd = not fsdp and sem.framework != "megatron" and spec.tied_embeddings and p.pp == 1 and not lora
         out.append(StageLoad(
             weights=w_bytes / z3, grads=grads, optimizer=opt,
             # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
@@ -350,7 +362,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             stage_compute=n_stage * sem.compute if pp_fsdp else 0.0,
             # autocast casts trainable fp32 weights only (a LoRA base is stored in 16-bit or NF4); each
             # micro-batch's forward keeps its own casts for its backward (the cache ends with the forward)
-            casts=(trainable if lora else linear) * sem.compute if autocast else 0.0,
+            casts=cast_params * sem.compute if autocast else 0.0,
             late_grads=(max(0.0, trainable - (0.0 if lora else flat) - big_train) * sem.gradients / z2
                         if micro == 1 and not pp_fsdp and not cfg.offload_optimizer else 0.0),
             layer_stack=act.stack_bytes(spec, st, 1, t5 and dec_i > 0) if n_i else 0.0,
@@ -368,8 +380,28 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             head_keep=act.head_bytes(spec, st, lm_head, loss) if i == p.pp - 1 else 0.0,
             loss_temp=act.loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0,
             root_grad_temp=(flat * (sem.compute + sem.reduce - sem.reduce / z3)
-                            if fsdp and not pp_fsdp and not lora else 0.0)))
+                            if fsdp and not pp_fsdp and not lora else 0.0),
+            head_grad=out_w * sem.compute if root_bwd and i == p.pp - 1 else 0.0,
+            # (with accumulation the earlier micro-batches' gradients of the root are there too)
+            embed_grads=((grads if micro > 1 and tied_bwd else (trainable - flat) * sem.gradients / z2)
+                         if (root_bwd or tied_bwd) and i == 0 else 0.0),
+            embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
+                        + big_train * sem.reduce if root_bwd and i == 0 and lm_head else
+                        3 * out_w * sem.gradients if tied_bwd else 0.0)))
     return out
+
+
+def _cast_keeping_blocks(recompute: str, n_blocks: int) -> int:
+    """Blocks of `n_blocks` whose autocast weight casts stay alive from forward to backward. Autocast
+    caches a weight's 16-bit cast only until the autocast region ends (the forward); after it, a cast
+    lives on only if autograd saved it for the matmul's input gradient. torch.utils.checkpoint (full,
+    layer-K) saves nothing inside a checkpointed block, and op-level SAC saves op outputs, never the
+    casts (an aten._to_copy it recomputes), so those blocks re-cast their weights in backward (the one
+    block recomputing holds them: `block_cast` / the working set)."""
+    pol = recompute_policy(recompute)
+    if pol.kind in ("full", "op"):
+        return 0
+    return sum(1 for j in range(n_blocks) if not pol.checkpointed(j))
 
 
 FOREACH_ADAM = False   # torchtitan's default fused AdamW (no temporaries); PyTorch's own CUDA default
@@ -420,7 +452,7 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
         + f"; recompute {cfg.recompute} ({_RECOMPUTE_TEXT[recompute_policy(cfg.recompute).kind]})",
         ("loss: logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
          "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)"
-         if sem.framework == "torch" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
+         if sem.framework != "megatron" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
         f"sequence parallel {'on' if p.sp else 'off'}" + (" (the frameworks' default with tp > 1)" if p.tp > 1 else "")
         + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"
            if p.sp and sem.framework == "torch" else ""),

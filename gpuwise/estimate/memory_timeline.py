@@ -15,6 +15,12 @@ A stage's peak is the largest of three moments (PyTorch's order of allocation an
   activations left; with little activation memory (full recompute) this is the block-backward peak.
 - optimizer step: parameters, all gradients, optimizer states and the step's temporaries
   (PyTorch's default foreach AdamW makes one fp32 copy of the moments for sqrt(v)).
+- embedding backward: the end of backward, when the embedding's gradient is computed with every
+  block's gradient written. FSDP2: the root group is still gathered, the output layer's unsharded
+  gradient is alive since the loss's backward, with tied embeddings the two contributions and
+  their sum (autograd adds them out of place), and the last block's reduce-scatter input (FSDP2
+  keeps one in flight until the next group reduces). Without FSDP, only for a tied output layer:
+  its gradient, the embedding's and their sum.
 - root reduce-scatter (FSDP2 only): the end of backward, when the root group (embedding, final
   norm, output layer: large for big vocabularies) reduces its gradients: every other gradient is
   already sharded, the root's are unsharded in the compute dtype and copied into a reduce-scatter
@@ -35,7 +41,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-PHASES = ("loss boundary", "block backward", "last block backward", "optimizer step", "root reduce-scatter")
+PHASES = ("loss boundary", "block backward", "last block backward", "optimizer step", "embedding backward",
+          "root reduce-scatter")
 
 
 @dataclass(frozen=True)
@@ -64,6 +71,10 @@ class StageLoad:
     layer_stack: float = 0.0  # activations one block keeps for one micro-batch
     block_cast: float = 0.0   # autocast's weight casts of one block (the others' are freed by then)
     casts: float = 0.0        # autocast's 16-bit weight casts, kept by each in-flight micro-batch
+    head_grad: float = 0.0    # FSDP2: the output layer's unsharded gradient (compute dtype), written by the loss's
+    #                           backward and kept until the root group reduces it at the end of backward
+    embed_grads: float = 0.0  # every block's gradient (sharded as ZeRO says), when the embedding runs its backward
+    embed_temp: float = 0.0   # what the embedding's backward holds besides (0: no such phase; see the docstring)
     root_grad_temp: float = 0.0   # FSDP2: the root group's (embedding, final norm, output layer) gradient
     #                               reduction at the end of backward: its unsharded gradients in the compute
     #                               dtype plus the reduce-scatter input in the reduction dtype, less the shard
@@ -95,12 +106,14 @@ def phases(s: StageLoad) -> list[tuple[str, dict[str, float]]]:
                            + s.loss_temp}),
         ("block backward", {**base, "gradients": early_grads, "activations": kept + s.work,
                             "temporaries": s.stage_compute + s.in_flight * s.casts + s.head_compute + 2 * s.block_compute
-                            + s.block_grad_temp + s.bwd_temp}),
+                            + s.block_grad_temp + s.bwd_temp + s.head_grad}),
         ("optimizer step", {**base, "gradients": s.grads, "activations": 0.0, "temporaries": s.opt_temp}),
     ] + ([("last block backward", {**base, "gradients": s.late_grads,
                                    "activations": s.emb + s.layer_stack + s.work,
                                    "temporaries": s.block_cast + s.head_compute + 2 * s.block_compute
-                                   + s.block_grad_temp + s.bwd_temp})] if s.late_grads else []) \
+                                   + s.block_grad_temp + s.bwd_temp + s.head_grad})] if s.late_grads else []) \
+      + ([("embedding backward", {**base, "gradients": s.embed_grads, "activations": 0.0,
+                                  "temporaries": s.embed_temp})] if s.embed_temp else []) \
       + ([("root reduce-scatter", {**base, "gradients": s.grads, "activations": 0.0,
                                    "temporaries": s.root_grad_temp})] if s.root_grad_temp else [])
 
