@@ -82,6 +82,8 @@ class WorkerPool:
 
         from gpuwise.runtime.local_ray import HeadNotReady, LocalHead
 
+        if self.address:   # before anything else: this process may already be connected elsewhere
+            check_address(self.address, self.address_flag)
         t0 = time.perf_counter()
         os.environ.setdefault("RAY_AUTH_MODE", "disabled")
         os.environ.setdefault("RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER", "0")
@@ -90,7 +92,6 @@ class WorkerPool:
                "OMP_NUM_THREADS": "1", "RAY_AUTH_MODE": "disabled"}
         if not ray.is_initialized():
             if self.address:
-                check_address(self.address, self.address_flag)
                 ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False)
             else:  # a head of our own (local_ray says why not ray.init()); workers inherit its env
                 res = {t: float(self.cluster.gpus_of_type(t)) for t in self.cluster.gpu_types}
