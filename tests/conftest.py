@@ -30,11 +30,20 @@ def pytest_collection_modifyitems(config, items):
     items.sort(key=lambda item: _group(item) != "ray")
 
 
-# Property tests draw the same examples on every run (a derandomised Hypothesis profile), so CI's verdict
-# depends on the code, not on the draw. HYPOTHESIS_PROFILE=explore draws new random examples each run, to
-# look for counterexamples locally.
-from hypothesis import settings as _hyp  # noqa: E402
+def pytest_configure_node(node):
+    """(xdist controller) tell each worker the controller's --dist: pytest 9.2.0 leaves the workers'
+    copy at "no", and with it xdist_group silently stops working."""
+    node.workerinput["gpuwise_dist"] = node.config.getoption("dist", "no")
 
-_hyp.register_profile("ci", derandomize=True, print_blob=True)
-_hyp.register_profile("explore", print_blob=True)
-_hyp.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "ci"))
+
+def pytest_collection_finish(session):
+    """Fail loudly if pytest-xdist ignores the groups: pytest 9.2.0 with xdist 3.8.0 drops the
+    "@group" suffix, so the Ray and server groups were split over both workers (each started its own
+    cluster or server: slower, and tests sharing one fixture saw two)."""
+    dist = getattr(session.config, "workerinput", {}).get("gpuwise_dist")
+    if dist != "loadgroup":
+        return
+    lost = [item.nodeid for item in session.items if _group(item) and "@" not in item.nodeid]
+    if lost:
+        raise RuntimeError(f"pytest-xdist ignored xdist_group on {len(lost)} tests (e.g. {lost[0]}); "
+                           "install the pytest that the [test] extra pins")
