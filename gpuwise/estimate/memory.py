@@ -401,7 +401,7 @@ def _cast_keeping_blocks(recompute: str, n_blocks: int) -> int:
     pol = recompute_policy(recompute)
     if pol.kind in ("full", "op"):
         return 0
-    return sum(1 for j in range(n_blocks) if not pol.checkpointed(j))
+    return n_blocks - n_blocks // pol.every if pol.kind == "layer" else n_blocks   # every K-th block checkpointed
 
 
 FOREACH_ADAM = False   # torchtitan's default fused AdamW (no temporaries); PyTorch's own CUDA default

@@ -84,7 +84,7 @@ def runnable_spec(spec: JobSpec, cluster: ClusterSpec) -> JobSpec:
                                          flops_per_sample=float(meta["flops_per_sample"]),
                                          activation_bytes_per_sample=float(meta["activation_bytes_per_sample"]),
                                          sample_unit="image")
-    lo, hi = tr.batch_range
+    lo = tr.batch_range[0]
     slots = cluster.total_gpus
     if lo < 2:
         raise InputError("training.global_batch", tr.global_batch, "each slot trains at least 2 samples per step "
