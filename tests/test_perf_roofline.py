@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 
 from gpuwise.estimate.flops import forward_flops_per_token
-from gpuwise.estimate.op_inventory import ATTN, GEMM, micro_step_work, op_table
+from gpuwise.estimate.activations import op_sac_recomputed_fraction
+from gpuwise.estimate.op_inventory import ATTN, GEMM, MEM, micro_step_work, op_table
 from gpuwise.estimate.step_time import analytical_step_time
 from gpuwise.hardware.gpus import get_gpu
 from gpuwise.workload.models import load_model
@@ -50,8 +51,18 @@ def test_backward_recompute_and_lora_factors():
     gem, att = tab.cls == GEMM, tab.cls == ATTN
     assert w.flops[gem, 1].sum() == pytest.approx(2 * w.flops[gem, 0].sum())
     assert w.flops[att, 1].sum() == pytest.approx(2.5 * w.flops[att, 0].sum())
+    block = tab.scope == 0
     full = micro_step_work(tab, 1, 4096, recompute="full")
-    assert full.flops[:, 2].sum() == pytest.approx(w.flops[:, 0].sum())
+    assert full.flops[:, 2].sum() == pytest.approx(w.flops[block, 0].sum())     # the head is not checkpointed
+    assert full.flops[~block, 2].sum() == 0
+    layer2 = micro_step_work(tab, 1, 4096, recompute="layer-2")
+    assert layer2.flops[:, 2].sum() == pytest.approx(w.flops[block, 0].sum() * (32 // 2) / 32)
+    op = micro_step_work(tab, 1, 4096, recompute="op")
+    assert op.flops[att, 2].sum() == 0                                          # the attention output is saved
+    assert op.flops[gem & block, 2].sum() == pytest.approx(
+        w.flops[gem & block, 0].sum() * op_sac_recomputed_fraction(spec))        # every second matmul
+    mem = (tab.cls == MEM) & block
+    assert op.bytes[mem, 2].sum() == pytest.approx(w.bytes[mem, 0].sum())      # elementwise ops all re-run
     sel = micro_step_work(tab, 1, 4096, recompute="selective")
     assert sel.flops[:, 2].sum() == pytest.approx(w.flops[att, 0].sum())
     lora = micro_step_work(tab, 1, 4096, frozen_base=True)
@@ -76,16 +87,18 @@ def test_small_models_are_memory_and_launch_bound():
 
 def test_validation_targets_per_split_and_size_class():
     """Public runs (gpuwise/data/calibration/transformer_throughput.csv + Korthikanti et al. 2022 Table 5):
-    NVIDIA dgxc-benchmarking Llama 3.1 8B/70B/405B on H100, FlashAttention GPT-3 125M-2.7B and Lambda GPT-3
-    2.7B on A100/H100. Measured: fit median 5.3% (15 rows), held-out median 1.1% (22 rows); size-class
-    medians <1B 8.5%, 1-10B 1.1%, 10-100B 0.8%, >100B 3.1%; worst held-out: Lambda's 2.7B on H100 (+62-65%,
-    that stack reaches ~2.1x its A100 speed where the roofline predicts ~3x). Targets: medians <= 10%
-    overall, <= 20% per size class; tolerance as the targets."""
+    NVIDIA dgxc-benchmarking Llama 3.1 8B/70B/405B on H100 (megatron stack), FlashAttention GPT-3 125M-2.7B
+    and Lambda GPT-3 2.7B on A100/H100 (pytorch stack). Measured: fit median 3.9% (16 rows), held-out median
+    3.6% (21 rows, max 12.6%: Lambda 8x A100); size-class medians <1B 7.7%, 1-10B 3.4%, 10-100B 3.4%,
+    >100B 7.2%. Before the efficiencies were split by stack, Lambda's 2.7B on H100 was held out at +62-65%
+    (a PyTorch + FlashAttention-2 stack reaches ~2.1x its A100 speed; NeMo's reaches ~3x).
+    Targets: medians <= 10% overall, <= 20% per size class; tolerance as the targets."""
     from gpuwise.validation.steptime_fit import evaluate, summarise
 
     s = summarise(evaluate())
-    assert s["all/fit"]["median_error"] <= 0.10 and s["all/fit"]["points"] == 15
-    assert s["all/heldout"]["median_error"] <= 0.10 and s["all/heldout"]["points"] == 22
+    assert s["all/fit"]["median_error"] <= 0.10 and s["all/fit"]["points"] == 16
+    assert s["all/heldout"]["median_error"] <= 0.10 and s["all/heldout"]["points"] == 21
+    assert s["all/heldout"]["max_error"] <= 0.20
     for cls in ("<1B", "1-10B", "10-100B", ">100B"):
         assert s[f"size/{cls}/all"]["median_error"] <= 0.20, cls
     assert s["source/dgxc-llama3.1-2412/heldout"]["max_error"] <= 0.10
@@ -98,10 +111,10 @@ def test_refit_reproduces_the_bundled_constants():
     from gpuwise.validation.steptime_fit import fit_op_efficiency
 
     fitted, stored = fit_op_efficiency(), _eff_table()
-    for arch in ("Ampere", "Hopper"):
+    for key in ((a, s) for a in ("Ampere", "Hopper") for s in ("pytorch", "megatron")):
         for f in ("gemm", "attention", "launch_s", "gemm_w0"):
-            assert getattr(fitted[arch], f) == pytest.approx(getattr(stored[arch], f), rel=0.02, abs=1.0 if
-                                                             f == "gemm_w0" else 0)
+            assert getattr(fitted[key], f) == pytest.approx(getattr(stored[key], f), rel=0.02, abs=1.0 if
+                                                            f == "gemm_w0" else 0)
 
 
 def test_estimate_states_the_op_roofline_and_comm_assumptions():

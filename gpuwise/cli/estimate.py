@@ -15,7 +15,8 @@ import math
 # Defaults of the job-by-flags form. They are applied after parsing (the flags default to None) so that
 # a flag typed next to a JOB.yaml is refused instead of silently ignored.
 FLAG_DEFAULTS = {"precision": "bf16-mixed", "zero": 0, "recompute": "none", "grad_accum": 1,
-                 "tp": 1, "pp": 1, "optimizer": "adamw", "lora_rank": 0}
+                 "tp": 1, "pp": 1, "optimizer": "adamw", "lora_rank": 0,
+                 "stack": "pytorch"}
 FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", *FLAG_DEFAULTS)
 
 
@@ -35,7 +36,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="tokens per sequence (default 2048, or the model's position table if shorter)")
     flags.add_argument("--precision", help="fp32 | bf16-mixed | fp16-mixed | bf16")
     flags.add_argument("--zero", type=int, help="ZeRO stage 0-3 (3 = FSDP full shard)")
-    flags.add_argument("--recompute", help="activation recomputation: none | selective | full")
+    flags.add_argument("--recompute", help="activation recomputation: none | selective | op | layer-K | full")
+    flags.add_argument("--stack", help="software stack timing the step: pytorch (default) | megatron")
     flags.add_argument("--grad-accum", type=int, help="micro-steps per optimizer step")
     flags.add_argument("--tp", type=int, help="tensor-parallel size")
     flags.add_argument("--pp", type=int, help="pipeline stages")
@@ -96,7 +98,7 @@ def _from_flags(args):
     plan = ParallelPlan(dp=args.gpus // (args.tp * args.pp), tp=args.tp, pp=args.pp, zero=args.zero, sp=args.tp > 1)
     cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=args.seq_len, grad_accum=args.grad_accum,
                          precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
-                         lora_rank=args.lora_rank, plan=plan)
+                         lora_rank=args.lora_rank, plan=plan, stack=args.stack)
     check_config(model, cfg)
     amount = Amount(None, "")
     if args.tokens:

@@ -14,8 +14,13 @@ seq_len / 2), ``split`` = tp for tensor-parallel ops (and for sequence-parallel 
 SP is on), ``b_w`` = weight bytes read once per micro-step (divided by tp). Backward rows are the
 forward rows times per-class factors (GEMMs: dgrad + wgrad = 2x; attention: FlashAttention's backward
 recomputes the scores, 2.5x FLOPs; elementwise: read the saved input and the incoming gradient and
-write one gradient, 2x bytes). Recompute re-runs the forward rows (full) or the attention core
-(selective). Kernel counts are per row (fused Megatron/TE-style kernels; backward 2 per GEMM).
+write one gradient, 2x bytes). Recompute re-runs forward rows of the blocks by the policy's name
+(``workload.training.recompute_policy``, the same policy the memory model and ``flops.py`` use):
+full = every block's forward (not the embedding, LM head and loss, which torch.utils.checkpoint and
+Megatron leave outside the checkpointed blocks); layer-K = that of every K-th block; selective = the
+attention core; op (torchtitan op-level SAC) = every second weight matmul (the share
+``activations.op_sac_recomputed_fraction`` gives) and every elementwise op of the block (only matmul
+and attention outputs are saved), not the attention core. Kernel counts are per row (fused Megatron/TE-style kernels; backward 2 per GEMM).
 
 FLOPs here are what the kernels execute (causal attention computes half the score matrix), not the
 6N + 12LHQT "model FLOPs" of MFU (``flops.py``), and the test suite checks them against PyTorch's
@@ -57,6 +62,7 @@ class OpTable:
     causal: bool
     n_layers: int            # decoder (+ encoder) layers
     heads: int               # query heads (unfused attention materialises heads x s x s scores)
+    op_sac_share: float      # share of a block's GEMM FLOPs that op-level SAC recomputes
 
     def __len__(self) -> int:
         return len(self.names)
@@ -107,9 +113,29 @@ def op_table(spec: ModelSpec) -> OpTable:
     col = list(zip(*rows))
     arr = [np.asarray(c, float) for c in col[1:]]
     layers = spec.n_layers + spec.n_encoder_layers
+    from gpuwise.estimate.activations import op_sac_recomputed_fraction
+
     return OpTable(tuple(col[0]), arr[0].astype(int), arr[1].astype(int), arr[2], arr[3], arr[4], arr[5], arr[6],
                    arr[7], arr[8], arr[9], arr[10], spec.family not in ENCODER_FAMILIES, layers,
-                   spec.n_heads)
+                   spec.n_heads, op_sac_recomputed_fraction(spec))
+
+
+def recomputed_share(tab: OpTable, recompute: str) -> np.ndarray:
+    """Per row: the share of its forward work re-run in backward under the recompute policy ``recompute``
+    (module docstring)."""
+    from gpuwise.workload.training import recompute_policy
+
+    pol = recompute_policy(recompute)
+    block = (tab.scope == 0).astype(float)
+    if pol.kind == "full":
+        return block
+    if pol.kind == "layer":
+        return block * (tab.n_layers // pol.every) / max(tab.n_layers, 1)
+    if pol.kind == "selective":
+        return (tab.cls == ATTN).astype(float)
+    if pol.kind == "op":
+        return block * np.where(tab.cls == GEMM, tab.op_sac_share, np.where(tab.cls == MEM, 1.0, 0.0))
+    return np.zeros(len(tab))
 
 
 @dataclass(frozen=True)
@@ -147,13 +173,9 @@ def micro_step_work(tab: OpTable, micro_batch: float, seq_len: float, tp: int = 
     if frozen_base:
         bf = np.where(gem, fwd_f, bf)                    # only the input gradient
     bb, bk = bwd[:, 1] * fwd_b, bwd[:, 2] * kern
-    if recompute == "full":
-        rf, rb, rk = fwd_f, fwd_b, kern
-    elif recompute == "selective":
-        sel = tab.cls == ATTN
-        rf, rb, rk = fwd_f * sel, fwd_b * sel, kern * sel
-    else:
-        rf = rb = rk = np.zeros_like(fwd_f)
+    share = recomputed_share(tab, recompute)
+    # fractional shares (layer-K, op-level SAC) are averages over the stage's blocks and matmuls: launches too
+    rf, rb, rk = fwd_f * share, fwd_b * share, kern * share
     width = np.where(gem, tab.gemm_width / np.where(tab.tp_split > 0, tp, 1), 0.0)
     return MicroStepWork(np.stack([fwd_f, bf, rf], 1), np.stack([fwd_b, bb, rb], 1), np.stack([kern, bk, rk], 1),
                          tab.cls, width, tab.n_layers / pp, 1.0)

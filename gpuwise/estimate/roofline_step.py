@@ -48,9 +48,10 @@ OPTIMIZER_KERNELS = 6       # multi-tensor apply: a few launches per step
 
 @dataclass(frozen=True)
 class OpEfficiency:
-    """Fitted per-class efficiencies of one GPU architecture (op_efficiency.csv)."""
+    """Fitted per-class efficiencies of one GPU architecture under one software stack (op_efficiency.csv)."""
 
     architecture: str
+    stack: str                 # workload.training.STACKS: whose kernels (and host overhead) were measured
     gemm: float
     gemm_w0: float
     attention: float
@@ -66,24 +67,31 @@ class OpEfficiency:
     def describe(self) -> str:
         how = f"fitted on {self.points} public measurements ({self.fitted_on})" if self.points else \
             f"assumption ({self.fitted_on})"
-        return (f"compute efficiency, per-op roofline {self.architecture}: GEMM {self.gemm:.0%} of tensor peak x w/(w+{self.gemm_w0:.0f}), "
+        return (f"compute efficiency, per-op roofline {self.architecture} under the {self.stack} stack: GEMM {self.gemm:.0%} of tensor peak x w/(w+{self.gemm_w0:.0f}), "
                 f"flash attention {self.attention:.0%}, HBM {self.memory:.0%} of bandwidth, "
                 f"{self.launch_s * 1e6:.1f} us per kernel; {how}")
 
 
 @lru_cache(maxsize=1)
-def _eff_table() -> dict[str, OpEfficiency]:
+def _eff_table() -> dict[tuple[str, str], OpEfficiency]:
+    """{(architecture, stack): efficiencies}; architecture "default" rows serve GPUs without a fitted row."""
     out = {}
     for r in read_commented_csv(data_path("calibration", "op_efficiency.csv")):
-        out[r["architecture"]] = OpEfficiency(r["architecture"], float(r["gemm"]), float(r["gemm_w0"]),
-                                              float(r["attention"]), float(r["memory"]),
-                                              float(r["launch_us"]) * 1e-6, int(r["points"]), r["fitted_on"])
+        out[r["architecture"], r["stack"]] = OpEfficiency(
+            r["architecture"], r["stack"], float(r["gemm"]), float(r["gemm_w0"]), float(r["attention"]),
+            float(r["memory"]), float(r["launch_us"]) * 1e-6, int(r["points"]), r["fitted_on"])
     return out
 
 
-def op_efficiency_for(gpu: GpuSpec) -> OpEfficiency:
+def op_efficiency_for(gpu: GpuSpec, stack: str = "pytorch") -> OpEfficiency:
+    """The fitted row of ``gpu``'s architecture under ``stack``; InputError for an unknown stack."""
+    from gpuwise.errors import InputError
+    from gpuwise.workload.training import STACKS
+
+    if stack not in STACKS:
+        raise InputError("stack", stack, "use one of " + ", ".join(STACKS))
     t = _eff_table()
-    return t.get(gpu.architecture.split()[0], t["default"])
+    return t.get((gpu.architecture.split()[0], stack), t["default", stack])
 
 
 @dataclass(frozen=True)

@@ -171,7 +171,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     plan = cfg.plan
     hw = Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
                   gpus_per_node)
-    eff = efficiency or op_efficiency_for(gpu)
+    eff = efficiency or op_efficiency_for(gpu, cfg.stack)
     trainable = None
     if cfg.lora_rank > 0 or cfg.quantize:
         trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1)))

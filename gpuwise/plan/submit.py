@@ -140,7 +140,7 @@ def _option(spec: JobSpec, gpu: str, cap: int, jm, why: str, plan, price: float 
     model = spec.model_spec()
     cfg = TrainingConfig(micro_batch=ch.local_bsz, seq_len=tr.seq_len if model.sample_unit == "token" else 1,
                          grad_accum=ch.grad_accum, precision=tr.precision, optimizer=tr.optimizer,
-                         recompute=tr.recompute, lora_rank=tr.lora_rank, quantize=tr.quantize,
+                         recompute=tr.recompute, lora_rank=tr.lora_rank, quantize=tr.quantize, stack=tr.stack,
                          plan=ParallelPlan(dp=ch.replicas, tp=1, pp=1, zero=spec.parallelism.zero[0]))
     mem = memory_of(model, cfg).per_gpu_gib
     hours = 1.0 / plan.goodput / 3600.0  # the plan's goodput is the fraction of the job per second

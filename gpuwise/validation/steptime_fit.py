@@ -22,6 +22,8 @@ from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 SIZE_CLASSES = (("<1B", 0, 1e9), ("1-10B", 1e9, 1e10), ("10-100B", 1e10, 1e11), (">100B", 1e11, float("inf")))
 ARCHS = ("Ampere", "Hopper")
+# (architecture, stack) rows of op_efficiency.csv that are fitted, in the order of the parameter vector
+FITTED = tuple((a, s) for s in ("megatron", "pytorch") for a in ARCHS)
 SELENE_NIC_GBPS = 200.0     # Selene DGX A100 nodes: 8 x 200 Gb/s HDR InfiniBand
 
 
@@ -67,12 +69,12 @@ def _throughput_rows() -> list[MeasuredRun]:
                       i["ffn"], i["vocab"], i["seq_len"])
         accum = i["global_batch"] // (i["micro_batch"] * i["dp"])
         cfg = TrainingConfig(micro_batch=i["micro_batch"], seq_len=i["seq_len"], grad_accum=accum,
-                             precision="bf16-mixed", recompute=r["recompute"],
+                             precision="bf16-mixed", recompute=r["recompute"], stack=r["stack"],
                              plan=ParallelPlan(dp=i["dp"], tp=i["tp"], pp=i["pp"], cp=i["cp"], sp=bool(i["sp"]),
                                                zero=i["zero"]))
         value = float(r["value"])
         tokens = i["global_batch"] * i["seq_len"]
-        per_gpu = {"s/step": tokens / value / i["gpus"], "tokens/s": value / i["gpus"]}[r["unit"]]
+        per_gpu = {"s/step": tokens / value / i["gpus"], "tokens/s": value / i["gpus"], "tokens/s/gpu": value}[r["unit"]]
         out.append(MeasuredRun(r["source"], r["case"], model, cfg, r["gpu"], i["vp"], float(r["inter_node_gbps"]),
                                per_gpu, r["split"]))
     return out
@@ -89,7 +91,7 @@ def _korthikanti_rows() -> list[MeasuredRun]:
             tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
             mb, gb = int(r["micro_batch"]), int(r["global_batch"])
             rec = "full" if r["recompute_mode"] == "full" else "selective"
-            cfg = TrainingConfig(micro_batch=mb, seq_len=seq, grad_accum=gb // (mb * dp), recompute=rec,
+            cfg = TrainingConfig(micro_batch=mb, seq_len=seq, grad_accum=gb // (mb * dp), recompute=rec, stack="megatron",
                                  plan=ParallelPlan(dp=dp, tp=tp, pp=pp, sp=rec != "full"))
             gpus = tp * pp * dp
             out.append(MeasuredRun("korthikanti-tab5", f"{r['model']} {r['recompute_mode']} tp{tp} pp{pp}", model, cfg,
@@ -122,18 +124,19 @@ LAUNCH_PRIOR_US, LAUNCH_PRIOR_FACTOR = 5.0, 3.0
 
 
 def _effs(x: np.ndarray, base) -> dict:
-    """Parameter vector -> OpEfficiency per architecture: GEMM efficiency per architecture; attention as a
-    shared fraction of the GEMM efficiency; launch cost and GEMM half-width shared; HBM efficiency fixed."""
-    g_a, g_h, attn_ratio, launch_us, w0 = x
+    """Parameter vector -> OpEfficiency per (architecture, stack): GEMM efficiency per architecture and stack;
+    attention as one shared fraction of the GEMM efficiency (with the few rows there are, a ratio per stack
+    trades off against the GEMM efficiency and runs to its bounds); launch cost and GEMM half-width shared;
+    HBM efficiency fixed."""
+    gemm, (ratio, launch_us, w0) = x[:4], x[4:]
     common = dict(memory=MEMORY_EFFICIENCY, launch_s=launch_us * 1e-6, gemm_w0=w0)
-    return {"Ampere": replace(base["Ampere"], gemm=g_a, attention=g_a * attn_ratio, **common),
-            "Hopper": replace(base["Hopper"], gemm=g_h, attention=g_h * attn_ratio, **common)}
+    return {key: replace(base[key], gemm=g, attention=g * ratio, **common) for key, g in zip(FITTED, gemm)}
 
 
-def _arch(run: MeasuredRun) -> str:
+def _key(run: MeasuredRun) -> tuple[str, str]:
     from gpuwise.hardware.gpus import get_gpu
 
-    return get_gpu(run.gpu).architecture.split()[0]
+    return get_gpu(run.gpu).architecture.split()[0], run.cfg.stack
 
 
 def fit_op_efficiency(runs=None) -> dict:
@@ -146,25 +149,25 @@ def fit_op_efficiency(runs=None) -> dict:
     runs = [r for r in (runs or measured_runs()) if r.split == "fit"]
     base = _eff_table()
     meas = np.array([r.tokens_per_s_per_gpu for r in runs])
-    arch = [_arch(r) for r in runs]
+    keys = [_key(r) for r in runs]
 
     def resid(x):
         effs = _effs(x, base)
-        fit = np.log([predict(r, effs[a]) for r, a in zip(runs, arch)]) - np.log(meas)
-        return np.append(fit, np.log(x[3] / LAUNCH_PRIOR_US) / np.log(LAUNCH_PRIOR_FACTOR) * 0.05)
+        fit = np.log([predict(r, effs[k]) for r, k in zip(runs, keys)]) - np.log(meas)
+        return np.append(fit, np.log(x[5] / LAUNCH_PRIOR_US) / np.log(LAUNCH_PRIOR_FACTOR) * 0.05)
 
-    x0 = np.array([0.8, 0.7, 0.6, 5.0, 300.0])
-    lo = np.array([0.3, 0.3, 0.2, 0.5, 0.0])
-    hi = np.array([0.92, 0.92, 1.0, 50.0, 3000.0])
-    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.array([0.1, 0.1, 0.1, 2, 100]))
+    x0 = np.array([0.8, 0.7, 0.8, 0.7, 0.6, 5.0, 300.0])
+    lo = np.array([0.3, 0.3, 0.3, 0.3, 0.2, 0.5, 0.0])
+    hi = np.array([0.92, 0.92, 0.92, 0.92, 1.0, 50.0, 3000.0])
+    sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.array([0.1, 0.1, 0.1, 0.1, 0.1, 2, 100]))
     effs = _effs(sol.x, base)
-    sources = sorted({r.source for r in runs})
-    for a in ARCHS:
-        n = sum(1 for x in arch if x == a)
-        effs[a] = replace(effs[a], points=len(runs),
-                          fitted_on=f"{n} {a} + {len(runs) - n} other split=fit rows of {' '.join(sources)}; "
-                                    f"attention ratio launch and w0 shared; HBM efficiency {MEMORY_EFFICIENCY} fixed "
-                                    "from published STREAM-type copy rates")
+    for key in FITTED:
+        own = [r for r, k in zip(runs, keys) if k == key]
+        sources = " ".join(sorted({r.source for r in own}))
+        effs[key] = replace(effs[key], points=len(own),
+                            fitted_on=f"GEMM efficiency on {len(own)} split=fit {key[0]} {key[1]} rows ({sources}); "
+                                      f"attention/GEMM ratio, launch and w0 shared by all {len(runs)} fit rows; HBM efficiency {MEMORY_EFFICIENCY} fixed from "
+                                      "published STREAM-type copy rates")
     return effs
 
 
@@ -174,11 +177,11 @@ def write_op_efficiency(effs: dict) -> None:
     lines = open(path).read().splitlines()
     out = []
     for line in lines:
-        arch = line.split(",")[0]
-        if arch in effs and not line.startswith("#"):
-            e = effs[arch]
-            line = (f"{arch},{e.gemm:.3f},{e.gemm_w0:.0f},{e.attention:.3f},{e.memory:.3f},{e.launch_s * 1e6:.2f},"
-                    f"{e.points},{e.fitted_on}")
+        key = tuple(line.split(",")[:2])
+        if key in effs and not line.startswith("#"):
+            e = effs[key]
+            line = (f"{key[0]},{key[1]},{e.gemm:.3f},{e.gemm_w0:.0f},{e.attention:.3f},{e.memory:.3f},"
+                    f"{e.launch_s * 1e6:.2f},{e.points},{e.fitted_on}")
         out.append(line)
     with open(path, "w") as fh:
         fh.write("\n".join(out) + "\n")
@@ -207,3 +210,14 @@ def summarise(errors: list[RunError]) -> dict[str, dict]:
             groups.setdefault(key, []).append(e.error)
     return {k: {"median_error": float(np.median(v)), "max_error": float(np.max(v)), "points": len(v)}
             for k, v in sorted(groups.items())}
+
+
+if __name__ == "__main__":
+    # python -m gpuwise.validation.steptime_fit : refit op_efficiency.csv on the split=fit rows and print the errors
+    write_op_efficiency(fit_op_efficiency())
+    _eff_table_cache = __import__("gpuwise.estimate.roofline_step", fromlist=["_eff_table"])._eff_table
+    _eff_table_cache.cache_clear()
+    for e in evaluate():
+        print(f"{e.run.source:20s} {e.run.case:42s} {e.run.cfg.stack:8s} {e.run.split:7s} "
+              f"measured {e.run.tokens_per_s_per_gpu:9.0f} predicted {e.predicted:9.0f} "
+              f"{e.predicted / e.run.tokens_per_s_per_gpu - 1:+.1%}")

@@ -31,11 +31,11 @@ from pydantic import (Field, ValidationError, ValidationInfo, field_validator,
 from gpuwise.errors import InputError
 from gpuwise.user_files import strict_base
 from gpuwise.workload.model_spec import ModelSpec
-from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE
+from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE_POLICIES, STACKS, recompute_policy
 
 LR_RULES = ("adascale", "linear", "sqrt", "none")
 # Training fields that take one name from a fixed list
-_CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "recompute": RECOMPUTE, "lr_scaling": LR_RULES}
+_CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "lr_scaling": LR_RULES, "stack": STACKS}
 
 
 _Strict = strict_base()   # unknown keys are typos; NaN/inf are never a training amount, price or size
@@ -65,18 +65,31 @@ class Training(_Strict):
     micro_batch: Optional[int] = Field(None, gt=0, description="per-GPU micro-batch (default: chosen)")
     precision: str = Field("bf16-mixed", description="one of " + ", ".join(PRECISIONS))
     optimizer: str = Field("adamw", description="one of " + ", ".join(OPTIMIZERS))
-    recompute: str = Field("none", description="activation recomputation: " + ", ".join(RECOMPUTE))
+    recompute: str = Field("none", description="activation recomputation: " + ", ".join(RECOMPUTE_POLICIES)
+                           + " (selective = Megatron attention core; op, layer-K = torchtitan selective AC)")
+    stack: str = Field("pytorch", description="software stack timing the step: " + ", ".join(STACKS)
+                       + " (pytorch = PyTorch loops with FlashAttention kernels; megatron = Megatron-LM/NeMo + "
+                       "Transformer Engine)")
     lora_rank: int = Field(0, ge=0, description="LoRA rank; 0 = full fine-tuning")
     quantize: Optional[Literal["nf4"]] = Field(None, description='"nf4" = 4-bit frozen base (QLoRA)')
     lr_scaling: str = Field("adascale", description="learning-rate scaling rule with batch: " + ", ".join(LR_RULES))
     noise_scale: Optional[float] = Field(None, gt=0, description="gradient noise scale (samples), if measured")
 
-    @field_validator("precision", "optimizer", "recompute", "lr_scaling")
+    @field_validator("precision", "optimizer", "lr_scaling", "stack")
     @classmethod
     def _one_of(cls, v: str, info: ValidationInfo) -> str:
         allowed = _CHOICES[info.field_name]
         if v not in allowed:
             raise ValueError("must be one of " + ", ".join(allowed))
+        return v
+
+    @field_validator("recompute")
+    @classmethod
+    def _policy(cls, v: str) -> str:
+        try:
+            recompute_policy(v)
+        except InputError:
+            raise ValueError("must be one of " + ", ".join(RECOMPUTE_POLICIES) + " (K a positive integer)") from None
         return v
 
     @field_validator("global_batch")

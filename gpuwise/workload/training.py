@@ -18,6 +18,11 @@ RECOMPUTE = ("none", "selective", "full")
 #   layer-K    torchtitan's layer-level selective AC: full checkpointing of every K-th block
 #   full       torch.utils.checkpoint around every block (only each block's input is kept)
 RECOMPUTE_POLICIES = ("none", "selective", "op", "layer-K", "full")
+# Software stacks the step-time model has efficiencies for (gpuwise/data/calibration/op_efficiency.csv):
+#   pytorch    PyTorch training loops (FSDP/DDP, torchtitan, Hugging Face, Composer) with FlashAttention
+#              kernels: fitted on the FlashAttention repo's and Lambda's GPT-3 runs
+#   megatron   Megatron-LM / NeMo with Transformer Engine kernels: fitted on Korthikanti et al. and NVIDIA DGX Cloud
+STACKS = ("pytorch", "megatron")
 # Pipeline schedules (torch.distributed.pipelining names): 1f1b (default), gpipe (all forwards first),
 # interleaved-V (interleaved 1F1B, V model chunks per stage), zb (zero-bubble ZB-H1: 1F1B's memory)
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved-V", "zb")
@@ -100,6 +105,7 @@ class TrainingConfig:
     quantize: str | None = None     # "nf4" = 4-bit frozen base (QLoRA)
     offload_optimizer: bool = False # optimizer states (and master weights) in host memory
     plan: ParallelPlan = ParallelPlan()
+    stack: str = "pytorch"          # software stack whose measured kernel efficiencies time the step (STACKS)
 
     def global_batch(self) -> int:
         return self.micro_batch * self.grad_accum * self.plan.dp
