@@ -20,7 +20,7 @@ from itertools import accumulate
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
 from gpuwise.estimate.lora import NF4_BYTES, TARGETS_TEXT, adapter_params, attention_blocks
-from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak, phases
+from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
 from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
                                        nccl_bytes)
@@ -201,7 +201,7 @@ def _explicit_estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, c
     g = 0.0 if (cfg.offload_optimizer and p.zero >= 2) else n * sb.gradients / (p.dp if p.zero >= 2 else 1)
     o = 0.0 if cfg.offload_optimizer else n * sb.optimizer / (p.dp if p.zero >= 1 else 1)
     a = (spec.activation_bytes_per_sample or 0.0) * cfg.micro_batch * _act_bytes_per_value(cfg.precision) / 4
-    slack, ctx, nccl = _overheads(cfg, a, context)
+    slack, ctx, nccl = _overheads(cfg, w + g + o + a, context)
     notes = (f"{spec.name}: {n:,} parameters and {spec.activation_bytes_per_sample / 1e6:.1f} MB of fp32 activations "
              f"per {spec.sample_unit} ({spec.source}); 16-bit activations take half",
              "ZeRO-paper state accounting (2/2/12 B mixed precision); recompute is not modelled for explicit "
@@ -221,11 +221,11 @@ def _schedule(cfg: TrainingConfig, interleave: int) -> str:
     return cfg.plan.pp_schedule
 
 
-def _overheads(cfg: TrainingConfig, transient: float, context: bool) -> tuple[float, float, float]:
-    """(allocator slack, CUDA context, NCCL) bytes."""
+def _overheads(cfg: TrainingConfig, allocated: float, context: bool) -> tuple[float, float, float]:
+    """(allocator slack, CUDA context, NCCL) bytes for an `allocated` peak."""
     p = cfg.plan
     groups = (p.dp * p.cp, p.tp, p.pp, p.cp)
-    return allocator_slack_bytes(transient), context_bytes(context), nccl_bytes(groups) if context else 0.0
+    return allocator_slack_bytes(allocated), context_bytes(context), nccl_bytes(groups) if context else 0.0
 
 
 @lru_cache(maxsize=16384)
@@ -242,10 +242,9 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
         alloc, phase, parts = peak(load)
         if best is None or alloc > best[0]:
             best = (alloc, i, phase, parts)
-    _, stage, phase, parts = best
-    # the allocator keeps the blocks freed after the largest transient phase reserved for the rest of the step
-    transient = max(q["activations"] + q["temporaries"] for _, q in phases(loads[stage]))
-    slack, ctx, nccl = _overheads(cfg, transient, context)
+    alloc, stage, phase, parts = best
+    # slack as a fraction of the allocated peak (overhead.py: what the measured rows state)
+    slack, ctx, nccl = _overheads(cfg, alloc, context)
     counts = param_counts(spec)
     trainable = adapter_params(spec, cfg.lora_rank) if cfg.lora_rank > 0 else counts.total
     notes = tuple(_assumptions(spec, cfg, sem, fp32_grads, stage, phase, _schedule(cfg, interleave)))
