@@ -205,19 +205,48 @@ def summarise(errors: list[RunError]) -> dict[str, dict]:
     """Median / max error and count per split, per source (with split) and per size class (with split)."""
     groups: dict[str, list[float]] = {}
     for e in errors:
-        for key in (f"all/{e.run.split}", f"source/{e.run.source}/{e.run.split}",
+        for key in (f"all/{e.run.split}", f"source/{e.run.source}/{e.run.split}", f"stack/{e.run.cfg.stack}/{e.run.split}",
                     f"size/{e.run.size_class}/{e.run.split}", f"size/{e.run.size_class}/all", "all/all"):
             groups.setdefault(key, []).append(e.error)
     return {k: {"median_error": float(np.median(v)), "max_error": float(np.max(v)), "points": len(v)}
             for k, v in sorted(groups.items())}
 
 
-if __name__ == "__main__":
-    # python -m gpuwise.validation.steptime_fit : refit op_efficiency.csv on the split=fit rows and print the errors
-    write_op_efficiency(fit_op_efficiency())
-    _eff_table_cache = __import__("gpuwise.estimate.roofline_step", fromlist=["_eff_table"])._eff_table
-    _eff_table_cache.cache_clear()
-    for e in evaluate():
-        print(f"{e.run.source:20s} {e.run.case:42s} {e.run.cfg.stack:8s} {e.run.split:7s} "
+
+def leave_source_out(source: str, promote: str | None = None) -> list[RunError]:
+    """Refit without ``source``'s rows (``promote``: a held-out case name to fit on instead, e.g. the only
+    other run of that stack and generation) and predict that source's rows: an out-of-source error."""
+    from dataclasses import replace as swap
+
+    runs = [swap(r, split="heldout") if r.source == source else
+            swap(r, split="fit") if promote and r.case == promote else r for r in measured_runs()]
+    effs = fit_op_efficiency(runs)
+    return [RunError(r, predict(r, effs[_key(r)])) for r in runs if r.source == source]
+
+
+def _main() -> None:
+    import argparse
+
+    ap = argparse.ArgumentParser(prog="python -m gpuwise.validation.steptime_fit",
+                                 description="errors of the stored step-time fit per measured run; --write refits "
+                                             "op_efficiency.csv; --leave-out SOURCE refits without that source")
+    ap.add_argument("--write", action="store_true")
+    ap.add_argument("--leave-out", metavar="SOURCE")
+    ap.add_argument("--promote", metavar="CASE", help="with --leave-out: a held-out case to fit on instead")
+    args = ap.parse_args()
+    if args.write:
+        from gpuwise.estimate.roofline_step import _eff_table
+
+        write_op_efficiency(fit_op_efficiency())
+        _eff_table.cache_clear()
+    errors = leave_source_out(args.leave_out, args.promote) if args.leave_out else evaluate()
+    for e in errors:
+        print(f"{e.run.source:20s} {e.run.case:46s} {e.run.cfg.stack:8s} {e.run.split:7s} "
               f"measured {e.run.tokens_per_s_per_gpu:9.0f} predicted {e.predicted:9.0f} "
               f"{e.predicted / e.run.tokens_per_s_per_gpu - 1:+.1%}")
+    errs = [e.error for e in errors]
+    print(f"median |error| {np.median(errs):.1%}, max {np.max(errs):.1%} over {len(errs)} runs")
+
+
+if __name__ == "__main__":
+    _main()
