@@ -87,18 +87,20 @@ def test_small_models_are_memory_and_launch_bound():
 
 def test_validation_targets_per_split_and_size_class():
     """Public runs (gpuwise/data/calibration/transformer_throughput.csv + Korthikanti et al. 2022 Table 5):
-    NVIDIA dgxc-benchmarking Llama 3.1 8B/70B/405B on H100 (megatron stack), FlashAttention GPT-3 125M-2.7B
-    and Lambda GPT-3 2.7B on A100/H100 (pytorch stack). Measured: fit median 3.9% (16 rows), held-out median
-    3.6% (21 rows, max 12.6%: Lambda 8x A100); size-class medians <1B 7.7%, 1-10B 3.4%, 10-100B 3.4%,
-    >100B 7.2%. Before the efficiencies were split by stack, Lambda's 2.7B on H100 was held out at +62-65%
-    (a PyTorch + FlashAttention-2 stack reaches ~2.1x its A100 speed; NeMo's reaches ~3x).
+    NVIDIA dgxc-benchmarking Llama 3.1 8B/70B/405B on H100 (megatron stack); FlashAttention GPT-3 125M-2.7B,
+    Lambda GPT-3 2.7B on A100/H100, IBM's PyTorch FSDP Llama-2 7B-70B on A100/H100 and TinyLlama 1.1B (pytorch
+    stack). Measured: fit median 5.1% (19 rows, max 17.7%), held-out median 4.0% (31 rows, max 15.9%); per
+    stack and split medians 3.9-6.2%; size-class medians <1B 6.2%, 1-10B 3.9%, 10-100B 3.8%, >100B 7.4%.
+    Before the efficiencies were split by stack the PyTorch H100 runs were 43-65% fast.
     Targets: medians <= 10% overall, <= 20% per size class; tolerance as the targets."""
     from gpuwise.validation.steptime_fit import evaluate, summarise
 
     s = summarise(evaluate())
-    assert s["all/fit"]["median_error"] <= 0.10 and s["all/fit"]["points"] == 16
-    assert s["all/heldout"]["median_error"] <= 0.10 and s["all/heldout"]["points"] == 21
+    assert s["all/fit"]["median_error"] <= 0.10 and s["all/fit"]["points"] == 19
+    assert s["all/heldout"]["median_error"] <= 0.10 and s["all/heldout"]["points"] == 31
     assert s["all/heldout"]["max_error"] <= 0.20
+    for stack in ("pytorch", "megatron"):
+        assert s[f"stack/{stack}/heldout"]["median_error"] <= 0.10, stack
     for cls in ("<1B", "1-10B", "10-100B", ">100B"):
         assert s[f"size/{cls}/all"]["median_error"] <= 0.20, cls
     assert s["source/dgxc-llama3.1-2412/heldout"]["max_error"] <= 0.10

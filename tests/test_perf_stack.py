@@ -81,7 +81,7 @@ def test_jobspec_stack_and_recompute_policies(tmp_path):
 @pytest.mark.slow
 def test_leave_one_source_out_stays_within_25_percent():
     """Out-of-source check of the pytorch stack: refit without IBM's FSDP rows (Lambda's H100 run then fits the
-    Hopper row) and predict IBM's 12 runs. Measured: median 7.2%, max 21.5% (7B on A100, predicted fast)."""
+    Hopper row) and predict IBM's 12 runs. Measured: median 6.6%, max 21.6% (7B on A100, predicted fast)."""
     import numpy as np
 
     from gpuwise.validation.steptime_fit import leave_source_out
