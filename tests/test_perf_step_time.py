@@ -65,7 +65,7 @@ def test_megatron_mfu_matches_published():
                       head_dim=h // heads, ffn_hidden=4 * h, vocab_size=51200, max_seq_len=2048,
                       learned_pos_emb=True, attn_bias=True, mlp_bias=True)
         cfg = TrainingConfig(micro_batch=mb, seq_len=2048, grad_accum=gb // mb, recompute="selective",
-                             plan=ParallelPlan(tp=tp, pp=pp, sp=True))
+                             plan=ParallelPlan(tp=tp, pp=pp, sp=True), stack="megatron")
         est = analytical_step_time(m, cfg, gpu, 8, pipeline_interleave=v)
         assert est.mfu == pytest.approx(mfu, abs=0.04)
 
