@@ -110,7 +110,8 @@ def _divides(a: int, b: int) -> bool:
     return b % a == 0
 
 
-def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None):
+def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None,
+                  misses: dict | None = None):
     """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
     lightest recompute / sequence-parallel variant that fits for each (tp, pp, zero).
 
@@ -123,6 +124,8 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     tests/test_plan_candidates.py checks this against `feasible_plans` itself.
     gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
     keep the tp that divide their node, see `_plans_for_shape`).
+    misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
+    that did not fit, so that a variant is not estimated where it provably cannot fit (`_known_miss`).
     """
     from gpuwise.estimate.performance import memory_of
 
@@ -160,8 +163,13 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
                 hit = None
                 for k, (recompute, sp) in enumerate(order):
                     c = make(recompute, sp)
-                    est = memory_of(spec, c)
-                    fits = est.fits(gpu)
+                    if misses is not None and _known_miss(misses, c, gpu):
+                        est, fits = None, False
+                    else:
+                        est = memory_of(spec, c)
+                        fits = est.fits(gpu)
+                        if misses is not None and not fits:
+                            misses.setdefault(_miss_key(c), []).append((c.micro_batch, est))
                     if k == 1 and len(order) > 2:
                         if not fits:
                             break                  # the most frugal variant does not fit
@@ -175,11 +183,27 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     return out
 
 
+def _miss_key(c: TrainingConfig) -> tuple:
+    p = c.plan
+    return (p.dp, p.tp, p.pp, p.sp, p.zero, c.grad_accum, c.recompute)
+
+
+def _known_miss(misses: dict, c: TrainingConfig, gpu) -> bool:
+    """True if `c` provably does not fit `gpu`: the same configuration at a micro-batch no larger did
+    not fit it. Exact: with everything but the micro-batch fixed, every term of the required memory is
+    either independent of the micro-batch (model states, context, NCCL, in-flight counts) or the
+    micro-batch's tokens x a non-negative per-token size (activations, loss and backward temporaries),
+    so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
+    rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
+    tests/test_plan_candidates.py compares the search with and without this against each other."""
+    return any(m <= c.micro_batch and not est.fits(gpu) for m, est in misses.get(_miss_key(c), ()))
+
+
 def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
     """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch)."""
     key = ("plans", gpu.name, gpus, cfg.micro_batch)
     if key not in memo:
-        memo[key] = allowed_plans(job, cfg, gpu, gpus)
+        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=memo.setdefault("_misses", {}))
     return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
 
 
