@@ -207,21 +207,13 @@ def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per
     return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
 
 
-def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
-                   gpus: int | None = None) -> ShapeResult:
-    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
-    (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`)."""
-    from gpuwise.estimate.performance import batch_configs, best_of, job_performance, memory_of, step_of
+def _fitting_configs(job: PlanJob, spec, gpus: int, gpus_per_node: int, cache: dict) -> tuple[list, bool]:
+    """Every (config, memory) of the shape that fits, in search order (micro-batch, plan, batch), and
+    whether any plan fitted at all."""
+    from gpuwise.estimate.performance import batch_configs, memory_of
 
-    gpus = gpus or gpus_per_node * nodes
-    key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
-    if key in cache:
-        return cache[key]
-    spec = _gpu(gpu)
     lo, hi = job.batch_range
-    timed = []          # (config, step time estimate, memory) per (plan, micro-batch, global batch) timed
-    any_fit = False
-    st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
+    out, any_fit = [], False
     for micro in job.micro_batches:
         cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
         fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
@@ -231,29 +223,76 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
         for c, mem in fits:
             # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
             grid = batch_configs(c.plan.dp, (lo, hi), (micro,), min_accum=c.grad_accum, targets=job.batches,
-                                    tolerance=0.25)
+                                 tolerance=0.25)
             for _, accum in grid.pairs:
                 run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
                 run_mem = mem if accum == c.grad_accum else memory_of(job.model, run_cfg)
-                if not run_mem.fits(spec):
-                    continue    # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
-                st = step_of(job.model, run_cfg, spec, gpus_per_node, nodes, job.inter_node_gbps)
-                timed.append((run_cfg, st, run_mem))
-                for note in st.assumptions:
-                    if not note.startswith("pipeline bubble"):  # per-plan numbers, not an assumption
-                        st_notes[note] = None
+                if run_mem.fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
+                    out.append((run_cfg, run_mem))
+    return out, any_fit
+
+
+def _timed_configs(job: PlanJob, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool) -> list:
+    """(index, config, step estimate, memory) of the configurations that can be the fastest, in search order.
+
+    Branch and bound, exact: a configuration's time to target is steps(global batch) x step time, and
+    the step time is at least `step_bound_of` (its operator time). Timing in order of that bound, once
+    a bound exceeds the best time found (by a relative 1e-9, far above rounding), it and every later one
+    are strictly slower than the best, so they can neither win nor tie (`best_of` keeps the first of
+    equals); the rest are timed and `best_of` picks among them exactly as among all. `exhaustive` times
+    every configuration (the benchmark's and the tests' reference)."""
+    from gpuwise.estimate.performance import step_bound_of, step_of
+
+    steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _ in configs], float)), float)
+    order = range(len(configs))
+    if not exhaustive:
+        bound = steps * np.array([step_bound_of(job.model, c, spec, gpus_per_node, job.inter_node_gbps)
+                                  for c, _ in configs])
+        order = np.argsort(bound, kind="stable").tolist()
+    best, out = np.inf, []
+    for i in order:
+        if not exhaustive and bound[i] > best * (1 + 1e-9):
+            break
+        c, mem = configs[i]
+        st = step_of(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps)
+        best = min(best, steps[i] * st.step_time_s)
+        out.append((i, c, st, mem))
+    return sorted(out, key=lambda t: t[0])
+
+
+def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
+                   gpus: int | None = None, exhaustive: bool = False) -> ShapeResult:
+    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
+    (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`). Every configuration
+    that fits counts as evaluated; only those that can be the fastest are timed (`_timed_configs`)."""
+    from gpuwise.estimate.performance import best_of, job_performance
+
+    gpus = gpus or gpus_per_node * nodes
+    key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
+    if key in cache:
+        return cache[key]
+    spec = _gpu(gpu)
+    configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache)
+    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, exhaustive) if configs else []
+    st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
+    for _, _, st, _ in timed:
+        for note in st.assumptions:
+            # per-plan numbers, not an assumption; the rest depend on the model, GPU and node count only,
+            # so the configurations not timed would add nothing
+            if not note.startswith("pipeline bubble"):
+                st_notes[note] = None
     best = None
     if timed:
-        i, time_s = best_of([c.global_batch() for c, _, _ in timed], [st.step_time_s for _, st, _ in timed],
+        k, time_s = best_of([c.global_batch() for _, c, _, _ in timed], [st.step_time_s for _, _, st, _ in timed],
                             job.noise)
-        c, st, mem = timed[i]
+        _, c, st, mem = timed[k]
         ckpt = job_performance(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps,
                                checkpoint_gb=job.checkpoint_gb).checkpoint
         cache.setdefault("_checkpoint_note", ckpt.assumption)
         best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, c.global_batch(),
-                         st.step_time_s, float(time_s[i]) / 3600.0, getattr(st, "mfu", None),
-                         mem.per_gpu_gib, ckpt.gb, len(timed), c)
-    res = ShapeResult(best, len(timed), None if best else ("batch" if any_fit else "memory"))
+                         st.step_time_s, float(time_s[k]) / 3600.0, getattr(st, "mfu", None),
+                         mem.per_gpu_gib, ckpt.gb, len(configs), c)
+    res = ShapeResult(best, len(configs), None if best else ("batch" if any_fit else "memory"))
     cache[key] = res
     return res
 
