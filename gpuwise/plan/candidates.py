@@ -9,7 +9,10 @@ Two stages, so the whole catalog is searched in about a second:
    efficiency, with the one batch search (`batch_configs` + `best_of`) JobModel runs too. Its
    time to target is the same on every offering of that shape, and cost = time x price x nodes,
    so the fastest (plan, batch) of a shape is also the cheapest on every offering: keeping only it
-   is exact.
+   is exact. Two exact prunings keep this fast: plan variants that did not fit at a smaller
+   micro-batch are not estimated again (`_known_miss`), and only configurations whose step-time
+   lower bound can beat the shape's best are timed (`_timed_configs`); every one that fits still
+   counts as evaluated. `generate(..., exhaustive=True)` turns both off (same answer).
 2. Across offerings (vectorised): price x nodes, spot preemption risk (expected time and its
    p10/p90), constraints (max GPUs, $/hour cap, deadline, budget) as boolean masks.
 """
@@ -203,7 +206,8 @@ def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per
     """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch)."""
     key = ("plans", gpu.name, gpus, cfg.micro_batch)
     if key not in memo:
-        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=memo.setdefault("_misses", {}))
+        misses = None if memo.get("_exhaustive") else memo.setdefault("_misses", {})
+        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses)
     return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
 
 
@@ -261,10 +265,11 @@ def _timed_configs(job: PlanJob, spec, gpus_per_node: int, nodes: int, configs: 
 
 
 def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
-                   gpus: int | None = None, exhaustive: bool = False) -> ShapeResult:
+                   gpus: int | None = None) -> ShapeResult:
     """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
     (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`). Every configuration
-    that fits counts as evaluated; only those that can be the fastest are timed (`_timed_configs`)."""
+    that fits counts as evaluated; only those that can be the fastest are timed (`_timed_configs`;
+    ``cache["_exhaustive"]`` true: every one, and every memory estimate too: see `generate`)."""
     from gpuwise.estimate.performance import best_of, job_performance
 
     gpus = gpus or gpus_per_node * nodes
@@ -273,7 +278,8 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
         return cache[key]
     spec = _gpu(gpu)
     configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache)
-    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, exhaustive) if configs else []
+    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive"))) \
+        if configs else []
     st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
     for _, _, st, _ in timed:
         for note in st.assumptions:
@@ -301,11 +307,13 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
 # stage 2: offerings x node counts x pricing, vectorised
 
 
-def generate(job: PlanJob, catalog) -> CandidateSet:
-    """All candidates of `job` on `catalog` (see the module docstring)."""
+def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
+    """All candidates of `job` on `catalog` (see the module docstring). ``exhaustive``: estimate every
+    plan variant's memory and time every configuration that fits, without the exact pruning
+    (`_known_miss`, `_timed_configs`): the same answer, slower (tests and benchmarks/plan_speed.py)."""
     rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
     offs = region_offerings(rows)
-    cache: dict = {}
+    cache: dict = {"_exhaustive": True} if exhaustive else {}
     options: list[RunOption] = []
     opt_of: dict[tuple[str, int, int], int] = {}
     r_idx, n_col, o_idx, evaluated_per_row = [], [], [], []
