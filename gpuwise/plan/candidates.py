@@ -211,12 +211,11 @@ def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per
     return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
 
 
-def _fitting_configs(job: PlanJob, spec, gpus: int, gpus_per_node: int, cache: dict) -> tuple[list, bool]:
+def _fitting_configs(job: PlanJob, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
     """Every (config, memory) of the shape that fits, in search order (micro-batch, plan, batch), and
-    whether any plan fitted at all."""
-    from gpuwise.estimate.performance import batch_configs, memory_of
+    whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried."""
+    from gpuwise.estimate.performance import memory_of
 
-    lo, hi = job.batch_range
     out, any_fit = [], False
     for micro in job.micro_batches:
         cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
@@ -226,9 +225,7 @@ def _fitting_configs(job: PlanJob, spec, gpus: int, gpus_per_node: int, cache: d
         any_fit = True
         for c, mem in fits:
             # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
-            grid = batch_configs(c.plan.dp, (lo, hi), (micro,), min_accum=c.grad_accum, targets=job.batches,
-                                 tolerance=0.25)
-            for _, accum in grid.pairs:
+            for _, accum in grid(c.plan.dp, micro, c.grad_accum):
                 run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
                 run_mem = mem if accum == c.grad_accum else memory_of(job.model, run_cfg)
                 if run_mem.fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
@@ -270,14 +267,19 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
     (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`). Every configuration
     that fits counts as evaluated; only those that can be the fastest are timed (`_timed_configs`;
     ``cache["_exhaustive"]`` true: every one, and every memory estimate too: see `generate`)."""
-    from gpuwise.estimate.performance import best_of, job_performance
+    from gpuwise.estimate.performance import batch_configs, best_of, job_performance
 
     gpus = gpus or gpus_per_node * nodes
     key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
     if key in cache:
         return cache[key]
     spec = _gpu(gpu)
-    configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache)
+    lo_hi = job.batch_range
+
+    def grid(dp: int, micro: int, floor: int):   # the one batch search's (micro, accum) pairs
+        return batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=job.batches, tolerance=0.25).pairs
+
+    configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid)
     timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive"))) \
         if configs else []
     st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
