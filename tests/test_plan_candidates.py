@@ -11,6 +11,7 @@
 from __future__ import annotations
 
 import math
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -24,6 +25,8 @@ from gpuwise.plan.job import batch_grid, from_jobspec
 from gpuwise.plan.spot import poisson_cdf, poisson_ppf, spot_columns
 from gpuwise.workload.jobspec import load_job
 from gpuwise.workload.training import TrainingConfig
+
+ROOT = Path(__file__).resolve().parents[1]
 
 JOB = from_jobspec(load_job("examples/llama-3.1-8b-pretrain.yaml"))
 HEAVY = {"none": 0, "selective": 1, "op": 1, "full": 2}
@@ -86,3 +89,31 @@ def test_batch_grid():
     assert batch_grid(512, 512) == (512,)
     assert batch_grid(256, 8192) == (256, 512, 1024, 2048, 4096, 8192)
     assert batch_grid(32, 100) == (32, 64, 100)
+
+
+def _range_job(tmp_path):
+    """The pre-training example with a range of global batches (several batches per shape)."""
+    text = (ROOT / "examples" / "llama-3.1-8b-pretrain.yaml").read_text()
+    path = tmp_path / "range.yaml"
+    path.write_text(text.replace("global_batch: 512", "global_batch: [128, 1024]  #")
+                    .replace("zero: [1, 2, 3]", "zero: [0, 1, 3]"))
+    return load_job(path)
+
+
+@pytest.mark.parametrize("example,max_gpus", [("llama-3.1-8b-pretrain.yaml", 64), ("llama-3.1-8b-lora.yaml", None),
+                                              ("resnet50-imagenet.yaml", 32), ("range", 32)])
+def test_pruned_search_equals_exhaustive(example, max_gpus, tmp_path):
+    """The planner's exact prunings (variants known not to fit, step-time branch and bound) change
+    nothing: every shape's best configuration, counts, columns and assumptions equal the exhaustive
+    search's, float for float."""
+    from gpuwise.hardware.catalog import load_catalog
+    from gpuwise.plan.candidates import generate
+
+    spec = _range_job(tmp_path) if example == "range" else load_job(ROOT / "examples" / example)
+    job = from_jobspec(spec, max_gpus=max_gpus)
+    cat = load_catalog()
+    fast, slow = generate(job, cat), generate(job, cat, exhaustive=True)
+    assert fast.shapes == slow.shapes and fast.options == slow.options
+    assert fast.evaluated == slow.evaluated and fast.assumptions == slow.assumptions
+    for name in ("off_idx", "opt_idx", "nodes", "spot", "time_h", "time_p10", "time_p90", "cost", "ok"):
+        assert np.array_equal(getattr(fast, name), getattr(slow, name), equal_nan=True), name

@@ -269,6 +269,18 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     return max(peak(load)[0] for load in loads) + ctx + nccl
 
 
+# The activation terms depend on the model and the ActivationSetting (micro-batch, sequence, tp, sp, cp,
+# recompute, dtype) only, never on dp, ZeRO or grad_accum: the planner's ~7,600 estimates of one job share
+# ~200 settings, so each term is computed once per setting (the same functions on the same arguments: the
+# same floats as calling them directly).
+_stack_bytes = lru_cache(maxsize=16384)(act.stack_bytes)
+_working_set_bytes = lru_cache(maxsize=16384)(act.working_set_bytes)
+_backward_transient_bytes = lru_cache(maxsize=16384)(act.backward_transient_bytes)
+_embedding_bytes = lru_cache(maxsize=16384)(act.embedding_bytes)
+_head_bytes = lru_cache(maxsize=16384)(act.head_bytes)
+_loss_transient_bytes = lru_cache(maxsize=16384)(act.loss_transient_bytes)
+
+
 def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
                  only: tuple[int, ...] | None = None) -> list[StageLoad]:
     """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order."""
@@ -311,7 +323,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     # not once per stage (searches evaluate thousands of long pipelines)
     stacks: dict[tuple[int, int], float] = {}
     works: dict[bool, float] = {}
-    bwd = act.backward_transient_bytes(spec, st) if sem.framework == "torch" else 0.0
+    bwd = _backward_transient_bytes(spec, st) if sem.framework == "torch" else 0.0
     starts = [0, *accumulate(layers)]
     out = []
     for i in (range(p.pp) if only is None else only):
@@ -319,11 +331,11 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         enc_i = max(0, min(start + n_i, n_enc) - start)
         dec_i = n_i - enc_i
         if (enc_i, dec_i) not in stacks:
-            stacks[enc_i, dec_i] = (enc_i * act.stack_bytes(spec, st, 1) + act.stack_bytes(spec, st, dec_i, t5)
+            stacks[enc_i, dec_i] = (enc_i * _stack_bytes(spec, st, 1) + _stack_bytes(spec, st, dec_i, t5)
                                     if n_i else 0.0)
         cross = t5 and dec_i > 0
         if cross not in works:
-            works[cross] = act.working_set_bytes(spec, st, cross)
+            works[cross] = _working_set_bytes(spec, st, cross)
         flat = (counts.embedding / p.tp if i == 0 else 0.0)
         if i == p.pp - 1:
             flat += counts.final + counts.lm_head / p.tp
@@ -364,7 +376,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             casts=cast_params * sem.compute if autocast else 0.0,
             late_grads=(max(0.0, trainable - (0.0 if lora else flat) - big_train) * sem.gradients / z2
                         if micro == 1 and not pp_fsdp and not cfg.offload_optimizer else 0.0),
-            layer_stack=act.stack_bytes(spec, st, 1, t5 and dec_i > 0) if n_i else 0.0,
+            layer_stack=_stack_bytes(spec, st, 1, t5 and dec_i > 0) if n_i else 0.0,
             block_cast=big_train * sem.compute if autocast else 0.0,
             acc_grads=trainable * sem.reduce if pp_fsdp else 0.0,
             block_compute=big * sem.compute if fsdp and not pp_fsdp else 0.0,
@@ -375,9 +387,9 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             in_flight=in_flight(schedule, p.pp, i, micro),
             work=works[cross],
             bwd_temp=bwd,
-            emb=act.embedding_bytes(spec, st) if i == 0 else 0.0,
-            head_keep=act.head_bytes(spec, st, lm_head, loss) if i == p.pp - 1 else 0.0,
-            loss_temp=act.loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0,
+            emb=_embedding_bytes(spec, st) if i == 0 else 0.0,
+            head_keep=_head_bytes(spec, st, lm_head, loss) if i == p.pp - 1 else 0.0,
+            loss_temp=_loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0,
             root_grad_temp=(flat * (sem.compute + sem.reduce - sem.reduce / z3)
                             if fsdp and not pp_fsdp and not lora else 0.0),
             head_grad=out_w * sem.compute if root_bwd and i == p.pp - 1 else 0.0,

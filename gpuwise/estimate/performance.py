@@ -30,7 +30,7 @@ from gpuwise.estimate.lora import adapter_params
 from gpuwise.estimate.memory import MemoryEstimate, estimate_memory, required_lower_bound
 from gpuwise.estimate.model_states import state_bytes
 from gpuwise.estimate.stat_efficiency import NoiseModel
-from gpuwise.estimate.step_time import StepTimeEstimate, analytical_step_time
+from gpuwise.estimate.step_time import StepTimeEstimate, analytical_step_time, step_time_lower_bound
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import TrainingConfig
@@ -82,6 +82,13 @@ def step_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: 
             inter_node_gbps: float | None = None) -> StepTimeEstimate:
     """Step time (``JobPerformance.step`` without building one: hot loops of searches)."""
     return analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
+
+
+def step_bound_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
+                  inter_node_gbps: float | None = None) -> float:
+    """Seconds that ``step_of(model, cfg, gpu, ...).step_time_s`` is at least, at a fraction of its cost
+    (searches prune with it; ``step_time.step_time_lower_bound``)."""
+    return step_time_lower_bound(model, cfg, gpu, gpus_per_node, inter_node_gbps)
 
 
 class JobPerformance:

@@ -190,16 +190,32 @@ def replace_work(work, flops, bytes_, kernels):
     return replace(work, flops=flops, bytes=bytes_, kernels=kernels)
 
 
+@lru_cache(maxsize=65536)
+def _operator_time(model: ModelSpec, micro_batch: int, seq_len: int, tp: int, cp: int, sp: bool, pp: int, vb: float,
+                   recompute: str, frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency) -> tuple:
+    """(operator seconds, per-class seconds, layers, launch seconds) of one micro-step: independent of dp,
+    ZeRO and grad_accum, so a search's thousands of step times share a few hundred of these."""
+    lr = linear_rows(model, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, hw, eff)
+    rows = np.maximum(micro_batch * lr.flop_s, micro_batch * lr.mem_s + lr.mem0_s) + lr.launch_s
+    by_class = np.bincount(lr.cls, weights=rows, minlength=3)
+    return float(by_class.sum()), tuple(float(x) for x in by_class), lr.layers, lr.launch_total_s
+
+
+def micro_step_compute_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
+    """Operator time of one micro-step of ``cfg`` (``transformer_step``'s compute_s / grad_accum)."""
+    p = cfg.plan
+    return _operator_time(model, cfg.micro_batch, cfg.seq_len, p.tp, p.cp, p.sp and p.tp > 1, p.pp,
+                          4.0 if cfg.precision == "fp32" else 2.0, cfg.recompute,
+                          cfg.lora_rank > 0 or cfg.quantize is not None, cfg.flash_attention, hw, eff)[0]
+
+
 def _micro_costs(model: ModelSpec, micro_batch: int, seq_len: int, p, vb: float, recompute: str, frozen: bool,
                  flash: bool, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
     busiest GPU."""
-    lr = linear_rows(model, seq_len, p.tp, p.cp, p.sp and p.tp > 1, p.pp, vb, recompute, frozen, flash, hw, eff)
-    rows = np.maximum(micro_batch * lr.flop_s, micro_batch * lr.mem_s + lr.mem0_s) + lr.launch_s
-    by_class = np.bincount(lr.cls, weights=rows, minlength=3)
-    t_micro = float(by_class.sum())
+    t_micro, by_class, layers, launch_s = _operator_time(model, micro_batch, seq_len, p.tp, p.cp, p.sp and p.tp > 1,
+                                                         p.pp, vb, recompute, frozen, flash, hw, eff)
     tokens = micro_batch * seq_len / p.cp
-    layers = lr.layers
     t_tp = 0.0
     if p.tp > 1:
         units = TP_TRANSFERS + (4 if recompute == "full" else 0)
@@ -215,8 +231,8 @@ def _micro_costs(model: ModelSpec, micro_batch: int, seq_len: int, p, vb: float,
     if p.pp > 1:
         act = tokens * model.hidden * vb / (p.tp if p.sp else 1)
         t_p2p = 2 * act / (group_gbps(p.pp, p.tp * p.cp * p.dp, hw) * 1e9 * comm.LINK_EFFICIENCY) + 2 * comm.HOP_LATENCY_S
-    return (t_micro, t_tp, t_cp, t_p2p, (float(by_class[GEMM]), float(by_class[ATTN]), float(by_class[MEM])),
-            lr.launch_total_s / max(t_micro, 1e-30))
+    return (t_micro, t_tp, t_cp, t_p2p, (by_class[GEMM], by_class[ATTN], by_class[MEM]),
+            launch_s / max(t_micro, 1e-30))
 
 
 def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency, trainable: float | None,

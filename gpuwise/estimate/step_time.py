@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from functools import lru_cache
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import comm
@@ -165,12 +166,11 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                           inter_node_gbps: float, interleave: int, fl, peak: float,
                           assumptions: list[str], efficiency=None) -> StepTimeEstimate:
     """Per-operator roofline path (transformers)."""
-    from gpuwise.estimate.roofline_step import Hardware, op_efficiency_for, transformer_step
+    from gpuwise.estimate.roofline_step import op_efficiency_for, transformer_step
     from gpuwise.workload.models import param_count
 
     plan = cfg.plan
-    hw = Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
-                  gpus_per_node)
+    hw = _hardware(gpu, peak, gpus_per_node, inter_node_gbps)
     eff = efficiency or op_efficiency_for(gpu, cfg.stack)
     trainable = None
     if cfg.lora_rank > 0 or cfg.quantize:
@@ -198,3 +198,37 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         sample_unit=model.sample_unit, flops_efficiency=fl.hardware_flops / plan.gpus / (r.compute_s * peak),
         assumptions=assumptions)
 
+
+
+def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: float):
+    from gpuwise.estimate.roofline_step import Hardware
+
+    return Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
+                    gpus_per_node)
+
+
+def step_time_lower_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
+                          inter_node_gbps: float | None = None) -> float:
+    """Seconds that ``analytical_step_time(...).step_time_s`` (default efficiencies) is at least, at a
+    fraction of its cost: a transformer's step is its operator time (grad_accum x the micro-step's,
+    ``roofline_step.micro_step_compute_s``, memoised without dp, ZeRO and grad_accum) plus TP, CP, PP,
+    bubble, DP and optimizer seconds that are never negative, summed after it (so the rounded sum is
+    not below it either). 0 for explicit models (no bound). Searches skip configurations whose bound
+    cannot beat their best so far."""
+    if not model.is_transformer:
+        return 0.0
+    from gpuwise.estimate.roofline_step import micro_step_compute_s
+
+    hw, eff = _bound_hardware(gpu, cfg.precision, gpus_per_node, inter_node_gbps, cfg.stack)
+    return cfg.grad_accum * micro_step_compute_s(model, cfg, hw, eff)
+
+
+@lru_cache(maxsize=1024)
+def _bound_hardware(gpu: GpuSpec, precision: str, gpus_per_node: int, inter_node_gbps: float | None, stack: str):
+    """(Hardware, OpEfficiency) as `analytical_step_time` builds them (memoised: the bound's hot path)."""
+    from gpuwise.estimate.roofline_step import op_efficiency_for
+
+    if inter_node_gbps is None:
+        inter_node_gbps = default_inter_node_gbps(gpu)[0]
+    return (_hardware(gpu, compute_unit(gpu, precision)[1], gpus_per_node, inter_node_gbps),
+            op_efficiency_for(gpu, stack))

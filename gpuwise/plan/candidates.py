@@ -9,7 +9,10 @@ Two stages, so the whole catalog is searched in about a second:
    efficiency, with the one batch search (`batch_configs` + `best_of`) JobModel runs too. Its
    time to target is the same on every offering of that shape, and cost = time x price x nodes,
    so the fastest (plan, batch) of a shape is also the cheapest on every offering: keeping only it
-   is exact.
+   is exact. Two exact prunings keep this fast: plan variants that did not fit at a smaller
+   micro-batch are not estimated again (`_known_miss`), and only configurations whose step-time
+   lower bound can beat the shape's best are timed (`_timed_configs`); every one that fits still
+   counts as evaluated. `generate(..., exhaustive=True)` turns both off (same answer).
 2. Across offerings (vectorised): price x nodes, spot preemption risk (expected time and its
    p10/p90), constraints (max GPUs, $/hour cap, deadline, budget) as boolean masks.
 """
@@ -110,7 +113,8 @@ def _divides(a: int, b: int) -> bool:
     return b % a == 0
 
 
-def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None):
+def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None,
+                  misses: dict | None = None):
     """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
     lightest recompute / sequence-parallel variant that fits for each (tp, pp, zero).
 
@@ -123,6 +127,8 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     tests/test_plan_candidates.py checks this against `feasible_plans` itself.
     gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
     keep the tp that divide their node, see `_plans_for_shape`).
+    misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
+    that did not fit, so that a variant is not estimated where it provably cannot fit (`_known_miss`).
     """
     from gpuwise.estimate.performance import memory_of
 
@@ -160,8 +166,13 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
                 hit = None
                 for k, (recompute, sp) in enumerate(order):
                     c = make(recompute, sp)
-                    est = memory_of(spec, c)
-                    fits = est.fits(gpu)
+                    if misses is not None and _known_miss(misses, c, gpu):
+                        est, fits = None, False
+                    else:
+                        est = memory_of(spec, c)
+                        fits = est.fits(gpu)
+                        if misses is not None and not fits:
+                            misses.setdefault(_miss_key(c), []).append((c.micro_batch, est))
                     if k == 1 and len(order) > 2:
                         if not fits:
                             break                  # the most frugal variant does not fit
@@ -175,29 +186,37 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     return out
 
 
+def _miss_key(c: TrainingConfig) -> tuple:
+    p = c.plan
+    return (p.dp, p.tp, p.pp, p.sp, p.zero, c.grad_accum, c.recompute)
+
+
+def _known_miss(misses: dict, c: TrainingConfig, gpu) -> bool:
+    """True if `c` provably does not fit `gpu`: the same configuration at a micro-batch no larger did
+    not fit it. Exact: with everything but the micro-batch fixed, every term of the required memory is
+    either independent of the micro-batch (model states, context, NCCL, in-flight counts) or the
+    micro-batch's tokens x a non-negative per-token size (activations, loss and backward temporaries),
+    so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
+    rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
+    tests/test_plan_candidates.py compares the search with and without this against each other."""
+    return any(m <= c.micro_batch and not est.fits(gpu) for m, est in misses.get(_miss_key(c), ()))
+
+
 def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
     """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch)."""
     key = ("plans", gpu.name, gpus, cfg.micro_batch)
     if key not in memo:
-        memo[key] = allowed_plans(job, cfg, gpu, gpus)
+        misses = None if memo.get("_exhaustive") else memo.setdefault("_misses", {})
+        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses)
     return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
 
 
-def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
-                   gpus: int | None = None) -> ShapeResult:
-    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
-    (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`)."""
-    from gpuwise.estimate.performance import batch_configs, best_of, job_performance, memory_of, step_of
+def _fitting_configs(job: PlanJob, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
+    """Every (config, memory) of the shape that fits, in search order (micro-batch, plan, batch), and
+    whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried."""
+    from gpuwise.estimate.performance import memory_of
 
-    gpus = gpus or gpus_per_node * nodes
-    key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
-    if key in cache:
-        return cache[key]
-    spec = _gpu(gpu)
-    lo, hi = job.batch_range
-    timed = []          # (config, step time estimate, memory) per (plan, micro-batch, global batch) timed
-    any_fit = False
-    st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
+    out, any_fit = [], False
     for micro in job.micro_batches:
         cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
         fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
@@ -206,30 +225,82 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
         any_fit = True
         for c, mem in fits:
             # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
-            grid = batch_configs(c.plan.dp, (lo, hi), (micro,), min_accum=c.grad_accum, targets=job.batches,
-                                    tolerance=0.25)
-            for _, accum in grid.pairs:
+            for _, accum in grid(c.plan.dp, micro, c.grad_accum):
                 run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
                 run_mem = mem if accum == c.grad_accum else memory_of(job.model, run_cfg)
-                if not run_mem.fits(spec):
-                    continue    # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
-                st = step_of(job.model, run_cfg, spec, gpus_per_node, nodes, job.inter_node_gbps)
-                timed.append((run_cfg, st, run_mem))
-                for note in st.assumptions:
-                    if not note.startswith("pipeline bubble"):  # per-plan numbers, not an assumption
-                        st_notes[note] = None
+                if run_mem.fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
+                    out.append((run_cfg, run_mem))
+    return out, any_fit
+
+
+def _timed_configs(job: PlanJob, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool) -> list:
+    """(index, config, step estimate, memory) of the configurations that can be the fastest, in search order.
+
+    Branch and bound, exact: a configuration's time to target is steps(global batch) x step time, and
+    the step time is at least `step_bound_of` (its operator time). Timing in order of that bound, once
+    a bound exceeds the best time found (by a relative 1e-9, far above rounding), it and every later one
+    are strictly slower than the best, so they can neither win nor tie (`best_of` keeps the first of
+    equals); the rest are timed and `best_of` picks among them exactly as among all. `exhaustive` times
+    every configuration (the benchmark's and the tests' reference)."""
+    from gpuwise.estimate.performance import step_bound_of, step_of
+
+    steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _ in configs], float)), float)
+    order = range(len(configs))
+    if not exhaustive:
+        bound = steps * np.array([step_bound_of(job.model, c, spec, gpus_per_node, job.inter_node_gbps)
+                                  for c, _ in configs])
+        order = np.argsort(bound, kind="stable").tolist()
+    best, out = np.inf, []
+    for i in order:
+        if not exhaustive and bound[i] > best * (1 + 1e-9):
+            break
+        c, mem = configs[i]
+        st = step_of(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps)
+        best = min(best, steps[i] * st.step_time_s)
+        out.append((i, c, st, mem))
+    return sorted(out, key=lambda t: t[0])
+
+
+def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
+                   gpus: int | None = None) -> ShapeResult:
+    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
+    (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`). Every configuration
+    that fits counts as evaluated; only those that can be the fastest are timed (`_timed_configs`;
+    ``cache["_exhaustive"]`` true: every one, and every memory estimate too: see `generate`)."""
+    from gpuwise.estimate.performance import batch_configs, best_of, job_performance
+
+    gpus = gpus or gpus_per_node * nodes
+    key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
+    if key in cache:
+        return cache[key]
+    spec = _gpu(gpu)
+    lo_hi = job.batch_range
+
+    def grid(dp: int, micro: int, floor: int):   # the one batch search's (micro, accum) pairs
+        return batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=job.batches, tolerance=0.25).pairs
+
+    configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid)
+    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive"))) \
+        if configs else []
+    st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
+    for _, _, st, _ in timed:
+        for note in st.assumptions:
+            # per-plan numbers, not an assumption; the rest depend on the model, GPU and node count only,
+            # so the configurations not timed would add nothing
+            if not note.startswith("pipeline bubble"):
+                st_notes[note] = None
     best = None
     if timed:
-        i, time_s = best_of([c.global_batch() for c, _, _ in timed], [st.step_time_s for _, st, _ in timed],
+        k, time_s = best_of([c.global_batch() for _, c, _, _ in timed], [st.step_time_s for _, _, st, _ in timed],
                             job.noise)
-        c, st, mem = timed[i]
+        _, c, st, mem = timed[k]
         ckpt = job_performance(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps,
                                checkpoint_gb=job.checkpoint_gb).checkpoint
         cache.setdefault("_checkpoint_note", ckpt.assumption)
         best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, c.global_batch(),
-                         st.step_time_s, float(time_s[i]) / 3600.0, getattr(st, "mfu", None),
-                         mem.per_gpu_gib, ckpt.gb, len(timed), c)
-    res = ShapeResult(best, len(timed), None if best else ("batch" if any_fit else "memory"))
+                         st.step_time_s, float(time_s[k]) / 3600.0, getattr(st, "mfu", None),
+                         mem.per_gpu_gib, ckpt.gb, len(configs), c)
+    res = ShapeResult(best, len(configs), None if best else ("batch" if any_fit else "memory"))
     cache[key] = res
     return res
 
@@ -238,11 +309,13 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
 # stage 2: offerings x node counts x pricing, vectorised
 
 
-def generate(job: PlanJob, catalog) -> CandidateSet:
-    """All candidates of `job` on `catalog` (see the module docstring)."""
+def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
+    """All candidates of `job` on `catalog` (see the module docstring). ``exhaustive``: estimate every
+    plan variant's memory and time every configuration that fits, without the exact pruning
+    (`_known_miss`, `_timed_configs`): the same answer, slower (tests and benchmarks/plan_speed.py)."""
     rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
     offs = region_offerings(rows)
-    cache: dict = {}
+    cache: dict = {"_exhaustive": True} if exhaustive else {}
     options: list[RunOption] = []
     opt_of: dict[tuple[str, int, int], int] = {}
     r_idx, n_col, o_idx, evaluated_per_row = [], [], [], []
