@@ -30,6 +30,9 @@ def test_preset_param_count_within_half_percent_of_published(name):
     spec = load_model(name)
     info = preset_info(name)
     assert info.published_source
+    if info.published_params is None:      # architecture-only presets (llm-foundry MPT sizes): source says so
+        assert "no exact parameter count is published" in info.published_source
+        return
     rel = abs(param_count(spec) / info.published_params - 1)
     assert rel <= 0.005, f"{name}: {param_count(spec):,} vs published {info.published_params:,}"
 

@@ -18,11 +18,13 @@ def run(args: argparse.Namespace) -> int:
         n = param_count(spec)
         rows.append({"name": name, "family": spec.family, "params": n, "active_params": active_param_count(spec),
                      "published_params": info.published_params, "published_source": info.published_source,
-                     "diff_pct": round(100 * (n / info.published_params - 1), 3),
+                     "diff_pct": None if info.published_params is None else
+                     round(100 * (n / info.published_params - 1), 3),
                      "layers": spec.n_layers + spec.n_encoder_layers, "hidden": spec.hidden, "heads": spec.n_heads,
                      "kv_heads": spec.n_kv_heads, "vocab": spec.vocab_size, "max_seq_len": spec.max_seq_len})
     assumptions = ["params: structural count from each preset's config (gpuwise/data/models/*.json); "
-                   "published: the official count named in published_source",
+                   "published: the official count named in published_source ('-' where none is published: "
+                   "llm-foundry's MPT sizes give an architecture only)",
                    "explicit (non-transformer) presets carry their published count and activation bytes per sample"]
     if args.json:
         from gpuwise.cli.output import emit_json
@@ -36,8 +38,9 @@ def run(args: argparse.Namespace) -> int:
 
     print_table(f"Model presets ({len(rows)})", ["name", "family", "params", "active", "published", "diff %",
                                                   "layers", "hidden", "heads/kv", "vocab"],
-                [(r["name"], r["family"], b(r["params"]), b(r["active_params"]), b(r["published_params"]),
-                  f"{r['diff_pct']:+.2f}", r["layers"] or "", r["hidden"] or "",
+                [(r["name"], r["family"], b(r["params"]), b(r["active_params"]),
+                  "-" if r["published_params"] is None else b(r["published_params"]),
+                  "-" if r["diff_pct"] is None else f"{r['diff_pct']:+.2f}", r["layers"] or "", r["hidden"] or "",
                   f"{r['heads']}/{r['kv_heads']}" if r["heads"] else "", r["vocab"] or "") for r in rows])
     print_assumptions(assumptions)
     return 0

@@ -75,7 +75,8 @@ def _rows(spec: ModelSpec) -> list[tuple]:
     ffn = spec.ffn_hidden * spec.experts_per_token          # MoE: routed experts per token
     up = ffn * (2 if spec.gated_mlp else 1)
     V = spec.vocab_size
-    rope = not spec.learned_pos_emb and spec.family not in ENCODER_FAMILIES
+    # ALiBi families (mpt, bloom) add their bias inside the attention kernel: no rotary op
+    rope = not spec.learned_pos_emb and spec.family not in ENCODER_FAMILIES + ("mpt", "bloom")
     qkv = q + 2 * kv
     rows = [
         # attention block

@@ -42,6 +42,8 @@ def traits(spec: ModelSpec) -> Traits:
         raise InputError("model", spec.name, f"the trace builds transformer families only ({', '.join(FAMILIES)}); "
                          f"{spec.name} is '{spec.family}': use --method analytic")
     pos, rot, act, post = _TRAITS[spec.family]
+    if spec.family == "mpt" and spec.learned_pos_emb:
+        pos = "learned"                         # llm-foundry's MPT pretraining configs (no ALiBi)
     if spec.family == "t5" and spec.gated_mlp:
         act = "gelu_tanh"                       # T5 v1.1 / mT5 gated-gelu
     return Traits(pos, rot, act, post, DROPOUT.get(spec.family, 0.0), spec.family in FUSED_QKV)

@@ -114,11 +114,13 @@ def _mpt(r: _Reader, name: str, family: str) -> ModelSpec:
     attn = r.get("attn_config", {}) or {}
     kv = int(attn.get("kv_n_heads", heads)) if attn.get("attn_type") == "grouped_query_attention" else heads
     bias = not bool(r.get("no_bias", True))
+    # llm-foundry's MPTConfig: a learned position table unless ALiBi replaces it (the HF mpt-7b/30b configs)
+    learned = bool(r.get("learned_pos_emb", True)) and not bool(attn.get("alibi", False))
     return ModelSpec(
         name=name, family="mpt", n_layers=r.int("n_layers"), hidden=h, n_heads=heads, n_kv_heads=kv,
         head_dim=h // heads, ffn_hidden=int(r.get("expansion_ratio", 4) * h), vocab_size=r.int("vocab_size"),
         max_seq_len=int(r.get("max_seq_len", 2048)), tied_embeddings=bool(r.get("tie_word_embeddings", True)),
-        attn_bias=bias, mlp_bias=bias)
+        attn_bias=bias, mlp_bias=bias, learned_pos_emb=learned)
 
 
 def _bloom(r: _Reader, name: str, family: str) -> ModelSpec:

@@ -32,7 +32,7 @@ class PresetInfo:
 
     name: str
     family: str
-    published_params: int        # the officially published count the structure must match
+    published_params: int | None # the officially published count the structure must match (None: none published)
     published_source: str        # where that count is published
 
 
@@ -178,7 +178,9 @@ def preset_info(name: str) -> PresetInfo:
         raise unknown_name("model", name, files)
     cfg = _read_json(str(files[name]))
     meta = cfg.get("gpuwise", {})
-    return PresetInfo(name, cfg.get("model_type", ""), int(meta["published_params"]), meta["published_source"])
+    published = meta["published_params"]
+    return PresetInfo(name, cfg.get("model_type", ""), None if published is None else int(published),
+                      meta["published_source"])
 
 
 @lru_cache(maxsize=None)
