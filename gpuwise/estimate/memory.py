@@ -121,7 +121,8 @@ class MemoryEstimate:
 
     def headroom_gib(self, gpu: GpuSpec) -> float:
         """GiB left after `required` and the fit headroom (negative: does not fit)."""
-        return gpu.total_gib - fit_headroom_gib(gpu) - self.required / GIB
+        total = gpu.total_gib     # read once: searches ask ~10^4 times (fit_headroom_gib's product)
+        return total - HEADROOM_FRACTION * total - self.required / GIB
 
 
 # Kept free when deciding `fits`: what the allocator cannot reuse under memory pressure. A public OOM
@@ -235,7 +236,7 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     if not spec.is_transformer:
         return _explicit_estimate(spec, cfg, fp32_grads, context)
     p = cfg.plan
-    sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
+    sem = _semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
     loads = _stage_loads(spec, cfg, sem, lm_head, _schedule(cfg, interleave))
     best = None
     for i, load in enumerate(loads):
@@ -273,6 +274,7 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
 # recompute, dtype) only, never on dp, ZeRO or grad_accum: the planner's ~7,600 estimates of one job share
 # ~200 settings, so each term is computed once per setting (the same functions on the same arguments: the
 # same floats as calling them directly).
+_semantics = lru_cache(maxsize=1024)(state_semantics)
 _stack_bytes = lru_cache(maxsize=16384)(act.stack_bytes)
 _working_set_bytes = lru_cache(maxsize=16384)(act.working_set_bytes)
 _backward_transient_bytes = lru_cache(maxsize=16384)(act.backward_transient_bytes)
@@ -453,17 +455,16 @@ def _optimizer_temp(cfg: TrainingConfig, sem, local_trainable: float) -> float:
     return local_trainable * (2 if cfg.precision == "bf16" else 4)
 
 
-def _states_text(cfg: TrainingConfig, sem: StateSemantics) -> str:
-    p = cfg.plan
-    head = (f"{cfg.precision} + {cfg.optimizer}: {sem.weights:g} B weights, {sem.gradients:g} B gradients, "
+def _states_text(precision: str, optimizer: str, zero: int, sem: StateSemantics) -> str:
+    head = (f"{precision} + {optimizer}: {sem.weights:g} B weights, {sem.gradients:g} B gradients, "
             f"{sem.optimizer:.4g} B optimizer state per trainable parameter")
     if sem.framework == "megatron":
         return head + " (Megatron-LM: 16-bit weights, fp32 main_grad, fp32 master + moments)"
     if sem.framework == "deepspeed":
-        return head + f" (DeepSpeed ZeRO-{p.zero}: ZeRO-paper accounting)"
-    if p.zero >= 3:
-        mp = (f"MixedPrecisionPolicy(param_dtype={'fp16' if cfg.precision == 'fp16-mixed' else 'bf16'}, "
-              "reduce_dtype=fp32)" if "mixed" in cfg.precision else f"{cfg.precision} throughout")
+        return head + f" (DeepSpeed ZeRO-{zero}: ZeRO-paper accounting)"
+    if zero >= 3:
+        mp = (f"MixedPrecisionPolicy(param_dtype={'fp16' if precision == 'fp16-mixed' else 'bf16'}, "
+              "reduce_dtype=fp32)" if "mixed" in precision else f"{precision} throughout")
         return (head + f" (FSDP2 fully_shard, {mp}: sharded {sem.weights:g}-byte parameters are the master "
                 f"weights; each block's {sem.compute:g}-byte unsharded copy is all-gathered for forward and "
                 "backward, with the next block prefetched)")
@@ -473,28 +474,40 @@ def _states_text(cfg: TrainingConfig, sem: StateSemantics) -> str:
     return head + " (PyTorch, one dtype throughout)"
 
 
-def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32_grads: bool, stage: int,
-                 phase: str, schedule: str) -> list[str]:
-    p = cfg.plan
-    lora = cfg.lora_rank > 0
-    out = [
+@lru_cache(maxsize=1024)   # the same few lines for every dp and grad_accum of a layout (searches ask ~10^4 times)
+def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimizer: str, zero: int, flash: bool,
+                  recompute: str, tp: int, sp: bool) -> tuple[str, ...]:
+    """The assumption lines that depend on neither dp, the pipeline stage nor grad_accum: the model, the
+    state bytes, the activations, the loss and sequence parallelism."""
+    return (
         f"{spec.name}: {param_count(spec):,} parameters ({spec.source or 'structure from config.json'})",
-        _states_text(cfg, sem),
-        f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks"
-        + ("; under pipeline parallelism FSDP2 keeps the stage unsharded (reshard_after_forward=False) and "
-           "accumulates unsharded fp32 gradients until the last micro-batch" if p.zero >= 3 and p.pp > 1 else ""),
+        _states_text(precision, optimizer, zero, sem),
         "activations: Korthikanti et al. 2022 per-tensor accounting generalised to GQA"
         + (", gated MLP (4 tensors of ffn width)" if spec.gated_mlp else "")
         + (f", MoE top-{spec.experts_per_token} of {spec.n_experts}" if spec.n_experts > 1 else "")
         + ("; dropout masks kept" if act.has_dropout(spec) else "; no dropout")
-        + ("; flash attention (no s^2 scores)" if cfg.flash_attention else "; eager attention keeps s^2 scores")
-        + f"; recompute {cfg.recompute} ({_RECOMPUTE_TEXT[recompute_policy(cfg.recompute).kind]})",
+        + ("; flash attention (no s^2 scores)" if flash else "; eager attention keeps s^2 scores")
+        + f"; recompute {recompute} ({_RECOMPUTE_TEXT[recompute_policy(recompute).kind]})",
         ("loss: logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
          "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)"
          if sem.framework != "megatron" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
-        f"sequence parallel {'on' if p.sp else 'off'}" + (" (the frameworks' default with tp > 1)" if p.tp > 1 else "")
+        f"sequence parallel {'on' if sp else 'off'}" + (" (the frameworks' default with tp > 1)" if tp > 1 else "")
         + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"
-           if p.sp and sem.framework == "torch" else ""),
+           if sp and sem.framework == "torch" else ""))
+
+
+def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32_grads: bool, stage: int,
+                 phase: str, schedule: str) -> list[str]:
+    p = cfg.plan
+    lora = cfg.lora_rank > 0
+    model, states, acts, loss, seq = _layout_notes(spec, sem, cfg.precision, cfg.optimizer, p.zero,
+                                                   cfg.flash_attention, cfg.recompute, p.tp, p.sp)
+    out = [
+        model, states,
+        f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks"
+        + ("; under pipeline parallelism FSDP2 keeps the stage unsharded (reshard_after_forward=False) and "
+           "accumulates unsharded fp32 gradients until the last micro-batch" if p.zero >= 3 and p.pp > 1 else ""),
+        acts, loss, seq,
         f"peak: {phase}" + (f" on pipeline stage {stage}" if p.pp > 1 else "") + " (gpuwise.estimate.memory_timeline)",
         "eager PyTorch: no torch.compile fusion (compile frees some elementwise activations), no Float8 "
         "(Float8 training adds fp8 weight casts and saves fp8 matmul inputs)",

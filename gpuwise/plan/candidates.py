@@ -136,6 +136,7 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     layers = max(spec.n_layers + spec.n_encoder_layers, 1)
     heads_ok = (lambda tp: spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0) if spec.is_transformer \
         else (lambda tp: tp == 1)
+    fields = cfg.__dict__
     out = []
     for tp in job.tp:
         node_ok = gpus_per_node is None or (_divides(tp, gpus_per_node) and tp <= gpus_per_node)
@@ -157,22 +158,20 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
             for zero in job.zero:
                 if dp == 1 and zero != 0:
                     continue
-
-                def make(recompute: str, sp: bool) -> TrainingConfig:
-                    return TrainingConfig(**{**cfg.__dict__, "grad_accum": accum, "recompute": recompute,
-                                             "plan": ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)})
-
+                plans = {sp: ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero) for sp in sps}
                 order = variants if len(variants) < 3 else [variants[0], variants[-1], *variants[1:-1]]
                 hit = None
                 for k, (recompute, sp) in enumerate(order):
-                    c = make(recompute, sp)
-                    if misses is not None and _known_miss(misses, c, gpu):
-                        est, fits = None, False
+                    key = (dp, tp, pp, sp, zero, accum, recompute)    # the variant but its micro-batch
+                    if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
+                        c, est, fits = None, None, False
                     else:
+                        c = TrainingConfig(**{**fields, "grad_accum": accum, "recompute": recompute,
+                                              "plan": plans[sp]})
                         est = memory_of(spec, c)
                         fits = est.fits(gpu)
                         if misses is not None and not fits:
-                            misses.setdefault(_miss_key(c), []).append((c.micro_batch, est))
+                            misses.setdefault(key, []).append((cfg.micro_batch, est))
                     if k == 1 and len(order) > 2:
                         if not fits:
                             break                  # the most frugal variant does not fit
@@ -186,20 +185,15 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     return out
 
 
-def _miss_key(c: TrainingConfig) -> tuple:
-    p = c.plan
-    return (p.dp, p.tp, p.pp, p.sp, p.zero, c.grad_accum, c.recompute)
-
-
-def _known_miss(misses: dict, c: TrainingConfig, gpu) -> bool:
-    """True if `c` provably does not fit `gpu`: the same configuration at a micro-batch no larger did
-    not fit it. Exact: with everything but the micro-batch fixed, every term of the required memory is
+def _known_miss(misses: dict, key: tuple, micro_batch: int, gpu) -> bool:
+    """True if the variant `key` (its settings but the micro-batch) at `micro_batch` provably does not fit
+    `gpu`: the same variant at a micro-batch no larger did not fit it. Exact: with everything but the micro-batch fixed, every term of the required memory is
     either independent of the micro-batch (model states, context, NCCL, in-flight counts) or the
     micro-batch's tokens x a non-negative per-token size (activations, loss and backward temporaries),
     so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
     rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
     tests/test_plan_candidates.py compares the search with and without this against each other."""
-    return any(m <= c.micro_batch and not est.fits(gpu) for m, est in misses.get(_miss_key(c), ()))
+    return any(m <= micro_batch and not est.fits(gpu) for m, est in misses.get(key, ()))
 
 
 def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
