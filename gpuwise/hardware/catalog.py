@@ -314,12 +314,13 @@ def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], n
 def _parse_gcp(path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
     hosts_for = _gcp_hosts()
     wanted_hosts = {h for hs in hosts_for.values() for h in hs}
+    host_names = "|".join(map(re.escape, sorted(wanted_hosts)))
     gpu_rows = []
     hosts: dict[tuple[str, str], object] = {}  # (instance, zone) -> row
     with _vms_csv(path, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice",
                          "Region", "AvailabilityZone", "vCPUs", "MemoryGiB"),
                   # GPU rows (no instance type) and the host VMs of GPUs
-                  lambda col: _cell(col["InstanceType"], f"(?:{'|'.join(map(re.escape, sorted(wanted_hosts)))})?(?:,|$)"),
+                  lambda col: _cell(col["InstanceType"], f"(?:{host_names})?(?:,|$)"),
                   ) as (col, rows):
         i_inst, i_acc, read = col["InstanceType"], col["AcceleratorName"], _reader(path, col)
         for line, cells in rows:

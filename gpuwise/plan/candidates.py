@@ -187,8 +187,9 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
 
 def _known_miss(misses: dict, key: tuple, micro_batch: int, gpu) -> bool:
     """True if the variant `key` (its settings but the micro-batch) at `micro_batch` provably does not fit
-    `gpu`: the same variant at a micro-batch no larger did not fit it. Exact: with everything but the micro-batch fixed, every term of the required memory is
-    either independent of the micro-batch (model states, context, NCCL, in-flight counts) or the
+    `gpu`: the same variant at a micro-batch no larger did not fit it. Exact: with everything but the
+    micro-batch fixed, every term of the required memory is either independent of the micro-batch
+    (model states, context, NCCL, in-flight counts) or the
     micro-batch's tokens x a non-negative per-token size (activations, loss and backward temporaries),
     so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
     rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
