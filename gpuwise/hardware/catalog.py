@@ -284,11 +284,13 @@ def _reader(path: Path, col: dict[str, int]):
     """row(line, cells) -> a validated VmsRow of this file: prices finite and >= 0 (a plan costing
     -$36,242 was once recommended from a negative one), counts and sizes > 0, a region; errors name
     the file, line and column."""
-    from gpuwise.user_files import validate_row
+    from gpuwise.user_files import validate_cells
 
     model = _vms_row()
     pick = [(k, i) for k, i in col.items() if k in model.model_fields]
-    return lambda line, cells: validate_row(model, {k: cells[i] for k, i in pick}, f"catalog {path} line {line}")
+    # validate_row's cleaning (stripped text, blank cells absent) in one pass over the cells it reads
+    return lambda line, cells: validate_cells(model, {k: v for k, i in pick if (v := cells[i].strip())},
+                                              lambda: f"catalog {path} line {line}")
 
 
 def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
