@@ -169,6 +169,16 @@ class Catalog:
 def _resolve(cloud: str, instance: str, accelerator: str, count: float | None,
              skipped: dict[str, int]) -> tuple[str, float] | None:
     """(canonical GPU, GPUs per node) of a catalog row, or None (and counted in `skipped`)."""
+    res, reason = _resolution(cloud, instance, accelerator, count)
+    if reason:
+        skipped[reason] = skipped.get(reason, 0) + 1
+    return res
+
+
+@lru_cache(maxsize=4096)   # a catalog repeats each (instance, accelerator) in every region and zone
+def _resolution(cloud: str, instance: str, accelerator: str, count: float | None,
+                ) -> tuple[tuple[str, float] | None, str | None]:
+    """(`_resolve`'s answer, the `skipped` key it counts the row under or None)."""
     gpu = resolve_gpu_name(accelerator)
     for ov in _overrides():
         if ov.cloud == cloud and ov.pattern.fullmatch(instance):
@@ -179,19 +189,15 @@ def _resolve(cloud: str, instance: str, accelerator: str, count: float | None,
     if gpu is None:
         deliberate = not_mapped_reason(accelerator)
         if deliberate:  # one entry per reason, not per TPU slice size
-            key = f"{cloud} {deliberate}"
-            skipped[key] = skipped.get(key, 0) + 1
-            return None
+            return None, f"{cloud} {deliberate}"
         reason = "accelerator not in the GPU table (gpuwise/data/gpus.csv)" + _suggestion(accelerator)
     elif not count or count <= 0:
         reason = "no GPU count"
     elif count < 1:
         reason = "fractional GPU (vGPU slice), not plannable for training"
     if reason:
-        key = f"{cloud} {accelerator}: {reason}"
-        skipped[key] = skipped.get(key, 0) + 1
-        return None
-    return gpu, float(count)  # type: ignore[arg-type]
+        return None, f"{cloud} {accelerator}: {reason}"
+    return (gpu, float(count)), None  # type: ignore[arg-type]
 
 
 def _suggestion(accelerator: str) -> str:
