@@ -114,7 +114,7 @@ def _divides(a: int, b: int) -> bool:
 
 
 def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None,
-                  misses: dict | None = None):
+                  misses: dict | None = None, configs: dict | None = None):
     """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
     lightest recompute / sequence-parallel variant that fits for each (tp, pp, zero).
 
@@ -129,6 +129,8 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     keep the tp that divide their node, see `_plans_for_shape`).
     misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
     that did not fit, so that a variant is not estimated where it provably cannot fit (`_known_miss`).
+    configs: a dict shared by calls for the same `cfg` (any GPU) that keeps each variant's configuration
+    (built once for every GPU type: the planner asks for each GPU count and micro-batch once per type).
     """
     from gpuwise.estimate.performance import memory_of
 
@@ -137,6 +139,7 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     heads_ok = (lambda tp: spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0) if spec.is_transformer \
         else (lambda tp: tp == 1)
     fields = cfg.__dict__
+    configs = {} if configs is None else configs
     out = []
     for tp in job.tp:
         node_ok = gpus_per_node is None or (_divides(tp, gpus_per_node) and tp <= gpus_per_node)
@@ -158,7 +161,6 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
             for zero in job.zero:
                 if dp == 1 and zero != 0:
                     continue
-                plans = {sp: ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero) for sp in sps}
                 order = variants if len(variants) < 3 else [variants[0], variants[-1], *variants[1:-1]]
                 hit = None
                 for k, (recompute, sp) in enumerate(order):
@@ -166,8 +168,11 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
                     if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
                         c, est, fits = None, None, False
                     else:
-                        c = TrainingConfig(**{**fields, "grad_accum": accum, "recompute": recompute,
-                                              "plan": plans[sp]})
+                        c = configs.get(key)
+                        if c is None:
+                            layout = ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)
+                            c = configs[key] = TrainingConfig(**{**fields, "grad_accum": accum,
+                                                                 "recompute": recompute, "plan": layout})
                         est = memory_of(spec, c)
                         fits = est.fits(gpu)
                         if misses is not None and not fits:
@@ -202,7 +207,8 @@ def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per
     key = ("plans", gpu.name, gpus, cfg.micro_batch)
     if key not in memo:
         misses = None if memo.get("_exhaustive") else memo.setdefault("_misses", {})
-        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses)
+        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses,
+                                  configs=memo.setdefault(("configs", cfg.micro_batch), {}))
     return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
 
 
