@@ -392,7 +392,7 @@ class _Geometry:
         return fixed, made_of
 
 
-_geometry = lru_cache(maxsize=4096)(_Geometry)
+_geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~400
 
 
 def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
