@@ -231,3 +231,42 @@ def test_unreadable_sky_cache_file_falls_back(tmp_path, monkeypatch):
     cat = load_catalog()
     assert cat.sources["gcp"].startswith("anycloud-sh") and "kubernetes" not in cat.dates
     assert any("unreadable file in the SkyPilot cache" in k for k in cat.skipped)
+
+
+def _both_ways(monkeypatch, cloud, path):
+    """parse_vms_csv's (offerings, skipped) or its error text, with the regex row finder and with the csv module."""
+    out = []
+    for fast in (True, False):
+        with monkeypatch.context() as m:
+            if not fast:
+                m.setattr(catalog_mod, "_plain_rows", lambda *a: None)
+            skipped: dict = {}
+            try:
+                out.append((parse_vms_csv(cloud, path, "2026-05-20", skipped), skipped))
+            except InputError as exc:
+                out.append(str(exc))
+    return out
+
+
+@pytest.mark.parametrize("cloud", CLOUDS)
+def test_rows_found_by_regex_are_those_csv_reads(monkeypatch, cloud):
+    """Unquoted files are searched with a regex for the rows a parser keeps (catalog._plain_rows): the same
+    offerings and skipped rows as reading every row with the csv module."""
+    path = data_path("catalog", "v8", cloud, "vms.csv")
+    fast, slow = _both_ways(monkeypatch, cloud, path)
+    assert fast == slow and fast[0]
+    raw = path.read_bytes()   # quoted (Lambda) or CRLF (AWS) files take the csv path, Azure and GCP the regex
+    assert (catalog_mod._plain_rows(path, 1, "\n") is None) == (b'"' in raw or b"\r" in raw)
+
+
+@pytest.mark.parametrize("lines, line", [
+    (["", "cpu_4x,,,4.0,16.0,0.2,us-east-1,,", "gpu_1x_h100_sxm5,H100,1.0,26.0,225.0,-2.49,us-east-1,,"], 4),
+    (["gpu_1x_a10,A10,1.0,30.0,200.0,0.5,us-west-1", "x,H100,1.0,26.0,225.0,2.49,,,"], 3),
+    (["gpu_1x_a10,A10,1.0,30.0,200.0,0.5,us-west-1,,", "", "", "x,H100,1.0,26.0,225.0,nan,us-east-1,,"], 5),
+    (['"gpu_1x_a10",A10,1.0,30.0,200.0,0.5,us-west-1,,', "x,H100,1.0,26.0,225.0,oops,us-east-1,,"], 3),
+])
+def test_bad_rows_are_named_by_the_same_line_either_way(tmp_path, monkeypatch, lines, line):
+    """Short rows and blank lines count as rows to both readers, so a bad cell's line number is the same."""
+    _write(tmp_path / "lambda" / "vms.csv", LAMBDA_HEADER, lines)
+    fast, slow = _both_ways(monkeypatch, "lambda", tmp_path / "lambda" / "vms.csv")
+    assert fast == slow and f"line {line}" in fast

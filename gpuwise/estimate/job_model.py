@@ -34,7 +34,6 @@ from typing import Protocol
 import numpy as np
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.fits import form_of, predict
 from gpuwise.estimate.performance import batch_configs, best_of
 from gpuwise.estimate.stat_efficiency import NoiseModel
 
@@ -55,9 +54,13 @@ class PolluxStepTime:
     origin: str = "fitted"   # where the parameters come from (shown in assumptions)
 
     def step_time(self, num_nodes, num_replicas, local_bsz, grad_accum=1):
+        from gpuwise.estimate.fits import predict   # imported on use: jobs with an analytical model never load the fits
+
         return predict(self.params, num_nodes, num_replicas, local_bsz, grad_accum)[0]
 
     def describe(self) -> str:
+        from gpuwise.estimate.fits import form_of
+
         p = self.params
         form = form_of(p).name
         extra = f" delta={p.delta:.3g} eta={p.eta:.3g}" if form == "extended" else ""

@@ -121,7 +121,8 @@ class MemoryEstimate:
 
     def headroom_gib(self, gpu: GpuSpec) -> float:
         """GiB left after `required` and the fit headroom (negative: does not fit)."""
-        return gpu.total_gib - fit_headroom_gib(gpu) - self.required / GIB
+        total = gpu.total_gib     # read once: searches ask ~10^4 times (fit_headroom_gib's product)
+        return total - HEADROOM_FRACTION * total - self.required / GIB
 
 
 # Kept free when deciding `fits`: what the allocator cannot reuse under memory pressure. A public OOM
@@ -235,7 +236,7 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     if not spec.is_transformer:
         return _explicit_estimate(spec, cfg, fp32_grads, context)
     p = cfg.plan
-    sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
+    sem = _semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
     loads = _stage_loads(spec, cfg, sem, lm_head, _schedule(cfg, interleave))
     best = None
     for i, load in enumerate(loads):
@@ -273,6 +274,7 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
 # recompute, dtype) only, never on dp, ZeRO or grad_accum: the planner's ~7,600 estimates of one job share
 # ~200 settings, so each term is computed once per setting (the same functions on the same arguments: the
 # same floats as calling them directly).
+_semantics = lru_cache(maxsize=1024)(state_semantics)
 _stack_bytes = lru_cache(maxsize=16384)(act.stack_bytes)
 _working_set_bytes = lru_cache(maxsize=16384)(act.working_set_bytes)
 _backward_transient_bytes = lru_cache(maxsize=16384)(act.backward_transient_bytes)
@@ -281,124 +283,152 @@ _head_bytes = lru_cache(maxsize=16384)(act.head_bytes)
 _loss_transient_bytes = lru_cache(maxsize=16384)(act.loss_transient_bytes)
 
 
-def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
-                 only: tuple[int, ...] | None = None) -> list[StageLoad]:
-    """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order."""
-    p = cfg.plan
-    counts = param_counts(spec)
-    lora = cfg.lora_rank > 0
-    adapters_per_block = adapter_params(spec, cfg.lora_rank) / attention_blocks(spec) if lora else 0.0
-    frozen_other = 4 if cfg.precision == "fp32" else 2           # frozen base: 16-bit unless fp32
-    frozen_linear = NF4_BYTES if cfg.quantize == "nf4" else frozen_other
-    n_shard = _shard_group(cfg)
-    z3 = n_shard if p.zero >= 3 else 1
-    z2 = n_shard if p.zero >= 2 else 1
-    z1 = n_shard if p.zero >= 1 else 1
-    fsdp = p.zero >= 3 and sem.framework == "torch"
-    autocast = sem.framework == "torch" and p.zero == 0 and sem.compute > 0
+class _Geometry:
+    """What a layout's stages hold that does not depend on dp, grad_accum or optimizer offloading: layer
+    counts, per-GPU parameters and their bytes before ZeRO sharding, activation terms. The planner's
+    thousands of estimates of one job share a few hundred of these (they differ in dp and grad_accum),
+    so each stage's part is built once (`stage`, memoised) and `_stage_loads` only shards and schedules
+    it: the same expressions on the same values, hence the same floats."""
 
-    def block(n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:
+    def __init__(self, spec: ModelSpec, sem: StateSemantics, lm_head: bool, micro_batch: int, seq_len: int,
+                 precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
+                 tp: int, pp: int, cp: int, sp: bool, zero: int):
+        self.spec, self.sem, self.lm_head, self.tp, self.pp, self.recompute = spec, sem, lm_head, tp, pp, recompute
+        self.counts = counts = param_counts(spec)
+        self.lora = lora = lora_rank > 0
+        self.adapters_per_block = adapter_params(spec, lora_rank) / attention_blocks(spec) if lora else 0.0
+        self.frozen_other = 4 if precision == "fp32" else 2           # frozen base: 16-bit unless fp32
+        self.frozen_linear = NF4_BYTES if quantize == "nf4" else self.frozen_other
+        self.fsdp = fsdp = zero >= 3 and sem.framework == "torch"
+        self.autocast = autocast = sem.framework == "torch" and zero == 0 and sem.compute > 0
+        self.pp_fsdp = fsdp and pp > 1
+        self.t5 = spec.family == "t5"
+        enc_rep = counts.layer_replicated * 2 // 3 if self.t5 else 0        # t5 encoder: 2 of the 3 norms
+        self.enc_b = self._block(counts.encoder_layer, enc_rep, 1)
+        self.dec_b = self._block(counts.layer, counts.layer_replicated, 2 if self.t5 else 1)
+        self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
+                                        bytes_per_value=_act_bytes_per_value(precision), flash=flash,
+                                        recompute=recompute, frozen_base=lora,
+                                        sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
+                                        hf_eager=sem.framework != "megatron")
+        # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
+        self.loss = "megatron" if sem.framework == "megatron" else "torch"
+        self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)
+        self.starts = [0, *accumulate(self.layers)]
+        self.bwd = _backward_transient_bytes(spec, self.st) if sem.framework == "torch" else 0.0
+        # FSDP2 reduces the root group (embedding, final norm, output layer) once, at the end of backward:
+        # the output layer's gradient, written first, stays unsharded in the compute dtype until then.
+        # Without FSDP a tied output layer's gradient waits for the embedding's contribution instead, and
+        # autograd sums the two out of place: three vocabulary-wide gradients at the embedding's backward.
+        self.out_w = spec.vocab_size * spec.hidden / tp if lm_head else 0.0
+        self.root_bwd = fsdp and not self.pp_fsdp and not lora
+        self.tied_bwd = (not fsdp and sem.framework != "megatron" and spec.tied_embeddings and pp == 1
+                         and not lora)
+        self._stages: dict[int, tuple[dict, dict]] = {}
+
+    def _block(self, n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:
         """(per-GPU params, stored weight bytes, trainable params) of one layer after TP."""
-        split = (n_params - n_rep) / p.tp
-        if not lora:
-            return split + n_rep, (split + n_rep) * sem.weights, split + n_rep
-        ad = blocks * adapters_per_block / p.tp
-        return split + n_rep + ad, split * frozen_linear + n_rep * frozen_other + ad * sem.weights, ad
+        split = (n_params - n_rep) / self.tp
+        if not self.lora:
+            return split + n_rep, (split + n_rep) * self.sem.weights, split + n_rep
+        ad = blocks * self.adapters_per_block / self.tp
+        return split + n_rep + ad, split * self.frozen_linear + n_rep * self.frozen_other + ad * self.sem.weights, ad
 
-    t5 = spec.family == "t5"
-    enc_rep = counts.layer_replicated * 2 // 3 if t5 else 0        # t5 encoder: 2 of the 3 norms
-    enc_b = block(counts.encoder_layer, enc_rep, 1)
-    dec_b = block(counts.layer, counts.layer_replicated, 2 if t5 else 1)
-    st = act.ActivationSetting(micro_batch=cfg.micro_batch, seq_len=cfg.seq_len, tp=p.tp, sp=p.sp, cp=p.cp,
-                               bytes_per_value=_act_bytes_per_value(cfg.precision),
-                               flash=cfg.flash_attention, recompute=cfg.recompute, frozen_base=lora,
-                               sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
-                               hf_eager=sem.framework != "megatron")
-    # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
-    loss = "megatron" if sem.framework == "megatron" else "torch"
-    n_enc = spec.n_encoder_layers
-    layers = _stage_layers(n_enc + spec.n_layers, p.pp)
-    micro = cfg.grad_accum
-    # activation terms depend only on a stage's layer counts (at most two distinct ones): computed once each,
-    # not once per stage (searches evaluate thousands of long pipelines)
-    stacks: dict[tuple[int, int], float] = {}
-    works: dict[bool, float] = {}
-    bwd = _backward_transient_bytes(spec, st) if sem.framework == "torch" else 0.0
-    starts = [0, *accumulate(layers)]
-    out = []
-    for i in (range(p.pp) if only is None else only):
-        n_i, start = layers[i], starts[i]
-        enc_i = max(0, min(start + n_i, n_enc) - start)
+    def stage(self, i: int) -> tuple[dict, dict]:
+        """(StageLoad fields that do not depend on dp / grad_accum / offloading, the numbers the others
+        are made from) of stage i; built on first use (long pipelines evaluate only the stages asked for)."""
+        if i not in self._stages:
+            self._stages[i] = self._build(i)
+        return self._stages[i]
+
+    def _build(self, i: int) -> tuple[dict, dict]:
+        spec, sem, counts, st, lora, tp = self.spec, self.sem, self.counts, self.st, self.lora, self.tp
+        enc_b, dec_b, first, last = self.enc_b, self.dec_b, i == 0, i == self.pp - 1
+        n_i, start = self.layers[i], self.starts[i]
+        enc_i = max(0, min(start + n_i, spec.n_encoder_layers) - start)
         dec_i = n_i - enc_i
-        if (enc_i, dec_i) not in stacks:
-            stacks[enc_i, dec_i] = (enc_i * _stack_bytes(spec, st, 1) + _stack_bytes(spec, st, dec_i, t5)
-                                    if n_i else 0.0)
-        cross = t5 and dec_i > 0
-        if cross not in works:
-            works[cross] = _working_set_bytes(spec, st, cross)
-        flat = (counts.embedding / p.tp if i == 0 else 0.0)
-        if i == p.pp - 1:
-            flat += counts.final + counts.lm_head / p.tp
-            if p.pp > 1 and spec.tied_embeddings:
-                flat += spec.vocab_size * spec.hidden / p.tp       # output layer's copy of the embedding
+        cross = self.t5 and dec_i > 0
+        flat = (counts.embedding / tp if first else 0.0)
+        if last:
+            flat += counts.final + counts.lm_head / tp
+            if self.pp > 1 and spec.tied_embeddings:
+                flat += spec.vocab_size * spec.hidden / tp       # output layer's copy of the embedding
         n_stage = enc_i * enc_b[0] + dec_i * dec_b[0] + flat
-        w_bytes = enc_i * enc_b[1] + dec_i * dec_b[1] + flat * (frozen_other if lora else sem.weights)
+        w_bytes = enc_i * enc_b[1] + dec_i * dec_b[1] + flat * (self.frozen_other if lora else sem.weights)
         trainable = enc_i * enc_b[2] + dec_i * dec_b[2] + (0.0 if lora else flat)
         big = max(enc_b[0] if enc_i else 0.0, dec_b[0] if dec_i else 0.0)
         big_train = max(enc_b[2] if enc_i else 0.0, dec_b[2] if dec_i else 0.0)
         # autocast's casts that outlive the forward: only blocks that keep their saved tensors hold them
         # (a checkpointed block's casts are not saved, and the autocast cache ends with the forward)
-        keep_enc, keep_dec = _cast_keeping_blocks(cfg.recompute, enc_i), _cast_keeping_blocks(cfg.recompute, dec_i)
-        cast_params = (keep_enc * enc_b[2] + keep_dec * dec_b[2]
-                       + (counts.lm_head / p.tp if i == p.pp - 1 and not lora else 0.0))
-        grads = trainable * sem.gradients / z2
-        opt = trainable * sem.optimizer / z1
-        if cfg.offload_optimizer:
-            opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
-        pp_fsdp = fsdp and p.pp > 1
-        # FSDP2 reduces the root group (embedding, final norm, output layer) once, at the end of backward:
-        # the output layer's gradient, written first, stays unsharded in the compute dtype until then.
-        # Without FSDP a tied output layer's gradient waits for the embedding's contribution instead, and
-        # autograd sums the two out of place: three vocabulary-wide gradients at the embedding's backward.
-        out_w = spec.vocab_size * spec.hidden / p.tp if lm_head else 0.0
-        root_bwd = fsdp and not pp_fsdp and not lora
-        tied_bwd = not fsdp and sem.framework != "megatron" and spec.tied_embeddings and p.pp == 1 and not lora
-        out.append(StageLoad(
-            weights=w_bytes / z3, grads=grads, optimizer=opt,
-            # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
-            # zero_grad (set_to_none)
-            # earlier micro-batches' gradients exist at the peak when a forward follows a backward
-            # (more micro-batches than this stage keeps in flight)
-            accumulating=micro > in_flight(schedule, p.pp, i, micro) or sem.framework == "megatron",
+        keep_enc, keep_dec = _cast_keeping_blocks(self.recompute, enc_i), _cast_keeping_blocks(self.recompute, dec_i)
+        cast_params = keep_enc * enc_b[2] + keep_dec * dec_b[2] + (counts.lm_head / tp if last and not lora else 0.0)
+        fsdp, pp_fsdp, autocast, root_bwd, out_w = self.fsdp, self.pp_fsdp, self.autocast, self.root_bwd, self.out_w
+        fixed = dict(
             stage_compute=n_stage * sem.compute if pp_fsdp else 0.0,
             # autocast casts trainable fp32 weights only (a LoRA base is stored in 16-bit or NF4); each
             # micro-batch's forward keeps its own casts for its backward (the cache ends with the forward)
             casts=cast_params * sem.compute if autocast else 0.0,
-            late_grads=(max(0.0, trainable - (0.0 if lora else flat) - big_train) * sem.gradients / z2
-                        if micro == 1 and not pp_fsdp and not cfg.offload_optimizer else 0.0),
-            layer_stack=_stack_bytes(spec, st, 1, t5 and dec_i > 0) if n_i else 0.0,
+            layer_stack=_stack_bytes(spec, st, 1, cross) if n_i else 0.0,
             block_cast=big_train * sem.compute if autocast else 0.0,
             acc_grads=trainable * sem.reduce if pp_fsdp else 0.0,
             block_compute=big * sem.compute if fsdp and not pp_fsdp else 0.0,
             block_grad_temp=(big_train * (sem.compute + (0.0 if pp_fsdp else sem.reduce)) if fsdp else 0.0),
             head_compute=flat * sem.compute if fsdp and not pp_fsdp else 0.0,   # the root group stays gathered
-            opt_temp=_optimizer_temp(cfg, sem, trainable / z1),
-            stack=stacks[enc_i, dec_i],
-            in_flight=in_flight(schedule, p.pp, i, micro),
-            work=works[cross],
-            bwd_temp=bwd,
-            emb=_embedding_bytes(spec, st) if i == 0 else 0.0,
-            head_keep=_head_bytes(spec, st, lm_head, loss) if i == p.pp - 1 else 0.0,
-            loss_temp=_loss_transient_bytes(spec, st, lm_head) if i == p.pp - 1 and loss == "torch" else 0.0,
-            root_grad_temp=(flat * (sem.compute + sem.reduce - sem.reduce / z3)
-                            if fsdp and not pp_fsdp and not lora else 0.0),
-            head_grad=out_w * sem.compute if root_bwd and i == p.pp - 1 else 0.0,
-            # (with accumulation the earlier micro-batches' gradients of the root are there too)
-            embed_grads=((grads if micro > 1 and tied_bwd else (trainable - flat) * sem.gradients / z2)
-                         if (root_bwd or tied_bwd) and i == 0 else 0.0),
+            stack=(enc_i * _stack_bytes(spec, st, 1) + _stack_bytes(spec, st, dec_i, self.t5) if n_i else 0.0),
+            work=_working_set_bytes(spec, st, cross),
+            bwd_temp=self.bwd,
+            emb=_embedding_bytes(spec, st) if first else 0.0,
+            head_keep=_head_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
+            loss_temp=_loss_transient_bytes(spec, st, self.lm_head) if last and self.loss == "torch" else 0.0,
+            head_grad=out_w * sem.compute if root_bwd and last else 0.0,
             embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
-                        + big_train * sem.reduce if root_bwd and i == 0 and lm_head else
-                        3 * out_w * sem.gradients if tied_bwd else 0.0)))
+                        + big_train * sem.reduce if root_bwd and first and self.lm_head else
+                        3 * out_w * sem.gradients if self.tied_bwd else 0.0))
+        made_of = dict(w_bytes=w_bytes, trainable=trainable, flat=flat,
+                       grads=trainable * sem.gradients, opt=trainable * sem.optimizer,
+                       late=max(0.0, trainable - (0.0 if lora else flat) - big_train) * sem.gradients,
+                       embed=(trainable - flat) * sem.gradients,
+                       root=fsdp and not pp_fsdp and not lora)
+        return fixed, made_of
+
+
+_geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~400
+
+
+def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
+                 only: tuple[int, ...] | None = None) -> list[StageLoad]:
+    """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order."""
+    p = cfg.plan
+    geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
+                    cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp, p.zero)
+    n_shard = _shard_group(cfg)
+    z3 = n_shard if p.zero >= 3 else 1
+    z2 = n_shard if p.zero >= 2 else 1
+    z1 = n_shard if p.zero >= 1 else 1
+    micro, offload = cfg.grad_accum, cfg.offload_optimizer
+    out = []
+    for i in (range(p.pp) if only is None else only):
+        fixed, m = geo.stage(i)
+        grads = m["grads"] / z2
+        opt = m["opt"] / z1
+        if offload:
+            opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
+        held = in_flight(schedule, p.pp, i, micro)
+        out.append(StageLoad(
+            weights=m["w_bytes"] / z3, grads=grads, optimizer=opt,
+            # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
+            # zero_grad (set_to_none)
+            # earlier micro-batches' gradients exist at the peak when a forward follows a backward
+            # (more micro-batches than this stage keeps in flight)
+            accumulating=micro > held or sem.framework == "megatron",
+            late_grads=(m["late"] / z2 if micro == 1 and not geo.pp_fsdp and not offload else 0.0),
+            opt_temp=_optimizer_temp(cfg, sem, m["trainable"] / z1),
+            in_flight=held,
+            root_grad_temp=m["flat"] * (sem.compute + sem.reduce - sem.reduce / z3) if m["root"] else 0.0,
+            # (with accumulation the earlier micro-batches' gradients of the root are there too)
+            embed_grads=((grads if micro > 1 and geo.tied_bwd else m["embed"] / z2)
+                         if (geo.root_bwd or geo.tied_bwd) and i == 0 else 0.0),
+            **fixed))
     return out
 
 
@@ -425,17 +455,16 @@ def _optimizer_temp(cfg: TrainingConfig, sem, local_trainable: float) -> float:
     return local_trainable * (2 if cfg.precision == "bf16" else 4)
 
 
-def _states_text(cfg: TrainingConfig, sem: StateSemantics) -> str:
-    p = cfg.plan
-    head = (f"{cfg.precision} + {cfg.optimizer}: {sem.weights:g} B weights, {sem.gradients:g} B gradients, "
+def _states_text(precision: str, optimizer: str, zero: int, sem: StateSemantics) -> str:
+    head = (f"{precision} + {optimizer}: {sem.weights:g} B weights, {sem.gradients:g} B gradients, "
             f"{sem.optimizer:.4g} B optimizer state per trainable parameter")
     if sem.framework == "megatron":
         return head + " (Megatron-LM: 16-bit weights, fp32 main_grad, fp32 master + moments)"
     if sem.framework == "deepspeed":
-        return head + f" (DeepSpeed ZeRO-{p.zero}: ZeRO-paper accounting)"
-    if p.zero >= 3:
-        mp = (f"MixedPrecisionPolicy(param_dtype={'fp16' if cfg.precision == 'fp16-mixed' else 'bf16'}, "
-              "reduce_dtype=fp32)" if "mixed" in cfg.precision else f"{cfg.precision} throughout")
+        return head + f" (DeepSpeed ZeRO-{zero}: ZeRO-paper accounting)"
+    if zero >= 3:
+        mp = (f"MixedPrecisionPolicy(param_dtype={'fp16' if precision == 'fp16-mixed' else 'bf16'}, "
+              "reduce_dtype=fp32)" if "mixed" in precision else f"{precision} throughout")
         return (head + f" (FSDP2 fully_shard, {mp}: sharded {sem.weights:g}-byte parameters are the master "
                 f"weights; each block's {sem.compute:g}-byte unsharded copy is all-gathered for forward and "
                 "backward, with the next block prefetched)")
@@ -445,28 +474,40 @@ def _states_text(cfg: TrainingConfig, sem: StateSemantics) -> str:
     return head + " (PyTorch, one dtype throughout)"
 
 
-def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32_grads: bool, stage: int,
-                 phase: str, schedule: str) -> list[str]:
-    p = cfg.plan
-    lora = cfg.lora_rank > 0
-    out = [
+@lru_cache(maxsize=1024)   # the same few lines for every dp and grad_accum of a layout (searches ask ~10^4 times)
+def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimizer: str, zero: int, flash: bool,
+                  recompute: str, tp: int, sp: bool) -> tuple[str, ...]:
+    """The assumption lines that depend on neither dp, the pipeline stage nor grad_accum: the model, the
+    state bytes, the activations, the loss and sequence parallelism."""
+    return (
         f"{spec.name}: {param_count(spec):,} parameters ({spec.source or 'structure from config.json'})",
-        _states_text(cfg, sem),
-        f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks"
-        + ("; under pipeline parallelism FSDP2 keeps the stage unsharded (reshard_after_forward=False) and "
-           "accumulates unsharded fp32 gradients until the last micro-batch" if p.zero >= 3 and p.pp > 1 else ""),
+        _states_text(precision, optimizer, zero, sem),
         "activations: Korthikanti et al. 2022 per-tensor accounting generalised to GQA"
         + (", gated MLP (4 tensors of ffn width)" if spec.gated_mlp else "")
         + (f", MoE top-{spec.experts_per_token} of {spec.n_experts}" if spec.n_experts > 1 else "")
         + ("; dropout masks kept" if act.has_dropout(spec) else "; no dropout")
-        + ("; flash attention (no s^2 scores)" if cfg.flash_attention else "; eager attention keeps s^2 scores")
-        + f"; recompute {cfg.recompute} ({_RECOMPUTE_TEXT[recompute_policy(cfg.recompute).kind]})",
+        + ("; flash attention (no s^2 scores)" if flash else "; eager attention keeps s^2 scores")
+        + f"; recompute {recompute} ({_RECOMPUTE_TEXT[recompute_policy(recompute).kind]})",
         ("loss: logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
          "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)"
          if sem.framework != "megatron" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
-        f"sequence parallel {'on' if p.sp else 'off'}" + (" (the frameworks' default with tp > 1)" if p.tp > 1 else "")
+        f"sequence parallel {'on' if sp else 'off'}" + (" (the frameworks' default with tp > 1)" if tp > 1 else "")
         + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"
-           if p.sp and sem.framework == "torch" else ""),
+           if sp and sem.framework == "torch" else ""))
+
+
+def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32_grads: bool, stage: int,
+                 phase: str, schedule: str) -> list[str]:
+    p = cfg.plan
+    lora = cfg.lora_rank > 0
+    model, states, acts, loss, seq = _layout_notes(spec, sem, cfg.precision, cfg.optimizer, p.zero,
+                                                   cfg.flash_attention, cfg.recompute, p.tp, p.sp)
+    out = [
+        model, states,
+        f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks"
+        + ("; under pipeline parallelism FSDP2 keeps the stage unsharded (reshard_after_forward=False) and "
+           "accumulates unsharded fp32 gradients until the last micro-batch" if p.zero >= 3 and p.pp > 1 else ""),
+        acts, loss, seq,
         f"peak: {phase}" + (f" on pipeline stage {stage}" if p.pp > 1 else "") + " (gpuwise.estimate.memory_timeline)",
         "eager PyTorch: no torch.compile fusion (compile frees some elementwise activations), no Float8 "
         "(Float8 training adds fp8 weight casts and saves fp8 matmul inputs)",

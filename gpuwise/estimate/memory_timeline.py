@@ -45,7 +45,7 @@ PHASES = ("loss boundary", "block backward", "last block backward", "optimizer s
           "root reduce-scatter")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)   # not frozen: a plan builds ~10^4 of these, and a frozen __init__ is 4x slower
 class StageLoad:
     """Per-GPU bytes of one pipeline stage, each alive in the phases the module docstring says."""
 
@@ -94,31 +94,44 @@ def in_flight(schedule: str, pp: int, stage: int, micro_batches: int) -> float:
     return float(min(pp - stage, m))
 
 
-def phases(s: StageLoad) -> list[tuple[str, dict[str, float]]]:
-    """(phase, parts) for the three moments of a step; parts are parameters, gradients,
-    optimizer, activations and temporaries in bytes."""
+_PARTS = ("parameters", "optimizer", "gradients", "activations", "temporaries")
+
+
+def _phase_parts(s: StageLoad) -> list[tuple[str, tuple[float, float, float, float, float]]]:
+    """(phase, bytes of _PARTS) for each moment of a step that the stage has (see module docstring)."""
     early_grads = (s.grads if s.accumulating and not s.acc_grads else 0.0) + s.acc_grads
     kept = s.in_flight * (s.stack + s.emb)
-    base = {"parameters": s.weights, "optimizer": s.optimizer}
-    return [
-        ("loss boundary", {**base, "gradients": early_grads, "activations": kept + s.head_keep,
-                           "temporaries": s.stage_compute + s.in_flight * s.casts + s.head_compute + s.block_compute
-                           + s.loss_temp}),
-        ("block backward", {**base, "gradients": early_grads, "activations": kept + s.work,
-                            "temporaries": s.stage_compute + s.in_flight * s.casts + s.head_compute + 2 * s.block_compute
-                            + s.block_grad_temp + s.bwd_temp + s.head_grad}),
-        ("optimizer step", {**base, "gradients": s.grads, "activations": 0.0, "temporaries": s.opt_temp}),
-    ] + ([("last block backward", {**base, "gradients": s.late_grads,
-                                   "activations": s.emb + s.layer_stack + s.work,
-                                   "temporaries": s.block_cast + s.head_compute + 2 * s.block_compute
-                                   + s.block_grad_temp + s.bwd_temp + s.head_grad})] if s.late_grads else []) \
-      + ([("embedding backward", {**base, "gradients": s.embed_grads, "activations": 0.0,
-                                  "temporaries": s.embed_temp})] if s.embed_temp else []) \
-      + ([("root reduce-scatter", {**base, "gradients": s.grads, "activations": 0.0,
-                                   "temporaries": s.root_grad_temp})] if s.root_grad_temp else [])
+    w, o = s.weights, s.optimizer
+    out = [
+        ("loss boundary", (w, o, early_grads, kept + s.head_keep,
+                           s.stage_compute + s.in_flight * s.casts + s.head_compute + s.block_compute + s.loss_temp)),
+        ("block backward", (w, o, early_grads, kept + s.work,
+                            s.stage_compute + s.in_flight * s.casts + s.head_compute + 2 * s.block_compute
+                            + s.block_grad_temp + s.bwd_temp + s.head_grad)),
+        ("optimizer step", (w, o, s.grads, 0.0, s.opt_temp)),
+    ]
+    if s.late_grads:
+        out.append(("last block backward", (w, o, s.late_grads, s.emb + s.layer_stack + s.work,
+                                            s.block_cast + s.head_compute + 2 * s.block_compute
+                                            + s.block_grad_temp + s.bwd_temp + s.head_grad)))
+    if s.embed_temp:
+        out.append(("embedding backward", (w, o, s.embed_grads, 0.0, s.embed_temp)))
+    if s.root_grad_temp:
+        out.append(("root reduce-scatter", (w, o, s.grads, 0.0, s.root_grad_temp)))
+    return out
+
+
+def phases(s: StageLoad) -> list[tuple[str, dict[str, float]]]:
+    """(phase, parts) for the moments of a step; parts are parameters, optimizer, gradients,
+    activations and temporaries in bytes."""
+    return [(name, dict(zip(_PARTS, parts))) for name, parts in _phase_parts(s)]
 
 
 def peak(s: StageLoad) -> tuple[float, str, dict[str, float]]:
-    """(allocated bytes, phase, parts) at the stage's peak."""
-    best = max(phases(s), key=lambda p: sum(p[1].values()))
-    return sum(best[1].values()), best[0], best[1]
+    """(allocated bytes, phase, parts) at the stage's peak (the first phase of the largest sum)."""
+    best, name, parts = None, "", ()
+    for n, ps in _phase_parts(s):
+        total = sum(ps)      # summed in _PARTS order, as the phase's parts are
+        if best is None or total > best:
+            best, name, parts = total, n, ps
+    return best, name, dict(zip(_PARTS, parts))

@@ -106,8 +106,15 @@ class Hardware:
     gpus_per_node: int
 
 
+def _rates(hw: Hardware) -> Hardware:
+    """`hw` less its network (zeroed): what `row_times` reads, so `linear_rows` is computed once per GPU and
+    precision, not once per node size and network too."""
+    return Hardware(hw.peak_flops, hw.vector_flops, hw.hbm_bytes_s, 0.0, 0.0, 0)
+
+
 def row_times(work, hw: Hardware, eff: OpEfficiency) -> np.ndarray:
-    """Seconds per row and phase (rows x 3) of one micro-step: roofline + launch overhead."""
+    """Seconds per row and phase (rows x 3) of one micro-step: roofline + launch overhead (reads only the
+    compute and HBM rates of `hw`: see `_rates`)."""
     width = work.gemm_width[:, None]
     gemm_eff = eff.gemm * width / (width + eff.gemm_w0 + 1e-12)
     rate = np.where(work.cls[:, None] == GEMM, hw.peak_flops * gemm_eff,
@@ -195,7 +202,7 @@ def _operator_time(model: ModelSpec, micro_batch: int, seq_len: int, tp: int, cp
                    recompute: str, frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator seconds, per-class seconds, layers, launch seconds) of one micro-step: independent of dp,
     ZeRO and grad_accum, so a search's thousands of step times share a few hundred of these."""
-    lr = linear_rows(model, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, hw, eff)
+    lr = linear_rows(model, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, _rates(hw), eff)
     rows = np.maximum(micro_batch * lr.flop_s, micro_batch * lr.mem_s + lr.mem0_s) + lr.launch_s
     by_class = np.bincount(lr.cls, weights=rows, minlength=3)
     return float(by_class.sum()), tuple(float(x) for x in by_class), lr.layers, lr.launch_total_s

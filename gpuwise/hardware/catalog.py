@@ -34,7 +34,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import lru_cache
 from pathlib import Path
-from typing import Iterator
+from typing import Callable, Iterator
 
 from gpuwise.data import data_path, read_commented_csv
 from gpuwise.errors import InputError, unknown_name
@@ -169,6 +169,16 @@ class Catalog:
 def _resolve(cloud: str, instance: str, accelerator: str, count: float | None,
              skipped: dict[str, int]) -> tuple[str, float] | None:
     """(canonical GPU, GPUs per node) of a catalog row, or None (and counted in `skipped`)."""
+    res, reason = _resolution(cloud, instance, accelerator, count)
+    if reason:
+        skipped[reason] = skipped.get(reason, 0) + 1
+    return res
+
+
+@lru_cache(maxsize=4096)   # a catalog repeats each (instance, accelerator) in every region and zone
+def _resolution(cloud: str, instance: str, accelerator: str, count: float | None,
+                ) -> tuple[tuple[str, float] | None, str | None]:
+    """(`_resolve`'s answer, the `skipped` key it counts the row under or None)."""
     gpu = resolve_gpu_name(accelerator)
     for ov in _overrides():
         if ov.cloud == cloud and ov.pattern.fullmatch(instance):
@@ -179,19 +189,15 @@ def _resolve(cloud: str, instance: str, accelerator: str, count: float | None,
     if gpu is None:
         deliberate = not_mapped_reason(accelerator)
         if deliberate:  # one entry per reason, not per TPU slice size
-            key = f"{cloud} {deliberate}"
-            skipped[key] = skipped.get(key, 0) + 1
-            return None
+            return None, f"{cloud} {deliberate}"
         reason = "accelerator not in the GPU table (gpuwise/data/gpus.csv)" + _suggestion(accelerator)
     elif not count or count <= 0:
         reason = "no GPU count"
     elif count < 1:
         reason = "fractional GPU (vGPU slice), not plannable for training"
     if reason:
-        key = f"{cloud} {accelerator}: {reason}"
-        skipped[key] = skipped.get(key, 0) + 1
-        return None
-    return gpu, float(count)  # type: ignore[arg-type]
+        return None, f"{cloud} {accelerator}: {reason}"
+    return (gpu, float(count)), None  # type: ignore[arg-type]
 
 
 def _suggestion(accelerator: str) -> str:
@@ -204,8 +210,11 @@ def _suggestion(accelerator: str) -> str:
 
 
 @contextmanager
-def _vms_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[dict[str, int], Iterator[list[str]]]]:
-    """Column index by name and the complete rows of a v8 vms.csv, after checking `required` columns."""
+def _vms_csv(path: Path, required: tuple[str, ...], keep: Callable[[dict[str, int]], str] | None = None,
+             ) -> Iterator[tuple[dict[str, int], Iterator[tuple[int, list[str]]]]]:
+    """Column index by name and the complete rows (line number, cells) of a v8 vms.csv, after checking
+    `required` columns. keep(columns): a regex that matches the start of every row the caller may keep
+    (a necessary condition, not the caller's test); rows it does not match may be left out."""
     with open(path, newline="") as fh:
         reader = csv.reader(fh)
         header = next(reader, None)
@@ -213,7 +222,44 @@ def _vms_csv(path: Path, required: tuple[str, ...]) -> Iterator[tuple[dict[str, 
             raise InputError("catalog", str(path), "empty file; not a SkyPilot v8 vms.csv")
         col = {name: i for i, name in enumerate(header)}
         _require(path, col, required)
-        yield col, ((line, row) for line, row in enumerate(reader, start=2) if len(row) >= len(header))
+        rows = _plain_rows(path, len(header), keep(col)) if keep else None
+        if rows is None:
+            rows = ((line, row) for line, row in enumerate(reader, start=2) if len(row) >= len(header))
+        yield col, rows
+
+
+def _plain_rows(path: Path, width: int, keep: str) -> Iterator[tuple[int, list[str]]] | None:
+    """The rows of `path` that `keep` matches (from the newline before them), or None to read every row
+    with the csv module. Most rows of the big files are CPU instances (Azure: 829 GPU rows of 56,672), and a regex
+    finds the others without parsing them. Only for files without quotes, carriage returns or NUL
+    bytes, where each line is one row and its cells are split at commas, exactly as csv.reader does
+    (line numbers too: a blank line is a row of no cells to both); other files, and text that does not
+    decode (csv.reader's error names the byte), take the csv module's path."""
+    try:
+        with open(path, newline="") as fh:
+            text = fh.read()
+    except UnicodeDecodeError:
+        return None
+    if '"' in text or "\r" in text or "\0" in text:
+        return None
+
+    def rows() -> Iterator[tuple[int, list[str]]]:
+        line, at = 1, 0
+        for m in re.compile(keep, re.M).finditer(text):   # from the newline before each row: the header's on
+            start = m.start() + 1
+            line += text.count("\n", at, start)
+            at = start
+            end = text.find("\n", start)
+            cells = text[start:end if end >= 0 else len(text)].split(",")
+            if len(cells) >= width:
+                yield line, cells
+    return rows()
+
+
+def _cell(i: int, value: str) -> str:
+    """Regex matching the newline before a row whose cell `i` (0-based) `value` matches at its start
+    (cells hold no comma). A literal first character lets the regex engine skip to each line's start."""
+    return f"\n(?:[^,\n]*,){{{i}}}(?:{value})"
 
 
 @lru_cache(maxsize=1)
@@ -244,16 +290,19 @@ def _reader(path: Path, col: dict[str, int]):
     """row(line, cells) -> a validated VmsRow of this file: prices finite and >= 0 (a plan costing
     -$36,242 was once recommended from a negative one), counts and sizes > 0, a region; errors name
     the file, line and column."""
-    from gpuwise.user_files import validate_row
+    from gpuwise.user_files import validate_cells
 
     model = _vms_row()
     pick = [(k, i) for k, i in col.items() if k in model.model_fields]
-    return lambda line, cells: validate_row(model, {k: cells[i] for k, i in pick}, f"catalog {path} line {line}")
+    # validate_row's cleaning (stripped text, blank cells absent) in one pass over the cells it reads
+    return lambda line, cells: validate_cells(model, {k: v for k, i in pick if (v := cells[i].strip())},
+                                              lambda: f"catalog {path} line {line}")
 
 
 def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
     out: list[Offering] = []
-    with _vms_csv(path, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region")) as (col, rows):
+    with _vms_csv(path, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "Region"),
+                  lambda col: _cell(col["AcceleratorName"], "[^,\n]")) as (col, rows):   # GPU rows only
         i_acc, read = col["AcceleratorName"], _reader(path, col)
         for line, cells in rows:
             if not cells[i_acc].strip():
@@ -273,10 +322,14 @@ def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], n
 def _parse_gcp(path: Path, date: str, skipped: dict[str, int], name: str) -> list[Offering]:
     hosts_for = _gcp_hosts()
     wanted_hosts = {h for hs in hosts_for.values() for h in hs}
+    host_names = "|".join(map(re.escape, sorted(wanted_hosts)))
     gpu_rows = []
     hosts: dict[tuple[str, str], object] = {}  # (instance, zone) -> row
     with _vms_csv(path, ("InstanceType", "AcceleratorName", "AcceleratorCount", "Price", "SpotPrice",
-                         "Region", "AvailabilityZone", "vCPUs", "MemoryGiB")) as (col, rows):
+                         "Region", "AvailabilityZone", "vCPUs", "MemoryGiB"),
+                  # GPU rows (no instance type) and the host VMs of GPUs
+                  lambda col: _cell(col["InstanceType"], f"(?:{host_names})?(?:,|$)"),
+                  ) as (col, rows):
         i_inst, i_acc, read = col["InstanceType"], col["AcceleratorName"], _reader(path, col)
         for line, cells in rows:
             inst = cells[i_inst]

@@ -114,7 +114,7 @@ def _divides(a: int, b: int) -> bool:
 
 
 def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None,
-                  misses: dict | None = None):
+                  misses: dict | None = None, configs: dict | None = None):
     """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
     lightest recompute / sequence-parallel variant that fits for each (tp, pp, zero).
 
@@ -129,6 +129,8 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     keep the tp that divide their node, see `_plans_for_shape`).
     misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
     that did not fit, so that a variant is not estimated where it provably cannot fit (`_known_miss`).
+    configs: a dict shared by calls for the same `cfg` (any GPU) that keeps each variant's configuration
+    (built once for every GPU type: the planner asks for each GPU count and micro-batch once per type).
     """
     from gpuwise.estimate.performance import memory_of
 
@@ -136,6 +138,8 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     layers = max(spec.n_layers + spec.n_encoder_layers, 1)
     heads_ok = (lambda tp: spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0) if spec.is_transformer \
         else (lambda tp: tp == 1)
+    fields = cfg.__dict__
+    configs = {} if configs is None else configs
     out = []
     for tp in job.tp:
         node_ok = gpus_per_node is None or (_divides(tp, gpus_per_node) and tp <= gpus_per_node)
@@ -157,22 +161,22 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
             for zero in job.zero:
                 if dp == 1 and zero != 0:
                     continue
-
-                def make(recompute: str, sp: bool) -> TrainingConfig:
-                    return TrainingConfig(**{**cfg.__dict__, "grad_accum": accum, "recompute": recompute,
-                                             "plan": ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)})
-
                 order = variants if len(variants) < 3 else [variants[0], variants[-1], *variants[1:-1]]
                 hit = None
                 for k, (recompute, sp) in enumerate(order):
-                    c = make(recompute, sp)
-                    if misses is not None and _known_miss(misses, c, gpu):
-                        est, fits = None, False
+                    key = (dp, tp, pp, sp, zero, accum, recompute)    # the variant but its micro-batch
+                    if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
+                        c, est, fits = None, None, False
                     else:
+                        c = configs.get(key)
+                        if c is None:
+                            layout = ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)
+                            c = configs[key] = TrainingConfig(**{**fields, "grad_accum": accum,
+                                                                 "recompute": recompute, "plan": layout})
                         est = memory_of(spec, c)
                         fits = est.fits(gpu)
                         if misses is not None and not fits:
-                            misses.setdefault(_miss_key(c), []).append((c.micro_batch, est))
+                            misses.setdefault(key, []).append((cfg.micro_batch, est))
                     if k == 1 and len(order) > 2:
                         if not fits:
                             break                  # the most frugal variant does not fit
@@ -186,20 +190,16 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
     return out
 
 
-def _miss_key(c: TrainingConfig) -> tuple:
-    p = c.plan
-    return (p.dp, p.tp, p.pp, p.sp, p.zero, c.grad_accum, c.recompute)
-
-
-def _known_miss(misses: dict, c: TrainingConfig, gpu) -> bool:
-    """True if `c` provably does not fit `gpu`: the same configuration at a micro-batch no larger did
-    not fit it. Exact: with everything but the micro-batch fixed, every term of the required memory is
-    either independent of the micro-batch (model states, context, NCCL, in-flight counts) or the
+def _known_miss(misses: dict, key: tuple, micro_batch: int, gpu) -> bool:
+    """True if the variant `key` (its settings but the micro-batch) at `micro_batch` provably does not fit
+    `gpu`: the same variant at a micro-batch no larger did not fit it. Exact: with everything but the
+    micro-batch fixed, every term of the required memory is either independent of the micro-batch
+    (model states, context, NCCL, in-flight counts) or the
     micro-batch's tokens x a non-negative per-token size (activations, loss and backward temporaries),
     so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
     rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
     tests/test_plan_candidates.py compares the search with and without this against each other."""
-    return any(m <= c.micro_batch and not est.fits(gpu) for m, est in misses.get(_miss_key(c), ()))
+    return any(m <= micro_batch and not est.fits(gpu) for m, est in misses.get(key, ()))
 
 
 def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
@@ -207,7 +207,8 @@ def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per
     key = ("plans", gpu.name, gpus, cfg.micro_batch)
     if key not in memo:
         misses = None if memo.get("_exhaustive") else memo.setdefault("_misses", {})
-        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses)
+        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses,
+                                  configs=memo.setdefault(("configs", cfg.micro_batch), {}))
     return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
 
 
