@@ -235,3 +235,17 @@ def test_spot_deadline_probability_is_reported():
     assert res.chosen is not None and cs.deadline_prob[res.chosen] >= 0.9
     sp = cs.spot & np.isfinite(cs.time_h)
     assert np.all((cs.deadline_prob[sp] >= 0) & (cs.deadline_prob[sp] <= 1))
+
+
+@SHARES_PRETRAIN
+def test_memory_shown_is_what_must_fit(pretrain):
+    """The chosen row's memory is what `fits` compared (allocated + context + NCCL), not the device total with
+    the allocator's cache, which can exceed the card (152.6 GiB shown on a 139.8 GiB H200 before)."""
+    from gpuwise.hardware.gpus import get_gpu
+
+    d = to_json(pretrain)
+    chosen = d["chosen"]
+    usable = get_gpu(chosen["gpu"]).total_gib * 0.95
+    assert chosen["memory_required_gib_per_gpu"] <= usable
+    assert chosen["memory_required_gib_per_gpu"] <= chosen["memory_gib_per_gpu"]
+    assert "GiB/GPU needed (allocated + CUDA context + NCCL" in pretrain.explanation[0]

@@ -43,10 +43,11 @@ class RunOption:
     step_time_s: float
     train_hours: float            # time to target without preemptions
     mfu: float | None
-    memory_gib: float             # per-GPU peak
+    memory_gib: float             # per-GPU device total (reserved + CUDA context + NCCL: what nvidia-smi shows)
     checkpoint_gb: float          # bytes written per checkpoint (whole job)
     evaluated: int                # (plan, micro, batch) combinations timed for this shape
     config: TrainingConfig | None = None   # the full training configuration (recompute, sp, ...)
+    memory_required_gib: float | None = None   # allocated + context + NCCL: what must fit (MemoryEstimate.required)
 
     @property
     def gpus(self) -> int:
@@ -300,7 +301,7 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
         cache.setdefault("_checkpoint_note", ckpt.assumption)
         best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, c.global_batch(),
                          st.step_time_s, float(time_s[k]) / 3600.0, getattr(st, "mfu", None),
-                         mem.per_gpu_gib, ckpt.gb, len(configs), c)
+                         mem.per_gpu_gib, ckpt.gb, len(configs), c, mem.required / 2 ** 30)
     res = ShapeResult(best, len(configs), None if best else ("batch" if any_fit else "memory"))
     cache[key] = res
     return res

@@ -109,7 +109,7 @@ def candidate_dict(cs: CandidateSet, r: int) -> dict:
         "global_batch_size": opt.global_batch, "micro_batch": opt.micro_batch, "grad_accum": opt.grad_accum,
         "plan": opt.plan_label, "tp": opt.plan.tp, "pp": opt.plan.pp, "dp": opt.plan.dp, "zero": opt.plan.zero,
         "step_time_s": f(opt.step_time_s), "mfu": f(opt.mfu) if opt.mfu is not None else None,
-        "memory_gib_per_gpu": f(opt.memory_gib, 2), "train_hours_no_preemption": f(opt.train_hours),
+        "memory_gib_per_gpu": f(opt.memory_gib, 2), "memory_required_gib_per_gpu": f(opt.memory_required_gib, 2), "train_hours_no_preemption": f(opt.train_hours),
         "expected_preemptions": f(cs.preemptions[r], 2),
         "preemption_rate_per_node_hour": f(cs.preempt_rate[r]) if spot else None,
         "checkpoint_interval_hours": f(cs.ckpt_interval_h[r]) if spot else None,
