@@ -1,0 +1,201 @@
+"""Measured peak memory and step time of real training steps on this machine's GPU, next to what the
+analytic model predicts for the same configuration (issue 11: validation data that is independent of
+the formulas).
+
+Each configuration is built from its config with random weights (``gpuwise.nn``, the same modules the
+trace uses, with the trace's precision, recompute and optimizer semantics), trained for a few steps on
+one GPU, and measured on the last one: ``torch.cuda.max_memory_allocated`` / ``max_memory_reserved``
+after a warm-up (the optimizer state exists, as in the model's steady step) and the wall time of each
+step between ``torch.cuda.synchronize`` calls. One GPU, so dp = tp = pp = cp = 1 and no NCCL.
+
+    python -m gpuwise.validation.gpu_measure --out gpuwise/data/measured/gpu_runs.csv   # needs CUDA
+    python -m gpuwise.validation.gpu_measure --device cpu --only gpt2 --layers 1 --seq-len 32 \
+        --precision fp32 --out /tmp/runs.csv                                            # harness check
+
+Rows are appended (a row per configuration, with the GPU's name and the torch version), so a grid can be
+resumed and runs on other GPUs added; ``--only`` picks models. Needs ``pip install 'gpuwise[trace]'``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import csv
+import dataclasses
+import statistics
+import time
+from pathlib import Path
+
+from gpuwise.workload.training import TrainingConfig
+
+# (model, micro-batch, sequence, precision, recompute, LoRA rank, quantize) that fit one 80 GB GPU: small
+# models in full, 7B-class models under LoRA / QLoRA, every recompute policy on one model
+GRID: tuple[tuple, ...] = (
+    ("gpt2", 8, 1024, "bf16-mixed", "none", 0, None),
+    ("gpt2-xl", 4, 1024, "bf16-mixed", "none", 0, None),
+    ("mpt-125m", 16, 2048, "bf16-mixed", "none", 0, None),
+    ("mpt-350m", 8, 2048, "bf16-mixed", "none", 0, None),
+    ("mpt-760m", 4, 2048, "bf16-mixed", "none", 0, None),
+    ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None),
+    ("phi-1.5", 4, 2048, "bf16-mixed", "none", 0, None),
+    ("gemma-2b", 2, 2048, "bf16-mixed", "full", 0, None),
+    ("mpt-1b", 8, 2048, "bf16-mixed", "full", 0, None),
+    ("mpt-1b", 8, 2048, "bf16-mixed", "op", 0, None),
+    ("mpt-1b", 8, 2048, "bf16-mixed", "layer-2", 0, None),
+    ("mpt-1b", 8, 2048, "bf16-mixed", "selective", 0, None),
+    ("mpt-1b", 4, 2048, "fp32", "none", 0, None),
+    ("llama-2-7b", 2, 2048, "bf16-mixed", "none", 16, None),
+    ("llama-3.1-8b", 1, 4096, "bf16-mixed", "full", 16, None),
+    ("mistral-7b", 2, 2048, "bf16-mixed", "none", 16, "nf4"),
+)
+COLUMNS = ("device", "torch", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank",
+           "quantize", "optimizer", "measured_allocated_gib", "measured_reserved_gib", "predicted_allocated_gib",
+           "predicted_reserved_gib", "measured_step_s", "measured_tokens_per_s", "predicted_tokens_per_s")
+GIB = 2 ** 30
+
+
+@dataclasses.dataclass(frozen=True)
+class Measured:
+    allocated: float | None        # bytes, max_memory_allocated of the measured step (None off CUDA)
+    reserved: float | None         # bytes, max_memory_reserved
+    step_s: float                  # median wall seconds of the timed steps
+
+
+def config(micro: int, seq: int, precision: str, recompute: str, lora: int, quantize: str | None,
+           optimizer: str = "adamw") -> TrainingConfig:
+    return TrainingConfig(micro_batch=micro, seq_len=seq, precision=precision, recompute=recompute,
+                          lora_rank=lora, quantize=quantize, optimizer=optimizer)
+
+
+def _build(spec, cfg: TrainingConfig, device: str):
+    """The model and optimizer as the trace builds them (trace/run.py), on a real device."""
+    from gpuwise.nn import Adapters, build_model, set_compute_dtype
+    from gpuwise.trace.optimizers import make_optimizer
+    from gpuwise.trace.precision import dtypes
+    from gpuwise.trace.recompute import apply_recompute
+
+    dt = dtypes(cfg.precision, False)
+    lora = cfg.lora_rank > 0
+    adapters = Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter) if lora else None
+    model = build_model(spec, dtype=dt.frozen if lora else dt.param, adapters=adapters, device=device,
+                        attention="sdpa" if cfg.flash_attention else "eager")
+    set_compute_dtype(model, dt.compute)
+    apply_recompute(model, cfg.recompute)
+    model.train()
+    # foreach AdamW: PyTorch's default on CUDA, and what the analytic model assumes
+    return model, make_optimizer(cfg.optimizer, model.parameters(), foreach=cfg.optimizer in ("adamw", "adam"))
+
+
+def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> Measured:
+    """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first."""
+    import torch
+
+    model, opt = _build(spec, cfg, device)
+    cuda = device.startswith("cuda")
+    times = []
+    for i in range(steps):
+        ids = torch.randint(0, spec.vocab_size, (cfg.micro_batch, cfg.seq_len), device=device)
+        if cuda:
+            torch.cuda.synchronize()
+            if i == steps - 1:
+                torch.cuda.reset_peak_memory_stats()
+        t0 = time.perf_counter()
+        opt.zero_grad(set_to_none=True)
+        model(ids, ids).backward()
+        opt.step()
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+    alloc = float(torch.cuda.max_memory_allocated()) if cuda else None
+    reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
+    del model, opt
+    if cuda:
+        torch.cuda.empty_cache()
+    return Measured(alloc, reserved, statistics.median(times[1:] or times))
+
+
+def predicted(spec, cfg: TrainingConfig, gpu_name: str | None) -> tuple[float, float, float | None]:
+    """(allocated, reserved bytes, tokens/s) from the single job performance model (no CUDA context: the
+    measurement does not count it either)."""
+    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.estimate.performance import step_of
+
+    mem = estimate_memory(spec, cfg, context=False)
+    tps = None
+    if gpu_name:
+        from gpuwise.hardware.gpus import get_gpu
+
+        tps = step_of(spec, cfg, get_gpu(gpu_name), 1).tokens_per_s
+    return mem.allocated, mem.reserved, tps
+
+
+def _gpu_name(device: str) -> str | None:
+    """The gpus.csv row of this CUDA device (torch's name, e.g. 'NVIDIA H100 80GB HBM3'), None off CUDA."""
+    if not device.startswith("cuda"):
+        return None
+    import torch
+
+    name = torch.cuda.get_device_name()
+    for key, row in (("H200", "H200"), ("H100", "H100"), ("A100-SXM4-80GB", "A100-80GB"), ("A100 80GB", "A100-80GB"),
+                     ("A100", "A100-40GB"), ("L40S", "L40S"), ("L4", "L4"), ("A10G", "A10G")):
+        if key in name:
+            return row
+    return None
+
+
+def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
+    """Measure and predict one GRID entry (`layers`: build that many layers, for quick harness checks)."""
+    import torch
+
+    from gpuwise.workload.models import load_model
+
+    _, micro, seq, precision, recompute, lora, quantize = entry
+    spec = load_model(name)
+    if layers:
+        spec = dataclasses.replace(spec, n_layers=layers)
+    cfg = config(micro, seq, precision, recompute, lora, quantize)
+    m = measure(spec, cfg, device)
+    gpu = _gpu_name(device)
+    p_alloc, p_res, p_tps = predicted(spec, cfg, gpu)
+    gib = lambda b: None if b is None else round(b / GIB, 4)   # noqa: E731
+    return {"device": torch.cuda.get_device_name() if gpu or device.startswith("cuda") else device,
+            "torch": torch.__version__, "model": name, "layers": spec.n_layers, "micro_batch": micro, "seq_len": seq,
+            "precision": precision, "recompute": recompute, "lora_rank": lora, "quantize": quantize or "",
+            "optimizer": cfg.optimizer, "measured_allocated_gib": gib(m.allocated),
+            "measured_reserved_gib": gib(m.reserved), "predicted_allocated_gib": gib(p_alloc),
+            "predicted_reserved_gib": gib(p_res), "measured_step_s": round(m.step_s, 5),
+            "measured_tokens_per_s": round(micro * seq / m.step_s, 1),
+            "predicted_tokens_per_s": None if p_tps is None else round(p_tps, 1)}
+
+
+def _override(entry: tuple, args: argparse.Namespace) -> tuple:
+    name, micro, seq, precision, *rest = entry
+    return (name, args.micro_batch or micro, args.seq_len or seq, args.precision or precision, *rest)
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gpuwise.validation.gpu_measure", description=__doc__.split("\n\n")[0])
+    ap.add_argument("--out", type=Path, default=Path("gpuwise/data/measured/gpu_runs.csv"))
+    ap.add_argument("--device", default="cuda")
+    ap.add_argument("--only", nargs="+", metavar="MODEL", help="measure these models of the grid only")
+    ap.add_argument("--layers", type=int, help="build this many layers (harness checks on small machines)")
+    ap.add_argument("--micro-batch", type=int, help="override every entry's micro-batch")
+    ap.add_argument("--seq-len", type=int, help="override every entry's sequence length")
+    ap.add_argument("--precision", help="override every entry's precision")
+    args = ap.parse_args(argv)
+    entries = [_override(e, args) for e in GRID if not args.only or e[0] in args.only]
+    new = not args.out.exists()
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    with args.out.open("a", newline="") as fh:
+        w = csv.DictWriter(fh, COLUMNS)
+        if new:
+            w.writeheader()
+        for e in entries:
+            r = row(e[0], e, args.device, args.layers)
+            w.writerow(r)
+            fh.flush()
+            print(", ".join(f"{k}={v}" for k, v in r.items() if v not in (None, "")))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
