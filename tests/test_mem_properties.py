@@ -102,7 +102,11 @@ def test_recompute_and_flash_ordering(model, cfg):
 def test_lora_nf4_and_offload_reduce(model, cfg, rank):
     full = total(model, cfg)
     lora = total(model, replace(cfg, lora_rank=rank))
-    assert lora <= full + EPS
+    # LoRA drops the base's gradients and optimizer state, but where the peak holds neither (the loss boundary
+    # under Adafactor's factored state: t5-base fp32, full recompute) it only adds its adapters: their weights,
+    # gradients and moments (16 B each in fp32) plus the allocator slack on them
+    adapters = estimate_memory(model, replace(cfg, lora_rank=rank)).trainable_params * 16 * 1.5
+    assert lora <= full + adapters + EPS
     if cfg.precision != "fp32" or True:
         assert total(model, replace(cfg, lora_rank=rank, quantize="nf4")) <= lora + EPS
     assert total(model, replace(cfg, offload_optimizer=True)) <= full + EPS

@@ -88,3 +88,34 @@ def test_leave_one_source_out_stays_within_25_percent():
 
     errs = [e.error for e in leave_source_out("ibm-fsdp-blog", promote="gpt3-2.7b 1xH100")]
     assert len(errs) == 12 and np.median(errs) <= 0.10 and max(errs) <= 0.25
+
+
+def test_unfitted_architectures_are_never_more_efficient_than_fitted_ones():
+    """The default row (Blackwell, MI300X, Ada, Volta, ...) of each stack is at or below its lowest fitted row,
+    so the planner is not drawn to a GPU only because it has no measurements."""
+    from gpuwise.estimate.roofline_step import _eff_table
+
+    table = _eff_table()
+    for stack in ("pytorch", "megatron"):
+        fitted = [e for (arch, s), e in table.items() if s == stack and arch != "default"]
+        default = table["default", stack]
+        assert default.gemm <= min(e.gemm for e in fitted) and default.attention <= min(e.attention for e in fitted)
+
+
+def test_step_time_bound_is_the_compute_part_and_never_above_it():
+    """The planner's branch and bound relies on step_time_lower_bound <= the step time for every stack,
+    precision, recompute policy and layout (the bound re-derives the hardware and dtypes the step uses)."""
+    from gpuwise.estimate.step_time import step_time_lower_bound
+
+    m = load_model("llama-3.1-8b")
+    for stack in ("pytorch", "megatron"):
+        for precision in ("bf16-mixed", "fp32"):
+            for recompute in ("none", "op", "layer-3", "full", "selective"):
+                for plan in (ParallelPlan(dp=8, zero=3), ParallelPlan(dp=2, tp=4, sp=True, zero=1),
+                             ParallelPlan(dp=2, pp=2, cp=2, zero=3)):
+                    cfg = TrainingConfig(micro_batch=2, seq_len=4096, grad_accum=4, precision=precision,
+                                         recompute=recompute, stack=stack, plan=plan)
+                    for gpu in ("H100", "A100-80GB", "L4"):
+                        est = analytical_step_time(m, cfg, get_gpu(gpu), 8)
+                        bound = step_time_lower_bound(m, cfg, get_gpu(gpu), 8)
+                        assert bound == pytest.approx(est.compute_s, rel=1e-9) and bound <= est.step_time_s

@@ -17,13 +17,25 @@ def test_harness_trains_and_writes_a_row(tmp_path):
     argv = ["--device", "cpu", "--only", "gpt2", "--layers", "1", "--seq-len", "32", "--precision", "fp32",
             "--out", str(out)]
     assert main(argv) == 0
-    assert main(argv) == 0                       # appends: a grid can be resumed or extended
+    assert main(argv) == 0                       # resumes: configurations already measured are skipped
     rows = list(csv.DictReader(out.open()))
-    assert len(rows) == 2 * sum(1 for e in GRID if e[0] == "gpt2")
+    assert len(rows) == sum(1 for e in GRID if e[0] == "gpt2")
     r = rows[0]
-    assert tuple(r) == COLUMNS and r["device"] == "cpu" and r["layers"] == "1" and r["seq_len"] == "32"
+    assert tuple(r) == COLUMNS and r["status"] == "ok" and r["device"] == "cpu" and r["layers"] == "1"
+    assert r["seq_len"] == "32"
     assert float(r["measured_step_s"]) > 0 and float(r["measured_tokens_per_s"]) > 0
     assert float(r["predicted_allocated_gib"]) > 0 and r["measured_allocated_gib"] == ""
+
+
+def test_device_names_map_to_their_own_rows():
+    from gpuwise.validation.gpu_measure import gpu_row
+
+    assert gpu_row("NVIDIA H100 80GB HBM3") == "H100-80GB-SXM"
+    assert gpu_row("NVIDIA H100 PCIe") == "H100-80GB-PCIE" and gpu_row("NVIDIA H100 NVL") == "H100-NVL"
+    assert gpu_row("NVIDIA GH200 480GB") == "GH200" and gpu_row("NVIDIA H200") == "H200-SXM"
+    assert gpu_row("NVIDIA A100-SXM4-80GB") == "A100-80GB-SXM" and gpu_row("NVIDIA A100 80GB PCIe") == "A100-80GB-PCIE"
+    assert gpu_row("NVIDIA L40") == "L40" and gpu_row("NVIDIA L40S") == "L40S" and gpu_row("NVIDIA L4") == "L4"
+    assert gpu_row("Tesla T4") is None
 
 
 def test_grid_configurations_fit_one_80gb_gpu():

@@ -17,7 +17,7 @@ def _render(res: dict) -> None:
 
     c = res["prediction"]["chosen"]
     print(f"job {res['id']} {res['state']}: predicted {c['gpus']} x {c['gpu']} "
-          f"({c['memory_gib_per_gpu']:.1f} GiB per GPU, batch {c['global_batch']}), "
+          f"({c['memory_gib_per_gpu']:.1f} GiB per GPU needed, batch {c['global_batch']}), "
           f"{c['time_hours']:.2f} h" + (f", ${c['cost_usd']:,.2f}" if c["cost_usd"] is not None else ""))
     print_assumptions(res["prediction"]["assumptions"])
 

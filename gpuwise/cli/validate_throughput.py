@@ -67,7 +67,8 @@ def run(args: argparse.Namespace) -> int:
         "DeepLearningExamples ResNet-50 v1.5, 1x A100 80GB AMP 2470 img/s); the other 11 nvidia-rn50 rows (V100 "
         "AMP/FP32, 8-GPU DGX, TF32) are out of sample",
         "transformer tokens/s/GPU: per-op roofline with a GEMM efficiency per GPU generation and software stack "
-        "(pytorch, megatron), attention as one shared fraction of it, one shared launch cost and GEMM half-width, "
+        "(pytorch, megatron), one shared launch cost and GEMM half-width, attention fixed per generation and stack "
+        "from kernel benchmarks (FlashAttention-2/3 papers), "
         "fitted on the 19 split=fit rows (megatron: Korthikanti Table 5 x8, NVIDIA dgxc Llama 3.1 8B@8 and 70B@64 "
         "GPUs; pytorch: FlashAttention README GPT-3 125M-2.7B x5, IBM PyTorch FSDP Llama-2 7B and 70B on A100 and "
         "H100); HBM efficiency 0.85 fixed from published copy-kernel rates; every other row is held out (dgxc "

@@ -27,7 +27,7 @@ from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model, param_count, param_counts
-from gpuwise.workload.training import (OPTIMIZERS, PP_SCHEDULES, PRECISIONS, TrainingConfig,
+from gpuwise.workload.training import (OPTIMIZERS, PP_SCHEDULES, PRECISIONS, STACKS, TrainingConfig,
                                        recompute_policy)
 
 PARTS = ("parameters", "gradients", "optimizer", "activations", "temporaries", "overhead")
@@ -149,6 +149,8 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
     if cfg.optimizer not in OPTIMIZERS:
         raise InputError("optimizer", cfg.optimizer, "use one of " + ", ".join(OPTIMIZERS))
     recompute_policy(cfg.recompute)          # InputError naming the policies
+    if cfg.stack not in STACKS:
+        raise InputError("stack", cfg.stack, "use one of " + ", ".join(STACKS))
     sched = p.pp_schedule
     if not (sched in ("1f1b", "gpipe", "zb", "zb-h1") or (sched.startswith("interleaved-") and sched[12:].isdigit()
                                                    and int(sched[12:]) >= 2)):

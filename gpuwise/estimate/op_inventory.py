@@ -15,9 +15,10 @@ SP is on), ``b_w`` = weight bytes read once per micro-step (divided by tp). Back
 forward rows times per-class factors (GEMMs: dgrad + wgrad = 2x; attention: FlashAttention's backward
 recomputes the scores, 2.5x FLOPs; elementwise: read the saved input and the incoming gradient and
 write one gradient, 2x bytes). Recompute re-runs forward rows of the blocks by the policy's name
-(``workload.training.recompute_policy``, the same policy the memory model and ``flops.py`` use):
+(``workload.training.recompute_policy``, the policy object the memory model and ``flops.py`` parse):
 full = every block's forward (not the embedding, LM head and loss, which torch.utils.checkpoint and
-Megatron leave outside the checkpointed blocks); layer-K = that of every K-th block; selective = the
+Megatron leave outside the checkpointed blocks; ``flops.py`` keeps Megatron's "a whole forward"
+convention for hardware FLOPs); layer-K = that of every K-th block; selective = the
 attention core; op (torchtitan op-level SAC) = every second weight matmul (the share
 ``activations.op_sac_recomputed_fraction`` gives) and every elementwise op of the block (only matmul
 and attention outputs are saved), not the attention core. Kernel counts are per row (fused Megatron/TE-style kernels; backward 2 per GEMM).
@@ -121,6 +122,16 @@ def op_table(spec: ModelSpec) -> OpTable:
                    spec.n_heads, op_sac_recomputed_fraction(spec))
 
 
+def reforwarded_blocks(n_layers: int, recompute: str) -> float:
+    """Share of the blocks whose whole forward (tensor-parallel collectives included) runs again in backward."""
+    from gpuwise.workload.training import recompute_policy
+
+    pol = recompute_policy(recompute)
+    if pol.kind == "full":
+        return 1.0
+    return (n_layers // pol.every) / max(n_layers, 1) if pol.kind == "layer" else 0.0
+
+
 def recomputed_share(tab: OpTable, recompute: str) -> np.ndarray:
     """Per row: the share of its forward work re-run in backward under the recompute policy ``recompute``
     (module docstring)."""
@@ -128,10 +139,8 @@ def recomputed_share(tab: OpTable, recompute: str) -> np.ndarray:
 
     pol = recompute_policy(recompute)
     block = (tab.scope == 0).astype(float)
-    if pol.kind == "full":
-        return block
-    if pol.kind == "layer":
-        return block * (tab.n_layers // pol.every) / max(tab.n_layers, 1)
+    if pol.kind in ("full", "layer"):
+        return block * reforwarded_blocks(tab.n_layers, recompute)
     if pol.kind == "selective":
         return (tab.cls == ATTN).astype(float)
     if pol.kind == "op":

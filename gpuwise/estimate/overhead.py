@@ -73,6 +73,7 @@ def describe() -> str:
     return (f"overhead (not in tensors): CUDA context + cuBLAS workspaces {CONTEXT_MIB} MiB (lazy module loading; "
             f"PyTorch issues #107667/#109888), allocator slack (reserved - allocated) = {FRAGMENTATION:.1%} of "
             f"the allocated peak (least-squares fit on {CALIBRATION_ROWS} measured training peaks from "
-            f"{CALIBRATION_SOURCES} public sources; measured 3-80%, median error of reserved 11%), NCCL {NCCL_BUFFSIZE_MIB} MiB x 2 neighbours x {NCCL_CHANNELS} channels per "
+            f"{CALIBRATION_SOURCES} public sources; measured 3-80%, median error of reserved 11%), "
+            f"NCCL {NCCL_BUFFSIZE_MIB} MiB x 2 neighbours x {NCCL_CHANNELS} channels per "
             "communicator (NCCL_BUFFSIZE default; channel count assumed, not calibrated); "
             "expandable_segments off")

@@ -34,7 +34,7 @@ import numpy as np
 
 from gpuwise.data import data_path, read_commented_csv
 from gpuwise.estimate import comm
-from gpuwise.estimate.op_inventory import ATTN, GEMM, MEM, micro_step_work, op_table
+from gpuwise.estimate.op_inventory import ATTN, GEMM, MEM, micro_step_work, op_table, reforwarded_blocks
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import TrainingConfig
@@ -225,7 +225,8 @@ def _micro_costs(model: ModelSpec, micro_batch: int, seq_len: int, p, vb: float,
     tokens = micro_batch * seq_len / p.cp
     t_tp = 0.0
     if p.tp > 1:
-        units = TP_TRANSFERS + (4 if recompute == "full" else 0)
+        # re-run block forwards repeat their 4 forward transfers (full: every block; layer-K: every K-th)
+        units = TP_TRANSFERS + 4 * reforwarded_blocks(model.n_layers + model.n_encoder_layers, recompute)
         t_tp = layers * units * comm.ring_gather_s(tokens * model.hidden * vb, p.tp, group_gbps(p.tp, 1, hw))
     t_cp = 0.0
     if p.cp > 1:

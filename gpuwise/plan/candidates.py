@@ -45,7 +45,7 @@ class RunOption:
     mfu: float | None
     memory_gib: float             # per-GPU device total (reserved + CUDA context + NCCL: what nvidia-smi shows)
     checkpoint_gb: float          # bytes written per checkpoint (whole job)
-    evaluated: int                # (plan, micro, batch) combinations timed for this shape
+    evaluated: int                # (plan, micro, batch) combinations that fit this shape (timed or pruned by the bound)
     config: TrainingConfig | None = None   # the full training configuration (recompute, sp, ...)
     memory_required_gib: float | None = None   # allocated + context + NCCL: what must fit (MemoryEstimate.required)
 
@@ -424,6 +424,10 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
                    f"ZeRO {list(job.zero)}, cp 1) x global batches {list(job.batches)} x micro-batches: "
                    f"{cs.evaluated:,} configurations priced, {len(cs):,} candidates kept (the fastest plan "
                    "of each hardware shape is also its cheapest)")
+        searched = "none, op, full" if job.model.is_transformer and job.base.flash_attention else "none, full"
+        out.append(f"recompute: each layout takes the lightest of {searched} that fits (the job spec's "
+                   f"'{job.base.recompute}' is not imposed; recompute only saves memory, never time)"
+                   if job.model.is_transformer else "recompute: none (not modelled for explicit models)")
     else:
         out.append(f"searched {len(offs)} offerings: no configuration fits")
     out.append("time to target = steps(global batch) x analytical step time; memory, step time and checkpoint "

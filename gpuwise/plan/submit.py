@@ -40,7 +40,7 @@ class GpuOption:
     global_batch: int | None
     micro_batch: int | None            # per-GPU micro-batch at that count
     grad_accum: int | None             # micro-steps per optimizer step
-    memory_gib_per_gpu: float | None   # predicted peak per GPU at that count
+    memory_gib_per_gpu: float | None   # memory that must fit per GPU at that count (allocated + CUDA context + NCCL)
     gpu_memory_gib: float
     time_hours: float | None           # predicted training time at that count
     usd_per_gpu_hour: float | None     # cheapest on-demand catalog price (None: no catalog row)
@@ -142,7 +142,7 @@ def _option(spec: JobSpec, gpu: str, cap: int, jm, why: str, plan, price: float 
                          grad_accum=ch.grad_accum, precision=tr.precision, optimizer=tr.optimizer,
                          recompute=tr.recompute, lora_rank=tr.lora_rank, quantize=tr.quantize, stack=tr.stack,
                          plan=ParallelPlan(dp=ch.replicas, tp=1, pp=1, zero=spec.parallelism.zero[0]))
-    mem = memory_of(model, cfg).per_gpu_gib
+    mem = memory_of(model, cfg).required / 2 ** 30     # what must fit (the allocator's cache is freed under pressure)
     hours = 1.0 / plan.goodput / 3600.0  # the plan's goodput is the fraction of the job per second
     cost = None if price is None or not math.isfinite(hours) else round(hours * n * price, 2)
     return GpuOption(gpu, cap, first, n, plan.batch, ch.local_bsz, ch.grad_accum, round(mem, 3),

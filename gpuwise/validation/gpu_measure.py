@@ -12,8 +12,10 @@ step between ``torch.cuda.synchronize`` calls. One GPU, so dp = tp = pp = cp = 1
     python -m gpuwise.validation.gpu_measure --device cpu --only gpt2 --layers 1 --seq-len 32 \
         --precision fp32 --out /tmp/runs.csv                                            # harness check
 
-Rows are appended (a row per configuration, with the GPU's name and the torch version), so a grid can be
-resumed and runs on other GPUs added; ``--only`` picks models. Needs ``pip install 'gpuwise[trace]'``.
+Rows are appended (a row per configuration, with the GPU's name and the torch version); configurations
+already in the file for this device are skipped, so a grid resumes and runs on other GPUs add to it;
+``--only`` picks models. A configuration that runs out of memory is a row too (status ``oom``: the model
+predicted it to fit). Needs ``pip install 'gpuwise[trace]'``.
 """
 
 from __future__ import annotations
@@ -47,7 +49,9 @@ GRID: tuple[tuple, ...] = (
     ("llama-3.1-8b", 1, 4096, "bf16-mixed", "full", 16, None),
     ("mistral-7b", 2, 2048, "bf16-mixed", "none", 16, "nf4"),
 )
-COLUMNS = ("device", "torch", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank",
+KEY = ("device", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank", "quantize")
+COLUMNS = ("status", "device", "torch", "model", "layers", "micro_batch", "seq_len", "precision", "recompute",
+           "lora_rank",
            "quantize", "optimizer", "measured_allocated_gib", "measured_reserved_gib", "predicted_allocated_gib",
            "predicted_reserved_gib", "measured_step_s", "measured_tokens_per_s", "predicted_tokens_per_s")
 GIB = 2 ** 30
@@ -89,8 +93,10 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
     """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first."""
     import torch
 
-    model, opt = _build(spec, cfg, device)
     cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.set_device(device)       # the statistics below read the current device
+    model, opt = _build(spec, cfg, device)
     times = []
     for i in range(steps):
         ids = torch.randint(0, spec.vocab_size, (cfg.micro_batch, cfg.seq_len), device=device)
@@ -128,18 +134,27 @@ def predicted(spec, cfg: TrainingConfig, gpu_name: str | None) -> tuple[float, f
     return mem.allocated, mem.reserved, tps
 
 
+# torch.cuda.get_device_name() patterns -> gpus.csv rows, most specific first ("GH200" before "H200", "H100
+# NVL"/"PCIe" before "H100", "L40S" and "L40" before "L4")
+_DEVICE_ROWS = ((r"GH200", "GH200"), (r"H200", "H200-SXM"), (r"H100 NVL", "H100-NVL"), (r"H100 PCIe", "H100-80GB-PCIE"),
+                (r"H100", "H100-80GB-SXM"), (r"A100 80GB PCIe", "A100-80GB-PCIE"), (r"A100-SXM4-80GB", "A100-80GB-SXM"),
+                (r"A100-PCIE-40GB", "A100-40GB-PCIE"), (r"A100", "A100-40GB-SXM"), (r"L40S", "L40S"),
+                (r"L40\b", "L40"), (r"L4\b", "L4"), (r"A10G", "A10G"))
+
+
+def gpu_row(device_name: str) -> str | None:
+    """The gpus.csv row of a CUDA device by its torch name (e.g. 'NVIDIA H100 80GB HBM3'); None if unknown."""
+    import re
+
+    return next((row for pattern, row in _DEVICE_ROWS if re.search(pattern, device_name)), None)
+
+
 def _gpu_name(device: str) -> str | None:
-    """The gpus.csv row of this CUDA device (torch's name, e.g. 'NVIDIA H100 80GB HBM3'), None off CUDA."""
     if not device.startswith("cuda"):
         return None
     import torch
 
-    name = torch.cuda.get_device_name()
-    for key, row in (("H200", "H200"), ("H100", "H100"), ("A100-SXM4-80GB", "A100-80GB"), ("A100 80GB", "A100-80GB"),
-                     ("A100", "A100-40GB"), ("L40S", "L40S"), ("L4", "L4"), ("A10G", "A10G")):
-        if key in name:
-            return row
-    return None
+    return gpu_row(torch.cuda.get_device_name(device))
 
 
 def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
@@ -153,18 +168,35 @@ def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
     if layers:
         spec = dataclasses.replace(spec, n_layers=layers)
     cfg = config(micro, seq, precision, recompute, lora, quantize)
-    m = measure(spec, cfg, device)
+    status = "ok"
+    try:
+        m = measure(spec, cfg, device)
+    except torch.cuda.OutOfMemoryError:
+        status, m = "oom", Measured(None, None, float("nan"))
+        torch.cuda.empty_cache()
     gpu = _gpu_name(device)
     p_alloc, p_res, p_tps = predicted(spec, cfg, gpu)
     gib = lambda b: None if b is None else round(b / GIB, 4)   # noqa: E731
-    return {"device": torch.cuda.get_device_name() if gpu or device.startswith("cuda") else device,
+    return {"status": status, "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else device,
             "torch": torch.__version__, "model": name, "layers": spec.n_layers, "micro_batch": micro, "seq_len": seq,
             "precision": precision, "recompute": recompute, "lora_rank": lora, "quantize": quantize or "",
             "optimizer": cfg.optimizer, "measured_allocated_gib": gib(m.allocated),
             "measured_reserved_gib": gib(m.reserved), "predicted_allocated_gib": gib(p_alloc),
             "predicted_reserved_gib": gib(p_res), "measured_step_s": round(m.step_s, 5),
-            "measured_tokens_per_s": round(micro * seq / m.step_s, 1),
+            "measured_tokens_per_s": round(micro * seq / m.step_s, 1) if status == "ok" else None,
             "predicted_tokens_per_s": None if p_tps is None else round(p_tps, 1)}
+
+
+def _key(entry: tuple, device: str, layers: int | None) -> tuple[str, ...]:
+    """KEY of the row `row(...)` would write for `entry`, as the CSV stores it (strings)."""
+    import torch
+
+    from gpuwise.workload.models import load_model
+
+    name, micro, seq, precision, recompute, lora, quantize = entry
+    dev = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
+    n = layers or load_model(name).n_layers
+    return tuple(str(v) for v in (dev, name, n, micro, seq, precision, recompute, lora, quantize or ""))
 
 
 def _override(entry: tuple, args: argparse.Namespace) -> tuple:
@@ -184,12 +216,16 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     entries = [_override(e, args) for e in GRID if not args.only or e[0] in args.only]
     new = not args.out.exists()
+    done = set() if new else {tuple(r[k] for k in KEY) for r in csv.DictReader(args.out.open())}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a", newline="") as fh:
         w = csv.DictWriter(fh, COLUMNS)
         if new:
             w.writeheader()
         for e in entries:
+            if _key(e, args.device, args.layers) in done:
+                print(f"skipped (already in {args.out}): {e}")
+                continue
             r = row(e[0], e, args.device, args.layers)
             w.writerow(r)
             fh.flush()

@@ -1,10 +1,12 @@
 """Calibration and validation of the per-operator transformer step-time model on public measurements.
 
-Measured runs: ``gpuwise/data/calibration/transformer_throughput.csv`` (NVIDIA DGX Cloud benchmarking
-Llama 3.1 8B/70B/405B on H100, FlashAttention's GPT-3 125M-2.7B on 8x A100, Lambda's GPT-3 2.7B on
-A100/H100) and Korthikanti et al. 2022 Table 5 (``megatron_korthikanti2022_via_calculon.csv``, 22B-1T
-on A100). Rows marked ``fit`` (Korthikanti: all 8) fit the efficiencies of
-``gpuwise/data/calibration/op_efficiency.csv``; the others are held out. Errors are reported on
+Measured runs: ``gpuwise/data/calibration/transformer_throughput.csv`` (megatron stack: NVIDIA DGX Cloud
+benchmarking Llama 3.1 8B/70B/405B on H100; pytorch stack: FlashAttention's GPT-3 125M-2.7B on 8x A100,
+Lambda's GPT-3 2.7B on A100/H100, IBM's PyTorch FSDP Llama-2 7B-70B on A100/H100, TinyLlama 1.1B) and
+Korthikanti et al. 2022 Table 5 (``megatron_korthikanti2022_via_calculon.csv``, 22B-1T on A100, megatron).
+Rows marked ``fit`` (Korthikanti: all 8) fit the GEMM efficiency per (generation, stack), the launch cost
+and the GEMM half-width of ``gpuwise/data/calibration/op_efficiency.csv``; the others are held out.
+Errors are reported on
 tokens/s/GPU, per source and per size class (parameters < 1B, 1-10B, 10-100B, > 100B).
 """
 
@@ -74,7 +76,8 @@ def _throughput_rows() -> list[MeasuredRun]:
                                                zero=i["zero"]))
         value = float(r["value"])
         tokens = i["global_batch"] * i["seq_len"]
-        per_gpu = {"s/step": tokens / value / i["gpus"], "tokens/s": value / i["gpus"], "tokens/s/gpu": value}[r["unit"]]
+        per_gpu = {"s/step": tokens / value / i["gpus"], "tokens/s": value / i["gpus"],
+                   "tokens/s/gpu": value}[r["unit"]]
         out.append(MeasuredRun(r["source"], r["case"], model, cfg, r["gpu"], i["vp"], float(r["inter_node_gbps"]),
                                per_gpu, r["split"]))
     return out
@@ -91,7 +94,8 @@ def _korthikanti_rows() -> list[MeasuredRun]:
             tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
             mb, gb = int(r["micro_batch"]), int(r["global_batch"])
             rec = "full" if r["recompute_mode"] == "full" else "selective"
-            cfg = TrainingConfig(micro_batch=mb, seq_len=seq, grad_accum=gb // (mb * dp), recompute=rec, stack="megatron",
+            cfg = TrainingConfig(micro_batch=mb, seq_len=seq, grad_accum=gb // (mb * dp), recompute=rec,
+                                 stack="megatron",
                                  plan=ParallelPlan(dp=dp, tp=tp, pp=pp, sp=rec != "full"))
             gpus = tp * pp * dp
             out.append(MeasuredRun("korthikanti-tab5", f"{r['model']} {r['recompute_mode']} tp{tp} pp{pp}", model, cfg,
@@ -176,7 +180,8 @@ def fit_op_efficiency(runs=None) -> dict:
         effs[key] = replace(effs[key], points=len(own),
                             fitted_on=f"GEMM efficiency on {len(own)} split=fit {key[0]} {key[1]} rows ({sources}); "
                                       f"launch and w0 shared by all {len(runs)} fit rows; attention fixed from "
-                                      f"kernel benchmarks (FlashAttention-2/3 papers); HBM efficiency {MEMORY_EFFICIENCY} fixed from "
+                                      "kernel benchmarks (FlashAttention-2/3 papers); HBM efficiency "
+                                      f"{MEMORY_EFFICIENCY} fixed from "
                                       "published STREAM-type copy rates")
     return effs
 
@@ -215,7 +220,8 @@ def summarise(errors: list[RunError]) -> dict[str, dict]:
     """Median / max error and count per split, per source (with split) and per size class (with split)."""
     groups: dict[str, list[float]] = {}
     for e in errors:
-        for key in (f"all/{e.run.split}", f"source/{e.run.source}/{e.run.split}", f"stack/{e.run.cfg.stack}/{e.run.split}",
+        for key in (f"all/{e.run.split}", f"source/{e.run.source}/{e.run.split}",
+                    f"stack/{e.run.cfg.stack}/{e.run.split}",
                     f"size/{e.run.size_class}/{e.run.split}", f"size/{e.run.size_class}/all", "all/all"):
             groups.setdefault(key, []).append(e.error)
     return {k: {"median_error": float(np.median(v)), "max_error": float(np.max(v)), "points": len(v)}

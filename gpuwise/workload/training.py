@@ -20,7 +20,7 @@ RECOMPUTE = ("none", "selective", "full")
 RECOMPUTE_POLICIES = ("none", "selective", "op", "layer-K", "full")
 # Software stacks the step-time model has efficiencies for (gpuwise/data/calibration/op_efficiency.csv):
 #   pytorch    PyTorch training loops (FSDP/DDP, torchtitan, Hugging Face, Composer) with FlashAttention
-#              kernels: fitted on the FlashAttention repo's and Lambda's GPT-3 runs
+#              kernels: fitted on the FlashAttention repo's GPT-3 runs and IBM's FSDP Llama-2 runs
 #   megatron   Megatron-LM / NeMo with Transformer Engine kernels: fitted on Korthikanti et al. and NVIDIA DGX Cloud
 STACKS = ("pytorch", "megatron")
 # Pipeline schedules (torch.distributed.pipelining names): 1f1b (default), gpipe (all forwards first),
