@@ -43,7 +43,10 @@ def test_every_measured_row_is_accounted_for(report):
 def test_megatron_activation_rows_close(report):
     rows = [r for r in report.rows if "fig1" in r.source and r.case == "activations per GPU"]
     assert len(rows) == 8
-    assert max(abs(r.error) for r in rows) < 0.04
+    # < 4% before selective recompute counted the attention scores it re-materialises in one layer's backward
+    # (eager attention, as in the paper): the figure's stored activations omit them (22B, tp 8: +6.6%)
+    assert max(abs(r.error) for r in rows) < 0.07
+    assert sorted(abs(r.error) for r in rows)[-2] < 0.04
 
 
 def test_bert_device_totals_close(report):

@@ -236,9 +236,17 @@ def stack_bytes(spec: ModelSpec, st: ActivationSetting, n_layers: int, cross_att
 
 def working_set_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = False) -> float:
     """Recomputation re-materialises one block's activations during its backward (once per GPU):
-    full, layer-K and op-level AC; none/selective keep them anyway."""
+    full, layer-K and op-level AC the block's; selective the attention core it did not keep (eager
+    attention's softmax scores: nothing with flash attention); none keeps everything anyway."""
     kind = recompute_policy(st.recompute).kind
-    return layer_bytes(spec, st, cross_attention) if kind in ("full", "layer", "op") else 0.0
+    if kind == "selective":
+        from dataclasses import replace
+
+        return layer_bytes(spec, replace(st, recompute="none"), cross_attention) - layer_bytes(spec, st, cross_attention)
+    if kind in ("full", "layer"):
+        # the checkpointed input it keeps is the first tensor the re-run block saves again (the same storage)
+        return layer_bytes(spec, st, cross_attention) - layer_input_bytes(spec, st)
+    return layer_bytes(spec, st, cross_attention) if kind == "op" else 0.0
 
 
 def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

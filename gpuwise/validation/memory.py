@@ -117,7 +117,9 @@ def _megatron_rows() -> list[ValidationRow]:
                 note = "estimator adds the embedding/output layer and biases that the figure leaves out"
             else:
                 pred, case = est.activations / GIB, "activations per GPU"
-                note = "peak pipeline stage; interleaved 1F1B factor 1+(p-1)/(pm)"
+                note = "peak pipeline stage; interleaved 1F1B factor 1+(p-1)/(pm)" + (
+                    "; selective includes one layer's attention scores re-materialised in backward, which the "
+                    "figure's stored activations omit" if r["recompute_mode"] != "none" else "")
             out.append(ValidationRow(label, case, float(r["value"]), pred, "GiB", "compared", note))
         else:  # fig7: activation memory as % of no recompute
             if r["recompute_mode"] == "none":
