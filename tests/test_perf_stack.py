@@ -117,5 +117,5 @@ def test_step_time_bound_is_the_compute_part_and_never_above_it():
                                          recompute=recompute, stack=stack, plan=plan)
                     for gpu in ("H100", "A100-80GB", "L4"):
                         est = analytical_step_time(m, cfg, get_gpu(gpu), 8)
-                        bound = step_time_lower_bound(m, cfg, get_gpu(gpu), 8)
+                        bound = step_time_lower_bound(m, cfg, get_gpu(gpu))
                         assert bound == pytest.approx(est.compute_s, rel=1e-9) and bound <= est.step_time_s

@@ -35,7 +35,7 @@ def test_device_names_map_to_their_own_rows():
     assert gpu_row("NVIDIA GH200 480GB") == "GH200" and gpu_row("NVIDIA H200") == "H200-SXM"
     assert gpu_row("NVIDIA A100-SXM4-80GB") == "A100-80GB-SXM" and gpu_row("NVIDIA A100 80GB PCIe") == "A100-80GB-PCIE"
     assert gpu_row("NVIDIA L40") == "L40" and gpu_row("NVIDIA L40S") == "L40S" and gpu_row("NVIDIA L4") == "L4"
-    assert gpu_row("Tesla T4") is None
+    assert gpu_row("Tesla T4") == "T4" and gpu_row("NVIDIA GeForce GT 710") is None   # unknown: None
 
 
 def test_grid_configurations_fit_one_80gb_gpu():
@@ -48,3 +48,16 @@ def test_grid_configurations_fit_one_80gb_gpu():
     h100 = get_gpu("H100")
     for name, *rest in GRID:
         assert estimate_memory(load_model(name), config(*rest)).fits(h100), name
+
+
+def test_cuda_asked_without_a_gpu_is_one_line_and_exit_2(tmp_path, capsys):
+    import torch
+
+    from gpuwise.validation.gpu_measure import main
+
+    if torch.cuda.is_available():
+        pytest.skip("a CUDA GPU is present: the harness would measure it")
+    assert main(["--out", str(tmp_path / "runs.csv")]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "--device" in err and "--device cpu" in err
+    assert not (tmp_path / "runs.csv").exists()

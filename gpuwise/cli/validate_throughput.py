@@ -15,6 +15,57 @@ from __future__ import annotations
 import argparse
 
 
+# What `validate throughput` states with its numbers (how each model was fitted and scored, and what it misses)
+ASSUMPTIONS = (
+    "fitted (headline): bottleneck form (compute alpha+beta*b^delta; across-node all-reduce "
+    "alpha_n (nodes/2)^eta (GPUs per node)^kappa with its own level and exponent on 2 nodes; within-node "
+    "as Pollux; priors at the Pollux values) on <= 10 points of the design rule (1 GPU at min/max batch, "
+    "1 full node, 2 nodes with 1 and all GPUs each, 3 full nodes, max nodes with 1 and all GPUs each; the "
+    "other 8 points at batch quantiles 1/9..8/9, once each); scored on every other row of placements.csv; "
+    "scalability.csv (6-64 GPUs) is pure extrapolation",
+    "selection: the bottleneck form and the design rule were chosen on these same six profiles among 5 "
+    "network terms, 2 compute treatments and 9 point rules (and a cross-application transfer): the held-out "
+    "rows were never trained on, but the choice of form and rule saw them",
+    "other columns: the online rule (1 GPU at 3 batches, 2 and 4 GPUs on one node, 1-GPU-per-node on 2-4 "
+    "nodes, one 2x4 placement) = what an elastic job measures first; pollux = the 7-parameter form; "
+    "extended = Pollux + compute exponent, (nodes/2)^eta, 2-node and one-GPU-per-node factors",
+    "analytical, explicit models: the Volta/Pascal/Kepler fp32 efficiencies were fitted on Gavel's ResNet-50 "
+    "single-GPU points (in-sample); ResNet-18 cross-GPU ratios and all multi-GPU scaling points are out of sample; "
+    "the korthikanti-tab5 row is now the per-op transformer roofline on its 8 (fit) points",
+    "floor: the bottleneck form fitted on all rows of an application (in-sample) -- the limit of the form on these "
+    "profiles (placements with the same GPUs per node in another order differ by up to 30%; NCF's "
+    "multi-node rows scatter ~5% around any function of nodes, replicas and batch)",
+    "analytical, explicit (CNN-class) models: roofline t0 + max(FLOPs/(e_max*peak), HBM traffic/bandwidth) with "
+    "traffic = 15.9 x saved activation bytes per sample, calibrated on ONE published point (NVIDIA "
+    "DeepLearningExamples ResNet-50 v1.5, 1x A100 80GB AMP 2470 img/s); the other 11 nvidia-rn50 rows (V100 "
+    "AMP/FP32, 8-GPU DGX, TF32) are out of sample",
+    "transformer tokens/s/GPU: per-op roofline with a GEMM efficiency per GPU generation and software stack "
+    "(pytorch, megatron), one shared launch cost and GEMM half-width, attention fixed per generation and stack "
+    "from kernel benchmarks (FlashAttention-2/3 papers), "
+    "fitted on the split=fit rows (counted per source and stack in the next line); HBM efficiency 0.85 fixed "
+    "from published copy-kernel rates; every other row is held out",
+    "stacks: PyTorch FSDP / FlashAttention runs reach about half of NeMo's GEMM efficiency on H100 (IBM MFU "
+    "0.32-0.37, Lambda 2.1x its A100 speed); with one efficiency per generation they were 43-65% fast; "
+    "torch.compile and Float8 runs are not modelled (not in the data)",
+    "missed regimes: TF32 ResNet-50 on A100 predicted 35-40% fast (TF32 convolutions run well below the "
+    "transformer-GEMM tensor efficiency; no TF32 CNN row is calibrated); 8x A100 AMP predicted 19% fast "
+    "(published 6.7x scaling is limited by the input pipeline, not modelled); Gavel multi-GPU runs at small per-GPU batch lose 30-70% (host/input-pipeline contention, "
+    "not modelled); Gavel job types without a gpuwise preset (LSTM LM, recommendation, A3C, CycleGAN) are "
+    "memory/latency-bound, so a FLOPS-rate ratio misses them (reported apart, not in the headline)",
+)
+
+
+def _split_counts(measured) -> str:
+    """'transformer rows: fit <source> (<stack>) x n, ...; held out ...' from the runs themselves."""
+    from collections import Counter
+
+    def listed(split: str) -> str:
+        c = Counter(f"{e.run.source} ({e.run.cfg.stack})" for e in measured if e.run.split == split)
+        return f"{sum(c.values())}: " + ", ".join(f"{k} x{n}" for k, n in sorted(c.items()))
+
+    return f"transformer rows fitted on {listed('fit')}; held out {listed('heldout')}"
+
+
 def add_arguments(parser: argparse.ArgumentParser) -> None:  # used when called directly
     parser.add_argument("--json", action="store_true", help="machine-readable output")
 
@@ -43,46 +94,7 @@ def run(args: argparse.Namespace) -> int:
     measured = evaluate()
     tsum = summarise(measured)
     fitted_median = sorted(f.median_error for f in fits)
-    assumptions = [
-        "fitted (headline): bottleneck form (compute alpha+beta*b^delta; across-node all-reduce "
-        "alpha_n (nodes/2)^eta (GPUs per node)^kappa with its own level and exponent on 2 nodes; within-node "
-        "as Pollux; priors at the Pollux values) on <= 10 points of the design rule (1 GPU at min/max batch, "
-        "1 full node, 2 nodes with 1 and all GPUs each, 3 full nodes, max nodes with 1 and all GPUs each; the "
-        "other 8 points at batch quantiles 1/9..8/9, once each); scored on every other row of placements.csv; "
-        "scalability.csv (6-64 GPUs) is pure extrapolation",
-        "selection: the bottleneck form and the design rule were chosen on these same six profiles among 5 "
-        "network terms, 2 compute treatments and 9 point rules (and a cross-application transfer): the held-out "
-        "rows were never trained on, but the choice of form and rule saw them",
-        "other columns: the online rule (1 GPU at 3 batches, 2 and 4 GPUs on one node, 1-GPU-per-node on 2-4 "
-        "nodes, one 2x4 placement) = what an elastic job measures first; pollux = the 7-parameter form; "
-        "extended = Pollux + compute exponent, (nodes/2)^eta, 2-node and one-GPU-per-node factors",
-        "analytical, explicit models: the Volta/Pascal/Kepler fp32 efficiencies were fitted on Gavel's ResNet-50 "
-        "single-GPU points (in-sample); ResNet-18 cross-GPU ratios and all multi-GPU scaling points are out of sample; "
-        "the korthikanti-tab5 row is now the per-op transformer roofline on its 8 (fit) points",
-        "floor: the bottleneck form fitted on all rows of an application (in-sample) -- the limit of the form on these "
-        "profiles (placements with the same GPUs per node in another order differ by up to 30%; NCF's "
-        "multi-node rows scatter ~5% around any function of nodes, replicas and batch)",
-        "analytical, explicit (CNN-class) models: roofline t0 + max(FLOPs/(e_max*peak), HBM traffic/bandwidth) with "
-        "traffic = 15.9 x saved activation bytes per sample, calibrated on ONE published point (NVIDIA "
-        "DeepLearningExamples ResNet-50 v1.5, 1x A100 80GB AMP 2470 img/s); the other 11 nvidia-rn50 rows (V100 "
-        "AMP/FP32, 8-GPU DGX, TF32) are out of sample",
-        "transformer tokens/s/GPU: per-op roofline with a GEMM efficiency per GPU generation and software stack "
-        "(pytorch, megatron), one shared launch cost and GEMM half-width, attention fixed per generation and stack "
-        "from kernel benchmarks (FlashAttention-2/3 papers), "
-        "fitted on the 19 split=fit rows (megatron: Korthikanti Table 5 x8, NVIDIA dgxc Llama 3.1 8B@8 and 70B@64 "
-        "GPUs; pytorch: FlashAttention README GPT-3 125M-2.7B x5, IBM PyTorch FSDP Llama-2 7B and 70B on A100 and "
-        "H100); HBM efficiency 0.85 fixed from published copy-kernel rates; every other row is held out (dgxc "
-        "8B/70B at other scales, 405B, the 24.12 recipe; Lambda GPT-3 2.7B on A100/H100; IBM 13B/34B and the "
-        "fms-fsdp README variants; TinyLlama 1.1B)",
-        "stacks: PyTorch FSDP / FlashAttention runs reach about half of NeMo's GEMM efficiency on H100 (IBM MFU "
-        "0.32-0.37, Lambda 2.1x its A100 speed); with one efficiency per generation they were 43-65% fast; "
-        "torch.compile and Float8 runs are not modelled (not in the data)",
-        "missed regimes: TF32 ResNet-50 on A100 predicted 35-40% fast (TF32 convolutions run well below the "
-        "transformer-GEMM tensor efficiency; no TF32 CNN row is calibrated); 8x A100 AMP predicted 19% fast "
-        "(published 6.7x scaling is limited by the input pipeline, not modelled); Gavel multi-GPU runs at small per-GPU batch lose 30-70% (host/input-pipeline contention, "
-        "not modelled); Gavel job types without a gpuwise preset (LSTM LM, recommendation, A3C, CycleGAN) are "
-        "memory/latency-bound, so a FLOPS-rate ratio misses them (reported apart, not in the headline)",
-    ]
+    assumptions = list(ASSUMPTIONS) + [_split_counts(measured)]
     out = {
         "fitted": {"applications": [f.__dict__ for f in fits], "form": "bottleneck", "rule": "design",
                    "median_of_medians": float(fitted_median[len(fitted_median) // 2]),

@@ -121,12 +121,6 @@ def _phase_parts(s: StageLoad) -> list[tuple[str, tuple[float, float, float, flo
     return out
 
 
-def phases(s: StageLoad) -> list[tuple[str, dict[str, float]]]:
-    """(phase, parts) for the moments of a step; parts are parameters, optimizer, gradients,
-    activations and temporaries in bytes."""
-    return [(name, dict(zip(_PARTS, parts))) for name, parts in _phase_parts(s)]
-
-
 def peak(s: StageLoad) -> tuple[float, str, dict[str, float]]:
     """(allocated bytes, phase, parts) at the stage's peak (the first phase of the largest sum)."""
     best, name, parts = None, "", ()

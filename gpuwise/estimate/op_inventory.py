@@ -76,8 +76,7 @@ def _rows(spec: ModelSpec) -> list[tuple]:
     ffn = spec.ffn_hidden * spec.experts_per_token          # MoE: routed experts per token
     up = ffn * (2 if spec.gated_mlp else 1)
     V = spec.vocab_size
-    # ALiBi families (mpt, bloom) add their bias inside the attention kernel: no rotary op
-    rope = not spec.learned_pos_emb and spec.family not in ENCODER_FAMILIES + ("mpt", "bloom")
+    rope = spec.positions == "rotary"      # learned tables are an embedding; ALiBi lives in the attention kernel
     qkv = q + 2 * kv
     rows = [
         # attention block

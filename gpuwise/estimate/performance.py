@@ -84,11 +84,10 @@ def step_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: 
     return analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
 
 
-def step_bound_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
-                  inter_node_gbps: float | None = None) -> float:
-    """Seconds that ``step_of(model, cfg, gpu, ...).step_time_s`` is at least, at a fraction of its cost
-    (searches prune with it; ``step_time.step_time_lower_bound``)."""
-    return step_time_lower_bound(model, cfg, gpu, gpus_per_node, inter_node_gbps)
+def step_bound_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:
+    """Seconds that ``step_of(model, cfg, gpu, ...).step_time_s`` is at least, on any node size and network,
+    at a fraction of its cost (searches prune with it; ``step_time.step_time_lower_bound``)."""
+    return step_time_lower_bound(model, cfg, gpu)
 
 
 class JobPerformance:

@@ -201,32 +201,42 @@ def replace_work(work, flops, bytes_, kernels):
 def _operator_time(model: ModelSpec, micro_batch: int, seq_len: int, tp: int, cp: int, sp: bool, pp: int, vb: float,
                    recompute: str, frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator seconds, per-class seconds, layers, launch seconds) of one micro-step: independent of dp,
-    ZeRO and grad_accum, so a search's thousands of step times share a few hundred of these."""
-    lr = linear_rows(model, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, _rates(hw), eff)
+    ZeRO and grad_accum, so a search's thousands of step times share a few hundred of these (`hw`: its
+    rates only, `_rates`, so every node size and network shares them too)."""
+    lr = linear_rows(model, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, hw, eff)
     rows = np.maximum(micro_batch * lr.flop_s, micro_batch * lr.mem_s + lr.mem0_s) + lr.launch_s
     by_class = np.bincount(lr.cls, weights=rows, minlength=3)
     return float(by_class.sum()), tuple(float(x) for x in by_class), lr.layers, lr.launch_total_s
 
 
+def _value_bytes(cfg: TrainingConfig) -> float:
+    """Bytes per activation / communicated value."""
+    return 4.0 if cfg.precision == "fp32" else 2.0
+
+
+def _micro_operator_time(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
+    """`_operator_time` of one micro-step of ``cfg``: the one place its arguments are derived from a config."""
+    p = cfg.plan
+    frozen = cfg.lora_rank > 0 or cfg.quantize is not None        # LoRA / QLoRA: no weight gradients
+    return _operator_time(model, cfg.micro_batch, cfg.seq_len, p.tp, p.cp, p.sp and p.tp > 1, p.pp,
+                          _value_bytes(cfg), cfg.recompute, frozen, cfg.flash_attention, _rates(hw), eff)
+
+
 def micro_step_compute_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
     """Operator time of one micro-step of ``cfg`` (``transformer_step``'s compute_s / grad_accum)."""
-    p = cfg.plan
-    return _operator_time(model, cfg.micro_batch, cfg.seq_len, p.tp, p.cp, p.sp and p.tp > 1, p.pp,
-                          4.0 if cfg.precision == "fp32" else 2.0, cfg.recompute,
-                          cfg.lora_rank > 0 or cfg.quantize is not None, cfg.flash_attention, hw, eff)[0]
+    return _micro_operator_time(model, cfg, hw, eff)[0]
 
 
-def _micro_costs(model: ModelSpec, micro_batch: int, seq_len: int, p, vb: float, recompute: str, frozen: bool,
-                 flash: bool, hw: Hardware, eff: OpEfficiency) -> tuple:
+def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
     busiest GPU."""
-    t_micro, by_class, layers, launch_s = _operator_time(model, micro_batch, seq_len, p.tp, p.cp, p.sp and p.tp > 1,
-                                                         p.pp, vb, recompute, frozen, flash, hw, eff)
-    tokens = micro_batch * seq_len / p.cp
+    p, vb = cfg.plan, _value_bytes(cfg)
+    t_micro, by_class, layers, launch_s = _micro_operator_time(model, cfg, hw, eff)
+    tokens = cfg.micro_batch * cfg.seq_len / p.cp
     t_tp = 0.0
     if p.tp > 1:
         # re-run block forwards repeat their 4 forward transfers (full: every block; layer-K: every K-th)
-        units = TP_TRANSFERS + 4 * reforwarded_blocks(model.n_layers + model.n_encoder_layers, recompute)
+        units = TP_TRANSFERS + 4 * reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)
         t_tp = layers * units * comm.ring_gather_s(tokens * model.hidden * vb, p.tp, group_gbps(p.tp, 1, hw))
     t_cp = 0.0
     if p.cp > 1:
@@ -247,11 +257,8 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
                      interleave: int = 1) -> RooflineStep:
     """Step time of ``cfg`` (plan = dp x tp x pp x cp, ZeRO stage, SP) for a transformer ``model``;
     ``trainable`` = trainable parameters (None: all, full training)."""
-    p = cfg.plan
-    vb = 4.0 if cfg.precision == "fp32" else 2.0
-    frozen = cfg.lora_rank > 0 or cfg.quantize is not None
-    t_micro, t_tp, t_cp, t_p2p, by_class, launch = _micro_costs(
-        model, cfg.micro_batch, cfg.seq_len, p, vb, cfg.recompute, frozen, cfg.flash_attention, hw, eff)
+    p, vb = cfg.plan, _value_bytes(cfg)
+    t_micro, t_tp, t_cp, t_p2p, by_class, launch = _micro_costs(model, cfg, hw, eff)
     m = cfg.grad_accum
     t_one = t_micro + t_tp + t_cp + t_p2p
     bubble = (p.pp - 1) / max(1, interleave) * t_one if p.pp > 1 else 0.0

@@ -199,7 +199,6 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         assumptions=assumptions)
 
 
-
 def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: float):
     from gpuwise.estimate.roofline_step import Hardware
 
@@ -207,28 +206,25 @@ def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: fl
                     gpus_per_node)
 
 
-def step_time_lower_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
-                          inter_node_gbps: float | None = None) -> float:
+def step_time_lower_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:
     """Seconds that ``analytical_step_time(...).step_time_s`` (default efficiencies) is at least, at a
     fraction of its cost: a transformer's step is its operator time (grad_accum x the micro-step's,
     ``roofline_step.micro_step_compute_s``, memoised without dp, ZeRO and grad_accum) plus TP, CP, PP,
     bubble, DP and optimizer seconds that are never negative, summed after it (so the rounded sum is
     not below it either). 0 for explicit models (no bound). Searches skip configurations whose bound
-    cannot beat their best so far."""
+    cannot beat their best so far. The operator time reads the GPU's rates only, not its node or network."""
     if not model.is_transformer:
         return 0.0
     from gpuwise.estimate.roofline_step import micro_step_compute_s
 
-    hw, eff = _bound_hardware(gpu, cfg.precision, gpus_per_node, inter_node_gbps, cfg.stack)
+    hw, eff = _bound_rates(gpu, cfg.precision, cfg.stack)
     return cfg.grad_accum * micro_step_compute_s(model, cfg, hw, eff)
 
 
 @lru_cache(maxsize=1024)
-def _bound_hardware(gpu: GpuSpec, precision: str, gpus_per_node: int, inter_node_gbps: float | None, stack: str):
-    """(Hardware, OpEfficiency) as `analytical_step_time` builds them (memoised: the bound's hot path)."""
+def _bound_rates(gpu: GpuSpec, precision: str, stack: str):
+    """(Hardware with no node or network, OpEfficiency) as `analytical_step_time` derives them (memoised:
+    the bound's hot path)."""
     from gpuwise.estimate.roofline_step import op_efficiency_for
 
-    if inter_node_gbps is None:
-        inter_node_gbps = default_inter_node_gbps(gpu)[0]
-    return (_hardware(gpu, compute_unit(gpu, precision)[1], gpus_per_node, inter_node_gbps),
-            op_efficiency_for(gpu, stack))
+    return _hardware(gpu, compute_unit(gpu, precision)[1], 0, 0.0), op_efficiency_for(gpu, stack)

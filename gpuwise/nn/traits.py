@@ -23,15 +23,16 @@ class Traits:
     fused_qkv: bool
 
 
+# (rotary fraction, activation, post-norm) per family; positions come from ModelSpec.positions
 _TRAITS = {
-    "llama": ("rotary", 1.0, "silu", False), "mistral": ("rotary", 1.0, "silu", False),
-    "mixtral": ("rotary", 1.0, "silu", False), "qwen2": ("rotary", 1.0, "silu", False),
-    "gemma": ("rotary", 1.0, "gelu_tanh", False), "gpt2": ("learned", 0.0, "gelu_tanh", False),
-    "gptj": ("rotary", 0.25, "gelu_tanh", False), "gpt_neox": ("rotary", 0.25, "gelu", False),
-    "falcon": ("rotary", 1.0, "gelu", False), "bloom": ("alibi", 0.0, "gelu_tanh", False),
-    "mpt": ("alibi", 0.0, "gelu", False), "phi": ("rotary", 0.5, "gelu_tanh", False),
-    "bert": ("learned", 0.0, "gelu", True), "roberta": ("learned", 0.0, "gelu", True),
-    "t5": ("relative", 0.0, "relu", False),
+    "llama": (1.0, "silu", False), "mistral": (1.0, "silu", False),
+    "mixtral": (1.0, "silu", False), "qwen2": (1.0, "silu", False),
+    "gemma": (1.0, "gelu_tanh", False), "gpt2": (0.0, "gelu_tanh", False),
+    "gptj": (0.25, "gelu_tanh", False), "gpt_neox": (0.25, "gelu", False),
+    "falcon": (1.0, "gelu", False), "bloom": (0.0, "gelu_tanh", False),
+    "mpt": (0.0, "gelu", False), "phi": (0.5, "gelu_tanh", False),
+    "bert": (0.0, "gelu", True), "roberta": (0.0, "gelu", True),
+    "t5": (0.0, "relu", False),
 }
 FAMILIES = tuple(_TRAITS)
 
@@ -41,9 +42,7 @@ def traits(spec: ModelSpec) -> Traits:
     if spec.family not in _TRAITS or not spec.is_transformer:
         raise InputError("model", spec.name, f"the trace builds transformer families only ({', '.join(FAMILIES)}); "
                          f"{spec.name} is '{spec.family}': use --method analytic")
-    pos, rot, act, post = _TRAITS[spec.family]
-    if spec.family == "mpt" and spec.learned_pos_emb:
-        pos = "learned"                         # llm-foundry's MPT pretraining configs (no ALiBi)
+    rot, act, post = _TRAITS[spec.family]
     if spec.family == "t5" and spec.gated_mlp:
         act = "gelu_tanh"                       # T5 v1.1 / mT5 gated-gelu
-    return Traits(pos, rot, act, post, DROPOUT.get(spec.family, 0.0), spec.family in FUSED_QKV)
+    return Traits(spec.positions, rot, act, post, DROPOUT.get(spec.family, 0.0), spec.family in FUSED_QKV)

@@ -114,6 +114,14 @@ def _divides(a: int, b: int) -> bool:
     return b % a == 0
 
 
+def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:
+    """The recompute policies a layout is tried with, lightest first (recompute only saves memory)."""
+    if not spec.is_transformer:
+        return ("none",)
+    # torchtitan op-level AC needs the attention kernel's saved output, as feasible_plans searches
+    return ("none", "op", "full") if cfg.flash_attention else ("none", "full")
+
+
 def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None,
                   misses: dict | None = None, configs: dict | None = None):
     """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
@@ -151,9 +159,7 @@ def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_no
                 continue
             dp = gpus // (tp * pp)
             accum = max(cfg.grad_accum, pp)
-            recomputes = ("none", "full") if spec.is_transformer else ("none",)
-            if spec.is_transformer and cfg.flash_attention:
-                recomputes = ("none", "op", "full")     # torchtitan op-level AC, as feasible_plans searches
+            recomputes = recompute_variants(spec, cfg)
             sps = (tp > 1,)        # sequence parallel whenever tp > 1 (Megatron-core / torchtitan default)
             # lightest variant first; if it does not fit, the most frugal one decides whether any
             # variant can (memory falls with recompute and sequence parallelism), so a layout that
@@ -249,8 +255,7 @@ def _timed_configs(job: PlanJob, spec, gpus_per_node: int, nodes: int, configs: 
     steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _ in configs], float)), float)
     order = range(len(configs))
     if not exhaustive:
-        bound = steps * np.array([step_bound_of(job.model, c, spec, gpus_per_node, job.inter_node_gbps)
-                                  for c, _ in configs])
+        bound = steps * np.array([step_bound_of(job.model, c, spec) for c, _ in configs])
         order = np.argsort(bound, kind="stable").tolist()
     best, out = np.inf, []
     for i in order:
@@ -311,16 +316,13 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
 # stage 2: offerings x node counts x pricing, vectorised
 
 
-def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
-    """All candidates of `job` on `catalog` (see the module docstring). ``exhaustive``: estimate every
-    plan variant's memory and time every configuration that fits, without the exact pruning
-    (`_known_miss`, `_timed_configs`): the same answer, slower (tests and benchmarks/plan_speed.py)."""
-    rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
-    offs = region_offerings(rows)
-    cache: dict = {"_exhaustive": True} if exhaustive else {}
+def _shape_rows(job: PlanJob, offs: list, cache: dict) -> tuple[list[RunOption], np.ndarray, np.ndarray,
+                                                                 np.ndarray, np.ndarray]:
+    """Stage 1 over the offerings: the distinct best options of their hardware shapes, and per (offering,
+    node count) with an option its offering index, node count, option index and configurations evaluated."""
     options: list[RunOption] = []
     opt_of: dict[tuple[str, int, int], int] = {}
-    r_idx, n_col, o_idx, evaluated_per_row = [], [], [], []
+    r_idx, n_col, o_idx, evaluated = [], [], [], []
     for i, off in enumerate(offs):
         for n in node_counts(off.gpus_per_node, job.max_gpus):
             key = (off.gpu, off.gpus_per_node, n)
@@ -333,11 +335,18 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
             r_idx.append(i)
             n_col.append(n)
             o_idx.append(opt_of[key])
-            evaluated_per_row.append(res.evaluated)
-    r_idx = np.array(r_idx, dtype=np.int64)
-    n_col = np.array(n_col, dtype=np.int64)
-    o_idx = np.array(o_idx, dtype=np.int64)
-    per_row = np.array(evaluated_per_row, dtype=np.int64)
+            evaluated.append(res.evaluated)
+    return options, *(np.array(x, dtype=np.int64) for x in (r_idx, n_col, o_idx, evaluated))
+
+
+def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
+    """All candidates of `job` on `catalog` (see the module docstring). ``exhaustive``: estimate every
+    plan variant's memory and time every configuration that fits, without the exact pruning
+    (`_known_miss`, `_timed_configs`): the same answer, slower (tests and benchmarks/plan_speed.py)."""
+    rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
+    offs = region_offerings(rows)
+    cache: dict = {"_exhaustive": True} if exhaustive else {}
+    options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, cache)
     off_cols = columns(offs)
     od_price, sp_price = off_cols["price"], off_cols["spot_price"]
     modes = [False, True] if job.spot else [False]
@@ -424,7 +433,7 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
                    f"ZeRO {list(job.zero)}, cp 1) x global batches {list(job.batches)} x micro-batches: "
                    f"{cs.evaluated:,} configurations priced, {len(cs):,} candidates kept (the fastest plan "
                    "of each hardware shape is also its cheapest)")
-        searched = "none, op, full" if job.model.is_transformer and job.base.flash_attention else "none, full"
+        searched = ", ".join(recompute_variants(job.model, job.base))
         out.append(f"recompute: each layout takes the lightest of {searched} that fits (the job spec's "
                    f"'{job.base.recompute}' is not imposed; recompute only saves memory, never time)"
                    if job.model.is_transformer else "recompute: none (not modelled for explicit models)")

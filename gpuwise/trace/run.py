@@ -78,7 +78,6 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
     ways = fsdp_ways(cfg)
     dt = dtypes(cfg.precision, ways > 1)
     lora = cfg.lora_rank > 0
-    adapters = Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter) if lora else None
     shard = Shard(p.tp, p.sp, p.cp)
     local = tp_shard_spec(spec, p.tp)
     mesh = None
@@ -87,14 +86,8 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
 
         mesh = fake_mesh(ways)
     with FakeTensorMode():
-        model = build_model(spec, dtype=dt.frozen if lora else dt.param, shard=shard, adapters=adapters,
-                            attention="sdpa" if cfg.flash_attention else "eager", layers=run.layers,
-                            embed=run.embed, head=run.head)
-        set_compute_dtype(model, dt.compute)
-        if lora:
-            _frozen_to_buffers(model)
-        apply_recompute(model, cfg.recompute, run.first_layer)
-        model.train()
+        model = build_rank_model(spec, cfg, dt, shard=shard, layers=run.layers, embed=run.embed, head=run.head,
+                                 first_layer=run.first_layer)
         if ways > 1:
             from gpuwise.trace.fsdp import shard as fsdp_shard
 
@@ -148,6 +141,26 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
         with tracker:
             step()
         return phases
+
+
+def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard | None = None,
+                     layers: int | None = None, embed: bool = True, head: bool = True, first_layer: int = 0,
+                     device=None) -> torch.nn.Module:
+    """One rank's model as a training step runs it: stored in the dtypes `dt` of ``cfg.precision``
+    (`precision.dtypes`), LoRA / QLoRA adapters with the frozen base as buffers, ``cfg.recompute`` by
+    name, train mode. The trace (under FakeTensorMode) and `validation.gpu_measure` (on a real GPU) both
+    build it here; `layers`/`embed`/`head`: a pipeline stage's part (default: the whole model)."""
+    lora = cfg.lora_rank > 0
+    adapters = Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter) if lora else None
+    model = build_model(spec, dtype=dt.frozen if lora else dt.param, shard=shard, adapters=adapters,
+                        attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
+                        head=head, device=device)
+    set_compute_dtype(model, dt.compute)
+    if lora:
+        _frozen_to_buffers(model)
+    apply_recompute(model, cfg.recompute, first_layer)
+    model.train()
+    return model
 
 
 def _mark_block_backwards(model: torch.nn.Module, mark) -> None:

@@ -24,6 +24,7 @@ import argparse
 import csv
 import dataclasses
 import statistics
+import sys
 import time
 from pathlib import Path
 
@@ -71,20 +72,12 @@ def config(micro: int, seq: int, precision: str, recompute: str, lora: int, quan
 
 
 def _build(spec, cfg: TrainingConfig, device: str):
-    """The model and optimizer as the trace builds them (trace/run.py), on a real device."""
-    from gpuwise.nn import Adapters, build_model, set_compute_dtype
+    """The model and optimizer as the trace builds them (`trace.run.build_rank_model`), on a real device."""
     from gpuwise.trace.optimizers import make_optimizer
     from gpuwise.trace.precision import dtypes
-    from gpuwise.trace.recompute import apply_recompute
+    from gpuwise.trace.run import build_rank_model
 
-    dt = dtypes(cfg.precision, False)
-    lora = cfg.lora_rank > 0
-    adapters = Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter) if lora else None
-    model = build_model(spec, dtype=dt.frozen if lora else dt.param, adapters=adapters, device=device,
-                        attention="sdpa" if cfg.flash_attention else "eager")
-    set_compute_dtype(model, dt.compute)
-    apply_recompute(model, cfg.recompute)
-    model.train()
+    model = build_rank_model(spec, cfg, dtypes(cfg.precision, False), device=device)
     # foreach AdamW: PyTorch's default on CUDA, and what the analytic model assumes
     return model, make_optimizer(cfg.optimizer, model.parameters(), foreach=cfg.optimizer in ("adamw", "adam"))
 
@@ -134,19 +127,12 @@ def predicted(spec, cfg: TrainingConfig, gpu_name: str | None) -> tuple[float, f
     return mem.allocated, mem.reserved, tps
 
 
-# torch.cuda.get_device_name() patterns -> gpus.csv rows, most specific first ("GH200" before "H200", "H100
-# NVL"/"PCIe" before "H100", "L40S" and "L40" before "L4")
-_DEVICE_ROWS = ((r"GH200", "GH200"), (r"H200", "H200-SXM"), (r"H100 NVL", "H100-NVL"), (r"H100 PCIe", "H100-80GB-PCIE"),
-                (r"H100", "H100-80GB-SXM"), (r"A100 80GB PCIe", "A100-80GB-PCIE"), (r"A100-SXM4-80GB", "A100-80GB-SXM"),
-                (r"A100-PCIE-40GB", "A100-40GB-PCIE"), (r"A100", "A100-40GB-SXM"), (r"L40S", "L40S"),
-                (r"L40\b", "L40"), (r"L4\b", "L4"), (r"A10G", "A10G"))
-
-
 def gpu_row(device_name: str) -> str | None:
-    """The gpus.csv row of a CUDA device by its torch name (e.g. 'NVIDIA H100 80GB HBM3'); None if unknown."""
-    import re
+    """The gpus.csv row of a CUDA device by its torch name (e.g. 'NVIDIA H100 80GB HBM3', an alias there);
+    None if the table does not know it."""
+    from gpuwise.hardware.gpus import resolve_gpu_name
 
-    return next((row for pattern, row in _DEVICE_ROWS if re.search(pattern, device_name)), None)
+    return resolve_gpu_name(device_name)
 
 
 def _gpu_name(device: str) -> str | None:
@@ -214,6 +200,12 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--seq-len", type=int, help="override every entry's sequence length")
     ap.add_argument("--precision", help="override every entry's precision")
     args = ap.parse_args(argv)
+    import torch
+
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"gpu_measure: --device: '{args.device}' is not available here (torch {torch.__version__} sees no "
+              "CUDA GPU); run it on a GPU machine, or pass --device cpu to check the harness", file=sys.stderr)
+        return 2
     entries = [_override(e, args) for e in GRID if not args.only or e[0] in args.only]
     new = not args.out.exists()
     done = set() if new else {tuple(r[k] for k in KEY) for r in csv.DictReader(args.out.open())}

@@ -42,3 +42,14 @@ class ModelSpec:
     @property
     def is_transformer(self) -> bool:
         return self.n_layers > 0 and self.hidden > 0
+
+    @property
+    def positions(self) -> str:
+        """How tokens get their position: a learned table, rotary embeddings, an ALiBi bias inside the
+        attention kernel (bloom; mpt unless its config asks for a table) or T5's relative buckets. Read by
+        the PyTorch models (gpuwise.nn) and the step-time inventory alike."""
+        if self.learned_pos_emb:
+            return "learned"
+        if self.family == "t5":
+            return "relative"
+        return "alibi" if self.family in ("bloom", "mpt") else "rotary"
