@@ -13,7 +13,13 @@ trace's busiest instant under fifo (the jobs then waiting or running), CPU time 
 elastic-dp's and Frenzy's rounds in the same run -- the per-round cost of the expensive policies on Philly, which a full
 82k-job run with 60 s rounds over months of trace time cannot give cheaply.
 
-Run: PYTHONPATH=$PWD nice -n 10 python benchmarks/sched_scale.py [--skip-philly | --philly-round]
+With ``--llm``: the same round with 1,000 LLM jobs that need sharding (Llama-3.1-8B and 70B,
+pre-training and LoRA: examples/workloads/specs) on 2,000 GPUs (100 x 8 H100, 75 x 8 H200,
+75 x 8 A100-80GB). Their goodput tables come from each spec's goodput object (the planner's layout
+search); building them is model evaluation, timed apart (`gpuwise.control.timed_perf`), and the
+decision times exclude it. Frenzy's and elastic-DP's rounds are compared with Sia's ILP in this run.
+
+Run: PYTHONPATH=$PWD nice -n 10 python benchmarks/sched_scale.py [--skip-philly | --philly-round | --llm]
 """
 
 from __future__ import annotations
@@ -61,11 +67,74 @@ def big_view(jobs: int = 1000, running: int = 500, seed: int = 0):
 
 
 def timed(policy, view, perf) -> tuple[float, float]:
+    """Wall and CPU seconds of one round, less the time the PerfModel spent evaluating (goodput tables)."""
+    from gpuwise.control.timed_perf import TimedPerf
+
+    tp = perf if isinstance(perf, TimedPerf) else TimedPerf(perf)
+    m0, mc0 = tp.seconds, tp.cpu_seconds
     w, c = time.perf_counter(), time.process_time()
-    d = policy.schedule(0.0, view, perf)
-    w, c = time.perf_counter() - w, time.process_time() - c
+    d = policy.schedule(0.0, view, tp)
+    w = time.perf_counter() - w - (tp.seconds - m0)
+    c = time.process_time() - c - (tp.cpu_seconds - mc0)
     check_decision(view, d)
     return w, c
+
+
+LLM_SPECS = ("llama-3.1-8b-pretrain-2b", "llama-3.1-70b-pretrain-2b", "llama-3.1-8b-lora", "llama-3.1-70b-lora")
+
+
+def llm_view(jobs: int = 1000, running: int = 500, seed: int = 0):
+    """1,000 LLM jobs (half running on a layout their goodput object says fits) on 2,000 GPUs."""
+    cluster = make_cluster([("H100", 100, 8), ("H200", 75, 8), ("A100-80GB", 75, 8)], name="llm-2000")
+    perf = GroundTruthPerf(cluster)
+    rng = np.random.default_rng(seed)
+    state = ClusterState(cluster)
+    pending, run = {}, {}
+    for i in range(jobs):
+        spec = LLM_SPECS[int(rng.integers(len(LLM_SPECS)))]
+        path = f"examples/workloads/specs/{spec}.yaml"
+        n = int(8 * 2 ** rng.integers(0, 3))
+        job = TraceJob(f"{spec}-{i}", float(i), n, jobspec=path)
+        js = JobState(job=job, submitted_s=-3600.0 + i, target=perf.target(job))
+        t = cluster.gpu_types[i % 3]
+        lo = perf.batch_range(job, t)[0]
+        fits = lo >= 1 and perf.rates(job, t, n, n // 8, lo)[0] > 0
+        pl = whole_node_fit(state, t, n) if len(run) < running and fits else None
+        if pl is not None:
+            js.allocation = Allocation(t, pl, lo)
+            state.allocate(js.allocation)
+            js.status, js.restarts = "running", 1
+            js.progress = float(rng.uniform(0, 0.8)) * js.target
+            run[job.name] = js
+        else:
+            pending[job.name] = js
+    return cluster, perf, SchedView(pending, run, state, list(pending))
+
+
+def llm_scale() -> None:
+    from gpuwise.control.timed_perf import TimedPerf
+
+    t0 = time.perf_counter()
+    cluster, perf, view = llm_view()
+    perf = TimedPerf(perf)
+    print(f"{cluster.name}: {cluster.total_gpus} GPUs, {len(view.running)} running + {len(view.pending)} waiting "
+          f"LLM jobs (set up in {time.perf_counter() - t0:.1f} s)", flush=True)
+    t = {}
+    fr = make_policy("frenzy")
+    t["frenzy (cold)"] = timed(fr, view, perf)
+    print(f"  model evaluation (goodput tables, cold): {perf.seconds:.1f} s", flush=True)
+    t["frenzy (warm)"] = timed(fr, view, perf)
+    t["elastic-dp"] = timed(make_policy("elastic-dp"), view, perf)
+    sia = make_policy("sia")
+    sia.time_limit_s = 120.0
+    t["sia"] = timed(sia, view, perf)
+    print(f"  model evaluation in all: {perf.seconds:.1f} s wall, {perf.cpu_seconds:.1f} s CPU (excluded below)")
+    for k, (w, c) in t.items():
+        print(f"  {k:14s} {w * 1e3:10.1f} ms wall  {c * 1e3:10.1f} ms CPU")
+    for i, unit in ((0, "wall"), (1, "CPU")):
+        s = t["sia"][i]
+        print("  sia / frenzy cold = {:.0f}x, sia / frenzy warm = {:.0f}x, sia / elastic-dp = {:.0f}x ({})".format(
+            s / t["frenzy (cold)"][i], s / t["frenzy (warm)"][i], s / t["elastic-dp"][i], unit))
 
 
 def scale() -> None:
@@ -177,6 +246,9 @@ def philly_round() -> None:
 if __name__ == "__main__":
     if "--philly-round" in sys.argv:
         philly_round()
+        sys.exit()
+    if "--llm" in sys.argv:
+        llm_scale()
         sys.exit()
     scale()
     if "--skip-philly" not in sys.argv:

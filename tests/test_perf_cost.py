@@ -59,22 +59,21 @@ def test_affine_fit_bad_input_is_one_input_error():
         fit_affine([0, 2, 4], [8, 16, 32], [0.1, 0.2, 0.3])
 
 
-def test_job_model_from_jobspec_matches_planner_and_memory():
-    """JobModel.from_jobspec: the planner's step count (gpuwise.plan.job) and the memory limit
-    (largest power-of-two micro-batch that fits) are the same construction everywhere."""
-    from gpuwise.estimate.job_model import JobModel
-    from gpuwise.estimate.performance import largest_micro_batch
+def test_goodput_object_matches_planner_steps_and_memory():
+    """The goodput object counts the planner's steps and fits what the memory entry point fits."""
+    from gpuwise.estimate.goodput import JobGoodput
+    from gpuwise.estimate.performance import memory_of
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.plan.job import from_jobspec as plan_job
     from gpuwise.workload.jobspec import load_job
 
     spec = load_job("examples/resnet50-imagenet.yaml")
-    jm = JobModel.from_jobspec(spec, "V100")
+    good = JobGoodput.from_jobspec(spec)
     pj = plan_job(spec)
     for gb in (256, 1024, 4096):
-        assert jm.steps_to_target(gb) == pytest.approx(float(pj.noise.steps(gb)), rel=1e-12)
-    gpu = get_gpu("V100")
-    assert jm.max_local_bsz == largest_micro_batch(spec.model_spec(), jm.step_source.cfg, gpu) >= 1
-    assert jm.best_batch(8) is not None and jm.speedup(8) > 1.0
+        assert good.space.noise.steps(gb) == pytest.approx(float(pj.noise.steps(gb)), rel=1e-12)
+    one, eight = good.best("V100", 8, 1), good.best("V100", 8, 8)
+    assert memory_of(spec.model_spec(), eight.config).fits(get_gpu("V100"))
+    assert eight.goodput > one.goodput and good.speedup("V100", 8, 8) > 1.0
     with pytest.raises(InputError):
-        JobModel.from_jobspec(spec, "not-a-gpu")
+        good.best("not-a-gpu", 8, 1)

@@ -131,17 +131,3 @@ def test_scavenger_model_fitted_on_pollux_traces():
         assert f.model.theta < 0 and f.epochs[-1] > f.epochs[0]
 
 
-def test_job_model_with_analytical_step_time():
-    """The analytical source plugs into the shared JobModel (used by the rent solver): throughput
-    grows with GPUs for ResNet-50 on V100 and the best batch respects the per-GPU limit."""
-    from gpuwise.estimate.performance import AnalyticalSource
-    from gpuwise.hardware.gpus import get_gpu
-    from gpuwise.workload.models import load_model
-    from gpuwise.workload.training import TrainingConfig
-
-    src = AnalyticalSource(load_model("resnet50"), TrainingConfig(precision="fp16-mixed"), get_gpu("V100"), 8)
-    jm = JobModel(src, NoiseModel(phi=6800.0, ref_batch=256, samples_at_ref=90 * 1281167), 256, 8192, 256)
-    c1, c8 = jm.best_batch(1), jm.best_batch(8)
-    assert c8.throughput > 6 * c1.throughput and c8.local_bsz <= 256
-    assert 1.0 < jm.speedup(8) <= 8.0
-    assert jm.time_to_target(8) < jm.time_to_target(1)

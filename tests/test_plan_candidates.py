@@ -20,8 +20,9 @@ from hypothesis import given, settings, strategies as st
 from gpuwise.estimate import preemption as pre
 from gpuwise.estimate.feasible_plans import feasible_plans
 from gpuwise.hardware.gpus import get_gpu
-from gpuwise.plan.candidates import allowed_plans
-from gpuwise.plan.job import batch_grid, from_jobspec
+from gpuwise.estimate.layout_search import allowed_plans
+from gpuwise.estimate.job_space import batch_grid
+from gpuwise.plan.job import from_jobspec
 from gpuwise.plan.spot import poisson_cdf, poisson_ppf, spot_columns
 from gpuwise.workload.jobspec import load_job
 from gpuwise.workload.training import TrainingConfig

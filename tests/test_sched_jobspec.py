@@ -1,9 +1,9 @@
 """Jobs described by a job-spec YAML in our own workload format (issue 6 scope 1: "ground-truth
 job speed ... from the shared performance model for jobs described by a spec").
 
-Their truth in the simulator is the shared `JobModel.from_jobspec` (analytical step time, the
-spec's noise scale and amount): a lone job's simulated run time equals the model's time to target
-(exact up to float rounding, 1e-9 relative).
+Their truth in the simulator is the job's goodput object (`gpuwise.estimate.goodput.JobGoodput`: the
+planner's layout and batch search, the spec's noise scale and amount): a lone job's simulated run
+time equals its time to target (exact up to float rounding, 1e-9 relative).
 """
 
 from pathlib import Path
@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.job_model import JobModel
+from gpuwise.estimate.goodput import JobGoodput
 from gpuwise.hardware.cluster import load_cluster, pollux_cluster
 from gpuwise.policies.registry import POLICIES, make_policy
 from gpuwise.sim.cluster import simulate
@@ -33,19 +33,28 @@ def test_mix_reads_spec_jobs_with_paths_and_default_batch():
     assert jobs["cifar10-a"].jobspec is None and jobs["rigid-a"].rigid
 
 
-def test_ground_truth_rate_is_the_shared_job_model():
-    """Progress rate on (4 T4 on one node, batch 64) = 1 / JobModel time to target at that batch."""
+def test_ground_truth_rate_is_the_goodput_object():
+    """Progress rate on (4 T4 on one node, batch 64) = 1 / the goodput object's time to target at that
+    batch, which is also what the planner's search gives that shape."""
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.workload.jobspec import load_job
+
     job = TraceJob("g", 0.0, 4, batch_size=64, jobspec=GPT2)
     perf = GroundTruthPerf(pollux_cluster())
     rate = float(perf.rates(job, "T4", 4, 1, 64)[0])
-    jm = JobModel.from_jobspec(GPT2, "T4", gpus_per_node=4, inter_node_gbps=pollux_cluster().inter_node_gbps)
-    choice = jm.fixed_batch(4, 64, nodes=1)
+    good = JobGoodput.from_jobspec(GPT2, inter_node_gbps=pollux_cluster().inter_node_gbps)
+    opt = good.at_batch("T4", 4, 4, 64, nodes=1)
     # gpt2 fits 8 sequences per T4 (14.75 GiB as PyTorch sees it; the float32 loss tensors of the 50k
     # vocabulary are ~0.6 GiB per sequence), so batch 64 on 4 GPUs takes 2 micro-steps
-    assert choice.grad_accum == 2 and choice.local_bsz == 8
-    assert 1.0 / rate == pytest.approx(jm.time_to_target(4, 1, choice), rel=1e-9)
+    assert (opt.grad_accum, opt.micro_batch, opt.global_batch) == (2, 8, 64)
+    assert 1.0 / rate == pytest.approx(opt.train_hours * 3600.0, rel=1e-9)
     lo, hi, limit = perf.batch_range(job, "T4")
-    assert (lo, hi, limit) == (16, 256, jm.max_local_bsz)
+    assert (lo, hi) == (16, 256) and limit >= 1
+    # the planner's own search on that shape, with the batch fixed at 64, chooses the same configuration
+    spec = load_job(GPT2).model_copy(deep=True)
+    spec.training.global_batch = 64
+    planned = from_jobspec(spec, inter_node_gbps=pollux_cluster().inter_node_gbps).goodput.shape("T4", 4, 1).best
+    assert (planned.config, planned.step_time_s) == (opt.config, opt.step_time_s)
 
 
 def test_lone_spec_job_runs_for_the_model_time():
@@ -53,11 +62,10 @@ def test_lone_spec_job_runs_for_the_model_time():
     cl = pollux_cluster()
     res = simulate(cl, Workload((job,), "t", "gpuwise"), make_policy("fifo"), restart_s=0.0)
     jct = res.jobs[0].finish_s - res.jobs[0].submitted_s
-    jm = JobModel.from_jobspec(GPT2, "T4", gpus_per_node=4, inter_node_gbps=cl.inter_node_gbps)
-    choice = jm.fixed_batch(8, 256, nodes=2)
-    assert choice.grad_accum == 4
-    assert jct == pytest.approx(jm.time_to_target(8, 2, choice), rel=1e-9)
-    assert any("from_jobspec" in a for a in summarise(res)["assumptions"])
+    opt = JobGoodput.from_jobspec(GPT2, inter_node_gbps=cl.inter_node_gbps).at_batch("T4", 4, 8, 256, nodes=2)
+    assert opt.grad_accum == 4
+    assert jct == pytest.approx(opt.train_hours * 3600.0, rel=1e-9)
+    assert any("goodput object" in a for a in summarise(res)["assumptions"])
 
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
@@ -68,7 +76,7 @@ def test_every_policy_completes_the_mix_on_the_heterogeneous_cluster(name):
 
 
 XL = ("name: xl\nmodel: gpt2-xl\ntraining: {tokens: 1.0e6, seq_len: 512, global_batch: [8, 64], "
-      "precision: fp16-mixed, optimizer: adamw, noise_scale: 64}\n")
+      "precision: fp16-mixed, optimizer: adamw, noise_scale: 64}\nparallelism: {tp: [1], pp: [1], zero: [0]}\n")
 
 
 @pytest.fixture(scope="module")
@@ -80,8 +88,8 @@ def xl_workload(tmp_path_factory):
 
 @pytest.mark.parametrize("name", sorted(POLICIES))
 def test_spec_job_that_fits_one_type_runs_there(name, xl_workload):
-    """gpt2-xl with AdamW (~25 GiB of model states) fits the A100-40GB only: every policy must plan
-    it there. Before, pooled policies planned it on the largest type (T4) and left it pending,
+    """gpt2-xl with AdamW (~25 GiB of model states), data parallel without sharding (the spec allows
+    only ZeRO-0), fits the A100-40GB only: every policy must plan it there. Before, pooled policies planned it on the largest type (T4) and left it pending,
     rigid ones started it on a T4 at zero speed, and the rest crashed on its empty batch range."""
     res = simulate(load_cluster(HETERO), xl_workload, make_policy(name))
     assert summarise(res)["jobs_completed"] == 1
@@ -118,7 +126,11 @@ def test_bad_spec_rows_name_the_row(tmp_path):
 
 
 def test_spec_that_fits_no_gpu_of_the_cluster(tmp_path):
-    big = Path("examples/llama-3.1-8b-pretrain.yaml").resolve()
+    """Llama-3.1-70B needs ~840 GB of model states: more than the 64 T4s of the Pollux cluster hold
+    with any layout. (Llama-3.1-8B now fits there with ZeRO-3, as the planner says.)"""
+    big = tmp_path / "big.yaml"
+    big.write_text(Path("examples/llama-3.1-8b-pretrain.yaml").read_text().replace("model: llama-3.1-8b",
+                                                                                  "model: llama-3.1-70b"))
     w = load_workload(_write(tmp_path, f"{{name: big, time: 0, num_gpus: 4, jobspec: {big}}}"))
     with pytest.raises(InputError, match="row 1 column jobspec.*fits on none of T4"):
         simulate(pollux_cluster(), w, make_policy("fifo"))
@@ -130,3 +142,23 @@ def test_own_format_application_job_without_batch_uses_the_reference(tmp_path):
     w = load_workload(_write(tmp_path, "{name: a, time: 0, num_gpus: 2, application: cifar10}"))
     assert w.jobs[0].batch_size == 128
     assert summarise(simulate(pollux_cluster(), w, make_policy("fifo")))["jobs_completed"] == 1
+
+
+@pytest.mark.parametrize("name", ["fifo", "frenzy", "elastic-dp"])
+def test_spec_job_that_needs_sharding_runs_sharded(name, tmp_path):
+    """The same job allowed to shard (ZeRO-3) also fits T4s: the policies and the simulator see the
+    planner's layouts, so the job may run there, and where it runs its layout fits the GPU."""
+    from gpuwise.estimate.performance import memory_of
+    from gpuwise.hardware.gpus import get_gpu
+
+    spec = tmp_path / "xl.yaml"
+    spec.write_text(XL.replace("zero: [0]", "zero: [3]"))
+    w = Workload((TraceJob("xl", 0.0, 4, batch_size=8, jobspec=str(spec)),), "t", "gpuwise")
+    good = JobGoodput.from_jobspec(str(spec))
+    assert good.best("T4", 4, 1) is None and good.best("T4", 4, 4) is not None   # needs >= 2 T4s, sharded
+    res = simulate(load_cluster(HETERO), w, make_policy(name))
+    assert summarise(res)["jobs_completed"] == 1
+    a = res.jobs[0].allocation
+    opt = good.at_batch(a.gpu_type, load_cluster(HETERO).max_gpus_per_node(a.gpu_type), a.num_gpus, a.batch_size,
+                        nodes=a.num_nodes)
+    assert opt is not None and memory_of(good.space.model, opt.config).fits(get_gpu(a.gpu_type))

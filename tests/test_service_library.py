@@ -47,12 +47,24 @@ def test_prediction_matches_the_simulated_job_alone_on_the_cluster(cluster, spec
 
 
 def test_model_too_big_for_every_gpu_type_names_why(cluster):
-    spec = parse_job({"name": "big", "model": "llama-3.1-8b", "training": {"tokens": 1e9, "seq_len": 4096,
-                                                                          "global_batch": 64}})
+    """Llama-3.1-70B with AdamW keeps ~12 bytes per parameter (~850 GB): more than any GPU type of the
+    service cluster holds even sharded with ZeRO-3 over all of its GPUs."""
+    spec = parse_job({"name": "big", "model": "llama-3.1-70b", "training": {"tokens": 1e9, "seq_len": 4096,
+                                                                           "global_batch": 64}})
     pred = predict_on_cluster(spec, cluster)
     assert pred.chosen is None and pred.feasible == []
-    # 8B parameters with AdamW mixed precision need ~16 bytes each: > 40 GiB before activations
     assert all("does not fit" in o.reason for o in pred.options)
+
+
+def test_model_that_needs_sharding_is_predicted_sharded(cluster):
+    """Llama-3.1-8B (refused before: "does not fit ... with tp=1, pp=1") fits A100-40GB with ZeRO-3."""
+    spec = parse_job({"name": "mid", "model": "llama-3.1-8b", "training": {"tokens": 1e8, "seq_len": 4096,
+                                                                          "global_batch": 64},
+                      "parallelism": {"zero": [3]}})
+    pred = predict_on_cluster(spec, cluster)
+    a100 = next(o for o in pred.options if o.gpu.startswith("A100"))
+    assert a100.gpus is not None and a100.min_gpus > 1 and "zero3" in a100.layout
+    assert a100.memory_gib_per_gpu < a100.gpu_memory_gib
 
 
 def test_constraints_restrict_gpu_types_and_counts(cluster):

@@ -113,13 +113,12 @@ def _from_flags(args):
 
 
 def _from_spec(args):
-    """The planner's search on this one hardware shape (plan.candidates.evaluate_shape: same plans,
-    batch search and performance model as `gpuwise plan`), then the full estimate of its choice."""
+    """The job's goodput object on this one hardware shape (the same search `gpuwise plan`, the policies,
+    the simulator and the service ask: estimate.goodput.JobGoodput), then the full estimate of its choice."""
     from gpuwise.errors import Infeasible
     from gpuwise.estimate.job_estimate import Amount, estimate
     from gpuwise.estimate.performance import job_performance
     from gpuwise.hardware.gpus import get_gpu
-    from gpuwise.plan.candidates import evaluate_shape
     from gpuwise.plan.job import from_jobspec
     from gpuwise.workload.jobspec import load_job
 
@@ -128,7 +127,7 @@ def _from_spec(args):
     t = job.training
     gpn, nodes = _layout(args, min(job.parallelism.gpus_per_node or 8, args.gpus))
     pj = from_jobspec(job, gpus=[gpu.name], require_amount=False, inter_node_gbps=args.inter_node_gbps)
-    res = evaluate_shape(pj, gpu.name, gpn, nodes, {}, gpus=args.gpus)
+    res = pj.goodput.shape(gpu.name, gpn, nodes, gpus=args.gpus)
     if res.best is None:
         why = (f"no allowed tp/pp/zero plan fits {pj.model.name} in {gpu.memory_gib:g} GiB per GPU"
                if res.reason == "memory" else f"no micro-batch x accumulation on {args.gpus} GPUs gives a global "

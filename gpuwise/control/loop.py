@@ -22,6 +22,7 @@ import time
 from typing import Callable, Protocol
 
 from gpuwise.control import status as st
+from gpuwise.control.timed_perf import TimedPerf
 from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.policies.base import Allocation, ClusterState, Decision, JobState, PerfModel, Policy, SchedView
 
@@ -59,12 +60,14 @@ class ControlLoop:
                  actuator: Actuator, on_levels: Callable[[float, int, int], None] | None = None) -> None:
         """``perf``: the speed model policies read; ``on_levels(now, GPUs reserved, jobs waiting)``
         is called at every change (the backend's utilisation and queue metrics)."""
-        self.policy, self.perf, self.clock, self.actuator = policy, perf, clock, actuator
+        self.policy, self.clock, self.actuator = policy, clock, actuator
+        self.perf = TimedPerf(perf)   # decision time excludes the model's evaluation (reported apart)
         self.state = ClusterState(cluster)
         self.pending: dict[str, JobState] = {}
         self.running: dict[str, JobState] = {}
         self.jobs: list[JobState] = []
-        self.decision_s: list[float] = []
+        self.decision_s: list[float] = []   # the policy's own seconds per round (model evaluation excluded)
+        self.model_s: list[float] = []      # seconds per round spent evaluating the PerfModel for the policy
         self._new: list[str] = []
         self._round_at: float | None = None
         self._last_round = -1.0
@@ -140,9 +143,11 @@ class ControlLoop:
                 self.actuator.advance(js, now)
         view = SchedView(self.pending, self.running, self.state, self._new)
         self._new = []
-        t0 = time.perf_counter()
+        t0, m0 = time.perf_counter(), self.perf.seconds
         decision = self.policy.schedule(now, view, self.perf)
-        self.decision_s.append(time.perf_counter() - t0)
+        model = self.perf.seconds - m0
+        self.model_s.append(model)
+        self.decision_s.append(max(0.0, time.perf_counter() - t0 - model))
         self.apply(now, decision)
         if self.policy.period_s and self.running and not self._tick_pending:
             self._tick_pending = True

@@ -1,5 +1,7 @@
-"""THE performance model of one training job, shared by the planner, the cluster simulator, the
-rent solver and (later) the runtime.
+"""The fitted, data-parallel performance model of a job with a measured profile (the Pollux
+applications; Scavenger's affine fit): the policies, the simulator and the rent solver use it for
+such jobs. Jobs described by a job spec use their goodput object instead
+(`gpuwise.estimate.goodput.JobGoodput`: the planner's layout search, FSDP/TP/PP included).
 
 A ``JobModel`` combines
 - a step-time source: seconds per optimizer step for (nodes, data-parallel replicas, local batch,
@@ -202,44 +204,6 @@ class JobModel:
 
     # -- constructors -----------------------------------------------------------------------
     @classmethod
-    def from_jobspec(cls, job, gpu, gpus_per_node: int = 8, tp: int = 1, pp: int = 1, zero: int | None = None,
-                     inter_node_gbps: float | None = None, max_local_bsz: int | None = None,
-                     field: str = "job") -> "JobModel":
-        """Model of a gpuwise job spec on one GPU type through the analytical step time.
-
-        ``job``: a JobSpec or a path to its YAML; ``gpu``: a GpuSpec or a GPU name; ``tp``/``pp``: GPUs
-        of one data-parallel replica; ``zero``: ZeRO stage (default: the spec's first allowed one);
-        ``max_local_bsz``: per-replica micro-batch limit (default: the largest power of two <= 4096
-        that fits in memory, or the spec's fixed micro_batch); ``field`` prefixes error messages.
-        Noise model from ``noise_model_for(spec)``; batch range from the spec."""
-        from gpuwise.estimate.performance import AnalyticalSource, largest_micro_batch
-        from gpuwise.hardware.gpus import get_gpu
-        from gpuwise.workload.jobspec import load_job
-        from gpuwise.workload.training import ParallelPlan, TrainingConfig
-
-        spec = load_job(job) if isinstance(job, str) else job
-        g = get_gpu(gpu) if isinstance(gpu, str) else gpu
-        model = spec.model_spec()
-        tr = spec.training
-        token = model.sample_unit == "token"
-        noise = noise_model_for(spec, field)
-        if zero is None:
-            zero = spec.parallelism.zero[0] if spec.parallelism.zero else 0
-        cfg = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token else 1, grad_accum=1,
-                             precision=tr.precision, optimizer=tr.optimizer, recompute=tr.recompute,
-                             lora_rank=tr.lora_rank, quantize=tr.quantize, stack=tr.stack,
-                             plan=ParallelPlan(dp=1, tp=tp, pp=pp, zero=zero))
-        local = max_local_bsz or tr.micro_batch or largest_micro_batch(model, cfg, g)
-        if local < 1:
-            raise InputError(f"{field}.gpu", g.name, f"{model.name} does not fit on {g.name} with tp={tp}, pp={pp}, "
-                                                     f"zero={zero}; pick a larger GPU or more model parallelism")
-        lo, hi = tr.batch_range
-        return cls(AnalyticalSource(model, cfg, g, gpus_per_node, inter_node_gbps), noise, lo, hi, local,
-                   gpus_per_node=gpus_per_node, gpus_per_replica=tp * pp, name=spec.name,
-                   assumptions=[f"job spec {spec.name} on {g.name}: micro-batch <= {local} per replica "
-                                f"(tp={tp}, pp={pp}, zero={zero})"])
-
-    @classmethod
     def for_pollux_app(cls, app: str, fit_points: str = "all", gpus_per_node: int = 4) -> "JobModel":
         """Model of a bundled Pollux application: step time fitted on its profile (``fit_points``:
         "all" rows of placements.csv, or "online" = the <= 10 points of ``ONLINE_PLAN``), noise scale
@@ -271,15 +235,3 @@ class JobModel:
                    assumptions=[f"target: {info.metric} {'>=' if info.higher_is_better else '<='} {info.target} "
                                 f"({target:.0f} steps at batch {m0}, from the Pollux validation trace)",
                                 f"phi: constant equivalent of the measured noise-scale trace (exact at batch {max(val)})"])
-
-
-def noise_model_for(spec, field: str = "training") -> NoiseModel:
-    """Steps to target of a JobSpec: its amount at its reference batch, its noise scale (inf = perfect
-    scaling when not given) and its learning-rate scaling rule. Shared by the planner and the rent
-    solver so both count the same steps."""
-    tr = spec.training
-    samples = tr.amount_samples(spec.model_spec().sample_unit == "token")
-    if not samples or samples <= 0:
-        raise InputError(field, None, "the job spec needs a training amount (tokens, samples, epochs or steps)")
-    return NoiseModel(phi=tr.noise_scale or math.inf, ref_batch=tr.amount_reference_batch(),
-                      samples_at_ref=samples, rule=tr.lr_scaling)

@@ -1,6 +1,7 @@
 """THE performance model of one training job on one hardware shape: the single entry point that the
 `memory`, `fit-gpus` and `estimate` commands, the planner's candidates, the Frenzy policy, the rent
-solver's speedups (through JobModel) and the online search call.
+solver's speedups and the online search call (the searches through the job's goodput object,
+`gpuwise.estimate.goodput`).
 
     perf = job_performance(model, cfg, gpu, gpus_per_node=8, nodes=None, noise=noise)
     perf.memory            MemoryEstimate   (gpuwise.estimate.memory.estimate_memory)
@@ -11,8 +12,7 @@ solver's speedups (through JobModel) and the online search call.
 
 Each part is computed on first use, so a memory-only caller pays for memory only. Also here, used by
 every batch search in gpuwise: ``batch_configs`` (which (micro-batch, grad_accum) pairs are tried),
-``best_of`` (the one that reaches the target soonest), ``largest_micro_batch`` (the memory limit) and
-``AnalyticalSource`` (the analytical step time as a JobModel step-time source).
+``best_of`` (the one that reaches the target soonest) and ``largest_micro_batch`` (the memory limit).
 
 Conventions: ``grad_accum`` = micro-steps per optimizer step (TrainingConfig's meaning, everywhere);
 global batch = data-parallel replicas x micro-batch x grad_accum.
@@ -28,7 +28,7 @@ import numpy as np
 
 from gpuwise.estimate.lora import adapter_params
 from gpuwise.estimate.memory import MemoryEstimate, estimate_memory, required_lower_bound
-from gpuwise.estimate.model_states import state_bytes
+from gpuwise.estimate.model_states import state_semantics
 from gpuwise.estimate.stat_efficiency import NoiseModel
 from gpuwise.estimate.step_time import StepTimeEstimate, analytical_step_time, step_time_lower_bound
 from gpuwise.hardware.types import GpuSpec
@@ -49,22 +49,25 @@ class Checkpoint:
 
 
 def checkpoint_size(model: ModelSpec, cfg: TrainingConfig) -> Checkpoint:
-    """Weights + optimizer state (incl. the fp32 master copy of mixed precision) of the trainable
-    parameters, per the precision/optimizer accounting of ``model_states.state_bytes`` (ZeRO paper):
-    bf16-mixed + Adam = 2 + 12 = 14 bytes per parameter, fp32 + Adam = 4 + 8. LoRA/QLoRA write the
-    adapters and their optimizer state only: the frozen base is re-read from its original files."""
+    """Stored weights + optimizer state of the trainable parameters, as the memory model keeps them
+    (``model_states.state_semantics`` for the config's precision, optimizer and ZeRO stage): PyTorch
+    autocast / FSDP2 with bf16-mixed + AdamW keep fp32 weights and moments, 4 + 8 = 12 bytes per
+    parameter; DeepSpeed ZeRO-1/2 keep 16-bit weights plus fp32 master and moments, 2 + 12 = 14.
+    LoRA/QLoRA write the adapters and their optimizer state only: the frozen base is re-read from its
+    original files."""
     from gpuwise.workload.models import param_count
 
-    sb = state_bytes(cfg.precision, cfg.optimizer, model.hidden if model.is_transformer else 0)
-    per_param = sb.weights + sb.optimizer
+    sem = state_semantics(cfg.precision, cfg.optimizer, model.hidden if model.is_transformer else 0, cfg.plan.zero)
+    per_param = sem.weights + sem.optimizer
     if cfg.lora_rank > 0:
         n = adapter_params(model, cfg.lora_rank)
         what = f"LoRA adapters only ({n / 1e6:.3g}M parameters; the frozen base is not rewritten)"
     else:
         n = param_count(model)
         what = f"{n / 1e9:.3g}B parameters"
-    return Checkpoint(n * per_param, f"checkpoint = weights + optimizer state ({cfg.precision}, {cfg.optimizer}: "
-                                     f"{per_param:g} bytes per parameter incl. fp32 master) of {what}")
+    return Checkpoint(n * per_param, f"checkpoint = stored weights + optimizer state ({cfg.precision}, {cfg.optimizer}, "
+                                     f"{sem.framework} ZeRO-{cfg.plan.zero} accounting: {per_param:g} bytes per "
+                                     f"parameter, as the memory model keeps them) of {what}")
 
 
 def memory_of(model: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
@@ -253,29 +256,3 @@ def largest_micro_batch(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, lim
         mid = (lo + hi + 1) // 2
         lo, hi = (mid, hi) if fits(mid) else (lo, mid - 1)
     return lo
-
-
-@dataclass(frozen=True)
-class AnalyticalSource:
-    """JobModel step-time source backed by the entry point's analytical step time (one replica =
-    tp*pp GPUs of ``cfg``'s plan; ``cfg`` is the template for precision, seq_len, recompute, ZeRO)."""
-
-    model: ModelSpec
-    cfg: TrainingConfig
-    gpu: GpuSpec
-    gpus_per_node: int = 8
-    inter_node_gbps: float | None = None
-
-    def step_time(self, num_nodes, num_replicas, local_bsz, grad_accum=1):
-        n, r, b, a = np.broadcast_arrays(np.asarray(num_nodes), np.asarray(num_replicas), np.asarray(local_bsz),
-                                         np.asarray(grad_accum))
-        out = np.empty(n.shape, float)
-        for idx in np.ndindex(n.shape):
-            cfg = replace(self.cfg, micro_batch=int(b[idx]), grad_accum=int(a[idx]),
-                          plan=replace(self.cfg.plan, dp=int(r[idx])))
-            out[idx] = job_performance(self.model, cfg, self.gpu, self.gpus_per_node, int(n[idx]),
-                                       self.inter_node_gbps).step.step_time_s
-        return float(out) if out.ndim == 0 else out
-
-    def describe(self) -> str:
-        return f"step time: analytical model ({self.model.name} on {self.gpu.name}, {self.cfg.plan.label()})"

@@ -3,16 +3,12 @@ on-demand and on spot, as numpy columns.
 
 Two stages, so the whole catalog is searched in about a second:
 1. Per hardware shape (GPU type, GPUs per node, nodes) -- independent of cloud, region and price --
-   every parallel plan that fits in memory (`allowed_plans`, cached per (GPU, GPU count,
-   micro-batch)) x every allowed global batch x micro-batch is timed through the single entry point
-   `gpuwise.estimate.performance` (memory, step time, checkpoint) and the job's statistical
-   efficiency, with the one batch search (`batch_configs` + `best_of`) JobModel runs too. Its
-   time to target is the same on every offering of that shape, and cost = time x price x nodes,
-   so the fastest (plan, batch) of a shape is also the cheapest on every offering: keeping only it
-   is exact. Two exact prunings keep this fast: plan variants that did not fit at a smaller
-   micro-batch are not estimated again (`_known_miss`), and only configurations whose step-time
-   lower bound can beat the shape's best are timed (`_timed_configs`); every one that fits still
-   counts as evaluated. `generate(..., exhaustive=True)` turns both off (same answer).
+   the job's goodput object (`gpuwise.estimate.goodput.JobGoodput.shape`, the layout and batch search
+   of `gpuwise.estimate.layout_search`, shared with `estimate`, the policies, the simulator and the
+   service) gives the fastest (layout, micro-batch, global batch). Its time to target is the same on
+   every offering of that shape, and cost = time x price x nodes, so the fastest configuration of a
+   shape is also the cheapest on every offering: keeping only it is exact.
+   `generate(..., exhaustive=True)` searches without the exact prunings (same answer).
 2. Across offerings (vectorised): price x nodes, spot preemption risk (expected time and its
    p10/p90), constraints (max GPUs, $/hour cap, deadline, budget) as boolean masks.
 """
@@ -20,51 +16,13 @@ Two stages, so the whole catalog is searched in about a second:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from functools import lru_cache
 
 import numpy as np
 
+from gpuwise.estimate.goodput import JobGoodput
+from gpuwise.estimate.layout_search import RunOption, ShapeResult, evaluate_shape, recompute_variants  # noqa: F401
 from gpuwise.plan.job import PlanJob
 from gpuwise.plan.offerings import RegionOffering, columns, filter_offerings, node_counts, region_offerings
-from gpuwise.workload.training import ParallelPlan, TrainingConfig
-
-
-@dataclass(frozen=True)
-class RunOption:
-    """The fastest way to train the job on one hardware shape."""
-
-    gpu: str
-    gpus_per_node: int
-    nodes: int
-    plan: ParallelPlan
-    micro_batch: int
-    grad_accum: int
-    global_batch: int
-    step_time_s: float
-    train_hours: float            # time to target without preemptions
-    mfu: float | None
-    memory_gib: float             # per-GPU device total (reserved + CUDA context + NCCL: what nvidia-smi shows)
-    checkpoint_gb: float          # bytes written per checkpoint (whole job)
-    evaluated: int                # (plan, micro, batch) combinations that fit this shape (timed or pruned by the bound)
-    config: TrainingConfig | None = None   # the full training configuration (recompute, sp, ...)
-    memory_required_gib: float | None = None   # allocated + context + NCCL: what must fit (MemoryEstimate.required)
-
-    @property
-    def gpus(self) -> int:
-        return self.gpus_per_node * self.nodes
-
-    @property
-    def plan_label(self) -> str:
-        return self.plan.label()
-
-
-@dataclass(frozen=True)
-class ShapeResult:
-    """Outcome for one hardware shape: the best option, or why there is none."""
-
-    best: RunOption | None
-    evaluated: int
-    reason: str | None            # "memory" | "batch" when best is None
 
 
 @dataclass
@@ -100,223 +58,10 @@ class CandidateSet:
 
 
 # ---------------------------------------------------------------------------------------------
-# stage 1: hardware shapes
-
-
-@lru_cache(maxsize=None)
-def _gpu(name: str):
-    from gpuwise.hardware.gpus import get_gpu
-
-    return get_gpu(name)
-
-
-def _divides(a: int, b: int) -> bool:
-    return b % a == 0
-
-
-def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:
-    """The recompute policies a layout is tried with, lightest first (recompute only saves memory)."""
-    if not spec.is_transformer:
-        return ("none",)
-    # torchtitan op-level AC needs the attention kernel's saved output, as feasible_plans searches
-    return ("none", "op", "full") if cfg.flash_attention else ("none", "full")
-
-
-def allowed_plans(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None,
-                  misses: dict | None = None, configs: dict | None = None):
-    """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
-    lightest recompute / sequence-parallel variant that fits for each (tp, pp, zero).
-
-    The same layouts and fitting rule as the memory engineer's `feasible_plans` (tp inside a node
-    and dividing the heads, pp <= layers, pp micro-batches in flight, ZeRO 0 also at dp > 1,
-    `estimate_memory(...).fits(gpu)`), but enumerated only over the degrees the job allows and
-    cp = 1: `feasible_plans` walks every layout of large clusters (~0.1 s each at 256 GPUs),
-    which alone would exceed the planner's time budget. Heavier variants of a layout that fits
-    lighter are dropped: full recompute and sequence parallelism only save memory, never time.
-    tests/test_plan_candidates.py checks this against `feasible_plans` itself.
-    gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
-    keep the tp that divide their node, see `_plans_for_shape`).
-    misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
-    that did not fit, so that a variant is not estimated where it provably cannot fit (`_known_miss`).
-    configs: a dict shared by calls for the same `cfg` (any GPU) that keeps each variant's configuration
-    (built once for every GPU type: the planner asks for each GPU count and micro-batch once per type).
-    """
-    from gpuwise.estimate.performance import memory_of
-
-    spec = job.model
-    layers = max(spec.n_layers + spec.n_encoder_layers, 1)
-    heads_ok = (lambda tp: spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0) if spec.is_transformer \
-        else (lambda tp: tp == 1)
-    fields = cfg.__dict__
-    configs = {} if configs is None else configs
-    out = []
-    for tp in job.tp:
-        node_ok = gpus_per_node is None or (_divides(tp, gpus_per_node) and tp <= gpus_per_node)
-        if not (_divides(tp, gpus) and node_ok and heads_ok(tp)):
-            continue
-        for pp in job.pp:
-            if not _divides(pp, gpus // tp) or pp > layers or (pp > 1 and not spec.is_transformer):
-                continue
-            dp = gpus // (tp * pp)
-            accum = max(cfg.grad_accum, pp)
-            recomputes = recompute_variants(spec, cfg)
-            sps = (tp > 1,)        # sequence parallel whenever tp > 1 (Megatron-core / torchtitan default)
-            # lightest variant first; if it does not fit, the most frugal one decides whether any
-            # variant can (memory falls with recompute and sequence parallelism), so a layout that
-            # cannot fit costs two estimates, not four
-            variants = [(r, sp) for r in recomputes for sp in sps]
-            for zero in job.zero:
-                if dp == 1 and zero != 0:
-                    continue
-                order = variants if len(variants) < 3 else [variants[0], variants[-1], *variants[1:-1]]
-                hit = None
-                for k, (recompute, sp) in enumerate(order):
-                    key = (dp, tp, pp, sp, zero, accum, recompute)    # the variant but its micro-batch
-                    if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
-                        c, est, fits = None, None, False
-                    else:
-                        c = configs.get(key)
-                        if c is None:
-                            layout = ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)
-                            c = configs[key] = TrainingConfig(**{**fields, "grad_accum": accum,
-                                                                 "recompute": recompute, "plan": layout})
-                        est = memory_of(spec, c)
-                        fits = est.fits(gpu)
-                        if misses is not None and not fits:
-                            misses.setdefault(key, []).append((cfg.micro_batch, est))
-                    if k == 1 and len(order) > 2:
-                        if not fits:
-                            break                  # the most frugal variant does not fit
-                        hit = hit or (c, est)      # remember it; a lighter one may still fit
-                        continue
-                    if fits:
-                        hit = (c, est)
-                        break
-                if hit:
-                    out.append(hit)
-    return out
-
-
-def _known_miss(misses: dict, key: tuple, micro_batch: int, gpu) -> bool:
-    """True if the variant `key` (its settings but the micro-batch) at `micro_batch` provably does not fit
-    `gpu`: the same variant at a micro-batch no larger did not fit it. Exact: with everything but the
-    micro-batch fixed, every term of the required memory is either independent of the micro-batch
-    (model states, context, NCCL, in-flight counts) or the
-    micro-batch's tokens x a non-negative per-token size (activations, loss and backward temporaries),
-    so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
-    rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
-    tests/test_plan_candidates.py compares the search with and without this against each other."""
-    return any(m <= micro_batch and not est.fits(gpu) for m, est in misses.get(key, ()))
-
-
-def _plans_for_shape(job: PlanJob, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
-    """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch)."""
-    key = ("plans", gpu.name, gpus, cfg.micro_batch)
-    if key not in memo:
-        misses = None if memo.get("_exhaustive") else memo.setdefault("_misses", {})
-        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses,
-                                  configs=memo.setdefault(("configs", cfg.micro_batch), {}))
-    return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
-
-
-def _fitting_configs(job: PlanJob, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
-    """Every (config, memory) of the shape that fits, in search order (micro-batch, plan, batch), and
-    whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried."""
-    from gpuwise.estimate.performance import memory_of
-
-    out, any_fit = [], False
-    for micro in job.micro_batches:
-        cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
-        fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
-        if not fits:
-            break   # a larger micro-batch needs more memory still
-        any_fit = True
-        for c, mem in fits:
-            # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
-            for _, accum in grid(c.plan.dp, micro, c.grad_accum):
-                run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
-                run_mem = mem if accum == c.grad_accum else memory_of(job.model, run_cfg)
-                if run_mem.fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
-                    out.append((run_cfg, run_mem))
-    return out, any_fit
-
-
-def _timed_configs(job: PlanJob, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool) -> list:
-    """(index, config, step estimate, memory) of the configurations that can be the fastest, in search order.
-
-    Branch and bound, exact: a configuration's time to target is steps(global batch) x step time, and
-    the step time is at least `step_bound_of` (its operator time). Timing in order of that bound, once
-    a bound exceeds the best time found (by a relative 1e-9, far above rounding), it and every later one
-    are strictly slower than the best, so they can neither win nor tie (`best_of` keeps the first of
-    equals); the rest are timed and `best_of` picks among them exactly as among all. `exhaustive` times
-    every configuration (the benchmark's and the tests' reference)."""
-    from gpuwise.estimate.performance import step_bound_of, step_of
-
-    steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _ in configs], float)), float)
-    order = range(len(configs))
-    if not exhaustive:
-        bound = steps * np.array([step_bound_of(job.model, c, spec) for c, _ in configs])
-        order = np.argsort(bound, kind="stable").tolist()
-    best, out = np.inf, []
-    for i in order:
-        if not exhaustive and bound[i] > best * (1 + 1e-9):
-            break
-        c, mem = configs[i]
-        st = step_of(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps)
-        best = min(best, steps[i] * st.step_time_s)
-        out.append((i, c, st, mem))
-    return sorted(out, key=lambda t: t[0])
-
-
-def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
-                   gpus: int | None = None) -> ShapeResult:
-    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
-    (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12`). Every configuration
-    that fits counts as evaluated; only those that can be the fastest are timed (`_timed_configs`;
-    ``cache["_exhaustive"]`` true: every one, and every memory estimate too: see `generate`)."""
-    from gpuwise.estimate.performance import batch_configs, best_of, job_performance
-
-    gpus = gpus or gpus_per_node * nodes
-    key = (gpu, gpus_per_node, nodes) if gpus == gpus_per_node * nodes else (gpu, gpus_per_node, nodes, gpus)
-    if key in cache:
-        return cache[key]
-    spec = _gpu(gpu)
-    lo_hi = job.batch_range
-
-    def grid(dp: int, micro: int, floor: int):   # the one batch search's (micro, accum) pairs
-        return batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=job.batches, tolerance=0.25).pairs
-
-    configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid)
-    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive"))) \
-        if configs else []
-    st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
-    for _, _, st, _ in timed:
-        for note in st.assumptions:
-            # per-plan numbers, not an assumption; the rest depend on the model, GPU and node count only,
-            # so the configurations not timed would add nothing
-            if not note.startswith("pipeline bubble"):
-                st_notes[note] = None
-    best = None
-    if timed:
-        k, time_s = best_of([c.global_batch() for _, c, _, _ in timed], [st.step_time_s for _, _, st, _ in timed],
-                            job.noise)
-        _, c, st, mem = timed[k]
-        ckpt = job_performance(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps,
-                               checkpoint_gb=job.checkpoint_gb).checkpoint
-        cache.setdefault("_checkpoint_note", ckpt.assumption)
-        best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, c.global_batch(),
-                         st.step_time_s, float(time_s[k]) / 3600.0, getattr(st, "mfu", None),
-                         mem.per_gpu_gib, ckpt.gb, len(configs), c, mem.required / 2 ** 30)
-    res = ShapeResult(best, len(configs), None if best else ("batch" if any_fit else "memory"))
-    cache[key] = res
-    return res
-
-
-# ---------------------------------------------------------------------------------------------
 # stage 2: offerings x node counts x pricing, vectorised
 
 
-def _shape_rows(job: PlanJob, offs: list, cache: dict) -> tuple[list[RunOption], np.ndarray, np.ndarray,
+def _shape_rows(job: PlanJob, offs: list, good: JobGoodput) -> tuple[list[RunOption], np.ndarray, np.ndarray,
                                                                  np.ndarray, np.ndarray]:
     """Stage 1 over the offerings: the distinct best options of their hardware shapes, and per (offering,
     node count) with an option its offering index, node count, option index and configurations evaluated."""
@@ -326,7 +71,7 @@ def _shape_rows(job: PlanJob, offs: list, cache: dict) -> tuple[list[RunOption],
     for i, off in enumerate(offs):
         for n in node_counts(off.gpus_per_node, job.max_gpus):
             key = (off.gpu, off.gpus_per_node, n)
-            res = evaluate_shape(job, *key, cache)
+            res = good.shape(*key)
             if res.best is None:
                 continue
             if key not in opt_of:
@@ -345,8 +90,9 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     (`_known_miss`, `_timed_configs`): the same answer, slower (tests and benchmarks/plan_speed.py)."""
     rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
     offs = region_offerings(rows)
-    cache: dict = {"_exhaustive": True} if exhaustive else {}
-    options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, cache)
+    good = JobGoodput(job.space, exhaustive=True) if exhaustive else job.goodput
+    cache = good.cache
+    options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, good)
     off_cols = columns(offs)
     od_price, sp_price = off_cols["price"], off_cols["spot_price"]
     modes = [False, True] if job.spot else [False]
@@ -412,7 +158,8 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
         ok &= cost <= job.budget_usd
     cs = CandidateSet(offs, options, off_i, opt_i, nodes, gpn * nodes, spot, node_price, hourly, time_h, t10,
                       t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
-                      {k: v for k, v in cache.items() if isinstance(v, ShapeResult)})
+                      {k[:3]: v for k, v in cache.items() if isinstance(v, ShapeResult) and k[4] is None
+                       and k[3] == k[1] * k[2]})
     cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())),
                                   cache.get("_checkpoint_note"))
     return cs

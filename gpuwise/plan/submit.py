@@ -7,12 +7,13 @@ that can hold it and schedules it. This module is the library half of that promi
 
 - `spec_from_preset`: a model preset + training amount + constraints -> the same `JobSpec` a job
   YAML gives (so errors read the same);
-- `predict_on_cluster`: per GPU type of the cluster, the fewest GPUs the job fits on (data parallel,
-  gradient accumulation allowed), the Frenzy policy's own plan there (`policies.frenzy.job_plans`:
-  GPU count and batch it gives the job alone on the cluster), the per-GPU memory at that plan, the
-  predicted time to target (the shared JobModel) and its dollar value at the cheapest on-demand
-  catalog price of that GPU. The chosen option is the policy's fastest plan (``objective="time"``)
-  or the cheapest (``"cost"``).
+- `predict_on_cluster`: per GPU type of the cluster, the fewest GPUs the job fits on (any layout the
+  spec allows: FSDP/ZeRO, tensor and pipeline parallelism, recompute), the Frenzy policy's own plan
+  there (`policies.frenzy.job_plans`: GPU count and batch it gives the job alone on the cluster), the
+  layout, per-GPU memory and predicted time to target at that plan (all from the job's goodput
+  object, `estimate.goodput.JobGoodput`, the same one `estimate`, `plan` and the simulator ask) and
+  its dollar value at the cheapest on-demand catalog price of that GPU. The chosen option is the
+  policy's fastest plan (``objective="time"``) or the cheapest (``"cost"``).
 """
 
 from __future__ import annotations
@@ -40,6 +41,7 @@ class GpuOption:
     global_batch: int | None
     micro_batch: int | None            # per-GPU micro-batch at that count
     grad_accum: int | None             # micro-steps per optimizer step
+    layout: str | None                 # parallel layout at that count (dp/tp/pp, ZeRO stage, recompute)
     memory_gib_per_gpu: float | None   # memory that must fit per GPU at that count (allocated + CUDA context + NCCL)
     gpu_memory_gib: float
     time_hours: float | None           # predicted training time at that count
@@ -105,48 +107,41 @@ def _frenzy_plans(spec: JobSpec, cluster: ClusterSpec, caps: dict[str, int]):
     from gpuwise.policies.job_model_perf import JobModelPerf
     from gpuwise.workload.traces import TraceJob
 
-    key = "job"  # the name JobModel errors are prefixed with, as for any submitted spec
+    key = "job"  # the name errors are prefixed with, as for any submitted spec
     gpn = {t: cluster.max_gpus_per_node(t) for t in caps}
-    perf = JobModelPerf(inter_node_gbps=cluster.inter_node_gbps, specs={key: spec}, gpus_per_node=gpn)
+    perf = JobModelPerf(inter_node_gbps=cluster.inter_node_gbps, specs={key: spec}, gpus_per_node=gpn,
+                        capacity=caps)
     js = JobState(TraceJob(spec.name, 0.0, 1, jobspec=key), submitted_s=0.0, target=1.0)
     shapes = {t: (caps[t], gpn[t]) for t in caps if caps[t] >= 1}
     plans = job_plans(js, shapes, perf)
-    models = {t: perf.spec_model(key, t, gpn[t]) for t in caps}
+    fits = {t: caps[t] >= 1 and perf.spec_fits(key, t, gpn[t]) for t in caps}
     why = {t: perf.spec_errors.get((key, t, gpn[t]), "") for t in caps}
-    return plans, models, why
+    return plans, perf.spec_model(key), gpn, fits, why
 
 
-def _option(spec: JobSpec, gpu: str, cap: int, jm, why: str, plan, price: float | None) -> GpuOption:
-    """The option on one GPU type: ``plan`` is Frenzy's fastest plan there (None: none), ``jm`` the
-    JobModel of the spec on that type (None: the model does not fit it, for the reason ``why``)."""
-    from gpuwise.estimate.performance import memory_of
+def _option(gpu: str, cap: int, gpn: int, good, fits: bool, why: str, plan, price: float | None) -> GpuOption:
+    """The option on one GPU type: ``plan`` is Frenzy's fastest plan there (None: none), ``good`` the
+    job's goodput object; ``fits`` False: no allowed layout fits the type, for the reason ``why``."""
     from gpuwise.hardware.gpus import get_gpu
-    from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
     g = get_gpu(gpu)
-    none = dict(gpus=None, global_batch=None, micro_batch=None, grad_accum=None, memory_gib_per_gpu=None,
-                time_hours=None, usd_per_gpu_hour=price, cost_usd=None)
-    if jm is None:
+    none = dict(gpus=None, global_batch=None, micro_batch=None, grad_accum=None, layout=None,
+                memory_gib_per_gpu=None, time_hours=None, usd_per_gpu_hour=price, cost_usd=None)
+    if not fits:
         return GpuOption(gpu, cap, None, gpu_memory_gib=g.memory_gib, reason=why, **none)
-    first = next((n for n in range(1, cap + 1) if jm.best_batch(n) is not None), None)
-    if first is None or plan is None:
-        why = (f"no batch in [{jm.min_batch}, {jm.max_batch}] fits on <= {cap} GPUs" if first is None else
-               f"no plan of the Frenzy policy (1, 2, 4 GPUs in a node or whole nodes, <= {cap}, without "
-               "gradient accumulation) holds a batch in the job's range")
+    first = good.fewest_gpus(gpu, gpn, cap)
+    if plan is None:
+        why = ("no plan of the Frenzy policy (1, 2, 4 GPUs in a node or whole nodes, <= "
+               f"{cap}) holds a batch in the job's range")
         return GpuOption(gpu, cap, first, gpu_memory_gib=g.memory_gib, reason=why, **none)
-    n = plan.gpus
-    ch = jm.fixed_batch(n, plan.batch)
-    tr = spec.training
-    model = spec.model_spec()
-    cfg = TrainingConfig(micro_batch=ch.local_bsz, seq_len=tr.seq_len if model.sample_unit == "token" else 1,
-                         grad_accum=ch.grad_accum, precision=tr.precision, optimizer=tr.optimizer,
-                         recompute=tr.recompute, lora_rank=tr.lora_rank, quantize=tr.quantize, stack=tr.stack,
-                         plan=ParallelPlan(dp=ch.replicas, tp=1, pp=1, zero=spec.parallelism.zero[0]))
-    mem = memory_of(model, cfg).required / 2 ** 30     # what must fit (the allocator's cache is freed under pressure)
-    hours = 1.0 / plan.goodput / 3600.0  # the plan's goodput is the fraction of the job per second
+    opt = good.at_batch(gpu, gpn, plan.gpus, plan.batch)
+    c = opt.config
+    layout = f"{c.plan.label()} zero{c.plan.zero} recompute {c.recompute}"
+    hours = opt.train_hours
+    n = opt.gpus
     cost = None if price is None or not math.isfinite(hours) else round(hours * n * price, 2)
-    return GpuOption(gpu, cap, first, n, plan.batch, ch.local_bsz, ch.grad_accum, round(mem, 3),
-                     g.memory_gib, round(hours, 4), price and round(price, 4), cost)
+    return GpuOption(gpu, cap, first, n, opt.global_batch, opt.micro_batch, opt.grad_accum, layout,
+                     round(opt.memory_required_gib, 3), g.memory_gib, round(hours, 4), price and round(price, 4), cost)
 
 
 def predict_on_cluster(spec: JobSpec, cluster: ClusterSpec, objective: str = "time",
@@ -166,11 +161,11 @@ def predict_on_cluster(spec: JobSpec, cluster: ClusterSpec, objective: str = "ti
                          f"this cluster has {', '.join(cluster.gpu_types)}; allow one of them")
     limit = spec.constraints.max_gpus or (1 << 30)
     caps = {t: min(cluster.gpus_of_type(t), limit) for t in types}
-    plans, models, why = _frenzy_plans(spec, cluster, caps)
+    plans, good, gpn, fits, why = _frenzy_plans(spec, cluster, caps)
     fastest = {}
     for p in plans:  # fastest first: the first plan of each type is the type's option
         fastest.setdefault(p.gpu, p)
-    options = [_option(spec, t, caps[t], models[t], why[t], fastest.get(t), _cheapest_gpu_hour(t, catalog))
+    options = [_option(t, caps[t], gpn[t], good, fits[t], why[t], fastest.get(t), _cheapest_gpu_hour(t, catalog))
                for t in types]
     fits = [o for o in options if o.gpus is not None and o.time_hours is not None]
     if objective == "cost":
@@ -180,12 +175,13 @@ def predict_on_cluster(spec: JobSpec, cluster: ClusterSpec, objective: str = "ti
         chosen = next((o for o in fits if o.gpu == plans[0].gpu), None) if plans else None
     model = spec.model_spec()
     assumptions = [
-        "memory: gpuwise.estimate.memory at the chosen micro-batch, data parallel (tp = pp = 1, "
-        f"ZeRO {spec.parallelism.zero[0]}); gradient accumulation when the batch does not fit",
-        "time: the shared JobModel (analytical step time, the spec's noise scale and training amount); "
-        "no queueing, restarts or preemptions; GPU count and batch per type = the Frenzy policy's fastest "
-        "plan for the job alone on the cluster (1, 2, 4 GPUs in a node or whole nodes, model-best batch, "
-        "no gradient accumulation: gpuwise.policies.frenzy.job_plans)",
+        "layout, memory and time: the job's goodput object (gpuwise.estimate.goodput.JobGoodput, the search "
+        "`gpuwise estimate` and `gpuwise plan` run): the fastest allowed layout (tp/pp/ZeRO, lightest "
+        "recompute that fits, micro-batch and accumulation) for the plan's GPU count and global batch; "
+        "no queueing, restarts or preemptions",
+        "GPU count and batch per type = the Frenzy policy's fastest plan for the job alone on the cluster "
+        "(1, 2, 4 GPUs in a node or whole nodes, model-best batch: gpuwise.policies.frenzy.job_plans)",
+        *good.assumptions(),
         "cost: predicted GPU-hours x the cheapest on-demand catalog price per GPU-hour of the type "
         f"(catalog dates {', '.join(f'{k} {v}' for k, v in sorted(catalog.dates.items()))})",
         f"chosen: the {'cheapest' if objective == 'cost' else 'fastest'} GPU type of cluster {cluster.name}",

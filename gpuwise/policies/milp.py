@@ -4,7 +4,7 @@ Each round it solves a binary program over job x configuration with HiGHS
 (`scipy.optimize.milp`): configurations per GPU type are 1, 2, 4, ... GPUs inside one node and
 whole multiples of a node (Sia's restriction that keeps the problem small and packable). Every
 configuration carries the job's best goodput over its batch range, normalised by the job's
-best single-GPU goodput (V >= 1 roughly). Sia's objective:
+best goodput on the fewest GPUs it runs on (one GPU when it fits; V >= 1 roughly). Sia's objective:
 
     maximise  sum_jc x_jc * (lambda_n - V_jc^p) - lambda_a * [config differs from the current one]
     s.t.      sum_c x_jc <= 1 per job;  sum_jc gpus_c * x_jc <= capacity_t per GPU type
@@ -47,6 +47,15 @@ def _quiet_stdout():
         os.close(saved)
 
 
+def _base_goodput(per_type) -> float:
+    """Best goodput over GPU types at the smallest GPU count that has a finite value on any type."""
+    feasible = [(int(np.flatnonzero(np.isfinite(v))[0]), v, ref) for _, v, _, ref, _ in per_type if np.isfinite(v).any()]
+    if not feasible:
+        return 0.0
+    n0 = min(n for n, _, _ in feasible)
+    return max(v[n0] * ref for _, v, ref in feasible if np.isfinite(v[n0]))
+
+
 class Milp(Policy):
     name = "milp"
     needs_progress = True
@@ -83,8 +92,9 @@ class Milp(Policy):
                 if js.job.num_gpus <= cap[t] and js.job.num_gpus not in confs:
                     confs = sorted(confs + [js.job.num_gpus])  # the user's own size (rigid jobs need it)
                 per_type.append((t, v, b, ref, confs))
-            # normalise by the best single-GPU goodput over types (Sia normalises per job)
-            one = max((v[1] * ref for _, v, _, ref, _ in per_type if np.isfinite(v[1])), default=0.0)
+            # normalise per job (as Sia does) by its best goodput on the fewest GPUs it runs on: one GPU
+            # when it fits there; a job that needs sharding is normalised at its smallest feasible width
+            one = _base_goodput(per_type)
             for t, v, b, ref, confs in per_type:
                 for n in confs:
                     if not np.isfinite(v[n]):

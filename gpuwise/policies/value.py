@@ -13,7 +13,7 @@ import numpy as np
 
 from gpuwise.policies.base import JobState, PerfModel
 
-BATCH_CANDIDATES = 12  # geometric grid over [b_min, b_max], as Pollux's optimizer does (it uses 50)
+from gpuwise.estimate.job_space import batch_grid
 
 
 def batch_candidates(perf: PerfModel, js: JobState, gpu: str, elastic: bool) -> tuple[int, ...]:
@@ -26,7 +26,7 @@ def batch_candidates(perf: PerfModel, js: JobState, gpu: str, elastic: bool) -> 
     lo, hi, _ = perf.batch_range(job, gpu)
     if lo < 1 or hi < lo:
         return ()  # no batch range on this type: the job does not fit it
-    grid = {int(round(b)) for b in np.geomspace(lo, hi, BATCH_CANDIDATES)}
+    grid = set(batch_grid(lo, hi))   # the one global-batch grid (the planner's and `estimate`'s)
     if job.batch_size and lo <= job.batch_size <= hi:
         grid.add(int(job.batch_size))
     return tuple(sorted(grid))

@@ -39,7 +39,7 @@ class SimResult:
     policy: str
     cluster: ClusterSpec
     jobs: list[JobState]
-    decision_s: list[float]               # wall-clock seconds of every policy call
+    decision_s: list[float]               # wall-clock seconds of every policy call, model evaluation excluded
     gpus_used: TimeAverage                # mean, integral and change points of GPUs in use
     queue_len: TimeAverage                # the same for jobs waiting
     end_s: float
@@ -48,6 +48,7 @@ class SimResult:
     seed: int
     restart_s: float
     assumptions: list[str] = field(default_factory=list)
+    model_s: list[float] = field(default_factory=list)   # seconds per round evaluating the PerfModel for the policy
 
     @property
     def gpu_series(self) -> list[tuple[float, float]]:
@@ -92,7 +93,7 @@ class ClusterSimulator:
         elif policy_model == "fitted":
             from gpuwise.policies.job_model_perf import JobModelPerf
 
-            self.policy_perf = JobModelPerf(inter_node_gbps=cluster.inter_node_gbps)
+            self.policy_perf = JobModelPerf.for_cluster(cluster)
         else:
             from gpuwise.errors import InputError
 
@@ -113,8 +114,9 @@ class ClusterSimulator:
             types = [t for t in self.cluster.gpu_types if j.gpu_type in (None, t)]
             if all(self.perf.batch_range(j, t)[2] < 1 for t in types):
                 raise InputError(f"{self.workload.source} row {j.row} column jobspec", j.jobspec,
-                                 f"the model fits on none of {', '.join(types)} (data parallel, tp=pp=1); "
-                                 "use a cluster with larger GPUs")
+                                 f"the model fits on none of {', '.join(types)} with any layout the spec allows "
+                                 "(its tp/pp/ZeRO on up to every GPU of the type); use a cluster with larger or "
+                                 "more GPUs, or allow more sharding in the spec's parallelism")
 
     # -- physics (the simulator's `Actuator`) ------------------------------------------------
     def _constant(self, js: JobState) -> bool:
@@ -218,7 +220,7 @@ class ClusterSimulator:
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
         return SimResult(self.policy.name, self.cluster, loop.jobs, loop.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,
-                         self.seed, self.restart_s, notes)
+                         self.seed, self.restart_s, notes, loop.model_s)
 
 
 def simulate(cluster: ClusterSpec, workload: Workload, policy: Policy, **kwargs) -> SimResult:

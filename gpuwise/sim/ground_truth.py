@@ -249,8 +249,8 @@ class GroundTruthPerf:
         self._tp: dict[tuple, np.ndarray] = {}
         self._rates: dict[tuple, np.ndarray] = {}
         self._gpn = {t: cluster.max_gpus_per_node(t) for t in cluster.gpu_types} if cluster else {}
-        # job-spec jobs: no measured profile, the shared JobModel is their truth
-        self.specs = JobModelPerf(inter_node_gbps=cluster.inter_node_gbps if cluster else None)
+        # job-spec jobs: no measured profile, their goodput object is their truth
+        self.specs = JobModelPerf.for_cluster(cluster) if cluster else JobModelPerf()
 
     def batch_range(self, job, gpu_type: str) -> tuple[int, int, int]:
         if job.jobspec is not None:

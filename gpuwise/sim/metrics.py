@@ -41,6 +41,9 @@ def summarise(res: SimResult) -> dict:
         "mean_decision_ms": float(dec.mean()) if len(dec) else 0.0,
         "p99_decision_ms": float(np.percentile(dec, 99)) if len(dec) else 0.0,
         "max_decision_ms": float(dec.max()) if len(dec) else 0.0,
+        # the PerfModel's evaluation for the policy (goodput tables), excluded from decision time
+        "mean_model_ms": float(np.mean(res.model_s) * 1e3) if len(res.model_s) else 0.0,
+        "max_model_ms": float(np.max(res.model_s) * 1e3) if len(res.model_s) else 0.0,
         "sim_wall_s": res.wall_s,
         "events": res.events,
         "cluster": res.cluster.name,

@@ -1,8 +1,9 @@
-"""Speedup curves derived from the shared performance model (gpuwise.estimate.job_model).
+"""Speedup curves derived from the shared performance models.
 
-The rent solver needs s(k) for k GPUs relative to one; the JobModel gives the best goodput
+The rent solver needs s(k) for k GPUs relative to one; the job's model gives the best goodput
 (throughput x statistical efficiency, with the batch re-chosen per width as Pollux does) on k
-GPUs. Evaluated on a grid of widths, the ratios form a measured-style table that is replaced by
+GPUs: the fitted JobModel of a Pollux profile, or the goodput object of a job spec (its layout
+re-chosen per width too). Evaluated on a grid of widths, the ratios form a measured-style table that is replaced by
 its concave hull like any other table. Two sources:
 - `{pollux: APP}`: the Pollux step-time model fitted on the bundled profile of APP;
 - `{job: FILE, gpu: NAME}`: a gpuwise job spec on a GPU type, through the analytical step time.
@@ -37,16 +38,17 @@ def _grid(max_gpus: float) -> list[int]:
     return sorted(p for p in pts if 1 <= p <= top)
 
 
-def _from_model(jm, max_gpus: float, field: str, source: str) -> DerivedSpeedup:
+def _from_model(speedup, one_gpu_s, max_gpus: float, field: str, source: str) -> DerivedSpeedup:
+    """``speedup(g)``: best goodput on g GPUs over the best on one; ``one_gpu_s()``: time to target on one GPU."""
     table: dict[int, float] = {}
     for g in _grid(max_gpus):
-        s = jm.speedup(g)
+        s = speedup(g)
         if s > 0:
             table[g] = min(float(s), float(g))  # a superlinear blip would break the model
     if 1 not in table:
         raise InputError(field, source, "the job cannot run on one GPU under its batch limits; "
                                         "give a measured speedup table instead")
-    hours = jm.time_to_target(1) / 3600.0
+    hours = one_gpu_s() / 3600.0
     sp = PiecewiseLinearSpeedup.from_table(table, field)
     return DerivedSpeedup(sp, hours, table, source)
 
@@ -59,19 +61,27 @@ def from_pollux(app: str, max_gpus: float | None, field: str) -> DerivedSpeedup:
         from gpuwise.errors import unknown_name
         raise unknown_name(field, app, APPLICATIONS)
     jm = JobModel.for_pollux_app(app)
-    return _from_model(jm, max_gpus or DEFAULT_MAX, field,
+    return _from_model(jm.speedup, lambda: jm.time_to_target(1), max_gpus or DEFAULT_MAX, field,
                        f"Pollux {app} profile via the shared JobModel (goodput speedup, batch re-chosen per width)")
 
 
 def from_job(path: str, gpu_name: str, max_gpus: float | None, field: str, gpus_per_node: int = 8) -> DerivedSpeedup:
-    """Analytical step time of a job spec on one GPU type (data parallel; tp = pp = 1), through
-    ``JobModel.from_jobspec`` (the same construction the planner uses)."""
-    from gpuwise.estimate.job_model import JobModel
+    """A job spec on one GPU type through its goodput object (the planner's layout and batch search on
+    every width: the same answer `gpuwise estimate` gives on that shape)."""
+    from gpuwise.estimate.goodput import JobGoodput
+    from gpuwise.hardware.gpus import get_gpu
     from gpuwise.workload.jobspec import load_job
 
+    gpu = get_gpu(gpu_name, f"{field}.gpu")
     spec = load_job(path)
-    jm = JobModel.from_jobspec(spec, gpu_name, gpus_per_node=gpus_per_node, field=field)
-    gpu = jm.step_source.gpu
-    return _from_model(jm, max_gpus or spec.constraints.max_gpus or DEFAULT_MAX, field,
-                       f"job spec {spec.name} on {gpu.name} via the shared JobModel (analytical step time, "
-                       f"data parallel, micro-batch <= {jm.max_local_bsz})")
+    good = JobGoodput.from_jobspec(spec)
+    one = good.best(gpu.name, gpus_per_node, 1)
+    if one is None:
+        n = good.fewest_gpus(gpu.name, gpus_per_node, int(max_gpus or DEFAULT_MAX))
+        raise InputError(f"{field}.gpu", gpu.name, f"{good.space.model.name} does not fit on one {gpu.name}"
+                         + (f" (fewest: {n} GPUs)" if n else "") + "; the rent model needs a single-GPU job size: "
+                         "pick a larger GPU or give a measured speedup table")
+    return _from_model(lambda g: good.speedup(gpu.name, gpus_per_node, g), lambda: one.train_hours * 3600.0,
+                       max_gpus or spec.constraints.max_gpus or DEFAULT_MAX, field,
+                       f"job spec {good.name} on {gpu.name} via its goodput object (estimate.goodput: layout and "
+                       "batch re-chosen per width)")

@@ -1,0 +1,111 @@
+"""THE goodput object of one job: the only place where a job's layout, memory, step time, batch,
+goodput and checkpoint size on a hardware shape are decided.
+
+AdaptDL's ``GoodputFunction`` is the model of the idea: one object per job, built once, asked for
+(GPU type, GPU count, nodes) and answering with the best configuration and its goodput. Here it is
+built from a job spec (the analytical model, ``JobGoodput.from_jobspec``) and searches the layouts
+the spec allows exactly as the planner does (`gpuwise.estimate.layout_search`): dp/tp/pp, ZeRO
+stage, recompute, micro-batch and gradient accumulation. Every caller asks it:
+
+- the planner's candidates and `estimate` (``shape``: the best over the spec's batch grid);
+- the policies' goodput tables and the simulator's ground truth for job-spec jobs (``table`` and
+  ``at_batch``: the best layout for a given global batch, exactly);
+- the service's prediction (through the policies) and the rent solver's speedups (``speedup``);
+- restarts (``restart_s``: the spec's fixed start-up plus reading the checkpoint).
+
+Answers are memoised per shape, so a policy asking every count of a 2,000-GPU cluster each round
+pays for each shape once. Goodput is the fraction of the whole job done per second (1 / time to
+target), which is what every policy compares.
+
+Jobs fitted on measured profiles (Pollux applications, the runtime's online fit) keep their fitted
+data-parallel step-time model in `gpuwise.estimate.job_model.JobModel`: they have no layout to search.
+"""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+
+from gpuwise.estimate.job_space import JobSpace, space_from_jobspec
+from gpuwise.estimate.layout_search import RunOption, ShapeResult, evaluate_shape, recompute_variants
+
+
+class JobGoodput:
+    """Goodput of one job on any hardware shape (see the module docstring)."""
+
+    def __init__(self, space: JobSpace, exhaustive: bool = False) -> None:
+        self.space = space
+        # the search's memo: shapes, plan variants that fit, variants that did not, step-time notes
+        self.cache: dict = {"_exhaustive": True} if exhaustive else {}
+
+    @classmethod
+    def from_jobspec(cls, spec, *, require_amount: bool = True, inter_node_gbps: float | None = None) -> "JobGoodput":
+        """``spec``: a validated JobSpec or the path of its YAML."""
+        from gpuwise.workload.jobspec import load_job
+
+        spec = load_job(spec) if isinstance(spec, str) else spec
+        return cls(space_from_jobspec(spec, require_amount=require_amount, inter_node_gbps=inter_node_gbps))
+
+    @property
+    def name(self) -> str:
+        return self.space.name
+
+    # -- one shape ---------------------------------------------------------------------------
+    def shape(self, gpu: str, gpus_per_node: int, nodes: int, gpus: int | None = None) -> ShapeResult:
+        """The fastest configuration over the job's batch grid on ``gpus`` GPUs (default: every GPU of
+        ``nodes`` nodes of ``gpus_per_node``) of type ``gpu``; ``best`` None when nothing fits."""
+        return evaluate_shape(self.space, gpu, gpus_per_node, nodes, self.cache, gpus)
+
+    def at_batch(self, gpu: str, gpus_per_node: int, gpus: int, batch: int, nodes: int | None = None) -> RunOption | None:
+        """The fastest layout holding exactly global batch ``batch`` on ``gpus`` GPUs (packed onto the
+        fewest nodes unless ``nodes`` is given); None when none fits or none holds that batch."""
+        nodes = nodes or math.ceil(gpus / gpus_per_node)
+        return evaluate_shape(self.space, gpu, gpus_per_node, nodes, self.cache, gpus, int(batch)).best
+
+    def best(self, gpu: str, gpus_per_node: int, gpus: int, nodes: int | None = None) -> RunOption | None:
+        """``shape`` for a GPU count packed onto the fewest nodes: the best option, or None."""
+        nodes = nodes or math.ceil(gpus / gpus_per_node)
+        return self.shape(gpu, gpus_per_node, nodes, gpus).best
+
+    # -- tables for policies -----------------------------------------------------------------
+    def table(self, gpu: str, max_gpus: int, gpus_per_node: int, batches) -> np.ndarray:
+        """Goodput (fraction of the job per second) for 1..max_gpus GPUs (rows) x global ``batches``
+        (columns), each at its best layout; 0 where nothing fits or the batch cannot be held."""
+        out = np.zeros((max_gpus, len(batches)))
+        for g in range(1, max_gpus + 1):
+            for j, b in enumerate(batches):
+                opt = self.at_batch(gpu, gpus_per_node, g, int(b))
+                if opt is not None:
+                    out[g - 1, j] = opt.goodput
+        return out
+
+    def speedup(self, gpu: str, gpus_per_node: int, gpus: int) -> float:
+        """Best goodput on ``gpus`` GPUs over the best goodput on the fewest GPUs that hold the job."""
+        cur = self.best(gpu, gpus_per_node, gpus)
+        base = next((o for o in (self.best(gpu, gpus_per_node, n) for n in range(1, gpus + 1)) if o), None)
+        return 0.0 if cur is None or base is None else cur.goodput / base.goodput
+
+    def fewest_gpus(self, gpu: str, gpus_per_node: int, limit: int) -> int | None:
+        """The fewest GPUs (<= ``limit``) on which the job fits with a batch in its range."""
+        return next((n for n in range(1, limit + 1) if self.best(gpu, gpus_per_node, n) is not None), None)
+
+    # -- restarts ------------------------------------------------------------------------------
+    def restart_s(self, option: RunOption) -> float:
+        """Seconds a (re)start costs on ``option``'s shape: the spec's fixed start-up plus reading the
+        checkpoint at the spec's per-node bandwidth."""
+        read_s = option.checkpoint_gb / (self.space.checkpoint_write_gbps * max(1, option.nodes))
+        return self.space.restart_s + read_s
+
+    # -- what it assumes -----------------------------------------------------------------------
+    def assumptions(self) -> list[str]:
+        sp = self.space
+        out = list(sp.assumptions)
+        if sp.model.is_transformer:
+            out.append(f"layouts: tp {list(sp.tp)}, pp {list(sp.pp)}, ZeRO {list(sp.zero)}, each with the lightest "
+                       f"of recompute {', '.join(recompute_variants(sp.model, sp.base))} that fits; micro-batches "
+                       f"{list(sp.micro_batches)}; global batches {list(sp.batches)}")
+        if self.cache.get("_checkpoint_note"):
+            out.append(self.cache["_checkpoint_note"])
+        out += [f"step time: {n}" for n in self.cache.get("_step_notes", ())]
+        return out

@@ -1,0 +1,305 @@
+"""The layout and batch search on one hardware shape: which parallel layout (dp/tp/pp, ZeRO stage,
+recompute, sequence parallelism), micro-batch and gradient accumulation train the job soonest.
+
+This is the search the goodput object (`gpuwise.estimate.goodput.JobGoodput`) runs for every caller:
+the planner's candidates, `estimate`, the policies' goodput tables, the simulator's ground truth for
+job-spec jobs, the service's prediction and the rent solver's speedups.
+
+Every configuration is evaluated through the single entry point `gpuwise.estimate.performance`
+(memory, step time, checkpoint) and the job's statistical efficiency, with the one batch search
+(`batch_configs` + `best_of`). Two exact prunings keep it fast: plan variants that did not fit at a
+smaller micro-batch are not estimated again (`_known_miss`), and only configurations whose step-time
+lower bound can beat the shape's best are timed (`_timed_configs`); every one that fits still counts
+as evaluated. ``cache["_exhaustive"]`` true turns both off (same answer).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+import numpy as np
+
+from gpuwise.estimate.job_space import FIXED_BATCH_ROUNDING, JobSpace
+from gpuwise.workload.training import ParallelPlan, TrainingConfig
+
+
+@dataclass(frozen=True)
+class RunOption:
+    """The fastest way to train the job on one hardware shape."""
+
+    gpu: str
+    gpus_per_node: int
+    nodes: int
+    plan: ParallelPlan
+    micro_batch: int
+    grad_accum: int
+    global_batch: int
+    step_time_s: float
+    train_hours: float            # time to target without preemptions
+    mfu: float | None
+    memory_gib: float             # per-GPU device total (reserved + CUDA context + NCCL: what nvidia-smi shows)
+    checkpoint_gb: float          # bytes written per checkpoint (whole job)
+    evaluated: int                # (plan, micro, batch) combinations that fit this shape (timed or pruned by the bound)
+    config: TrainingConfig | None = None   # the full training configuration (recompute, sp, ...)
+    memory_required_gib: float | None = None   # allocated + context + NCCL: what must fit (MemoryEstimate.required)
+    batch_rounded: bool = False   # the fixed global batch could not be held exactly on this shape (see evaluate_shape)
+
+    @property
+    def gpus(self) -> int:
+        return self.plan.gpus
+
+    @property
+    def goodput(self) -> float:
+        """Fraction of the whole job done per second on this shape (1 / time to target)."""
+        return 1.0 / (self.train_hours * 3600.0) if self.train_hours > 0 else 0.0
+
+    @property
+    def plan_label(self) -> str:
+        return self.plan.label()
+
+
+@dataclass(frozen=True)
+class ShapeResult:
+    """Outcome for one hardware shape: the best option, or why there is none."""
+
+    best: RunOption | None
+    evaluated: int
+    reason: str | None            # "memory" | "batch" when best is None
+
+
+
+
+@lru_cache(maxsize=None)
+def _gpu(name: str):
+    from gpuwise.hardware.gpus import get_gpu
+
+    return get_gpu(name)
+
+
+def _divides(a: int, b: int) -> bool:
+    return b % a == 0
+
+
+def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:
+    """The recompute policies a layout is tried with, lightest first (recompute only saves memory)."""
+    if not spec.is_transformer:
+        return ("none",)
+    # torchtitan op-level AC needs the attention kernel's saved output, as feasible_plans searches
+    return ("none", "op", "full") if cfg.flash_attention else ("none", "full")
+
+
+def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None,
+                  misses: dict | None = None, configs: dict | None = None):
+    """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
+    lightest recompute / sequence-parallel variant that fits for each (tp, pp, zero).
+
+    The same layouts and fitting rule as the memory engineer's `feasible_plans` (tp inside a node
+    and dividing the heads, pp <= layers, pp micro-batches in flight, ZeRO 0 also at dp > 1,
+    `estimate_memory(...).fits(gpu)`), but enumerated only over the degrees the job allows and
+    cp = 1: `feasible_plans` walks every layout of large clusters (~0.1 s each at 256 GPUs),
+    which alone would exceed the planner's time budget. Heavier variants of a layout that fits
+    lighter are dropped: full recompute and sequence parallelism only save memory, never time.
+    tests/test_plan_candidates.py checks this against `feasible_plans` itself.
+    gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
+    keep the tp that divide their node, see `_plans_for_shape`).
+    misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
+    that did not fit, so that a variant is not estimated where it provably cannot fit (`_known_miss`).
+    configs: a dict shared by calls for the same `cfg` (any GPU) that keeps each variant's configuration
+    (built once for every GPU type: the planner asks for each GPU count and micro-batch once per type).
+    """
+    from gpuwise.estimate.performance import memory_of
+
+    spec = job.model
+    layers = max(spec.n_layers + spec.n_encoder_layers, 1)
+    heads_ok = (lambda tp: spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0) if spec.is_transformer \
+        else (lambda tp: tp == 1)
+    fields = cfg.__dict__
+    configs = {} if configs is None else configs
+    out = []
+    for tp in job.tp:
+        node_ok = gpus_per_node is None or (_divides(tp, gpus_per_node) and tp <= gpus_per_node)
+        if not (_divides(tp, gpus) and node_ok and heads_ok(tp)):
+            continue
+        for pp in job.pp:
+            if not _divides(pp, gpus // tp) or pp > layers or (pp > 1 and not spec.is_transformer):
+                continue
+            dp = gpus // (tp * pp)
+            accum = max(cfg.grad_accum, pp)
+            recomputes = recompute_variants(spec, cfg)
+            sps = (tp > 1,)        # sequence parallel whenever tp > 1 (Megatron-core / torchtitan default)
+            # lightest variant first; if it does not fit, the most frugal one decides whether any
+            # variant can (memory falls with recompute and sequence parallelism), so a layout that
+            # cannot fit costs two estimates, not four
+            variants = [(r, sp) for r in recomputes for sp in sps]
+            for zero in job.zero:
+                if dp == 1 and zero != 0:
+                    continue
+                order = variants if len(variants) < 3 else [variants[0], variants[-1], *variants[1:-1]]
+                hit = None
+                for k, (recompute, sp) in enumerate(order):
+                    key = (dp, tp, pp, sp, zero, accum, recompute)    # the variant but its micro-batch
+                    if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
+                        c, est, fits = None, None, False
+                    else:
+                        c = configs.get(key)
+                        if c is None:
+                            layout = ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)
+                            c = configs[key] = TrainingConfig(**{**fields, "grad_accum": accum,
+                                                                 "recompute": recompute, "plan": layout})
+                        est = memory_of(spec, c)
+                        fits = est.fits(gpu)
+                        if misses is not None and not fits:
+                            misses.setdefault(key, []).append((cfg.micro_batch, est))
+                    if k == 1 and len(order) > 2:
+                        if not fits:
+                            break                  # the most frugal variant does not fit
+                        hit = hit or (c, est)      # remember it; a lighter one may still fit
+                        continue
+                    if fits:
+                        hit = (c, est)
+                        break
+                if hit:
+                    out.append(hit)
+    return out
+
+
+def _known_miss(misses: dict, key: tuple, micro_batch: int, gpu) -> bool:
+    """True if the variant `key` (its settings but the micro-batch) at `micro_batch` provably does not fit
+    `gpu`: the same variant at a micro-batch no larger did not fit it. Exact: with everything but the
+    micro-batch fixed, every term of the required memory is either independent of the micro-batch
+    (model states, context, NCCL, in-flight counts) or the
+    micro-batch's tokens x a non-negative per-token size (activations, loss and backward temporaries),
+    so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
+    rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
+    tests/test_plan_candidates.py compares the search with and without this against each other."""
+    return any(m <= micro_batch and not est.fits(gpu) for m, est in misses.get(key, ()))
+
+
+def _plans_for_shape(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
+    """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch)."""
+    key = ("plans", gpu.name, gpus, cfg.micro_batch)
+    if key not in memo:
+        misses = None if memo.get("_exhaustive") else memo.setdefault("_misses", {})
+        memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses,
+                                  configs=memo.setdefault(("configs", cfg.micro_batch), {}))
+    return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
+
+
+def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
+    """Every (config, memory) of the shape that fits, in search order (micro-batch, plan, batch), and
+    whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried."""
+    from gpuwise.estimate.performance import memory_of
+
+    out, any_fit = [], False
+    for micro in job.micro_batches:
+        cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
+        fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
+        if not fits:
+            break   # a larger micro-batch needs more memory still
+        any_fit = True
+        for c, mem in fits:
+            # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
+            for _, accum in grid(c.plan.dp, micro, c.grad_accum):
+                run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
+                run_mem = mem if accum == c.grad_accum else memory_of(job.model, run_cfg)
+                if run_mem.fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
+                    out.append((run_cfg, run_mem))
+    return out, any_fit
+
+
+def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool) -> list:
+    """(index, config, step estimate, memory) of the configurations that can be the fastest, in search order.
+
+    Branch and bound, exact: a configuration's time to target is steps(global batch) x step time, and
+    the step time is at least `step_bound_of` (its operator time). Timing in order of that bound, once
+    a bound exceeds the best time found (by a relative 1e-9, far above rounding), it and every later one
+    are strictly slower than the best, so they can neither win nor tie (`best_of` keeps the first of
+    equals); the rest are timed and `best_of` picks among them exactly as among all. `exhaustive` times
+    every configuration (the benchmark's and the tests' reference)."""
+    from gpuwise.estimate.performance import step_bound_of, step_of
+
+    steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _ in configs], float)), float)
+    order = range(len(configs))
+    if not exhaustive:
+        bound = steps * np.array([step_bound_of(job.model, c, spec) for c, _ in configs])
+        order = np.argsort(bound, kind="stable").tolist()
+    best, out = np.inf, []
+    for i in order:
+        if not exhaustive and bound[i] > best * (1 + 1e-9):
+            break
+        c, mem = configs[i]
+        st = step_of(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps)
+        best = min(best, steps[i] * st.step_time_s)
+        out.append((i, c, st, mem))
+    return sorted(out, key=lambda t: t[0])
+
+
+def evaluate_shape(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
+                   gpus: int | None = None, batch: int | None = None) -> ShapeResult:
+    """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
+    (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12` or a policy's count).
+    ``batch``: only this global batch, exactly (a policy's choice); None: the job's batch grid, and a
+    fixed batch that no configuration of the shape holds exactly may be rounded by up to
+    FIXED_BATCH_ROUNDING (then ``best.batch_rounded``). Every configuration that fits counts as
+    evaluated; only those that can be the fastest are timed (`_timed_configs`; ``cache["_exhaustive"]``
+    true: every one, and every memory estimate too)."""
+    gpus = gpus or gpus_per_node * nodes
+    key = (gpu, gpus_per_node, nodes, gpus, batch)
+    if key in cache:
+        return cache[key]
+    if batch is not None and not _holds_batch(job, gpus, batch):
+        res = ShapeResult(None, 0, "batch")
+    elif batch is not None:
+        res = _search(job, gpu, gpus_per_node, nodes, gpus, cache, (batch, batch), (batch,), 0.0)
+    else:
+        res = _search(job, gpu, gpus_per_node, nodes, gpus, cache, job.batch_range, job.batches, 0.0)
+        if res.best is None and res.reason == "batch" and job.fixed_batch:
+            res = _search(job, gpu, gpus_per_node, nodes, gpus, cache, job.batch_range, job.batches,
+                          FIXED_BATCH_ROUNDING)
+    cache[key] = res
+    return res
+
+
+def _holds_batch(job: JobSpace, gpus: int, batch: int) -> bool:
+    """Whether some allowed (tp, pp) leaves a data-parallel degree that divides ``batch`` exactly
+    (global batch = dp x micro-batch x accumulation): exact, so a shape that fails it is skipped
+    without estimating anything."""
+    return any(gpus % (tp * pp) == 0 and batch % (gpus // (tp * pp)) == 0 for tp in job.tp for pp in job.pp)
+
+
+def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, cache: dict,
+            lo_hi: tuple[int, int], targets: tuple[int, ...], tolerance: float) -> ShapeResult:
+    from gpuwise.estimate.performance import batch_configs, best_of, job_performance
+
+    spec = _gpu(gpu)
+
+    def grid(dp: int, micro: int, floor: int):   # the one batch search's (micro, accum) pairs
+        return batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=targets, tolerance=tolerance).pairs
+
+    configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid)
+    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive"))) \
+        if configs else []
+    st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
+    for _, _, st, _ in timed:
+        for note in st.assumptions:
+            # per-plan numbers, not an assumption; the rest depend on the model, GPU and node count only,
+            # so the configurations not timed would add nothing
+            if not note.startswith("pipeline bubble"):
+                st_notes[note] = None
+    best = None
+    if timed:
+        k, time_s = best_of([c.global_batch() for _, c, _, _ in timed], [st.step_time_s for _, _, st, _ in timed],
+                            job.noise)
+        _, c, st, mem = timed[k]
+        ckpt = job_performance(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps,
+                               checkpoint_gb=job.checkpoint_gb).checkpoint
+        cache.setdefault("_checkpoint_note", ckpt.assumption)
+        gb = c.global_batch()
+        best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, gb,
+                         st.step_time_s, float(time_s[k]) / 3600.0, getattr(st, "mfu", None),
+                         mem.per_gpu_gib, ckpt.gb, len(configs), c, mem.required / 2 ** 30,
+                         batch_rounded=gb not in targets)
+    return ShapeResult(best, len(configs), None if best else ("batch" if any_fit else "memory"))
+
+
