@@ -43,7 +43,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     notes = (*res.assumptions, describe() + " (added to the traced tensors, as in the analytic method)",
              f"method: {res.method}; traced in {res.trace_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
     stage = cfg.plan.pp - 1 if res.peak_stage == "last" else 0
-    est = estimate_from_parts(parts, cfg, params, trainable, notes, "traced peak", stage)
+    est = estimate_from_parts(parts, cfg, params, trainable, notes, "step peak", stage)
     extra = {"method": "trace", "trace_method": res.method, "peak_allocated_bytes": int(res.peak_allocated_bytes),
              "breakdown_bytes": {k: int(v) for k, v in got.items()},
              "trace_s": round(res.trace_s, 2), "cpu_s": round(res.cpu_s, 2)}
