@@ -105,3 +105,13 @@ def test_hub_id_in_estimate_fit_gpus_and_job_spec(hub_cache, tmp_path, capsys):
 
     job = parse_job({"model": "Qwen/Qwen2.5-0.5B-ci", "training": {"global_batch": 8, "tokens": 1e6}})
     assert param_count(job.model_spec()) == 494_032_768
+
+
+def test_every_listed_id_names_a_bundled_preset():
+    from gpuwise.data import data_path, read_commented_csv
+    from gpuwise.workload.models import list_presets
+
+    rows = read_commented_csv(data_path("hf_model_ids.csv"))
+    assert len(rows) >= 40 and all(r["source"].strip() for r in rows)
+    assert {r["preset"] for r in rows} <= set(list_presets())
+    assert len({r["repo_id"].lower() for r in rows}) == len(rows)
