@@ -22,13 +22,20 @@ KEYS = {"allocated_gib", "reserved_gib", "required_gib", "per_gpu_gib", "fit_gib
 GPUS = ("RTX-4090", "T4")
 
 
+TINY = {"llama": {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
+                  "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 2048},
+        "gpt2": {"model_type": "gpt2", "n_embd": 256, "n_head": 8, "n_layer": 4, "vocab_size": 2048,
+                 "n_positions": 512},
+        "bloom": {"model_type": "bloom", "hidden_size": 256, "n_head": 8, "n_layer": 4, "vocab_size": 2048}}
+
+
 @pytest.fixture(scope="module")
-def tiny_llama(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "config.json"
-    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4,
-                                "num_attention_heads": 8, "num_key_value_heads": 2, "intermediate_size": 512,
-                                "vocab_size": 2048}))
-    return str(path)
+def tiny(tmp_path_factory):
+    """config.json paths of small models (the trace's cost is per operator, so few layers)."""
+    folder = tmp_path_factory.mktemp("tiny")
+    for name, cfg in TINY.items():
+        (folder / f"{name}.json").write_text(json.dumps(cfg))
+    return folder
 
 
 def _both(capsys, *argv):
@@ -53,12 +60,12 @@ def _check_meanings(d):
 
 
 @pytest.mark.parametrize("argv", [
-    ("TINY", "--gpus", "2", "--zero", "3", "--seq-len", "256"),        # FSDP2 on a fake process group
-    ("gpt2", "--gpus", "2", "--tp", "2", "--seq-len", "512"),          # tensor parallel + sequence parallel
-    ("bloom-560m", "--seq-len", "256", "--lora-rank", "8"),            # LoRA, one GPU
+    ("llama", "--gpus", "2", "--zero", "3", "--seq-len", "256"),       # FSDP2 on a fake process group
+    ("gpt2", "--gpus", "2", "--tp", "2", "--seq-len", "256"),          # tensor parallel + sequence parallel
+    ("bloom", "--seq-len", "256", "--lora-rank", "8"),                 # LoRA, one GPU
 ])
-def test_trace_and_analytic_share_keys_meanings_and_agree(capsys, tiny_llama, argv):
-    argv = tuple(tiny_llama if a == "TINY" else a for a in argv)
+def test_trace_and_analytic_share_keys_meanings_and_agree(capsys, tiny, argv):
+    argv = (str(tiny / f"{argv[0]}.json") if argv[0] in TINY else argv[0], *argv[1:])
     analytic, trace = _both(capsys, *argv)
     assert KEYS <= set(analytic) and KEYS <= set(trace)
     assert analytic["method"] == "analytic" and trace["method"] == "trace"
