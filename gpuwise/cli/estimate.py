@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--price", type=float, help="price per GPU-hour in USD (default: cheapest catalog offering)")
     parser.add_argument("--inter-node-gbps", type=float, help="node network bandwidth in GB/s, gigabytes (100 Gb/s Ethernet = 12.5; default by GPU class)")
     flags = parser.add_argument_group("job by flags (instead of JOB.yaml)")
-    flags.add_argument("--model", help="model preset or config.json path")
+    flags.add_argument("--model", help="model preset, config.json path or Hugging Face id (owner/name)")
     flags.add_argument("--batch-size", type=int, help="per-GPU micro-batch (sequences or samples)")
     flags.add_argument("--seq-len", type=int,
                        help="tokens per sequence (default 2048, or the model's position table if shorter)")
