@@ -17,7 +17,8 @@ from gpuwise.hardware.gpus import all_gpus, get_gpu, known_names, resolve_gpu_na
 REQUIRED = ["K80", "P100", "V100", "V100-32GB", "V100-PCIE", "V100-PCIE-32GB", "T4", "A10", "A10G", "L4",
             "L40S", "RTX-2080-Ti", "Quadro-RTX-6000", "A100-40GB-PCIE", "A100-40GB-SXM", "A100-80GB-PCIE",
             "A100-80GB-SXM", "H100-80GB-PCIE", "H100-80GB-SXM", "H200", "B200", "MI250X", "MI300X",
-            "RTX-A6000", "L40", "H100-NVL", "GH200"]
+            "RTX-A6000", "L40", "H100-NVL", "GH200", "RTX-3080", "RTX-3090", "RTX-4080", "RTX-4090", "RTX-5090",
+            "RTX-A4000", "RTX-A5000", "RTX-6000-Ada"]
 
 
 @pytest.mark.parametrize("name", REQUIRED)
@@ -37,6 +38,13 @@ def test_required_gpus_present(name):
     ("V100-16GB-SXM2", "fp16_tflops", 125), ("V100-16GB-SXM2", "memory_gib", 16),
     ("V100-32GB-SXM2", "memory_gib", 32), ("A10", "memory_gib", 24), ("T4", "fp16_tflops", 65),
     ("MI300X", "memory_gib", 192), ("MI300X", "bf16_tflops", 1307.4), ("H200", "hbm_gbps", 4800),
+    # GeForce: tensor rates with fp32 accumulate (GA102 / Ada / RTX Blackwell whitepapers, Appendix A)
+    ("RTX-3090", "bf16_tflops", 71), ("RTX-3090", "hbm_gbps", 936), ("RTX-4090", "bf16_tflops", 165.2),
+    ("RTX-4090", "fp32_tflops", 82.6), ("RTX-4090", "hbm_gbps", 1008), ("RTX-5090", "memory_gib", 32),
+    ("RTX-5090", "hbm_gbps", 1792), ("RTX-5090", "bf16_tflops", 209.5),
+    # workstation datasheets: sparse tensor figure halved
+    ("RTX-A5000", "bf16_tflops", 111.1), ("RTX-A5000", "hbm_gbps", 768), ("RTX-6000-Ada", "fp8_tflops", 728.5),
+    ("RTX-6000-Ada", "bf16_tflops", 364.2), ("RTX-6000-Ada", "hbm_gbps", 960),
 ])
 def test_datasheet_values(name, field, value):
     assert math.isclose(getattr(get_gpu(name), field), value, rel_tol=1e-3)
@@ -60,6 +68,8 @@ def test_units_absent_where_the_part_has_none():
     ("V100-32GB", "V100-32GB-SXM2"), ("a10g", "A10G"), ("L4", "L4"), ("t4", "T4"), ("K80", "K80"),
     ("P100", "P100-16GB-PCIE"), ("RTX6000", "Quadro-RTX-6000"), ("A6000", "RTX-A6000"),
     ("H200", "H200-SXM"), ("B200", "B200"), ("MI300X", "MI300X"), ("a100_80gb sxm", "A100-80GB-SXM"),
+    ("4090", "RTX-4090"), ("NVIDIA GeForce RTX 3090", "RTX-3090"), ("rtx 5090", "RTX-5090"), ("A5000", "RTX-A5000"),
+    ("NVIDIA RTX 6000 Ada Generation", "RTX-6000-Ada"), ("RTX6000", "Quadro-RTX-6000"),
 ])
 def test_aliases(alias, canonical):
     assert resolve_gpu_name(alias) == canonical
@@ -89,3 +99,19 @@ def test_names_are_unique_and_sane():
 def test_any_spelling_of_a_known_name_resolves(name, style):
     variant = {"lower": name.lower(), "upper": name.upper(), "underscore": name.replace("-", "_")}[style]
     assert resolve_gpu_name(variant) == resolve_gpu_name(name) is not None
+
+
+@pytest.mark.parametrize("name", ["RTX-3090", "RTX-4090", "RTX-5090", "RTX-A5000", "RTX-6000-Ada", "RTX-A6000"])
+def test_consumer_cards_fit_on_what_pytorch_can_allocate(name):
+    """Consumer/workstation cards: PCIe without NVLink, and `fits` compares against the device memory
+    PyTorch reports (device_mib, with its source), not the datasheet GB."""
+    from gpuwise.estimate.memory import HEADROOM_FRACTION, estimate_memory
+    from gpuwise.workload.training import TrainingConfig
+
+    g = get_gpu(name)
+    assert g.interconnect.startswith("PCIe") and g.intra_node_gbps <= 64
+    assert g.device_mib and g.device_mib_source and g.device_mib < g.memory_gib * 1024
+    est = estimate_memory("gpt2", TrainingConfig(micro_batch=1, seq_len=1024))
+    f = est.fit_gib(g)
+    assert f["device"] == pytest.approx(g.device_mib / 1024)
+    assert f["usable"] == pytest.approx(g.device_mib / 1024 * (1 - HEADROOM_FRACTION))

@@ -112,7 +112,8 @@ def test_cli_trace_json_lists_assumptions_and_bytes(config_json, capsys):
 
     assert main(["memory", config_json, "--method", "trace", "--seq-len", "128", "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
-    assert data["method"] == "full" and data["peak_allocated_bytes"] == sum(data["breakdown_bytes"].values())
+    assert data["method"] == "trace" and data["trace_method"] == "full"
+    assert data["peak_allocated_bytes"] == sum(data["breakdown_bytes"].values())
     assert any("FakeTensorMode" in a for a in data["assumptions"])
 
 

@@ -2,7 +2,7 @@
 
     gpuwise estimate JOB.yaml --gpu NAME --gpus N [--nodes M] [--spot] [--json]
     gpuwise estimate --model MODEL --gpu NAME --gpus N --batch-size B --seq-len L --precision P
-                     --zero Z --recompute R [--grad-accum A] [--tp T] [--pp P] [--tokens T]
+                     --zero Z --recompute R [--grad-accum A] [--tp T] [--pp P] [--cp C] [--tokens T]
                      [--price USD_PER_GPU_HOUR] [--spot] [--json]
 """
 
@@ -15,7 +15,7 @@ import math
 # Defaults of the job-by-flags form. They are applied after parsing (the flags default to None) so that
 # a flag typed next to a JOB.yaml is refused instead of silently ignored.
 FLAG_DEFAULTS = {"precision": "bf16-mixed", "zero": 0, "recompute": "none", "grad_accum": 1,
-                 "tp": 1, "pp": 1, "optimizer": "adamw", "lora_rank": 0,
+                 "tp": 1, "pp": 1, "cp": 1, "optimizer": "adamw", "lora_rank": 0,
                  "stack": "pytorch"}
 FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", *FLAG_DEFAULTS)
 
@@ -30,7 +30,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--price", type=float, help="price per GPU-hour in USD (default: cheapest catalog offering)")
     parser.add_argument("--inter-node-gbps", type=float, help="node network bandwidth in GB/s, gigabytes (100 Gb/s Ethernet = 12.5; default by GPU class)")
     flags = parser.add_argument_group("job by flags (instead of JOB.yaml)")
-    flags.add_argument("--model", help="model preset or config.json path")
+    flags.add_argument("--model", help="model preset, config.json path or Hugging Face id (owner/name)")
     flags.add_argument("--batch-size", type=int, help="per-GPU micro-batch (sequences or samples)")
     flags.add_argument("--seq-len", type=int,
                        help="tokens per sequence (default 2048, or the model's position table if shorter)")
@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_argument("--grad-accum", type=int, help="micro-steps per optimizer step")
     flags.add_argument("--tp", type=int, help="tensor-parallel size")
     flags.add_argument("--pp", type=int, help="pipeline stages")
+    flags.add_argument("--cp", type=int, help="context-parallel size: the sequence split over C GPUs, K/V passed "
+                                              "round a ring (default 1)")
     flags.add_argument("--optimizer", help="adamw | adam | sgd | adafactor | adamw-8bit")
     flags.add_argument("--lora-rank", type=int, help="LoRA rank (0 = full fine-tuning)")
     flags.add_argument("--tokens", type=float, help="training tokens (or samples for non-token models)")
@@ -85,7 +87,7 @@ def _from_flags(args):
         raise InputError("JOB", None, "give a job spec YAML or --model MODEL (see gpuwise estimate --help)")
     if args.batch_size is None:
         raise InputError("--batch-size", None, "give the per-GPU micro-batch with --model")
-    for name in ("batch_size", "seq_len", "grad_accum", "tp", "pp", "tokens"):
+    for name in ("batch_size", "seq_len", "grad_accum", "tp", "pp", "cp", "tokens"):
         _positive("--" + name.replace("_", "-"), getattr(args, name))
     gpu = get_gpu(args.gpu)
     model = load_model(args.model)
@@ -93,9 +95,10 @@ def _from_flags(args):
 
     args.seq_len = seq_len_for(model, args.seq_len)
     gpn, nodes = _layout(args)
-    if args.gpus % (args.tp * args.pp):
-        raise InputError("--gpus", args.gpus, f"must be a multiple of tp*pp = {args.tp * args.pp}")
-    plan = ParallelPlan(dp=args.gpus // (args.tp * args.pp), tp=args.tp, pp=args.pp, zero=args.zero, sp=args.tp > 1)
+    width = args.tp * args.pp * args.cp
+    if args.gpus % width:
+        raise InputError("--gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")
+    plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, zero=args.zero, sp=args.tp > 1)
     cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=args.seq_len, grad_accum=args.grad_accum,
                          precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
                          lora_rank=args.lora_rank, plan=plan, stack=args.stack)
@@ -189,7 +192,7 @@ def run(args: argparse.Namespace) -> int:
         emit_json(out)
         return _exit_code(out)
     rows = [("model", out["model"]), ("GPUs", f"{out['gpus']} x {out['gpu']} on {out['nodes']} node(s)"),
-            ("layout", "dp{dp} tp{tp} pp{pp} zero{zero}".format(**out["plan"])),
+            ("layout", "dp{dp} tp{tp} pp{pp} cp{cp} zero{zero}".format(**out["plan"])),
             ("batch", f"global {out['global_batch']} = micro {out['micro_batch']} x accum {out['grad_accum']} x dp"),
             ("step time", _fmt(out["step_time_s"], " s")), ("MFU", f"{out['mfu']:.1%}")]
     if "tokens_per_second" in out:

@@ -1,10 +1,16 @@
-"""`gpuwise memory MODEL ...`: per-GPU peak training memory, its breakdown, and which GPUs hold it."""
+"""`gpuwise memory MODEL ...`: per-GPU peak training memory, its breakdown, and which GPUs hold it.
+
+Both methods answer in one schema: the tensors at the peak (estimated, or traced with --method trace),
+then the same overhead model (estimate/overhead.py) for allocator slack, CUDA context and NCCL, and the
+same fit test (required against the device memory PyTorch reports less headroom)."""
 
 from __future__ import annotations
 
 import argparse
 
 from gpuwise.cli.memory_flags import add_training_flags, config_dict, gpus_from, training_config
+
+GIB = 2 ** 30
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -28,49 +34,58 @@ def run(args: argparse.Namespace) -> int:
     cfg = training_config(args, spec)
     gpus = gpus_from(args)
     if getattr(args, "method", "analytic") == "trace":
-        from gpuwise.cli.memory_trace import run_trace
+        from gpuwise.cli.memory_trace import traced_estimate
 
-        return run_trace(args, spec, cfg, gpus)
-    est = job_performance(spec, cfg, None).memory
-    fits = {g.name: est.fits(g) for g in gpus}
+        est, extra = traced_estimate(args, spec, cfg)
+    else:
+        est, extra = job_performance(spec, cfg, None).memory, {"method": "analytic"}
+    return render(args, spec, cfg, est, gpus, extra)
+
+
+def memory_json(est, gpus) -> dict:
+    """The memory keys both methods report, with the same meanings (see MemoryEstimate)."""
+    return {"per_gpu_gib": round(est.per_gpu_gib, 4), "allocated_gib": round(est.allocated / GIB, 4),
+            "reserved_gib": round(est.reserved / GIB, 4), "required_gib": round(est.required / GIB, 4),
+            "peak_phase": est.peak_phase, "peak_stage": est.peak_stage,
+            "breakdown_gib": {k: round(v, 4) for k, v in est.breakdown_gib().items()},
+            "fits": {g.name: est.fits(g) for g in gpus},
+            "fit_gib": {g.name: {k: round(v, 4) for k, v in est.fit_gib(g).items()
+                                 if k in ("device", "headroom", "usable", "spare")} for g in gpus}}
+
+
+def render(args: argparse.Namespace, spec, cfg, est, gpus, extra: dict) -> int:
     assumptions = list(est.assumptions) + [fit_line(est, g) for g in gpus]
     if args.json:
         from gpuwise.cli.output import emit_json
 
         emit_json({"model": spec.name, "params": est.params, "trainable_params": est.trainable_params,
-                   "config": config_dict(cfg), "per_gpu_gib": round(est.per_gpu_gib, 4),
-                   "allocated_gib": round(est.allocated / 2 ** 30, 4), "reserved_gib": round(est.reserved / 2 ** 30, 4),
-                   "required_gib": round(est.required / 2 ** 30, 4), "peak_phase": est.peak_phase,
-                   "breakdown_gib": {k: round(v, 4) for k, v in est.breakdown_gib().items()},
-                   "peak_stage": est.peak_stage, "fits": fits,
-                   "fit_gib": {g.name: {k: round(v, 4) for k, v in est.fit_gib(g).items()
-                                        if k in ("device", "headroom", "usable", "spare")} for g in gpus},
-                   "assumptions": assumptions})
+                   "config": config_dict(cfg), **memory_json(est, gpus), **extra, "assumptions": assumptions})
         return 0
     from gpuwise.cli.output import print_assumptions, print_table
 
     p = cfg.plan
     shape = (f"{cfg.micro_batch} x {cfg.seq_len} tokens" if spec.is_transformer
              else f"{cfg.micro_batch} {spec.sample_unit}(s)")
+    traced = extra["method"] != "analytic"
     print(f"{spec.name}: {est.params / 1e9:.3g}B params ({est.trainable_params / 1e9:.3g}B trainable); "
           f"{p.label()} on {p.gpus} GPU(s); micro-batch {shape}; "
-          f"{cfg.precision}, {cfg.optimizer}, recompute {cfg.recompute}")
-    title = "Per-GPU peak memory" + (f" (pipeline stage {est.peak_stage})" if p.pp > 1 else "")
-    gib = 2 ** 30
+          f"{cfg.precision}, {cfg.optimizer}, recompute {cfg.recompute}" + ("; tensors traced" if traced else ""))
+    title = ("Per-GPU peak memory, tensors traced" if traced else "Per-GPU peak memory") + (
+        f" (pipeline stage {est.peak_stage})" if p.pp > 1 else "")
     rows = [(k, f"{v:.2f}") for k, v in est.breakdown_gib().items() if k != "overhead"] + [
-        ("= allocated peak (max_memory_allocated)", f"{est.allocated / gib:.2f}"),
-        ("+ allocator slack", f"{est.allocator / gib:.2f}"),
-        ("= reserved peak (max_memory_reserved)", f"{est.reserved / gib:.2f}"),
-        ("+ CUDA context + NCCL", f"{(est.context + est.nccl) / gib:.2f}"),
+        ("= allocated peak (max_memory_allocated)", f"{est.allocated / GIB:.2f}"),
+        ("+ allocator slack", f"{est.allocator / GIB:.2f}"),
+        ("= reserved peak (max_memory_reserved)", f"{est.reserved / GIB:.2f}"),
+        ("+ CUDA context + NCCL", f"{(est.context + est.nccl) / GIB:.2f}"),
         ("= device total per GPU (nvidia-smi)", f"{est.per_gpu_gib:.2f}"),
-        ("required to fit: allocated + CUDA context + NCCL", f"{est.required / gib:.2f}")]
+        ("required to fit: allocated + CUDA context + NCCL", f"{est.required / GIB:.2f}")]
     print_table(title + f" at the {est.peak_phase}", ["part", "GiB"], rows)
     fit = {g.name: est.fit_gib(g) for g in gpus}
     print_table("Fits: required <= usable (device memory less the headroom kept free; the allocator's cache "
                 "is freed under pressure)",
                 ["GPU", "datasheet GB", "device GiB", "headroom GiB", "usable GiB", "required GiB", "fits", "spare GiB"],
                 [(g.name, f"{g.memory_gib:g}", f"{fit[g.name]['device']:.2f}", f"{fit[g.name]['headroom']:.2f}",
-                  f"{fit[g.name]['usable']:.2f}", f"{fit[g.name]['required']:.2f}", "yes" if fits[g.name] else "no",
+                  f"{fit[g.name]['usable']:.2f}", f"{fit[g.name]['required']:.2f}", "yes" if est.fits(g) else "no",
                   f"{fit[g.name]['spare']:+.1f}") for g in gpus])
     print_assumptions(assumptions)
     return 0

@@ -12,7 +12,8 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
     """Flags describing one training configuration (plan_flags: also --gpus/--tp/--pp/--cp/--zero/--sp)."""
     from gpuwise.workload.training import OPTIMIZERS, PP_SCHEDULES, PRECISIONS, RECOMPUTE_POLICIES
 
-    parser.add_argument("model", metavar="MODEL", help="preset name (gpuwise models) or path to a config.json")
+    parser.add_argument("model", metavar="MODEL", help="preset name (gpuwise models), path to a config.json, or a "
+                        "Hugging Face id such as meta-llama/Llama-3.1-8B (pip install 'gpuwise[hf]')")
     parser.add_argument("--batch-size", type=int, default=1, metavar="B", help="micro-batch per GPU (default 1)")
     parser.add_argument("--seq-len", type=int, default=None, metavar="L",
                         help=f"tokens per sequence (default {DEFAULT_SEQ}, capped at the model's position table)")

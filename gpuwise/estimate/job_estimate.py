@@ -61,7 +61,7 @@ def estimate(perf: JobPerformance, amount: Amount, spot: bool, price_per_gpu_hou
     token = model.sample_unit == "token"
     out: dict[str, Any] = {
         "model": model.name, "gpu": gpu.name, "gpus": gpus, "nodes": nodes, "gpus_per_node": gpus_per_node,
-        "plan": {"dp": cfg.plan.dp, "tp": cfg.plan.tp, "pp": cfg.plan.pp, "zero": cfg.plan.zero},
+        "plan": {"dp": cfg.plan.dp, "tp": cfg.plan.tp, "pp": cfg.plan.pp, "cp": cfg.plan.cp, "zero": cfg.plan.zero},
         "precision": cfg.precision, "recompute": cfg.recompute,
         "micro_batch": cfg.micro_batch, "grad_accum": cfg.grad_accum, "global_batch": cfg.global_batch(),
         "step_time_s": est.step_time_s, "compute_s": est.compute_s, "comm_s": est.comm_s,

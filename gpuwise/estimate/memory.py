@@ -246,14 +246,23 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
         if best is None or alloc > best[0]:
             best = (alloc, i, phase, parts)
     alloc, stage, phase, parts = best
-    # slack as a fraction of the allocated peak (overhead.py: what the measured rows state)
-    slack, ctx, nccl = _overheads(cfg, alloc, context)
     counts = param_counts(spec)
     trainable = adapter_params(spec, cfg.lora_rank) if cfg.lora_rank > 0 else counts.total
     notes = tuple(_assumptions(spec, cfg, sem, fp32_grads, stage, phase, _schedule(cfg, interleave)))
+    return estimate_from_parts(parts, cfg, counts.total, trainable, notes, phase, stage, context)
+
+
+def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: int, trainable: int,
+                        notes: tuple[str, ...], peak_phase: str = "", peak_stage: int = 0,
+                        context: bool = True) -> MemoryEstimate:
+    """A MemoryEstimate from the tensor bytes at the peak by part (parameters, gradients, optimizer,
+    activations, temporaries), estimated or traced: the overhead model (overhead.py) adds what tensors
+    don't show, the allocator slack as a fraction of the allocated peak, so both methods share one schema."""
+    alloc = sum(parts[k] for k in PARTS if k != "overhead")
+    slack, ctx, nccl = _overheads(cfg, alloc, context)
     return MemoryEstimate(parts["parameters"], parts["gradients"], parts["optimizer"], parts["activations"],
-                          slack + ctx + nccl, counts.total, trainable, stage, notes, temporaries=parts["temporaries"],
-                          allocator=slack, context=ctx, nccl=nccl, peak_phase=phase)
+                          slack + ctx + nccl, params, trainable, peak_stage, notes, temporaries=parts["temporaries"],
+                          allocator=slack, context=ctx, nccl=nccl, peak_phase=peak_phase)
 
 
 def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:

@@ -189,7 +189,7 @@ def _notes(spec, cfg, schedule, stage) -> list[str]:
            f"optimizer {cfg.optimizer}" + (" (fused kernel)" if cfg.optimizer in ("adamw", "adam") else ""),
            f"attention {'flash (SDPA kernel)' if cfg.flash_attention else 'eager (s^2 scores kept)'}; "
            f"recompute {cfg.recompute} (gpuwise.trace.recompute)",
-           "tensors only: CUDA context, NCCL buffers and allocator fragmentation are not included"]
+           "the trace counts tensors only: CUDA context, NCCL buffers and allocator slack are not traced"]
     if p.zero == 3 and p.dp * p.cp > 1:
         out.append(f"FSDP2 fully_shard over dp*cp = {p.dp * p.cp} ranks on a fake process group, "
                    f"reshard_after_forward={p.pp == 1}")

@@ -3,7 +3,7 @@
 Schema (every field documented below; see examples/*.yaml)::
 
     name: llama-3.1-8b-pretrain
-    model: llama-3.1-8b            # preset | path to a HF config.json | {name, params, flops_per_sample, ...}
+    model: llama-3.1-8b            # preset | path to a HF config.json | HF id owner/name | {name, params, ...}
     training:
       tokens: 1.0e11               # exactly one of: tokens | samples | epochs (+ dataset_samples) | steps (+ reference_batch)
       seq_len: 8192
@@ -182,7 +182,8 @@ class JobSpec(_Strict):
     """One training job."""
 
     name: str = Field("job", description="label")
-    model: Union[str, ExplicitModel] = Field(description="preset name, config.json path, or explicit numbers")
+    model: Union[str, ExplicitModel] = Field(description="preset name, config.json path, Hugging Face id "
+                                                         "(owner/name), or explicit numbers")
     training: Training
     parallelism: Parallelism = Field(default_factory=Parallelism)
     checkpoint: Checkpoint = Field(default_factory=Checkpoint)

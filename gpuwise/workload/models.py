@@ -1,7 +1,7 @@
 """Model presets (data under gpuwise/data/models/) and structural parameter counts.
 
-`load_model` accepts a preset name (e.g. "llama-3.1-8b") or the path of a Hugging Face
-config.json. Parameter counts are derived from the structure, family by family, and each preset
+`load_model` accepts a preset name (e.g. "llama-3.1-8b"), the path of a Hugging Face
+config.json or a Hugging Face Hub id (e.g. "meta-llama/Llama-3.1-8B", workload.hf_hub). Parameter counts are derived from the structure, family by family, and each preset
 records the officially published count it must match (tests hold them to 0.5%).
 """
 
@@ -15,6 +15,7 @@ from pathlib import Path
 from gpuwise.data import data_path
 from gpuwise.errors import InputError, unknown_name
 from gpuwise.workload.hf_config import spec_from_config
+from gpuwise.workload.hf_hub import fetch_config, is_repo_id, preset_for
 from gpuwise.workload.model_spec import ModelSpec
 
 PRESET_DIR = ("models",)
@@ -190,13 +191,15 @@ def _load_cached(name_or_path: str) -> ModelSpec:
     lowered = key.lower()
     if lowered in files:
         path, name = files[lowered], lowered
+    elif not Path(key).exists() and is_repo_id(key):
+        return _from_hub(key)
     elif key.endswith(".json") or "/" in key or Path(key).is_file():
         path = Path(key)
         if path.is_dir():
             path = path / "config.json"
         if not path.is_file():
-            raise InputError("model", name_or_path, "no such config.json; give a preset name (gpuwise models) "
-                             "or the path of a Hugging Face config.json")
+            raise InputError("model", name_or_path, "no such config.json; give a preset name (gpuwise models), "
+                             "the path of a Hugging Face config.json or a Hub id (owner/name)")
         name = path.parent.name if path.name == "config.json" else path.stem
     else:
         raise unknown_name("model", name_or_path, files)
@@ -206,6 +209,33 @@ def _load_cached(name_or_path: str) -> ModelSpec:
     return spec if spec.source else _with_source(spec, source)
 
 
+def _from_hub(repo_id: str) -> ModelSpec:
+    """A Hub id: its bundled preset when listed (no download) or when the fetched config.json has a
+    preset's architecture; else the model built from that config.json."""
+    listed = preset_for(repo_id)
+    if listed:
+        return _as_preset(repo_id, listed, "listed in gpuwise/data/hf_model_ids.csv")
+    path = fetch_config(repo_id)
+    spec = spec_from_config(_read_json(str(path)), repo_id, where=f"{repo_id} config.json")
+    for name in _preset_files():
+        if _same_architecture(spec, _load_cached(name)):
+            return _as_preset(repo_id, name, "its config.json has the preset's architecture")
+    return _with_source(spec, f"{repo_id} config.json from the Hugging Face Hub (cached at {path.parent})")
+
+
+def _as_preset(repo_id: str, preset: str, why: str) -> ModelSpec:
+    spec = _load_cached(preset)
+    return _with_source(spec, f"Hugging Face {repo_id} = bundled preset {preset} ({why}); {spec.source}")
+
+
+def _same_architecture(a: ModelSpec, b: ModelSpec) -> bool:
+    """Every structural field equal, the position table included (the name and source may differ)."""
+    from dataclasses import fields
+
+    skip = ("name", "source")
+    return all(getattr(a, f.name) == getattr(b, f.name) for f in fields(a) if f.name not in skip)
+
+
 def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
     from dataclasses import replace
 
@@ -213,7 +243,7 @@ def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
 
 
 def load_model(name_or_path: str | ModelSpec) -> ModelSpec:
-    """Preset name (case-insensitive) or path to a config.json (or a folder holding one).
+    """Preset name (case-insensitive), path to a config.json (or a folder holding one) or a Hub id.
 
     Unknown names raise InputError with the closest preset names; a malformed config.json
     raises InputError naming the missing field."""

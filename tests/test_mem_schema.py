@@ -1,0 +1,77 @@
+"""One output schema for `gpuwise memory --method analytic` and `--method trace`: the same keys with the
+same meanings (allocated = tensors at the peak; reserved = + allocator slack; required = allocated +
+CUDA context + NCCL; per_gpu = reserved + context + NCCL, the nvidia-smi total; fit_gib against the
+device memory PyTorch reports less headroom), and the two methods agree within 8% on small models
+(the trace measures the tensors; the same overhead model adds the rest)."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+
+from gpuwise.cli.main import main
+from gpuwise.estimate.memory import HEADROOM_FRACTION
+from gpuwise.estimate.overhead import FRAGMENTATION
+from gpuwise.hardware.gpus import get_gpu
+
+pytest.importorskip("torch")
+
+KEYS = {"allocated_gib", "reserved_gib", "required_gib", "per_gpu_gib", "fit_gib", "fits", "breakdown_gib",
+        "peak_stage", "peak_phase", "params", "trainable_params", "assumptions", "config", "method"}
+GPUS = ("RTX-4090", "T4")
+
+
+TINY = {"llama": {"model_type": "llama", "hidden_size": 256, "num_hidden_layers": 4, "num_attention_heads": 8,
+                  "num_key_value_heads": 2, "intermediate_size": 512, "vocab_size": 2048},
+        "gpt2": {"model_type": "gpt2", "n_embd": 256, "n_head": 8, "n_layer": 4, "vocab_size": 2048,
+                 "n_positions": 512},
+        "bloom": {"model_type": "bloom", "hidden_size": 256, "n_head": 8, "n_layer": 4, "vocab_size": 2048}}
+
+
+@pytest.fixture(scope="module")
+def tiny(tmp_path_factory):
+    """config.json paths of small models (the trace's cost is per operator, so few layers)."""
+    folder = tmp_path_factory.mktemp("tiny")
+    for name, cfg in TINY.items():
+        (folder / f"{name}.json").write_text(json.dumps(cfg))
+    return folder
+
+
+def _both(capsys, *argv):
+    out = {}
+    for method in ("analytic", "trace"):
+        assert main(["memory", *argv, "--method", method, "--gpu", *GPUS, "--json"]) == 0
+        out[method] = json.loads(capsys.readouterr().out)
+    return out["analytic"], out["trace"]
+
+
+def _check_meanings(d):
+    alloc, reserved, required, total = (d[k] for k in ("allocated_gib", "reserved_gib", "required_gib", "per_gpu_gib"))
+    assert reserved == pytest.approx(alloc * (1 + FRAGMENTATION), abs=1e-3)
+    assert total == pytest.approx(reserved + (required - alloc), abs=1e-3)      # + context + NCCL both times
+    assert sum(v for k, v in d["breakdown_gib"].items() if k != "overhead") == pytest.approx(alloc, abs=1e-3)
+    for name in GPUS:
+        g, f = get_gpu(name), d["fit_gib"][name]
+        assert f["device"] == pytest.approx(g.device_mib / 1024, abs=1e-3)
+        assert f["usable"] == pytest.approx(g.device_mib / 1024 * (1 - HEADROOM_FRACTION), abs=1e-3)
+        assert d["fits"][name] == (required <= f["usable"]) and f["spare"] == pytest.approx(f["usable"] - required,
+                                                                                              abs=1e-3)
+
+
+@pytest.mark.parametrize("argv", [
+    ("llama", "--gpus", "2", "--zero", "3", "--seq-len", "256"),       # FSDP2 on a fake process group
+    ("gpt2", "--gpus", "2", "--tp", "2", "--seq-len", "256"),          # tensor parallel + sequence parallel
+    ("bloom", "--seq-len", "256", "--lora-rank", "8"),                 # LoRA, one GPU
+])
+def test_trace_and_analytic_share_keys_meanings_and_agree(capsys, tiny, argv):
+    argv = (str(tiny / f"{argv[0]}.json") if argv[0] in TINY else argv[0], *argv[1:])
+    analytic, trace = _both(capsys, *argv)
+    assert KEYS <= set(analytic) and KEYS <= set(trace)
+    assert analytic["method"] == "analytic" and trace["method"] == "trace"
+    assert set(trace["breakdown_gib"]) == set(analytic["breakdown_gib"])
+    for d in (analytic, trace):
+        _check_meanings(d)
+    for key in ("allocated_gib", "per_gpu_gib"):
+        assert trace[key] == pytest.approx(analytic[key], rel=0.08), key
+    assert any("allocator slack" in a for a in trace["assumptions"])   # the overhead model, stated
