@@ -25,7 +25,8 @@ from functools import lru_cache
 import numpy as np
 
 from gpuwise.plan.job import PlanJob
-from gpuwise.plan.offerings import RegionOffering, columns, filter_offerings, node_counts, region_offerings
+from gpuwise.plan.offerings import (RegionOffering, columns, filter_offerings, node_counts, region_offerings,
+                                    spot_floors, spot_outliers)
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 
@@ -94,6 +95,8 @@ class CandidateSet:
     evaluated: int                # configurations priced (offering x nodes x plan x batch x pricing)
     shapes: dict = field(default_factory=dict)   # (gpu, gpn, nodes) -> ShapeResult
     assumptions: list[str] = field(default_factory=list)
+    outlier: np.ndarray | None = None   # bool: a spot row whose price is below its GPU type's floor
+    spot_floors: dict = field(default_factory=dict)   # GPU -> offerings.SpotFloor (the floor's numbers)
 
     def __len__(self) -> int:
         return int(self.off_idx.size)
@@ -372,7 +375,7 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     hourly = node_price * nodes
     # spot risk
     rate = np.zeros(off_i.size)
-    sources: dict[str, int] = {}
+    sources: dict[str, set] = {}   # where a rate comes from -> the GPU classes it is used for
     if spot.any():
         from gpuwise.hardware.spot_risk import preemption_rate_per_hour
 
@@ -382,8 +385,8 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
             per_off[int(j)] = float(risk.rate_per_hour)
             # "default: no <cloud> <gpu> trace; <where the default comes from>" -> one line per source
             src = risk.source.split("; ", 1)[-1] if risk.source.startswith("default") else risk.source
-            key = f"{risk.rate_per_hour:.3g}/node-h from {src}"
-            sources[key] = sources.get(key, 0) + 1
+            proxy = "no trace of this class, stands in: " if risk.is_default else ""
+            sources.setdefault(f"{proxy}{risk.rate_per_hour:.3g}/node-h from {src}", set()).add(offs[j].gpu)
         rate[spot] = [per_off[int(j)] for j in off_i[spot]]
     time_h = base_h.copy()
     t10, t90 = base_h.copy(), base_h.copy()
@@ -406,19 +409,22 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     ok = np.isfinite(time_h)
     if job.max_usd_per_hour:
         ok &= hourly <= job.max_usd_per_hour
-    if job.deadline_hours:
-        ok &= time_h <= job.deadline_hours
+    if job.deadline_hours:   # met at p90 (= expected time on demand), not in expectation
+        ok &= t90 <= job.deadline_hours
     if job.budget_usd:
         ok &= cost <= job.budget_usd
     cs = CandidateSet(offs, options, off_i, opt_i, nodes, gpn * nodes, spot, node_price, hourly, time_h, t10,
                       t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
                       {k: v for k, v in cache.items() if isinstance(v, ShapeResult)})
+    # the floors come from the whole catalog, so that --cloud or --gpu does not move them
+    cs.spot_floors = spot_floors(region_offerings(catalog.offerings))
+    cs.outlier = spot & spot_outliers(offs, cs.spot_floors)[off_i] if off_i.size else np.zeros(0, bool)
     cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())),
                                   cache.get("_checkpoint_note"))
     return cs
 
 
-def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, int],
+def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, set],
                  step_notes: list[str], checkpoint_note: str | None = None) -> list[str]:
     from gpuwise.hardware.catalog import catalog_assumptions
 
@@ -447,5 +453,6 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
     # the efficiency factors and bandwidths the analytical step times rest on (estimate states them too)
     out += [f"step time: {n}" for n in step_notes]
     if sources:
-        out.append("spot preemption rates: " + "; ".join(f"{s} ({n} offerings)" for s, n in sources.items()))
+        out.append("spot preemption rate per GPU class: " + "; ".join(
+            f"{', '.join(sorted(g))}: {s}" for s, g in sources.items()))
     return out

@@ -17,6 +17,57 @@ def _fmt_usd(c: float) -> str:
     return f"${c:,.0f}" if abs(c) >= 100 else f"${c:,.2f}"
 
 
+def _fmt_interval(h: float) -> str:
+    """A checkpoint interval: '45 s', '31 min', '2.5 h' (never '0 min')."""
+    s = h * 3600.0
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{h:.1f} h"
+
+
+def _tradeoff(saved_h: float, extra_usd: float) -> str:
+    """What one more or one less node buys, in units a reader can weigh: hours per $1,000 only when the
+    extra cost is large enough for the ratio to mean something (a few cents more does not buy 200,000 h)."""
+    if saved_h <= 0:
+        return "no time saved" if extra_usd >= 0 else "and is also cheaper"
+    if extra_usd <= 0:
+        return "and is also cheaper"
+    if extra_usd < 1000:
+        return f"{saved_h:.1f} h saved for {_fmt_usd(extra_usd)} more"
+    return f"{saved_h / extra_usd * 1000:.3g} h saved per extra $1,000"
+
+
+def _short(cs: CandidateSet, r: int) -> str:
+    off = cs.offerings[cs.off_idx[r]]
+    return (f"{cs.gpus[r]} x {off.gpu} {'spot' if cs.spot[r] else 'on-demand'} ({cs.nodes[r]} x {off.instance_type}, "
+            f"{off.cloud} {off.region}) at ${cs.node_price[r] / off.gpus_per_node:.2f}/GPU-h: "
+            f"{_fmt_h(cs.time_h[r])}, {_fmt_usd(cs.cost[r])}")
+
+
+def _floor_text(cs: CandidateSet, r: int) -> str:
+    f = cs.spot_floors[cs.offerings[cs.off_idx[r]].gpu]
+    return (f"below the {f.gpu} spot floor ${f.floor_usd:.2f}/GPU-h; its median on-demand price is "
+            f"${f.od_median:.2f}/GPU-h")
+
+
+def price_notes(cs: CandidateSet, chosen: int, other: int | None, included: bool) -> list[str]:
+    """Lines on the prices the choice rests on: an outlier spot price left out (or taken, with the pick
+    without it), and a spot plan larger than one zone plausibly holds."""
+    from gpuwise.hardware.spot_risk import zone_warning
+
+    lines = []
+    if not included and other is not None and other != chosen and cs.outlier[other]:
+        lines.append(f"outlier price left out: {_short(cs, other)} would be cheaper, but its spot price is "
+                     f"{_floor_text(cs, other)} (one catalog row; --include-outlier-prices plans on it)")
+    if included and cs.outlier[chosen]:
+        alt = f"; without outlier prices the pick is {_short(cs, other)}" if other is not None else ""
+        lines.append(f"warning: the chosen spot price is an outlier, {_floor_text(cs, chosen)}{alt}")
+    if cs.spot[chosen]:
+        off = cs.offerings[cs.off_idx[chosen]]
+        warn = zone_warning(int(cs.gpus[chosen]), off.gpu, off.spot_zone)
+        if warn:
+            lines.append("warning: " + warn)
+    return lines
+
+
 def _metric(cs: CandidateSet, objective: str) -> np.ndarray:
     return cs.time_h if objective == "time" else cs.cost
 
@@ -66,15 +117,14 @@ def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> 
         lo, hi = (j, chosen) if word == "fewer" else (chosen, j)   # hi = the larger cluster
         saved_h = cs.time_h[lo] - cs.time_h[hi]
         extra = cs.cost[hi] - cs.cost[lo]
-        rate = (f"{saved_h / extra * 1000:.2f} h saved per extra $1,000" if extra > 0 else
-                "and is also cheaper" if saved_h > 0 else "no time saved")
+        rate = _tradeoff(saved_h, extra)
         verdict = "" if mask[j] else " (breaks a constraint)"
         lines.append(f"why {n0} node{'s' if n0 > 1 else ''}: {cs.nodes[hi]} nodes instead of {cs.nodes[lo]} "
                      f"changes time by {-saved_h:+.1f} h and cost by {extra:+,.2f} USD -> {rate}{verdict}")
     if cs.spot[chosen]:
         lines.append(f"spot risk: {cs.preempt_rate[chosen]:.3f} preemptions per node-hour -> "
                      f"{cs.preemptions[chosen]:.1f} expected preemptions, checkpoint every "
-                     f"{cs.ckpt_interval_h[chosen] * 60:.0f} min (Young/Daly); time p10-p90 "
+                     f"{_fmt_interval(cs.ckpt_interval_h[chosen])} (Young/Daly); time p10-p90 "
                      f"{_fmt_h(cs.time_p10[chosen])}-{_fmt_h(cs.time_p90[chosen])}, cost "
                      f"{_fmt_usd(cs.cost_p10[chosen])}-{_fmt_usd(cs.cost_p90[chosen])}")
     return lines
