@@ -147,8 +147,9 @@ def _fewest_gpus(cs: CandidateSet, job, limit: int = 1024) -> list[dict]:
     return sorted(out, key=lambda d: d["gpus"])
 
 
-def infeasible(cs: CandidateSet, job) -> dict:
-    """Which constraint binds and the nearest feasible option, when no candidate meets them all."""
+def infeasible(cs: CandidateSet, job, allowed: np.ndarray | None = None) -> dict:
+    """Which constraint binds and the nearest feasible option, when no candidate meets them all
+    (allowed: the rows that may be chosen at all, e.g. without outlier prices; default every row)."""
     if len(cs) == 0:
         reasons = {r.reason for r in cs.shapes.values()}
         if not cs.shapes:
@@ -168,25 +169,26 @@ def infeasible(cs: CandidateSet, job) -> dict:
                     "nearest": {"min_gpus": nearest} if nearest else None}
         return {"binding": "batch", "message": "no parallel plan reaches an allowed global batch on the "
                 "allowed GPU counts; widen training.global_batch", "nearest": None}
-    hourly_ok = cs.hourly <= job.max_usd_per_hour if job.max_usd_per_hour else np.ones(len(cs), bool)
-    dl_ok = cs.time_h <= job.deadline_hours if job.deadline_hours else np.ones(len(cs), bool)
+    allowed = allowed if allowed is not None and allowed.any() else np.ones(len(cs), bool)
+    hourly_ok = allowed & (cs.hourly <= job.max_usd_per_hour if job.max_usd_per_hour else True)
+    dl_ok = cs.time_p90 <= job.deadline_hours if job.deadline_hours else np.ones(len(cs), bool)   # met at p90
     bud_ok = cs.cost <= job.budget_usd if job.budget_usd else np.ones(len(cs), bool)
     out: dict = {"binding": [], "nearest": {}}
     msgs = []
     if not hourly_ok.any():
         out["binding"].append("max_usd_per_hour")
-        need = float(cs.hourly.min())
+        need = float(cs.hourly[allowed].min())
         out["nearest"]["min_usd_per_hour"] = need
         msgs.append(f"the cheapest cluster costs {_fmt_usd(need)}/h > max_usd_per_hour "
                     f"{_fmt_usd(job.max_usd_per_hour)}")
     base = hourly_ok
     if job.deadline_hours and not (base & dl_ok).any():
-        fastest = float(cs.time_h[base].min()) if base.any() else float(cs.time_h.min())
+        fastest = float(cs.time_p90[base].min()) if base.any() else float(cs.time_p90[allowed].min())
         out["binding"].append("deadline")
         out["nearest"]["min_deadline_hours"] = fastest
-        msgs.append(f"the fastest option takes {_fmt_h(fastest)} > deadline {_fmt_h(job.deadline_hours)}")
+        msgs.append(f"the fastest option takes {_fmt_h(fastest)} at p90 > deadline {_fmt_h(job.deadline_hours)}")
     if job.budget_usd and not (base & bud_ok).any():
-        cheapest = float(cs.cost[base].min()) if base.any() else float(cs.cost.min())
+        cheapest = float(cs.cost[base].min()) if base.any() else float(cs.cost[allowed].min())
         out["binding"].append("budget")
         out["nearest"]["min_budget_usd"] = cheapest
         msgs.append(f"the cheapest option costs {_fmt_usd(cheapest)} > budget {_fmt_usd(job.budget_usd)}")
@@ -195,7 +197,7 @@ def infeasible(cs: CandidateSet, job) -> dict:
         m = base & dl_ok
         need = float(cs.cost[m].min())
         within = base & bud_ok
-        fastest = float(cs.time_h[within].min())
+        fastest = float(cs.time_p90[within].min())
         out["nearest"] = {"min_budget_usd": need, "min_deadline_hours": fastest}
         msgs.append(f"deadline and budget conflict: meeting the deadline costs at least {_fmt_usd(need)} "
                     f"(budget {_fmt_usd(job.budget_usd)}); within the budget the fastest takes "

@@ -28,6 +28,7 @@ class PlanResult:
     infeasible: dict | None
     assumptions: list[str] = field(default_factory=list)
     alternative: int | None = None  # the choice with outlier spot prices in (default) or out (included)
+    considered: np.ndarray | None = None   # bool per candidate: the rows the choice was made over
 
 
 def _dedupe(cs: CandidateSet, rows: np.ndarray) -> list[int]:
@@ -87,12 +88,13 @@ def plan(job: PlanJob, catalog, objective: str = "cost", top: int = 10,
     ok = cs.ok if include_outliers else cs.ok & ~cs.outlier
     rows, front, knee, chosen = _pick(cs, job, objective, ok)
     if chosen is None:
-        info = infeasible(cs, job)
+        info = infeasible(cs, job, None if include_outliers else ~cs.outlier)
         if objective == "deadline" and rows.size:
             info = {"binding": ["deadline"], "nearest": {"min_deadline_hours": float(cs.time_p90[rows].min())},
                     "message": f"no candidate finishes within {job.deadline_hours:g} h with probability "
                                f">= {DEFAULT_CONFIDENCE:.0%}; the best p90 time is {cs.time_p90[rows].min():.1f} h"}
-        return PlanResult(job, objective, cs, [], None, front.tolist(), knee, [], info, cs.assumptions)
+        return PlanResult(job, objective, cs, [], None, front.tolist(), knee, [], info, cs.assumptions,
+                          considered=ok)
     ranked = _dedupe(cs, np.concatenate(([chosen], _order(cs, objective, rows, front, chosen))))[:max(top, 1)]
     assumptions = list(cs.assumptions)
     if objective == "deadline":
@@ -106,7 +108,7 @@ def plan(job: PlanJob, catalog, objective: str = "cost", top: int = 10,
     assumptions.append(outlier_rule() + (" (included: --include-outlier-prices)" if include_outliers
                                          else "; such offerings are left out of the choice"))
     return PlanResult(job, objective, cs, ranked, chosen, front.tolist(), knee,
-                      explain(cs, chosen, objective, ok) + notes, None, assumptions, other)
+                      explain(cs, chosen, objective, ok) + notes, None, assumptions, other, ok)
 
 
 def candidate_dict(cs: CandidateSet, r: int) -> dict:
