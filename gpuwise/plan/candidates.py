@@ -417,7 +417,8 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
                       t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
                       {k: v for k, v in cache.items() if isinstance(v, ShapeResult)})
     # the floors come from the whole catalog, so that --cloud or --gpu does not move them
-    cs.spot_floors = spot_floors(region_offerings(catalog.offerings))
+    cs.spot_floors = spot_floors(region_offerings(catalog.market if catalog.market is not None
+                                                  else catalog.offerings))
     cs.outlier = spot & spot_outliers(offs, cs.spot_floors)[off_i] if off_i.size else np.zeros(0, bool)
     cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())),
                                   cache.get("_checkpoint_note"))

@@ -117,7 +117,6 @@ def columns(rows: list[RegionOffering]) -> dict[str, np.ndarray]:
 OUTLIER_FRACTION = 0.5
 OUTLIER_PERCENTILE = 10
 OUTLIER_MIN_OFFERS = 5
-USER_SOURCE = "user:"    # catalog_source prefix of prices the user gave (--price, --offerings): never flagged
 
 
 @dataclass(frozen=True)
@@ -139,6 +138,9 @@ class SpotFloor:
 
 
 def is_user_priced(o: RegionOffering | Offering) -> bool:
+    """A row of the user's offerings file (plan.user_prices): its prices are never judged."""
+    from gpuwise.plan.user_prices import USER_SOURCE
+
     ex = getattr(o, "example", o)
     return ex.catalog_source.startswith(USER_SOURCE)
 

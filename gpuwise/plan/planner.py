@@ -29,6 +29,7 @@ class PlanResult:
     assumptions: list[str] = field(default_factory=list)
     alternative: int | None = None  # the choice with outlier spot prices in (default) or out (included)
     considered: np.ndarray | None = None   # bool per candidate: the rows the choice was made over
+    include_outliers: bool = False
 
 
 def _dedupe(cs: CandidateSet, rows: np.ndarray) -> list[int]:
@@ -94,7 +95,7 @@ def plan(job: PlanJob, catalog, objective: str = "cost", top: int = 10,
                     "message": f"no candidate finishes within {job.deadline_hours:g} h with probability "
                                f">= {DEFAULT_CONFIDENCE:.0%}; the best p90 time is {cs.time_p90[rows].min():.1f} h"}
         return PlanResult(job, objective, cs, [], None, front.tolist(), knee, [], info, cs.assumptions,
-                          considered=ok)
+                          considered=ok, include_outliers=include_outliers)
     ranked = _dedupe(cs, np.concatenate(([chosen], _order(cs, objective, rows, front, chosen))))[:max(top, 1)]
     assumptions = list(cs.assumptions)
     if objective == "deadline":
@@ -108,7 +109,7 @@ def plan(job: PlanJob, catalog, objective: str = "cost", top: int = 10,
     assumptions.append(outlier_rule() + (" (included: --include-outlier-prices)" if include_outliers
                                          else "; such offerings are left out of the choice"))
     return PlanResult(job, objective, cs, ranked, chosen, front.tolist(), knee,
-                      explain(cs, chosen, objective, ok) + notes, None, assumptions, other, ok)
+                      explain(cs, chosen, objective, ok) + notes, None, assumptions, other, ok, include_outliers)
 
 
 def candidate_dict(cs: CandidateSet, r: int) -> dict:
@@ -139,6 +140,7 @@ def candidate_dict(cs: CandidateSet, r: int) -> dict:
         "checkpoint_interval_hours": f(cs.ckpt_interval_h[r]) if spot else None,
         "deadline_probability": f(cs.deadline_prob[r], 3),
         "catalog_date": off.catalog_date,
+        "spot_price_outlier": bool(cs.outlier[r]) if cs.outlier is not None else False,
     }
 
 
@@ -164,4 +166,9 @@ def to_json(res: PlanResult) -> dict:
         "explanation": res.explanation,
         "infeasible": res.infeasible,
         "assumptions": res.assumptions,
+        # the choice the other way round: with outlier spot prices when they are left out, and without them
+        # when --include-outlier-prices took them in (None: the same row, or nothing feasible)
+        "alternative_with_outlier_prices" if not res.include_outliers else "alternative_without_outlier_prices":
+            candidate_dict(cs, res.alternative) if res.alternative is not None and res.alternative != res.chosen
+            else None,
     }
