@@ -19,14 +19,14 @@ Two stages, so the whole catalog is searched in about a second:
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import lru_cache
 
 import numpy as np
 
 from gpuwise.plan.job import PlanJob
-from gpuwise.plan.offerings import (RegionOffering, columns, filter_offerings, node_counts, region_offerings,
-                                    spot_floors, spot_outliers)
+from gpuwise.plan.offerings import (NODE_NETWORK_NOTE, RegionOffering, columns, filter_offerings, node_counts,
+                                    node_network, region_offerings, spot_floors, spot_outliers)
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 
@@ -319,8 +319,8 @@ def evaluate_shape(job: PlanJob, gpu: str, gpus_per_node: int, nodes: int, cache
 # stage 2: offerings x node counts x pricing, vectorised
 
 
-def _shape_rows(job: PlanJob, offs: list, cache: dict) -> tuple[list[RunOption], np.ndarray, np.ndarray,
-                                                                 np.ndarray, np.ndarray]:
+def _shape_rows(job: PlanJob, offs: list, cache: dict, nic: dict | None = None,
+                ) -> tuple[list[RunOption], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Stage 1 over the offerings: the distinct best options of their hardware shapes, and per (offering,
     node count) with an option its offering index, node count, option index and configurations evaluated."""
     options: list[RunOption] = []
@@ -329,7 +329,9 @@ def _shape_rows(job: PlanJob, offs: list, cache: dict) -> tuple[list[RunOption],
     for i, off in enumerate(offs):
         for n in node_counts(off.gpus_per_node, job.max_gpus):
             key = (off.gpu, off.gpus_per_node, n)
-            res = evaluate_shape(job, *key, cache)
+            # the node's own network (nic: (gpu, GPUs per node) -> GB/s; one value per shape, so the cache holds)
+            gbps = (nic or {}).get(key[:2])
+            res = evaluate_shape(job if gbps is None else replace(job, inter_node_gbps=gbps), *key, cache)
             if res.best is None:
                 continue
             if key not in opt_of:
@@ -349,7 +351,9 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
     offs = region_offerings(rows)
     cache: dict = {"_exhaustive": True} if exhaustive else {}
-    options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, cache)
+    nic = None if job.inter_node_gbps else node_network(offs, catalog.market if catalog.market is not None
+                                                         else catalog.offerings)
+    options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, cache, nic)
     off_cols = columns(offs)
     od_price, sp_price = off_cols["price"], off_cols["spot_price"]
     modes = [False, True] if job.spot else [False]
@@ -452,6 +456,8 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
                + f", written at {job.checkpoint_write_gbps:g} GB/s per node, restart "
                f"{job.restart_h * 60:.0f} min")
     # the efficiency factors and bandwidths the analytical step times rest on (estimate states them too)
+    if not job.inter_node_gbps:   # per-node values set by node_network: one line instead of one per value
+        step_notes = [n for n in step_notes if not n.startswith("inter-node bandwidth")] + [NODE_NETWORK_NOTE]
     out += [f"step time: {n}" for n in step_notes]
     if sources:
         out.append("spot preemption rate per GPU class: " + "; ".join(

@@ -179,3 +179,29 @@ def outlier_rule() -> str:
             f"is below {OUTLIER_FRACTION:g} x the {OUTLIER_PERCENTILE}th percentile of that ratio over the "
             f"type's spot offerings in the catalog (types with >= {OUTLIER_MIN_OFFERS} spot offerings; "
             "prices you give are never flagged)")
+
+
+# ---------------------------------------------------------------------------------------------
+# the network of a node
+
+NODE_NETWORK_NOTE = ("inter-node bandwidth per node = the GPU class's full-node NIC (step_time.default_inter_node_gbps) "
+                     "x the node's share of the largest node of that GPU in the catalog (assumption: cloud VMs get "
+                     "network in proportion to their size; a 1-GPU L4 VM of an 8-GPU host gets 12.5 Gb/s, and "
+                     "DeepVM's AWS table lists 10-25 Gb/s for 1-GPU g5/g4dn VMs)")
+
+
+def node_network(offs: list[RegionOffering], market: list[Offering]) -> dict[tuple[str, int], float]:
+    """(GPU, GPUs per node) -> NIC bandwidth in GB/s of the offerings' node shapes (see NODE_NETWORK_NOTE):
+    ZeRO-3 over eight 1-GPU VMs then pays for their network, not for an 8-GPU host's."""
+    from gpuwise.estimate.step_time import default_inter_node_gbps
+    from gpuwise.hardware.gpus import get_gpu
+
+    full: dict[str, float] = {}
+    for o in market:
+        if o.gpus_per_node >= 1:
+            full[o.gpu] = max(full.get(o.gpu, 0.0), o.gpus_per_node)
+    out = {}
+    for o in offs:
+        host = max(full.get(o.gpu, 0.0), o.gpus_per_node)
+        out[(o.gpu, o.gpus_per_node)] = default_inter_node_gbps(get_gpu(o.gpu))[0] * o.gpus_per_node / host
+    return out
