@@ -266,3 +266,14 @@ def test_outlier_spot_price_is_left_out_and_shown():
     inc = plan(job, CAT, "cost", include_outliers=True)
     assert (inc.chosen, inc.alternative) == (res.alternative, res.chosen)
     assert any(line.startswith("warning: the chosen spot price is an outlier") for line in inc.explanation)
+
+
+@SHARES_PRETRAIN
+def test_large_spot_plan_warns_about_one_zone_and_names_its_rate_source(pretrain):
+    from gpuwise.hardware.spot_risk import SPOT_ZONE_GPUS
+
+    cs, r = pretrain.candidates, pretrain.chosen
+    assert cs.spot[r] and cs.gpus[r] > SPOT_ZONE_GPUS   # the knee: 32 spot H100s in one zone
+    text = "\n".join(pretrain.explanation)
+    assert f"warning: {cs.gpus[r]} spot " in text and "in one zone" in text
+    assert "no H100-80GB-SXM trace: the AWS V100 traces' rate stands in" in text

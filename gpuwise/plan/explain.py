@@ -122,7 +122,12 @@ def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> 
         lines.append(f"why {n0} node{'s' if n0 > 1 else ''}: {cs.nodes[hi]} nodes instead of {cs.nodes[lo]} "
                      f"changes time by {-saved_h:+.1f} h and cost by {extra:+,.2f} USD -> {rate}{verdict}")
     if cs.spot[chosen]:
-        lines.append(f"spot risk: {cs.preempt_rate[chosen]:.3f} preemptions per node-hour -> "
+        from gpuwise.hardware.spot_risk import preemption_rate_per_hour
+
+        risk = preemption_rate_per_hour(off.example)
+        whose = (f" (no {off.gpu} trace: the AWS V100 traces' rate stands in)" if risk.is_default
+                 else f" ({off.gpu} traces)")
+        lines.append(f"spot risk: {cs.preempt_rate[chosen]:.3f} preemptions per node-hour{whose} -> "
                      f"{cs.preemptions[chosen]:.1f} expected preemptions, checkpoint every "
                      f"{_fmt_interval(cs.ckpt_interval_h[chosen])} (Young/Daly); time p10-p90 "
                      f"{_fmt_h(cs.time_p10[chosen])}-{_fmt_h(cs.time_p90[chosen])}, cost "
