@@ -351,8 +351,7 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
     offs = region_offerings(rows)
     cache: dict = {"_exhaustive": True} if exhaustive else {}
-    nic = None if job.inter_node_gbps else node_network(offs, catalog.market if catalog.market is not None
-                                                         else catalog.offerings)
+    nic = None if job.inter_node_gbps else node_network(offs, _market(catalog))
     options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, cache, nic)
     off_cols = columns(offs)
     od_price, sp_price = off_cols["price"], off_cols["spot_price"]
@@ -377,21 +376,7 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     base_h = np.array([options[k].train_hours for k in opt_i], float) if opt_i.size else np.zeros(0)
     ckpt = np.array([options[k].checkpoint_gb for k in opt_i], float) if opt_i.size else np.zeros(0)
     hourly = node_price * nodes
-    # spot risk
-    rate = np.zeros(off_i.size)
-    sources: dict[str, set] = {}   # where a rate comes from -> the GPU classes it is used for
-    if spot.any():
-        from gpuwise.hardware.spot_risk import preemption_rate_per_hour
-
-        per_off: dict[int, float] = {}
-        for j in np.unique(off_i[spot]):
-            risk = preemption_rate_per_hour(offs[j].example)
-            per_off[int(j)] = float(risk.rate_per_hour)
-            # "default: no <cloud> <gpu> trace; <where the default comes from>" -> one line per source
-            src = risk.source.split("; ", 1)[-1] if risk.source.startswith("default") else risk.source
-            proxy = "no trace of this class, stands in: " if risk.is_default else ""
-            sources.setdefault(f"{proxy}{risk.rate_per_hour:.3g}/node-h from {src}", set()).add(offs[j].gpu)
-        rate[spot] = [per_off[int(j)] for j in off_i[spot]]
+    rate, sources = _spot_rates(offs, off_i, spot)
     time_h = base_h.copy()
     t10, t90 = base_h.copy(), base_h.copy()
     n_pre = np.zeros(off_i.size)
@@ -421,12 +406,37 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
                       t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
                       {k: v for k, v in cache.items() if isinstance(v, ShapeResult)})
     # the floors come from the whole catalog, so that --cloud or --gpu does not move them
-    cs.spot_floors = spot_floors(region_offerings(catalog.market if catalog.market is not None
-                                                  else catalog.offerings))
+    cs.spot_floors = spot_floors(region_offerings(_market(catalog)))
     cs.outlier = spot & spot_outliers(offs, cs.spot_floors)[off_i] if off_i.size else np.zeros(0, bool)
     cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())),
                                   cache.get("_checkpoint_note"))
     return cs
+
+
+def _spot_rates(offs: list, off_i: np.ndarray, spot: np.ndarray) -> tuple[np.ndarray, dict[str, set]]:
+    """Preemption rate per node-hour of each row (0 on demand), and where each rate comes from -> the GPU
+    classes it is used for (a class without its own trace says so)."""
+    rate = np.zeros(off_i.size)
+    sources: dict[str, set] = {}
+    if not spot.any():
+        return rate, sources
+    from gpuwise.hardware.spot_risk import preemption_rate_per_hour
+
+    per_off: dict[int, float] = {}
+    for j in np.unique(off_i[spot]):
+        risk = preemption_rate_per_hour(offs[j].example)
+        per_off[int(j)] = float(risk.rate_per_hour)
+        # "default: no <cloud> <gpu> trace; <where the default comes from>" -> one line per source
+        src = risk.source.split("; ", 1)[-1] if risk.source.startswith("default") else risk.source
+        proxy = "no trace of this class, stands in: " if risk.is_default else ""
+        sources.setdefault(f"{proxy}{risk.rate_per_hour:.3g}/node-h from {src}", set()).add(offs[j].gpu)
+    rate[spot] = [per_off[int(j)] for j in off_i[spot]]
+    return rate, sources
+
+
+def _market(catalog) -> list:
+    """The catalog's own rows (before prices the user gave: plan.user_prices)."""
+    return catalog.market if getattr(catalog, "market", None) is not None else catalog.offerings
 
 
 def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, set],
