@@ -120,3 +120,13 @@ def test_job_rate_scales_sublinearly_with_nodes():
     assert r.job_rate_per_hour(1) == r.rate_per_hour
     rates = [r.job_rate_per_hour(n) for n in (1, 2, 4, 8, 16)]
     assert rates == sorted(rates) and rates[-1] < 16 * rates[0]
+
+
+def test_zone_capacity_note_matches_the_traces():
+    from gpuwise.hardware.spot_risk import SPOT_ZONE_GPUS, zone_capacity_evidence, zone_warning
+
+    rows = zone_capacity_evidence()
+    assert len(rows) == 3 and all(r["hours"] > 200 for r in rows)
+    lo, hi = min(r["all_up_fraction"] for r in rows), max(r["all_up_fraction"] for r in rows)
+    assert f"{lo * 100:.0f}-{hi * 100:.0f}%" == "42-46%" and "42-46%" in zone_warning(SPOT_ZONE_GPUS + 1, "H100", None)
+    assert zone_warning(SPOT_ZONE_GPUS, "H100", "z") is None

@@ -133,3 +133,21 @@ def test_exit_code_through_the_console_entry():
     r = subprocess.run([sys.executable, "-m", "gpuwise", "memory", "llama-3.1-8b", "--tp", "3", "--gpus", "3"],
                        capture_output=True, text=True)
     assert r.returncode == 2 and "Traceback" not in r.stderr and len(r.stderr.strip().splitlines()) == 1
+
+
+def test_how_to_make_it_fit_agrees_with_memory_itself(capsys):
+    """Each listed change, run through `gpuwise memory` with its flags, needs what the list says and fits
+    the GPUs it names; a configuration that fits every GPU asked about lists nothing."""
+    gpus = ["--gpu", "L4", "A100-40GB", "H100"]
+    d = run_json(capsys, "memory", "llama-3.1-8b", *gpus, "--json")
+    assert not any(d["fits"].values())
+    levers = {lv["lever"]: lv for lv in d["how_to_fit"]}
+    for name, flags in (("LoRA rank 16", ["--lora-rank", "16"]), ("ZeRO-3 over 8 GPUs", ["--gpus", "8", "--zero", "3"]),
+                        ("optimizer offload to host memory", ["--offload-optimizer"])):
+        again = run_json(capsys, "memory", "llama-3.1-8b", *gpus, *flags, "--json")
+        assert again["required_gib"] == pytest.approx(levers[name]["required_gib"], abs=0.01)
+        fitting = sorted(g for g, ok in again["fits"].items() if ok)
+        # a ZeRO-3 row names the GPUs that fit first at its width (H100 already fits over 2)
+        assert set(levers[name]["fits"]) <= set(fitting) if "ZeRO" in name else fitting == sorted(levers[name]["fits"])
+    assert levers["a larger GPU: H200-SXM (141 GB)"]["fits"] == ["H200-SXM"]
+    assert run_json(capsys, "memory", "llama-3.1-8b", "--gpu", "H200", "--json")["how_to_fit"] == []

@@ -58,3 +58,13 @@ def test_ties_break_on_the_other_metric():
     assert choose(t2, c2, "cost") == 0
     with pytest.raises(ValueError):
         choose(t, c, "fastest")
+
+
+def test_costs_within_the_tie_go_to_the_faster_then_fewer_nodes():
+    t, c = np.array([10.0, 5.0, 4.0]), np.array([100.0, 100.9, 102.0])
+    assert choose(t, c, "cost") == 0                       # no tolerance: strictly cheapest
+    assert choose(t, c, "cost", cost_tie=0.01) == 1        # 0.9% dearer but twice as fast; 2% is not a tie
+    t2 = np.array([5.0, 5.0])
+    assert choose(t2, np.array([100.0, 100.5]), "cost", cost_tie=0.01, nodes=np.array([4, 2])) == 1
+    prob = np.array([1.0, 0.0, 1.0])
+    assert choose(t, c, "deadline", deadline_prob=prob, cost_tie=0.01) == 0   # the faster one misses

@@ -64,3 +64,10 @@ def test_invalid_task_is_not_written(tmp_path):
     with pytest.raises(ValueError):
         write_task(_choice(cloud="nocloud"), path)
     assert not path.exists()
+
+
+def test_spot_task_is_pinned_to_the_planned_zone():
+    """Spot prices differ per zone: the task launches where the plan priced it (on demand stays regional)."""
+    spot = task_config(_choice(zone="us-east-1f"))
+    assert spot["resources"]["zone"] == "us-east-1f" and validate(spot)[0]
+    assert "zone" not in task_config(_choice(zone="us-east-1f", spot=False))["resources"]

@@ -26,6 +26,14 @@ def fit_line(est, g) -> str:
             + est.fit_text(g).split(": ", 1)[1])
 
 
+def _levers(spec, cfg, gpus):
+    """The single changes that make the job fit a GPU it does not fit (estimate.fit_levers)."""
+    from gpuwise.estimate.fit_levers import fit_levers
+    from gpuwise.hardware.gpus import all_gpus
+
+    return fit_levers(spec, cfg, gpus, all_gpus())
+
+
 def run(args: argparse.Namespace) -> int:
     from gpuwise.estimate.performance import job_performance
     from gpuwise.workload.models import load_model
@@ -54,12 +62,17 @@ def memory_json(est, gpus) -> dict:
 
 
 def render(args: argparse.Namespace, spec, cfg, est, gpus, extra: dict) -> int:
+    # what would make it fit: the analytic model's single changes (the trace answers the configuration asked)
+    levers = _levers(spec, cfg, gpus) if extra.get("method") == "analytic" else []
     assumptions = list(est.assumptions) + [fit_line(est, g) for g in gpus]
     if args.json:
         from gpuwise.cli.output import emit_json
 
         emit_json({"model": spec.name, "params": est.params, "trainable_params": est.trainable_params,
-                   "config": config_dict(cfg), **memory_json(est, gpus), **extra, "assumptions": assumptions})
+                   "config": config_dict(cfg), **memory_json(est, gpus), **extra,
+                   "how_to_fit": [{"lever": lv.name, "cost": lv.cost, "required_gib": round(lv.required_gib, 2),
+                                   "fits": list(lv.fits)} for lv in levers],
+                   "assumptions": assumptions})
         return 0
     from gpuwise.cli.output import print_assumptions, print_table
 
@@ -87,5 +100,11 @@ def render(args: argparse.Namespace, spec, cfg, est, gpus, extra: dict) -> int:
                 [(g.name, f"{g.memory_gib:g}", f"{fit[g.name]['device']:.2f}", f"{fit[g.name]['headroom']:.2f}",
                   f"{fit[g.name]['usable']:.2f}", f"{fit[g.name]['required']:.2f}", "yes" if est.fits(g) else "no",
                   f"{fit[g.name]['spare']:+.1f}") for g in gpus])
+    if levers:
+        print_table(f"How to make it fit (each change alone; required now {est.required / GIB:.2f} GiB; a ZeRO-3 "
+                    "row names the GPUs that fit first at its width)",
+                    ["change", "required GiB", "then fits", "what it costs"],
+                    [(lv.name, f"{lv.required_gib:.2f}", ", ".join(lv.fits) or "none of these", lv.cost)
+                     for lv in levers])
     print_assumptions(assumptions)
     return 0

@@ -25,6 +25,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="write the time/cost plane (.png or .svg)")
     parser.add_argument("--export-skypilot", metavar="FILE", default=None,
                         help="write a SkyPilot task YAML for the chosen configuration")
+    parser.add_argument("--price", action="append", metavar="GPU=USD", default=None,
+                        help="your on-demand price for a GPU type in USD per GPU-hour, on every catalog offering "
+                             "of it (repeatable), e.g. --price H100=2.10")
+    parser.add_argument("--offerings", metavar="FILE", default=None,
+                        help="your own offerings (.yaml list or .csv): gpu, gpus_per_node, price (USD per GPU-hour), "
+                             "optional spot_price, name, cloud (default 'user'), region; added to the catalog")
+    parser.add_argument("--include-outlier-prices", action="store_true",
+                        help="also plan on spot prices far below their GPU type's (left out by default; "
+                             "the rule is in the assumptions)")
     parser.add_argument("--catalog-dir", action="append", metavar="DIR", default=None,
                         help="SkyPilot v8 catalog folder (<dir>/<cloud>/vms.csv), repeatable: each cloud it holds REPLACES that cloud's bundled rows (clouds it does not hold keep theirs)")
 
@@ -47,7 +56,7 @@ def _export(res, path: str) -> str:
                f"expected {c['time_hours']:.1f} h, ${c['cost_usd']:,.0f} at ${c['hourly_usd']:.2f}/h "
                f"(catalog {c['catalog_date']})")
     choice = ExportChoice(res.job.name, off.cloud, off.region, off.instance_type, accelerator_name(off),
-                          off.gpus_per_node, int(c["nodes"]), bool(c["spot"]), envs, summary)
+                          off.gpus_per_node, int(c["nodes"]), bool(c["spot"]), envs, summary, c["zone"])
     _, how = write_task(choice, path)
     return how
 
@@ -66,11 +75,12 @@ def _table(data: dict, res) -> None:
             hours += f" ({h(c['time_hours_p10'])}-{h(c['time_hours_p90'])})"
         gpu = accelerator_name(cs.offerings[cs.off_idx[r]])   # short catalog name, e.g. H100
         rows.append([f"{mark}{i + 1}", f"{c['cloud']}:{c['region']}", f"{c['nodes']}x {c['instance_type']}",
-                     f"{c['gpus']}x {gpu}", "spot" if c["spot"] else "od", hours, f"{c['cost_usd']:,.0f}",
+                     f"{c['gpus']}x {gpu}", ("spot!" if c["spot_price_outlier"] else "spot") if c["spot"] else "od", hours, f"{c['cost_usd']:,.0f}",
                      f"{c['usd_per_gpu_hour']:.2f}", c["global_batch_size"], c["plan"]])
     print_table(f"gpuwise plan {data['job']} -- objective {data['objective']}: "
                 f"{data['candidates_feasible']:,} feasible candidates from {data['candidates_evaluated']:,} "
-                "configurations (* = chosen; od = on-demand; hours: expected (p10-p90) on spot)",
+                "configurations (* = chosen; od = on-demand; spot! = outlier spot price; hours: expected (p10-p90) "
+                "on spot)",
                 ["#", "cloud:region", "instances", "GPUs", "price", "hours", "USD", "$/GPU-h", "batch", "plan"],
                 rows)
 
@@ -103,8 +113,11 @@ def run(args: argparse.Namespace) -> int:
         check_output_file("--export-skypilot", args.export_skypilot, (".yaml", ".yml"))
     spec = load_job(args.job)
     job = from_jobspec(spec, clouds=args.cloud, gpus=args.gpu, spot=args.spot, max_gpus=args.max_gpus)
+    from gpuwise.plan.user_prices import with_user_prices
+
     catalog = load_catalog(args.catalog_dir) if args.catalog_dir else load_catalog()
-    res = plan(job, catalog, args.objective, args.top)
+    catalog = with_user_prices(catalog, args.price, args.offerings)
+    res = plan(job, catalog, args.objective, args.top, include_outliers=args.include_outlier_prices)
     data = to_json(res)
     notes = []
     if args.plot:
@@ -112,8 +125,12 @@ def run(args: argparse.Namespace) -> int:
 
         notes.append(f"plot written to {plot_plan(res, args.plot)}")
     if args.export_skypilot:
+        from gpuwise.plan.offerings import is_user_priced
+
         if res.chosen is None:
             notes.append("no SkyPilot task written: nothing meets the constraints")
+        elif is_user_priced(res.candidates.offerings[res.candidates.off_idx[res.chosen]]):
+            notes.append("no SkyPilot task written: the chosen offering is one of yours (--offerings)")
         else:
             how = _export(res, args.export_skypilot)
             data["skypilot_export"] = {"path": args.export_skypilot, "validation": how}

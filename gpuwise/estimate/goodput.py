@@ -52,10 +52,13 @@ class JobGoodput:
         return self.space.name
 
     # -- one shape ---------------------------------------------------------------------------
-    def shape(self, gpu: str, gpus_per_node: int, nodes: int, gpus: int | None = None) -> ShapeResult:
+    def shape(self, gpu: str, gpus_per_node: int, nodes: int, gpus: int | None = None,
+              inter_node_gbps: float | None = None) -> ShapeResult:
         """The fastest configuration over the job's batch grid on ``gpus`` GPUs (default: every GPU of
-        ``nodes`` nodes of ``gpus_per_node``) of type ``gpu``; ``best`` None when nothing fits."""
-        return evaluate_shape(self.space, gpu, gpus_per_node, nodes, self.cache, gpus)
+        ``nodes`` nodes of ``gpus_per_node``) of type ``gpu``, with the shape's node network
+        ``inter_node_gbps`` (None: the job's); ``best`` None when nothing fits."""
+        return evaluate_shape(self.space, gpu, gpus_per_node, nodes, self.cache, gpus,
+                              inter_node_gbps=inter_node_gbps)
 
     def at_batch(self, gpu: str, gpus_per_node: int, gpus: int, batch: int, nodes: int | None = None) -> RunOption | None:
         """The fastest layout holding exactly global batch ``batch`` on ``gpus`` GPUs (packed onto the

@@ -15,7 +15,7 @@ as evaluated. ``cache["_exhaustive"]`` true turns both off (same answer).
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import lru_cache
 
 import numpy as np
@@ -236,18 +236,22 @@ def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs:
 
 
 def evaluate_shape(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, cache: dict,
-                   gpus: int | None = None, batch: int | None = None) -> ShapeResult:
+                   gpus: int | None = None, batch: int | None = None,
+                   inter_node_gbps: float | None = None) -> ShapeResult:
     """Fastest (plan, micro-batch, global batch) on `nodes` x `gpus_per_node` GPUs of type `gpu`
     (``gpus``: fewer GPUs than the nodes hold, e.g. `gpuwise estimate --gpus 12` or a policy's count).
     ``batch``: only this global batch, exactly (a policy's choice); None: the job's batch grid, and a
     fixed batch that no configuration of the shape holds exactly may be rounded by up to
     FIXED_BATCH_ROUNDING (then ``best.batch_rounded``). Every configuration that fits counts as
     evaluated; only those that can be the fastest are timed (`_timed_configs`; ``cache["_exhaustive"]``
-    true: every one, and every memory estimate too)."""
+    true: every one, and every memory estimate too). ``inter_node_gbps``: this shape's node network
+    (e.g. a small VM's share of its host's NIC), overriding the job's."""
     gpus = gpus or gpus_per_node * nodes
-    key = (gpu, gpus_per_node, nodes, gpus, batch)
+    key = (gpu, gpus_per_node, nodes, gpus, batch, inter_node_gbps)
     if key in cache:
         return cache[key]
+    if inter_node_gbps is not None and inter_node_gbps != job.inter_node_gbps:
+        job = replace(job, inter_node_gbps=inter_node_gbps)
     if batch is not None and not _holds_batch(job, gpus, batch):
         res = ShapeResult(None, 0, "batch")
     elif batch is not None:

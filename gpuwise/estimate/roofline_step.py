@@ -34,6 +34,7 @@ import numpy as np
 
 from gpuwise.data import data_path, read_commented_csv
 from gpuwise.estimate import comm
+from gpuwise.estimate.lora import NF4_BYTES
 from gpuwise.estimate.op_inventory import ATTN, GEMM, MEM, micro_step_work, op_table, reforwarded_blocks
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
@@ -270,7 +271,11 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
     t_dp = 0.0
     if n_dp > 1 and local > 0:
         if p.zero >= 3:
-            per_micro = 3 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat)
+            # forward and backward all-gather every weight of the stage -- frozen ones too (LoRA): ZeRO-3 shards
+            # them, as the memory model counts -- and the reduce-scatter moves the trainable gradients only
+            weights = _stage_params(model, p.pp) / p.tp * (NF4_BYTES if cfg.quantize == "nf4" else vb)
+            per_micro = (2 * comm.ring_gather_s(max(weights, local * vb), n_dp, dp_bw, lat)
+                         + comm.ring_gather_s(local * vb, n_dp, dp_bw, lat))
             t_dp = m * max(0.0, per_micro - FSDP_OVERLAP * t_one)
         else:
             t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)

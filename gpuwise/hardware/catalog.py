@@ -117,6 +117,8 @@ class Catalog:
     sources: dict[str, str]                 # cloud -> file the offerings were read from
     skipped: dict[str, int] = field(default_factory=dict)  # "cloud accelerator: reason" -> rows
     files: dict[str, Path] = field(default_factory=dict)   # cloud -> path of the vms.csv read
+    market: list[Offering] | None = None   # the rows before prices the user gave (None: `offerings`)
+    notes: list[str] = field(default_factory=list)         # provenance of prices the user gave
 
     def cpu_instances(self, cloud: str | None = None) -> list[Offering]:
         """CPU-only instance types (no accelerator) of one or all clouds, read on first use.
@@ -129,6 +131,8 @@ class Catalog:
         wanted = [cloud.strip().lower()] if cloud else self.clouds()
         out: list[Offering] = []
         for c in wanted:
+            if c not in self.files:
+                continue   # prices the user gave: GPU offerings only
             f = self.files[c]
             out.extend(_cpu_rows(c, str(f), self.dates[c], _shown_name(c, f)))
         return out
@@ -506,10 +510,23 @@ def _cpu_rows(cloud: str, path: str, date: str, source: str) -> tuple[Offering, 
     return tuple(out)
 
 
+def catalog_age(cat: Catalog, cloud: str, today: _dt.date | None = None) -> str:
+    """'catalog dated 2026-05-20, 190 days old' (or why the date is unknown): prices drift, spot most."""
+    date = cat.dates[cloud]
+    try:
+        day = _dt.date.fromisoformat(date)
+    except ValueError:
+        meta = _snapshot().get(cloud, {})
+        note = meta.get("date_note") if meta.get("source") == cat.sources[cloud] else None
+        return f"catalog date unknown ({note})" if note else "catalog date unknown"
+    days = ((today or _dt.datetime.now(_dt.timezone.utc).date()) - day).days
+    return f"catalog dated {date}, {days} day{'s' if days != 1 else ''} old"
+
+
 def catalog_assumptions(cat: Catalog, clouds: list[str] | None = None) -> list[str]:
     """Human-readable provenance lines for outputs that price offerings of `clouds` (default: all)."""
     clouds = cat.clouds() if clouds is None else clouds
-    lines = [f"{c} prices: catalog dated {cat.dates[c]} ({cat.sources[c]})" for c in clouds]
+    lines = [f"{c} prices: {catalog_age(cat, c)} ({cat.sources[c]})" for c in clouds] + list(cat.notes)
     if "gcp" in clouds:
         lines.append("GCP GPU VM price = host VM row + attached-GPU row of the same zone (on-demand and spot); "
                      "T4/V100/P100/P4 priced on an n1-highmem-8 host")
@@ -521,4 +538,4 @@ def catalog_assumptions(cat: Catalog, clouds: list[str] | None = None) -> list[s
     return lines
 
 
-__all__ = ["Catalog", "NOT_MAPPED", "catalog_assumptions", "load_catalog", "not_mapped_reason", "parse_vms_csv"]
+__all__ = ["Catalog", "NOT_MAPPED", "catalog_age", "catalog_assumptions", "load_catalog", "not_mapped_reason", "parse_vms_csv"]

@@ -22,7 +22,8 @@ import numpy as np
 from gpuwise.estimate.goodput import JobGoodput
 from gpuwise.estimate.layout_search import RunOption, ShapeResult, evaluate_shape, recompute_variants  # noqa: F401
 from gpuwise.plan.job import PlanJob
-from gpuwise.plan.offerings import RegionOffering, columns, filter_offerings, node_counts, region_offerings
+from gpuwise.plan.offerings import (NODE_NETWORK_NOTE, RegionOffering, columns, filter_offerings, node_counts,
+                                    node_network, region_offerings, spot_floors, spot_outliers)
 
 
 @dataclass
@@ -52,6 +53,8 @@ class CandidateSet:
     evaluated: int                # configurations priced (offering x nodes x plan x batch x pricing)
     shapes: dict = field(default_factory=dict)   # (gpu, gpn, nodes) -> ShapeResult
     assumptions: list[str] = field(default_factory=list)
+    outlier: np.ndarray | None = None   # bool: a spot row whose price is below its GPU type's floor
+    spot_floors: dict = field(default_factory=dict)   # GPU -> offerings.SpotFloor (the floor's numbers)
 
     def __len__(self) -> int:
         return int(self.off_idx.size)
@@ -61,8 +64,8 @@ class CandidateSet:
 # stage 2: offerings x node counts x pricing, vectorised
 
 
-def _shape_rows(job: PlanJob, offs: list, good: JobGoodput) -> tuple[list[RunOption], np.ndarray, np.ndarray,
-                                                                 np.ndarray, np.ndarray]:
+def _shape_rows(job: PlanJob, offs: list, good: JobGoodput, nic: dict | None = None,
+                ) -> tuple[list[RunOption], np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Stage 1 over the offerings: the distinct best options of their hardware shapes, and per (offering,
     node count) with an option its offering index, node count, option index and configurations evaluated."""
     options: list[RunOption] = []
@@ -71,7 +74,8 @@ def _shape_rows(job: PlanJob, offs: list, good: JobGoodput) -> tuple[list[RunOpt
     for i, off in enumerate(offs):
         for n in node_counts(off.gpus_per_node, job.max_gpus):
             key = (off.gpu, off.gpus_per_node, n)
-            res = good.shape(*key)
+            # the node's own network (nic: (gpu, GPUs per node) -> GB/s), part of the hardware shape
+            res = good.shape(*key, inter_node_gbps=(nic or {}).get(key[:2]))
             if res.best is None:
                 continue
             if key not in opt_of:
@@ -92,7 +96,8 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     offs = region_offerings(rows)
     good = JobGoodput(job.space, exhaustive=True) if exhaustive else job.goodput
     cache = good.cache
-    options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, good)
+    nic = None if job.inter_node_gbps else node_network(offs, _market(catalog))
+    options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, good, nic)
     off_cols = columns(offs)
     od_price, sp_price = off_cols["price"], off_cols["spot_price"]
     modes = [False, True] if job.spot else [False]
@@ -116,21 +121,7 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     base_h = np.array([options[k].train_hours for k in opt_i], float) if opt_i.size else np.zeros(0)
     ckpt = np.array([options[k].checkpoint_gb for k in opt_i], float) if opt_i.size else np.zeros(0)
     hourly = node_price * nodes
-    # spot risk
-    rate = np.zeros(off_i.size)
-    sources: dict[str, int] = {}
-    if spot.any():
-        from gpuwise.hardware.spot_risk import preemption_rate_per_hour
-
-        per_off: dict[int, float] = {}
-        for j in np.unique(off_i[spot]):
-            risk = preemption_rate_per_hour(offs[j].example)
-            per_off[int(j)] = float(risk.rate_per_hour)
-            # "default: no <cloud> <gpu> trace; <where the default comes from>" -> one line per source
-            src = risk.source.split("; ", 1)[-1] if risk.source.startswith("default") else risk.source
-            key = f"{risk.rate_per_hour:.3g}/node-h from {src}"
-            sources[key] = sources.get(key, 0) + 1
-        rate[spot] = [per_off[int(j)] for j in off_i[spot]]
+    rate, sources = _spot_rates(offs, off_i, spot)
     time_h = base_h.copy()
     t10, t90 = base_h.copy(), base_h.copy()
     n_pre = np.zeros(off_i.size)
@@ -152,20 +143,49 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     ok = np.isfinite(time_h)
     if job.max_usd_per_hour:
         ok &= hourly <= job.max_usd_per_hour
-    if job.deadline_hours:
-        ok &= time_h <= job.deadline_hours
+    if job.deadline_hours:   # met at p90 (= expected time on demand), not in expectation
+        ok &= t90 <= job.deadline_hours
     if job.budget_usd:
         ok &= cost <= job.budget_usd
     cs = CandidateSet(offs, options, off_i, opt_i, nodes, gpn * nodes, spot, node_price, hourly, time_h, t10,
                       t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
                       {k[:3]: v for k, v in cache.items() if isinstance(v, ShapeResult) and k[4] is None
                        and k[3] == k[1] * k[2]})
+    # the floors come from the whole catalog, so that --cloud or --gpu does not move them
+    cs.spot_floors = spot_floors(region_offerings(_market(catalog)))
+    cs.outlier = spot & spot_outliers(offs, cs.spot_floors)[off_i] if off_i.size else np.zeros(0, bool)
     cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())),
                                   cache.get("_checkpoint_note"))
     return cs
 
 
-def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, int],
+def _spot_rates(offs: list, off_i: np.ndarray, spot: np.ndarray) -> tuple[np.ndarray, dict[str, set]]:
+    """Preemption rate per node-hour of each row (0 on demand), and where each rate comes from -> the GPU
+    classes it is used for (a class without its own trace says so)."""
+    rate = np.zeros(off_i.size)
+    sources: dict[str, set] = {}
+    if not spot.any():
+        return rate, sources
+    from gpuwise.hardware.spot_risk import preemption_rate_per_hour
+
+    per_off: dict[int, float] = {}
+    for j in np.unique(off_i[spot]):
+        risk = preemption_rate_per_hour(offs[j].example)
+        per_off[int(j)] = float(risk.rate_per_hour)
+        # "default: no <cloud> <gpu> trace; <where the default comes from>" -> one line per source
+        src = risk.source.split("; ", 1)[-1] if risk.source.startswith("default") else risk.source
+        proxy = "no trace of this class, stands in: " if risk.is_default else ""
+        sources.setdefault(f"{proxy}{risk.rate_per_hour:.3g}/node-h from {src}", set()).add(offs[j].gpu)
+    rate[spot] = [per_off[int(j)] for j in off_i[spot]]
+    return rate, sources
+
+
+def _market(catalog) -> list:
+    """The catalog's own rows (before prices the user gave: plan.user_prices)."""
+    return catalog.market if getattr(catalog, "market", None) is not None else catalog.offerings
+
+
+def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[str, set],
                  step_notes: list[str], checkpoint_note: str | None = None) -> list[str]:
     from gpuwise.hardware.catalog import catalog_assumptions
 
@@ -192,7 +212,10 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
                + f", written at {job.checkpoint_write_gbps:g} GB/s per node, restart "
                f"{job.restart_h * 60:.0f} min")
     # the efficiency factors and bandwidths the analytical step times rest on (estimate states them too)
+    if not job.inter_node_gbps:   # per-node values set by node_network: one line instead of one per value
+        step_notes = [n for n in step_notes if not n.startswith("inter-node bandwidth")] + [NODE_NETWORK_NOTE]
     out += [f"step time: {n}" for n in step_notes]
     if sources:
-        out.append("spot preemption rates: " + "; ".join(f"{s} ({n} offerings)" for s, n in sources.items()))
+        out.append("spot preemption rate per GPU class: " + "; ".join(
+            f"{', '.join(sorted(g))}: {s}" for s, g in sources.items()))
     return out

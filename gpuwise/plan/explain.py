@@ -17,6 +17,57 @@ def _fmt_usd(c: float) -> str:
     return f"${c:,.0f}" if abs(c) >= 100 else f"${c:,.2f}"
 
 
+def _fmt_interval(h: float) -> str:
+    """A checkpoint interval: '45 s', '31 min', '2.5 h' (never '0 min')."""
+    s = h * 3600.0
+    return f"{s:.0f} s" if s < 90 else f"{s / 60:.0f} min" if s < 5400 else f"{h:.1f} h"
+
+
+def _tradeoff(saved_h: float, extra_usd: float) -> str:
+    """What one more or one less node buys, in units a reader can weigh: hours per $1,000 only when the
+    extra cost is large enough for the ratio to mean something (a few cents more does not buy 200,000 h)."""
+    if saved_h <= 0:
+        return "no time saved" if extra_usd >= 0 else "and is also cheaper"
+    if extra_usd <= 0:
+        return "and is also cheaper"
+    if extra_usd < 1000:
+        return f"{saved_h:.1f} h saved for {_fmt_usd(extra_usd)} more"
+    return f"{saved_h / extra_usd * 1000:.3g} h saved per extra $1,000"
+
+
+def _short(cs: CandidateSet, r: int) -> str:
+    off = cs.offerings[cs.off_idx[r]]
+    return (f"{cs.gpus[r]} x {off.gpu} {'spot' if cs.spot[r] else 'on-demand'} ({cs.nodes[r]} x {off.instance_type}, "
+            f"{off.cloud} {off.region}) at ${cs.node_price[r] / off.gpus_per_node:.2f}/GPU-h: "
+            f"{_fmt_h(cs.time_h[r])}, {_fmt_usd(cs.cost[r])}")
+
+
+def _floor_text(cs: CandidateSet, r: int) -> str:
+    f = cs.spot_floors[cs.offerings[cs.off_idx[r]].gpu]
+    return (f"below the {f.gpu} spot floor ${f.floor_usd:.2f}/GPU-h; its median on-demand price is "
+            f"${f.od_median:.2f}/GPU-h")
+
+
+def price_notes(cs: CandidateSet, chosen: int, other: int | None, included: bool) -> list[str]:
+    """Lines on the prices the choice rests on: an outlier spot price left out (or taken, with the pick
+    without it), and a spot plan larger than one zone plausibly holds."""
+    from gpuwise.hardware.spot_risk import zone_warning
+
+    lines = []
+    if not included and other is not None and other != chosen and cs.outlier[other]:
+        lines.append(f"outlier price left out: {_short(cs, other)} would be cheaper, but its spot price is "
+                     f"{_floor_text(cs, other)} (one catalog row; --include-outlier-prices plans on it)")
+    if included and cs.outlier[chosen]:
+        alt = f"; without outlier prices the pick is {_short(cs, other)}" if other is not None else ""
+        lines.append(f"warning: the chosen spot price is an outlier, {_floor_text(cs, chosen)}{alt}")
+    if cs.spot[chosen]:
+        off = cs.offerings[cs.off_idx[chosen]]
+        warn = zone_warning(int(cs.gpus[chosen]), off.gpu, off.spot_zone)
+        if warn:
+            lines.append("warning: " + warn)
+    return lines
+
+
 def _metric(cs: CandidateSet, objective: str) -> np.ndarray:
     return cs.time_h if objective == "time" else cs.cost
 
@@ -66,15 +117,19 @@ def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> 
         lo, hi = (j, chosen) if word == "fewer" else (chosen, j)   # hi = the larger cluster
         saved_h = cs.time_h[lo] - cs.time_h[hi]
         extra = cs.cost[hi] - cs.cost[lo]
-        rate = (f"{saved_h / extra * 1000:.2f} h saved per extra $1,000" if extra > 0 else
-                "and is also cheaper" if saved_h > 0 else "no time saved")
+        rate = _tradeoff(saved_h, extra)
         verdict = "" if mask[j] else " (breaks a constraint)"
         lines.append(f"why {n0} node{'s' if n0 > 1 else ''}: {cs.nodes[hi]} nodes instead of {cs.nodes[lo]} "
                      f"changes time by {-saved_h:+.1f} h and cost by {extra:+,.2f} USD -> {rate}{verdict}")
     if cs.spot[chosen]:
-        lines.append(f"spot risk: {cs.preempt_rate[chosen]:.3f} preemptions per node-hour -> "
+        from gpuwise.hardware.spot_risk import preemption_rate_per_hour
+
+        risk = preemption_rate_per_hour(off.example)
+        whose = (f" (no {off.gpu} trace: the AWS V100 traces' rate stands in)" if risk.is_default
+                 else f" ({off.gpu} traces)")
+        lines.append(f"spot risk: {cs.preempt_rate[chosen]:.3f} preemptions per node-hour{whose} -> "
                      f"{cs.preemptions[chosen]:.1f} expected preemptions, checkpoint every "
-                     f"{cs.ckpt_interval_h[chosen] * 60:.0f} min (Young/Daly); time p10-p90 "
+                     f"{_fmt_interval(cs.ckpt_interval_h[chosen])} (Young/Daly); time p10-p90 "
                      f"{_fmt_h(cs.time_p10[chosen])}-{_fmt_h(cs.time_p90[chosen])}, cost "
                      f"{_fmt_usd(cs.cost_p10[chosen])}-{_fmt_usd(cs.cost_p90[chosen])}")
     return lines
@@ -97,8 +152,9 @@ def _fewest_gpus(cs: CandidateSet, job, limit: int = 1024) -> list[dict]:
     return sorted(out, key=lambda d: d["gpus"])
 
 
-def infeasible(cs: CandidateSet, job) -> dict:
-    """Which constraint binds and the nearest feasible option, when no candidate meets them all."""
+def infeasible(cs: CandidateSet, job, allowed: np.ndarray | None = None) -> dict:
+    """Which constraint binds and the nearest feasible option, when no candidate meets them all
+    (allowed: the rows that may be chosen at all, e.g. without outlier prices; default every row)."""
     if len(cs) == 0:
         reasons = {r.reason for r in cs.shapes.values()}
         if not cs.shapes:
@@ -118,25 +174,26 @@ def infeasible(cs: CandidateSet, job) -> dict:
                     "nearest": {"min_gpus": nearest} if nearest else None}
         return {"binding": "batch", "message": "no parallel plan reaches an allowed global batch on the "
                 "allowed GPU counts; widen training.global_batch", "nearest": None}
-    hourly_ok = cs.hourly <= job.max_usd_per_hour if job.max_usd_per_hour else np.ones(len(cs), bool)
-    dl_ok = cs.time_h <= job.deadline_hours if job.deadline_hours else np.ones(len(cs), bool)
+    allowed = allowed if allowed is not None and allowed.any() else np.ones(len(cs), bool)
+    hourly_ok = allowed & (cs.hourly <= job.max_usd_per_hour if job.max_usd_per_hour else True)
+    dl_ok = cs.time_p90 <= job.deadline_hours if job.deadline_hours else np.ones(len(cs), bool)   # met at p90
     bud_ok = cs.cost <= job.budget_usd if job.budget_usd else np.ones(len(cs), bool)
     out: dict = {"binding": [], "nearest": {}}
     msgs = []
     if not hourly_ok.any():
         out["binding"].append("max_usd_per_hour")
-        need = float(cs.hourly.min())
+        need = float(cs.hourly[allowed].min())
         out["nearest"]["min_usd_per_hour"] = need
         msgs.append(f"the cheapest cluster costs {_fmt_usd(need)}/h > max_usd_per_hour "
                     f"{_fmt_usd(job.max_usd_per_hour)}")
     base = hourly_ok
     if job.deadline_hours and not (base & dl_ok).any():
-        fastest = float(cs.time_h[base].min()) if base.any() else float(cs.time_h.min())
+        fastest = float(cs.time_p90[base].min()) if base.any() else float(cs.time_p90[allowed].min())
         out["binding"].append("deadline")
         out["nearest"]["min_deadline_hours"] = fastest
-        msgs.append(f"the fastest option takes {_fmt_h(fastest)} > deadline {_fmt_h(job.deadline_hours)}")
+        msgs.append(f"the fastest option takes {_fmt_h(fastest)} at p90 > deadline {_fmt_h(job.deadline_hours)}")
     if job.budget_usd and not (base & bud_ok).any():
-        cheapest = float(cs.cost[base].min()) if base.any() else float(cs.cost.min())
+        cheapest = float(cs.cost[base].min()) if base.any() else float(cs.cost[allowed].min())
         out["binding"].append("budget")
         out["nearest"]["min_budget_usd"] = cheapest
         msgs.append(f"the cheapest option costs {_fmt_usd(cheapest)} > budget {_fmt_usd(job.budget_usd)}")
@@ -145,7 +202,7 @@ def infeasible(cs: CandidateSet, job) -> dict:
         m = base & dl_ok
         need = float(cs.cost[m].min())
         within = base & bud_ok
-        fastest = float(cs.time_h[within].min())
+        fastest = float(cs.time_p90[within].min())
         out["nearest"] = {"min_budget_usd": need, "min_deadline_hours": fastest}
         msgs.append(f"deadline and budget conflict: meeting the deadline costs at least {_fmt_usd(need)} "
                     f"(budget {_fmt_usd(job.budget_usd)}); within the budget the fastest takes "

@@ -103,3 +103,105 @@ def columns(rows: list[RegionOffering]) -> dict[str, np.ndarray]:
         "price": np.array([r.price if r.price else np.nan for r in rows], dtype=float),
         "spot_price": np.array([r.spot_price if r.spot_price else np.nan for r in rows], dtype=float),
     }
+
+
+# ---------------------------------------------------------------------------------------------
+# spot prices too good to plan on
+
+# A spot price is an outlier when its ratio to the GPU type's median on-demand price (both per GPU-hour)
+# is below OUTLIER_FRACTION x the OUTLIER_PERCENTILE-th percentile of that ratio over the type's spot
+# offerings in the whole loaded catalog (region rows, every cloud). On the bundled catalog this flags the
+# single-zone H200 $0.85, L4 $0.09 and A100-40GB $0.31 spot rows while typical discounts (ratios 0.15-0.7)
+# stay in; per-type, because clouds discount GPU types very differently (Azure spot is 0.18 x on-demand
+# throughout, AWS H200 0.1-0.5). Types with fewer than OUTLIER_MIN_OFFERS spot offerings are not judged.
+OUTLIER_FRACTION = 0.5
+OUTLIER_PERCENTILE = 10
+OUTLIER_MIN_OFFERS = 5
+
+
+@dataclass(frozen=True)
+class SpotFloor:
+    """One GPU type's spot outlier floor, per GPU-hour."""
+
+    gpu: str
+    od_median: float       # median on-demand USD per GPU-hour of the type
+    p_ratio: float         # OUTLIER_PERCENTILE-th percentile of spot / od_median
+    offers: int            # spot offerings the percentile is over
+
+    @property
+    def floor_ratio(self) -> float:
+        return OUTLIER_FRACTION * self.p_ratio
+
+    @property
+    def floor_usd(self) -> float:
+        return self.floor_ratio * self.od_median
+
+
+def is_user_priced(o: RegionOffering | Offering) -> bool:
+    """A row of the user's offerings file (plan.user_prices): its prices are never judged."""
+    from gpuwise.plan.user_prices import USER_SOURCE
+
+    ex = getattr(o, "example", o)
+    return ex.catalog_source.startswith(USER_SOURCE)
+
+
+def spot_floors(offs: list[RegionOffering]) -> dict[str, SpotFloor]:
+    """GPU type -> its spot floor, from catalog region rows (user prices left out)."""
+    od: dict[str, list[float]] = {}
+    sp: dict[str, list[float]] = {}
+    for o in offs:
+        if is_user_priced(o):
+            continue
+        if o.price:
+            od.setdefault(o.gpu, []).append(o.price / o.gpus_per_node)
+        if o.spot_price:
+            sp.setdefault(o.gpu, []).append(o.spot_price / o.gpus_per_node)
+    out = {}
+    for gpu, spots in sp.items():
+        if gpu in od and len(spots) >= OUTLIER_MIN_OFFERS:
+            med = float(np.median(od[gpu]))
+            out[gpu] = SpotFloor(gpu, med, float(np.percentile(np.array(spots) / med, OUTLIER_PERCENTILE)),
+                                 len(spots))
+    return out
+
+
+def spot_outliers(offs: list[RegionOffering], floors: dict[str, SpotFloor]) -> np.ndarray:
+    """Per region offering: True when its spot price is below its GPU type's floor."""
+    def low(o: RegionOffering) -> bool:
+        f = floors.get(o.gpu)
+        return bool(f and o.spot_price and not is_user_priced(o)
+                    and o.spot_price / o.gpus_per_node < f.floor_usd)
+    return np.array([low(o) for o in offs], dtype=bool)
+
+
+def outlier_rule() -> str:
+    return (f"a spot price counts as an outlier when spot / the GPU type's median on-demand price (per GPU-hour) "
+            f"is below {OUTLIER_FRACTION:g} x the {OUTLIER_PERCENTILE}th percentile of that ratio over the "
+            f"type's spot offerings in the catalog (types with >= {OUTLIER_MIN_OFFERS} spot offerings; "
+            "prices you give are never flagged)")
+
+
+# ---------------------------------------------------------------------------------------------
+# the network of a node
+
+NODE_NETWORK_NOTE = ("inter-node bandwidth per node = the GPU class's full-node NIC (step_time.default_inter_node_gbps) "
+                     "x the node's share of the largest node of that GPU in the catalog (assumption: cloud VMs get "
+                     "network in proportion to their size; a 1-GPU L4 VM of an 8-GPU host gets 12.5 Gb/s, and "
+                     "DeepVM's AWS table lists 10-25 Gb/s for 1-GPU g5/g4dn VMs)")
+
+
+def node_network(offs: list[RegionOffering], market: list[Offering]) -> dict[tuple[str, int], float]:
+    """(GPU, GPUs per node) -> NIC bandwidth in GB/s of the offerings' node shapes (see NODE_NETWORK_NOTE):
+    ZeRO-3 over eight 1-GPU VMs then pays for their network, not for an 8-GPU host's."""
+    from gpuwise.estimate.step_time import default_inter_node_gbps
+    from gpuwise.hardware.gpus import get_gpu
+
+    full: dict[str, float] = {}
+    for o in market:
+        if o.gpus_per_node >= 1:
+            full[o.gpu] = max(full.get(o.gpu, 0.0), o.gpus_per_node)
+    out = {}
+    for o in offs:
+        host = max(full.get(o.gpu, 0.0), o.gpus_per_node)
+        out[(o.gpu, o.gpus_per_node)] = default_inter_node_gbps(get_gpu(o.gpu))[0] * o.gpus_per_node / host
+    return out

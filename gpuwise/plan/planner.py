@@ -7,8 +7,9 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwise.plan.candidates import CandidateSet, generate
-from gpuwise.plan.choose import DEFAULT_CONFIDENCE, OBJECTIVES, choose
-from gpuwise.plan.explain import explain, infeasible
+from gpuwise.plan.choose import COST_TIE, DEFAULT_CONFIDENCE, OBJECTIVES, choose
+from gpuwise.plan.explain import explain, infeasible, price_notes
+from gpuwise.plan.offerings import outlier_rule
 from gpuwise.plan.job import PlanJob
 from gpuwise.plan.pareto import pareto_front
 from gpuwise.plan.knee import knee_of_front
@@ -26,6 +27,9 @@ class PlanResult:
     explanation: list[str]
     infeasible: dict | None
     assumptions: list[str] = field(default_factory=list)
+    alternative: int | None = None  # the choice with outlier spot prices in (default) or out (included)
+    considered: np.ndarray | None = None   # bool per candidate: the rows the choice was made over
+    include_outliers: bool = False
 
 
 def _dedupe(cs: CandidateSet, rows: np.ndarray) -> list[int]:
@@ -41,17 +45,8 @@ def _dedupe(cs: CandidateSet, rows: np.ndarray) -> list[int]:
     return out
 
 
-def plan(job: PlanJob, catalog, objective: str = "cost", top: int = 10) -> PlanResult:
-    """Generate, filter by the constraints, choose by `objective`, explain."""
-    if objective not in OBJECTIVES:
-        raise ValueError(objective)
-    if objective == "deadline" and not job.deadline_hours:   # before the catalog-wide search
-        from gpuwise.errors import InputError
-
-        raise InputError("--objective", "deadline", "the job has no deadline_hours; set it in the job "
-                         "YAML or use --objective cost|time|knee")
-    cs = generate(job, catalog)
-    ok = cs.ok.copy()
+def _pick(cs: CandidateSet, job: PlanJob, objective: str, ok: np.ndarray):
+    """(rows meeting `ok`, Pareto front rows, knee row, chosen row or None)."""
     rows = np.flatnonzero(ok)
     t, c = cs.time_h[rows], cs.cost[rows]
     front_pos = pareto_front(t, c) if rows.size else np.zeros(0, np.int64)   # positions in rows
@@ -60,32 +55,61 @@ def plan(job: PlanJob, catalog, objective: str = "cost", top: int = 10) -> PlanR
     chosen = None
     if rows.size:
         prob = cs.deadline_prob[rows] if objective == "deadline" else None
-        k = choose(t, c, objective, deadline_prob=prob, front=front_pos)
+        k = choose(t, c, objective, deadline_prob=prob, front=front_pos, cost_tie=COST_TIE, nodes=cs.nodes[rows])
         chosen = None if k is None else int(rows[k])
+    return rows, front, knee, chosen
+
+
+def _order(cs: CandidateSet, objective: str, rows: np.ndarray, front: np.ndarray, chosen: int) -> np.ndarray:
+    t, c = cs.time_h[rows], cs.cost[rows]
+    if objective == "time":
+        return rows[np.lexsort((c, t))]
+    if objective == "knee":
+        return np.concatenate(([chosen], front[front != chosen], rows[np.lexsort((t, c))]))
+    order = rows[np.lexsort((t, c))]
+    if objective == "deadline":
+        meets = cs.deadline_prob[order] >= DEFAULT_CONFIDENCE
+        order = np.concatenate((order[meets], order[~meets]))
+    return order
+
+
+def plan(job: PlanJob, catalog, objective: str = "cost", top: int = 10,
+         include_outliers: bool = False) -> PlanResult:
+    """Generate, filter by the constraints, choose by `objective`, explain. Spot prices far below their GPU
+    type's (offerings.spot_outliers) are left out of the choice unless `include_outliers`; either way the
+    explanation says what the other choice would be."""
+    if objective not in OBJECTIVES:
+        raise ValueError(objective)
+    if objective == "deadline" and not job.deadline_hours:   # before the catalog-wide search
+        from gpuwise.errors import InputError
+
+        raise InputError("--objective", "deadline", "the job has no deadline_hours; set it in the job "
+                         "YAML or use --objective cost|time|knee")
+    cs = generate(job, catalog)
+    ok = cs.ok if include_outliers else cs.ok & ~cs.outlier
+    rows, front, knee, chosen = _pick(cs, job, objective, ok)
     if chosen is None:
-        info = infeasible(cs, job)
+        info = infeasible(cs, job, None if include_outliers else ~cs.outlier)
         if objective == "deadline" and rows.size:
             info = {"binding": ["deadline"], "nearest": {"min_deadline_hours": float(cs.time_p90[rows].min())},
                     "message": f"no candidate finishes within {job.deadline_hours:g} h with probability "
                                f">= {DEFAULT_CONFIDENCE:.0%}; the best p90 time is {cs.time_p90[rows].min():.1f} h"}
-        return PlanResult(job, objective, cs, [], None, front.tolist(), knee, [], info, cs.assumptions)
-    if objective == "time":
-        order = rows[np.lexsort((c, t))]
-    elif objective == "knee":
-        rest = rows[np.lexsort((t, c))]
-        order = np.concatenate(([chosen], front[front != chosen], rest))
-    else:
-        order = rows[np.lexsort((t, c))]
-        if objective == "deadline":
-            meets = cs.deadline_prob[order] >= DEFAULT_CONFIDENCE
-            order = np.concatenate((order[meets], order[~meets]))
-    ranked = _dedupe(cs, np.concatenate(([chosen], order)))[:max(top, 1)]
+        return PlanResult(job, objective, cs, [], None, front.tolist(), knee, [], info, cs.assumptions,
+                          considered=ok, include_outliers=include_outliers)
+    ranked = _dedupe(cs, np.concatenate(([chosen], _order(cs, objective, rows, front, chosen))))[:max(top, 1)]
     assumptions = list(cs.assumptions)
     if objective == "deadline":
         assumptions.append(f"deadline objective: cheapest candidate finishing within {job.deadline_hours:g} h "
                            f"with probability >= {DEFAULT_CONFIDENCE:.0%} (spot: preemption model)")
+    if objective in ("cost", "deadline"):
+        assumptions.append(f"costs within {COST_TIE:.0%} of the cheapest are a tie: the fastest of them is chosen, "
+                           "then the one with fewer, larger nodes")
+    other = _pick(cs, job, objective, cs.ok & ~cs.outlier if include_outliers else cs.ok)[3]
+    notes = price_notes(cs, chosen, other, include_outliers)
+    assumptions.append(outlier_rule() + (" (included: --include-outlier-prices)" if include_outliers
+                                         else "; such offerings are left out of the choice"))
     return PlanResult(job, objective, cs, ranked, chosen, front.tolist(), knee,
-                      explain(cs, chosen, objective, ok), None, assumptions)
+                      explain(cs, chosen, objective, ok) + notes, None, assumptions, other, ok, include_outliers)
 
 
 def candidate_dict(cs: CandidateSet, r: int) -> dict:
@@ -116,6 +140,7 @@ def candidate_dict(cs: CandidateSet, r: int) -> dict:
         "checkpoint_interval_hours": f(cs.ckpt_interval_h[r]) if spot else None,
         "deadline_probability": f(cs.deadline_prob[r], 3),
         "catalog_date": off.catalog_date,
+        "spot_price_outlier": bool(cs.outlier[r]) if cs.outlier is not None else False,
     }
 
 
@@ -141,4 +166,9 @@ def to_json(res: PlanResult) -> dict:
         "explanation": res.explanation,
         "infeasible": res.infeasible,
         "assumptions": res.assumptions,
+        # the choice the other way round: with outlier spot prices when they are left out, and without them
+        # when --include-outlier-prices took them in (None: the same row, or nothing feasible)
+        "alternative_with_outlier_prices" if not res.include_outliers else "alternative_without_outlier_prices":
+            candidate_dict(cs, res.alternative) if res.alternative is not None and res.alternative != res.chosen
+            else None,
     }

@@ -48,6 +48,7 @@ class ExportChoice:
     spot: bool
     envs: dict[str, str]        # plan details passed to the run script (GPUWISE_*)
     summary: str                # one line for the file's header comment
+    zone: str | None = None     # the zone whose price was planned on (pinned for spot)
 
 
 def task_config(choice: ExportChoice) -> dict:
@@ -63,6 +64,10 @@ def task_config(choice: ExportChoice) -> dict:
         "use_spot": bool(choice.spot),
     }
     if choice.spot:
+        # the plan priced this zone's spot price, and spot prices differ per zone: pin it, or SkyPilot may
+        # launch (and be billed) elsewhere
+        if choice.zone:
+            resources["zone"] = choice.zone
         # managed spot jobs relaunch on preemption; the trainer must resume from its checkpoint
         resources["job_recovery"] = "FAILOVER"
     return {
