@@ -3,11 +3,9 @@ VMs pays for gathering every weight (LoRA's frozen ones too) over it."""
 
 from __future__ import annotations
 
-from dataclasses import replace
 from pathlib import Path
 
 from gpuwise.hardware.catalog import load_catalog
-from gpuwise.plan.candidates import evaluate_shape
 from gpuwise.plan.job import from_jobspec
 from gpuwise.plan.offerings import node_network, region_offerings
 from gpuwise.workload.jobspec import load_job
@@ -23,7 +21,7 @@ def test_one_gpu_vm_gets_its_share_of_the_host_nic():
 
 
 def test_zero3_lora_over_one_gpu_vms_is_slower_than_one_host():
-    job = from_jobspec(load_job(LORA))
-    host = evaluate_shape(replace(job, inter_node_gbps=12.5), "L4", 8, 1, {}).best
-    vms = evaluate_shape(replace(job, inter_node_gbps=12.5 / 8), "L4", 1, 8, {}).best
+    good = from_jobspec(load_job(LORA)).goodput
+    host = good.shape("L4", 8, 1, inter_node_gbps=12.5).best
+    vms = good.shape("L4", 1, 8, inter_node_gbps=12.5 / 8).best
     assert vms.plan.zero == 3 and vms.step_time_s > 2 * host.step_time_s
