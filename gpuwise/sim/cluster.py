@@ -48,6 +48,7 @@ class SimResult:
     seed: int
     restart_s: float
     assumptions: list[str] = field(default_factory=list)
+    solver: dict | None = None            # the policy's HiGHS outcomes (`SolverLog.summary`), if it solves
 
     @property
     def gpu_series(self) -> list[tuple[float, float]]:
@@ -218,7 +219,8 @@ class ClusterSimulator:
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
         return SimResult(self.policy.name, self.cluster, loop.jobs, loop.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,
-                         self.seed, self.restart_s, notes)
+                         self.seed, self.restart_s, notes,
+                         self.policy.solver.summary() if self.policy.solver is not None else None)
 
 
 def simulate(cluster: ClusterSpec, workload: Workload, policy: Policy, **kwargs) -> SimResult:
