@@ -61,6 +61,24 @@ class SimResult:
         return self.queue_len.samples
 
 
+def accrue(js: JobState, now: float, constant: bool = True) -> None:
+    """Bring ``js``'s GPU-seconds and progress up to ``now`` at its allocation's rates (nothing
+    accrues before ``run_from``, the end of its restart delay). ``constant``: one rate for the whole
+    job (rigid and job-spec jobs), else the application's rate per progress segment. The one
+    integration of the simulator and the job service's sim backend."""
+    if js.allocation is None or js.rates is None:
+        js.last_update = now
+        return
+    js.attained_gpu_s += js.allocation.num_gpus * max(0.0, now - js.last_update)
+    start = max(js.last_update, js.run_from)
+    if now > start:
+        if constant:
+            js.progress = min(js.target, js.progress + (now - start) * float(js.rates[0]))
+        else:
+            js.progress = gt.progress_after(js.job.application, js.rates, js.progress, now - start, js.target)
+    js.last_update = now
+
+
 class ClusterSimulator:
     """One policy on one cluster and one workload."""
 
@@ -123,17 +141,7 @@ class ClusterSimulator:
         return js.job.application is None or not self._segmented
 
     def advance(self, js: JobState, now: float) -> None:
-        if js.allocation is None:
-            js.last_update = now
-            return
-        js.attained_gpu_s += js.allocation.num_gpus * (now - js.last_update)
-        start = max(js.last_update, js.run_from)
-        if now > start:
-            if self._constant(js):
-                js.progress = min(js.target, js.progress + (now - start) * float(js.rates[0]))
-            else:
-                js.progress = gt.progress_after(js.job.application, js.rates, js.progress, now - start, js.target)
-        js.last_update = now
+        accrue(js, now, self._constant(js))
 
     def _project(self, js: JobState) -> None:
         if js.finish_token is not None:
