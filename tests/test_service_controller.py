@@ -86,6 +86,11 @@ def test_statuses_are_the_control_loops_and_recorded_as_service_states(tmp_path)
     _at(sch, sch.backend.restart_s + 1.0)          # the restart delay passed: the loop confirms it
     assert js.status is st.RUNNING and store.job(jid)["state"] == "running"
     assert [e["kind"] for e in store.events(jid)] == ["submitted", "allocated", "running"]
+    sch._progress_written = 0.0                    # running jobs' progress is written at most once a second
+    _at(sch, 1e5)
+    p = store.job(jid)["progress"]
+    assert 0 < p < 1 and p == pytest.approx(js.progress / js.target)
+    assert sch.health.to_json()["ok"] and sch.health.rounds_failed == 0
     assert store.cancel(jid, sch.backend.now())
     _at(sch, 100.0)
     assert js.status is st.CANCELLED and jid not in sch.jobs and sch.state.used() == 0

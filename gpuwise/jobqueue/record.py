@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import time
 
-from sqlalchemy import bindparam, insert, select, update
+from sqlalchemy import bindparam, insert, or_, select, update
 
 from gpuwise.control import status as st
 from gpuwise.jobqueue import schema as s
@@ -78,7 +78,8 @@ def _write_progress(conn, jobs: list[JobState]) -> set[str]:
     """Progress of running jobs in one statement (the restart point of the sim backend)."""
     bulk = [{"b_id": js.name, "b_p": fraction(js), "b_g": js.attained_gpu_s, "b_s": js.measured_speed}
             for js in jobs]
-    n = conn.execute(update(J).where(J.c.id == bindparam("b_id"), J.c.state.in_(ACTIVE)).values(
+    active = or_(*(J.c.state == a for a in ACTIVE))      # no IN (...): executemany cannot expand it
+    n = conn.execute(update(J).where(J.c.id == bindparam("b_id"), active).values(
         progress=bindparam("b_p"), attained_gpu_s=bindparam("b_g"), measured_speed=bindparam("b_s")),
         bulk).rowcount
     if n == len(bulk):
