@@ -110,7 +110,7 @@ def round_time(queued: int, rounds: int) -> None:
     fill = time.perf_counter() - t0, time.process_time() - c0
     times, pol = [], []
     for _ in range(rounds):
-        sch._dirty = True                          # worst case: a round right after an arrival
+        sch.loop.request_round(sch.backend.now())  # worst case: a round right after an arrival
         t = time.perf_counter()
         sch.round()
         times.append(time.perf_counter() - t)

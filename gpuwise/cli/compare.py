@@ -60,6 +60,10 @@ def run(args: argparse.Namespace) -> int:
     print_table("simulated metrics per policy",
                 ["metric", *names],
                 [(title, *(fmt(metrics[n][key], how) for n in names)) for key, title, how in rows])
+    from gpuwise.sim.metrics import solver_line
+
+    for line in filter(None, (solver_line(n, metrics[n]["solver"]) for n in names)):
+        print(line)
     print_assumptions(shared)
     for f in out.get("plots", []):
         print(f"wrote {f}")

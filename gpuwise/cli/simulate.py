@@ -126,6 +126,10 @@ def run(args: argparse.Namespace) -> int:
     print(f"{args.policy} on {cluster.name} ({cluster.describe()}), {len(workload)} jobs from {workload.source}")
     print_table("simulated metrics", ["metric", args.policy],
                 [(title, fmt(metrics[key], how)) for key, title, how in ROWS])
+    from gpuwise.sim.metrics import solver_line
+
+    if solver_line(args.policy, metrics["solver"]):
+        print(solver_line(args.policy, metrics["solver"]))
     print_assumptions(metrics["assumptions"])
     for f in metrics.get("plots", []):
         print(f"wrote {f}")

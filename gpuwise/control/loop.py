@@ -14,6 +14,11 @@ Applying a decision: every allocation that changes is released in the book first
 ones are reserved (releases before grows), and the actuator is asked to start each. An actuator
 that applies asynchronously later calls `confirm` (the job runs) or `roll_back` (it could not:
 the reservation is returned and the job waits again). The actuator must time out every wait.
+
+A `Gate` (the job service's) narrows what a round sees and makes its decision durable before it
+is applied: ``admit`` picks the waiting jobs the round may consider (users' GPU quotas), ``commit``
+trims the decision (quotas again) and records it, returning what may be applied. A round that
+raises leaves the jobs as they were and is reported by the caller (`on_round` re-raises).
 """
 
 from __future__ import annotations
@@ -53,13 +58,25 @@ class Actuator(Protocol):
         ...
 
 
+class Gate(Protocol):
+    def admit(self, pending: dict[str, JobState]) -> dict[str, JobState]:
+        """The waiting jobs this round's policy call may consider (in order)."""
+        ...
+
+    def commit(self, now: float, decision: Decision) -> Decision:
+        """Trim ``decision`` and record it; returns what the loop applies."""
+        ...
+
+
 class ControlLoop:
     """Pending and running jobs, the reservation book, and the policy's rounds."""
 
     def __init__(self, cluster: ClusterSpec, policy: Policy, perf: PerfModel, clock: Clock,
-                 actuator: Actuator, on_levels: Callable[[float, int, int], None] | None = None) -> None:
+                 actuator: Actuator, on_levels: Callable[[float, int, int], None] | None = None,
+                 gate: Gate | None = None) -> None:
         """``perf``: the speed model policies read; ``on_levels(now, GPUs reserved, jobs waiting)``
-        is called at every change (the backend's utilisation and queue metrics)."""
+        is called at every change (the backend's utilisation and queue metrics); ``gate``: see the
+        module docstring (None: every waiting job, decisions applied as they are)."""
         self.policy, self.clock, self.actuator = policy, clock, actuator
         self.perf = TimedPerf(perf)   # decision time excludes the model's evaluation (reported apart)
         self.state = ClusterState(cluster)
@@ -73,21 +90,44 @@ class ControlLoop:
         self._last_round = -1.0
         self._tick_pending = False
         self._on_levels = on_levels
+        self.gate = gate
 
     # -- jobs entering and leaving ----------------------------------------------------------
-    def submit(self, js: JobState, now: float) -> None:
+    def submit(self, js: JobState, now: float, new: bool = True) -> None:
+        """``new=False``: a job restored after a restart (policies do not see it as an arrival)."""
         self.jobs.append(js)
         self.pending[js.name] = js
-        self._new.append(js.name)
+        js.status = st.PENDING
+        if new:
+            self._new.append(js.name)
         self.levels(now)
         self.request_round(now)
+
+    def resume(self, js: JobState, alloc: Allocation, now: float) -> None:
+        """Put ``js`` back on the GPUs it held before a restart: booked, then (re)started."""
+        self.jobs.append(js)
+        self.state.allocate(alloc)
+        js.allocation = alloc
+        self.running[js.name] = js
+        js.status = st.STARTING
+        self.actuator.start(js, alloc, now)
+        self.levels(now)
+
+    def cancel(self, js: JobState, now: float) -> None:
+        """Its user withdrew ``js``: terminal, GPUs freed, its workers stopped."""
+        held = js.allocation is not None
+        if held:
+            self.actuator.advance(js, now)
+        self._end(js, now, st.CANCELLED, keep_allocation=False)
+        if held:
+            self.actuator.stop(js, now)
 
     def complete(self, js: JobState, now: float) -> None:
         """``js`` reached its target (progress already final): free its GPUs (a runtime job may
         finish its last chunk after the policy took its allocation away)."""
         self._end(js, now, st.DONE, keep_allocation=True)
 
-    def lose(self, js: JobState, now: float, status: str = st.PREEMPTED) -> None:
+    def lose(self, js: JobState, now: float, status: st.Status = st.PREEMPTED) -> None:
         """A fault took ``js``'s workers (preemption, dead worker): it waits for new GPUs."""
         if js.allocation is not None:
             self.state.release(js.allocation)
@@ -102,7 +142,7 @@ class ControlLoop:
         """Give up on ``js`` (its backend could not keep it running): terminal, GPUs freed."""
         self._end(js, now, st.FAILED, keep_allocation=False)
 
-    def _end(self, js: JobState, now: float, status: str, keep_allocation: bool) -> None:
+    def _end(self, js: JobState, now: float, status: st.Status, keep_allocation: bool) -> None:
         """A terminal status: GPUs freed (a done job keeps its last allocation as a record), a new
         round while other jobs remain."""
         if js.allocation is not None:
@@ -141,13 +181,18 @@ class ControlLoop:
         if self.policy.needs_progress:
             for js in self.running.values():
                 self.actuator.advance(js, now)
-        view = SchedView(self.pending, self.running, self.state, self._new)
-        self._new = []
+        pending = self.pending if self.gate is None else self.gate.admit(self.pending)
+        new = self._new if self.gate is None else [n for n in self._new if n in pending]
+        view = SchedView(pending, self.running, self.state, new)
         t0, m0 = time.perf_counter(), self.perf.seconds
         decision = self.policy.schedule(now, view, self.perf)
         model = self.perf.seconds - m0
         self.model_s.append(model)
         self.decision_s.append(max(0.0, time.perf_counter() - t0 - model))
+        if self.gate is not None:
+            decision = self.gate.commit(now, decision)
+        # jobs a quota held back stay new until a round considers them
+        self._new = [] if self.gate is None else [n for n in self._new if n not in pending]
         self.apply(now, decision)
         if self.policy.period_s and self.running and not self._tick_pending:
             self._tick_pending = True

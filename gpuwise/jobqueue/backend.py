@@ -16,7 +16,7 @@ import numpy as np
 from gpuwise.errors import InputError
 from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.policies.base import Allocation, JobState
-from gpuwise.sim.cluster import DEFAULT_RESTART_S
+from gpuwise.sim.cluster import DEFAULT_RESTART_S, accrue
 from gpuwise.workload.jobspec import JobSpec
 from gpuwise.workload.traces import TraceJob
 
@@ -90,14 +90,7 @@ class SimBackend:
         js.rates, js.measured_speed = None, None
 
     def poll(self, js: JobState, now: float) -> None:
-        if js.allocation is None or js.rates is None:
-            js.last_update = now
-            return
-        js.attained_gpu_s += js.allocation.num_gpus * max(0.0, now - js.last_update)
-        start = max(js.last_update, js.run_from)
-        if now > start:
-            js.progress = min(js.target, js.progress + (now - start) * float(js.rates[0]))
-        js.last_update = now
+        accrue(js, now, js.job.application is None)   # job-spec jobs: one rate, as in the simulator
 
     def describe(self) -> list[str]:
         return [f"sim backend: {self.time_scale:g} simulated seconds per wall second; job speed from the "

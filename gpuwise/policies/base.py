@@ -215,6 +215,7 @@ class Policy:
     period_s: float | None = None
     needs_progress: bool = False  # ask the caller to bring every running job's progress up to date
     unbounded_ok: bool = False    # sound on an unbounded cluster (capacity planners are not: no capacity)
+    solver = None                 # a `solver.SolverLog` where rounds solve a program (HiGHS's outcomes)
 
     def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
         raise NotImplementedError

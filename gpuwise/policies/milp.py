@@ -15,36 +15,13 @@ allocation) and lambda_a = 0.01 (restart penalty). Jobs then get best-fit placem
 
 from __future__ import annotations
 
-import contextlib
-import os
-import sys
-
 import numpy as np
 
 from gpuwise.policies.base import Decision, PerfModel, Policy, SchedView
 from gpuwise.policies.knapsack import configurations
 from gpuwise.policies.placement import best_fit, place_shares
+from gpuwise.policies.solver import FALLBACK_RULE, SolverLog, solve_assignment
 from gpuwise.policies.value import value_table
-
-
-@contextlib.contextmanager
-def _quiet_stdout():
-    """HiGHS prints some MIP diagnostics straight to file descriptor 1, which would corrupt
-    `--json` output: point fd 1 at /dev/null while the solver runs."""
-    try:
-        fd = sys.stdout.fileno()
-    except (AttributeError, OSError, ValueError):  # captured / not a real file
-        yield
-        return
-    sys.stdout.flush()
-    saved = os.dup(fd)
-    try:
-        with open(os.devnull, "w") as null:
-            os.dup2(null.fileno(), fd)
-            yield
-    finally:
-        os.dup2(saved, fd)
-        os.close(saved)
 
 
 def _base_goodput(per_type) -> float:
@@ -67,62 +44,54 @@ class Milp(Policy):
         self.lambda_a = lambda_a      # penalty for changing a running job's allocation
         self.period_s = period_s      # re-solve at least this often (seconds)
         self.time_limit_s = time_limit_s  # HiGHS time limit per round
+        self.node_limit: int | None = None   # HiGHS branch-and-bound nodes per round (None: none)
+        self.solver = SolverLog()            # HiGHS's outcome of every round
 
     def describe(self) -> list[str]:
         return [f"milp: Sia-style binary program over job x (GPU type, count), p={self.p:g}, "
                 f"lambda_n={self.lambda_n:g}, lambda_a={self.lambda_a:g}, HiGHS via scipy.optimize.milp, "
-                f"rounds on arrival/completion and every {self.period_s:g} s"]
+                f"rounds on arrival/completion and every {self.period_s:g} s",
+                f"milp: HiGHS time limit {self.time_limit_s:g} s per round; {FALLBACK_RULE}"]
 
     def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
-        from scipy.optimize import Bounds, LinearConstraint, milp
-
         jobs = view.active()
         if not jobs:
             return Decision()
-        spec = view.cluster.spec
         cap = view.cluster.capacity_by_type()
-        cols: list[tuple[int, str, int, int | None]] = []  # (job index, type, gpus, batch)
-        obj: list[float] = []
-        for j, js in enumerate(jobs):
-            per_type = []
-            for t in cap:
-                gpn = spec.max_gpus_per_node(t)
-                v, b, ref = value_table(perf, js, t, cap[t], gpn, elastic=True)
-                confs = configurations(gpn, cap[t])
-                if js.job.num_gpus <= cap[t] and js.job.num_gpus not in confs:
-                    confs = sorted(confs + [js.job.num_gpus])  # the user's own size (rigid jobs need it)
-                per_type.append((t, v, b, ref, confs))
-            # normalise per job (as Sia does) by its best goodput on the fewest GPUs it runs on: one GPU
-            # when it fits there; a job that needs sharding is normalised at its smallest feasible width
-            one = _base_goodput(per_type)
-            for t, v, b, ref, confs in per_type:
-                for n in confs:
-                    if not np.isfinite(v[n]):
-                        continue
-                    val = v[n] * ref / one if one > 0 else v[n]
-                    score = self.lambda_n - max(val, 1e-6) ** self.p
-                    cur = js.allocation
-                    if cur is not None and (cur.gpu_type != t or cur.num_gpus != n):
-                        score -= self.lambda_a
-                    cols.append((j, t, n, None if js.job.rigid else int(b[n])))
-                    obj.append(score)
-        if not cols:
+        built = [self._options(js, view, perf, cap) for js in jobs]
+        if not any(o for o, _ in built):
             return Decision()
-        nvar = len(cols)
-        types = list(cap)
-        a = np.zeros((len(jobs) + len(types), nvar))
-        for k, (j, t, n, _) in enumerate(cols):
-            a[j, k] = 1.0
-            a[len(jobs) + types.index(t), k] = n
-        ub = np.concatenate([np.ones(len(jobs)), [cap[t] for t in types]])
-        with _quiet_stdout():
-            res = milp(c=-np.asarray(obj), constraints=LinearConstraint(a, -np.inf, ub),
-                       integrality=np.ones(nvar), bounds=Bounds(0, 1),
-                       options={"time_limit": self.time_limit_s, "disp": False})
-        if res.x is None:
-            return Decision()
+        picks = solve_assignment([o for o, _ in built], cap, self.time_limit_s, self.solver, self.node_limit)
         shares = {}
-        for k in np.flatnonzero(res.x > 0.5):
-            j, t, n, b = cols[k]
-            shares[jobs[j].name] = (t, n, b)
+        for js, (opts, batches), k in zip(jobs, built, picks):
+            if k is not None:
+                shares[js.name] = (opts[k][0], opts[k][1], batches[k])
         return Decision(place_shares(view, shares, best_fit))
+
+    def _options(self, js, view: SchedView, perf: PerfModel, cap: dict[str, int]):
+        """The job's (type, GPUs, score) options and the batch of each."""
+        spec = view.cluster.spec
+        per_type = []
+        for t in cap:
+            gpn = spec.max_gpus_per_node(t)
+            v, b, ref = value_table(perf, js, t, cap[t], gpn, elastic=True)
+            confs = configurations(gpn, cap[t])
+            if js.job.num_gpus <= cap[t] and js.job.num_gpus not in confs:
+                confs = sorted(confs + [js.job.num_gpus])  # the user's own size (rigid jobs need it)
+            per_type.append((t, v, b, ref, confs))
+        # normalise per job (as Sia does) by its best goodput on the fewest GPUs it runs on: one GPU
+        # when it fits there; a job that needs sharding is normalised at its smallest feasible width
+        one = _base_goodput(per_type)
+        opts, batches = [], []
+        cur = js.allocation
+        for t, v, b, ref, confs in per_type:
+            for n in confs:
+                if not np.isfinite(v[n]):
+                    continue
+                val = v[n] * ref / one if one > 0 else v[n]
+                score = self.lambda_n - max(val, 1e-6) ** self.p
+                if cur is not None and (cur.gpu_type != t or cur.num_gpus != n):
+                    score -= self.lambda_a
+                opts.append((t, n, score))
+                batches.append(None if js.job.rigid else int(b[n]))
+        return opts, batches

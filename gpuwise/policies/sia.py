@@ -25,44 +25,12 @@ import numpy as np
 
 from gpuwise.policies.base import Decision, JobState, PerfModel, Policy, SchedView
 from gpuwise.policies.knapsack import configurations
-from gpuwise.policies.milp import _quiet_stdout
 from gpuwise.policies.placement import place_shares, whole_node_fit
 from gpuwise.policies.pollux import restart_factor
+from gpuwise.policies.solver import FALLBACK_RULE, Option, SolverLog, solve_assignment
 from gpuwise.policies.value import value_table
 
-Option = tuple[str, int, float]  # (GPU type, GPUs, objective score)
-
-
-def solve_assignment(options: list[list[Option]], capacity: dict[str, int],
-                     time_limit_s: float = 10.0) -> list[int | None]:
-    """Index into ``options[j]`` chosen for each job (None = no GPUs), maximising the summed score
-    within each type's capacity; a binary program solved by HiGHS."""
-    from scipy.optimize import Bounds, LinearConstraint, milp
-    from scipy.sparse import coo_matrix
-
-    cols = [(j, k) for j, opts in enumerate(options) for k in range(len(opts))]
-    if not cols:
-        return [None] * len(options)
-    types = list(capacity)
-    rows, cidx, vals, score = [], [], [], np.empty(len(cols))
-    for c, (j, k) in enumerate(cols):
-        t, n, s = options[j][k]
-        rows += [j, len(options) + types.index(t)]
-        cidx += [c, c]
-        vals += [1.0, float(n)]
-        score[c] = s
-    a = coo_matrix((vals, (rows, cidx)), shape=(len(options) + len(types), len(cols))).tocsr()
-    ub = np.concatenate([np.ones(len(options)), [capacity[t] for t in types]])
-    with _quiet_stdout():
-        res = milp(c=-score, constraints=LinearConstraint(a, -np.inf, ub), integrality=np.ones(len(cols)),
-                   bounds=Bounds(0, 1), options={"time_limit": time_limit_s, "disp": False})
-    out: list[int | None] = [None] * len(options)
-    if res.x is None:
-        return out
-    for c in np.flatnonzero(res.x > 0.5):
-        j, k = cols[c]
-        out[j] = k
-    return out
+__all__ = ["Sia", "enumerate_assignment", "solve_assignment"]
 
 
 def enumerate_assignment(options: list[list[Option]], capacity: dict[str, int]) -> float:
@@ -98,12 +66,15 @@ class Sia(Policy):
         self.min_interval_s = self.period_s = float(interval_s)  # Sia's round length
         self.restart_s = float(restart_s)      # rescale delay the restart factor assumes
         self.time_limit_s = float(time_limit_s)  # HiGHS limit per round
+        self.node_limit: int | None = None       # HiGHS branch-and-bound nodes per round (None: none)
+        self.solver = SolverLog()                # HiGHS's outcome of every round
 
     def describe(self) -> list[str]:
         return [f"sia: binary program over job x (GPU type, configuration) solved by HiGHS every "
                 f"{self.min_interval_s:g} s, p={self.p:g}, lambda_n={self.lambda_n:g}, lambda_a={self.lambda_a:g}, "
                 f"restart factor (age - restarts x {self.restart_s:g} s)/(age + {self.restart_s:g} s) on "
-                "changed configurations; 1, 2, 4 GPUs in a node or whole nodes"]
+                "changed configurations; 1, 2, 4 GPUs in a node or whole nodes",
+                f"sia: HiGHS time limit {self.time_limit_s:g} s per round; {FALLBACK_RULE}"]
 
     def job_options(self, js: JobState, now: float, view: SchedView,
                     perf: PerfModel) -> tuple[list[Option], list[int | None]]:
@@ -138,7 +109,8 @@ class Sia(Policy):
         if not jobs:
             return Decision()
         built = [self.job_options(js, now, view, perf) for js in jobs]
-        picks = solve_assignment([o for o, _ in built], view.cluster.capacity_by_type(), self.time_limit_s)
+        picks = solve_assignment([o for o, _ in built], view.cluster.capacity_by_type(), self.time_limit_s,
+                                 self.solver, self.node_limit)
         shares = {}
         for js, (opts, batches), k in zip(jobs, built, picks):
             if k is not None:

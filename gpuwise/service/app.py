@@ -147,7 +147,9 @@ def _service_routes(app: FastAPI, ctx: _Ctx) -> None:
 
     @app.get("/v1/health", tags=["service"])
     def health() -> dict[str, Any]:
-        return {"ok": True, "backend": ctx.scheduler.backend.name, "policy": ctx.scheduler.policy.name}
+        h = ctx.scheduler.health.to_json()     # failing rounds show here (ok false), never only in a log
+        return {"ok": h["ok"], "backend": ctx.scheduler.backend.name, "policy": ctx.scheduler.policy.name,
+                "scheduler": h}
 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(_u: User = Depends(user)) -> dict[str, Any]:

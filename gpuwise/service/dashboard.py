@@ -76,6 +76,19 @@ def _job_rows(rows: list[dict], names: dict[int, str]) -> str:
     return "".join(out)
 
 
+def _controller_line(snap: dict) -> str:
+    """Failing scheduling rounds and the policy's solver outcomes (Sia, MILP), when there are any."""
+    from gpuwise.sim.metrics import solver_line
+
+    h, parts = snap.get("health") or {}, []
+    if h.get("consecutive_failures"):
+        parts.append(f'scheduling rounds failing ({h["consecutive_failures"]} in a row): {h["last_error"]}')
+    line = solver_line(snap["policy"], snap.get("solver"))
+    if line:
+        parts.append(line)
+    return "".join(f'<p class="controller">{escape(p)}</p>' for p in parts)
+
+
 def render(user: str, rows: list[dict], done: list[dict], usage: list[dict], snap: dict,
            names: dict[int, str]) -> str:
     jcts = [r["finished_sim"] - r["submitted_sim"] for r in done
@@ -90,7 +103,7 @@ td,th{{border-bottom:1px solid #ddd;padding:3px 8px;font-size:13px}} .charts{{di
 </head><body><h1>gpuwise</h1>
 <p>user <b>{escape(user)}</b> &middot; cluster <b>{escape(snap["name"])}</b> ({escape(snap["describe"])}) &middot;
 backend {escape(snap["backend"])} &middot; policy {escape(snap["policy"])} &middot; clock {snap["clock_s"]:.0f} s &middot;
-GPUs in use {used}</p>
+GPUs in use {used}</p>{_controller_line(snap)}
 <div class="charts"><div><h2>GPUs in use over time</h2>{usage_svg(usage, cap)}</div>
 <div><h2>Job completion time ({mean})</h2>{jct_svg(jcts)}</div></div>
 <h2>Jobs ({len(rows)})</h2><table id="jobs"><tr><th>id</th><th>name</th><th>user</th><th>state</th><th>GPUs</th>

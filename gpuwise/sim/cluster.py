@@ -49,6 +49,7 @@ class SimResult:
     restart_s: float
     assumptions: list[str] = field(default_factory=list)
     model_s: list[float] = field(default_factory=list)   # seconds per round evaluating the PerfModel for the policy
+    solver: dict | None = None            # the policy's HiGHS outcomes (`SolverLog.summary`), if it solves
 
     @property
     def gpu_series(self) -> list[tuple[float, float]]:
@@ -59,6 +60,24 @@ class SimResult:
     def queue_series(self) -> list[tuple[float, float]]:
         """(time, jobs waiting) at each change."""
         return self.queue_len.samples
+
+
+def accrue(js: JobState, now: float, constant: bool = True) -> None:
+    """Bring ``js``'s GPU-seconds and progress up to ``now`` at its allocation's rates (nothing
+    accrues before ``run_from``, the end of its restart delay). ``constant``: one rate for the whole
+    job (rigid and job-spec jobs), else the application's rate per progress segment. The one
+    integration of the simulator and the job service's sim backend."""
+    if js.allocation is None or js.rates is None:
+        js.last_update = now
+        return
+    js.attained_gpu_s += js.allocation.num_gpus * max(0.0, now - js.last_update)
+    start = max(js.last_update, js.run_from)
+    if now > start:
+        if constant:
+            js.progress = min(js.target, js.progress + (now - start) * float(js.rates[0]))
+        else:
+            js.progress = gt.progress_after(js.job.application, js.rates, js.progress, now - start, js.target)
+    js.last_update = now
 
 
 class ClusterSimulator:
@@ -124,17 +143,7 @@ class ClusterSimulator:
         return js.job.application is None or not self._segmented
 
     def advance(self, js: JobState, now: float) -> None:
-        if js.allocation is None:
-            js.last_update = now
-            return
-        js.attained_gpu_s += js.allocation.num_gpus * (now - js.last_update)
-        start = max(js.last_update, js.run_from)
-        if now > start:
-            if self._constant(js):
-                js.progress = min(js.target, js.progress + (now - start) * float(js.rates[0]))
-            else:
-                js.progress = gt.progress_after(js.job.application, js.rates, js.progress, now - start, js.target)
-        js.last_update = now
+        accrue(js, now, self._constant(js))
 
     def _project(self, js: JobState) -> None:
         if js.finish_token is not None:
@@ -220,7 +229,8 @@ class ClusterSimulator:
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
         return SimResult(self.policy.name, self.cluster, loop.jobs, loop.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,
-                         self.seed, self.restart_s, notes, loop.model_s)
+                         self.seed, self.restart_s, notes, loop.model_s,
+                         self.policy.solver.summary() if self.policy.solver is not None else None)
 
 
 def simulate(cluster: ClusterSpec, workload: Workload, policy: Policy, **kwargs) -> SimResult:

@@ -52,7 +52,20 @@ def summarise(res: SimResult) -> dict:
         # fraction of the cluster busy; unbounded clusters: GPUs rented
         "utilisation_over_time": [[t, v / scale] for t, v in _downsample(res.gpu_series, res.end_s, 50)],
         "assumptions": list(res.assumptions),
+        # rounds by HiGHS status, fallbacks and the worst MIP gap (policies that solve a program)
+        "solver": res.solver,
     }
+
+
+def solver_line(name: str, solver: dict | None) -> str | None:
+    """One line on a policy's solves: rounds by HiGHS status, fallbacks, worst MIP gap."""
+    if not solver or not solver["rounds"]:
+        return None
+    by = ", ".join(f"{n} {k.replace('_', ' ')}" for k, n in sorted(solver["by_status"].items()))
+    gap = solver["worst_mip_gap"]
+    worst = "none returned" if gap is None else f"{100 * gap:.3g}%"
+    return (f"{name}: {solver['rounds']} HiGHS solves ({by}); {solver['fallback_rounds']} fell back to the "
+            f"stated rule; worst MIP gap {worst}")
 
 
 def _downsample(series, end: float, points: int) -> list[tuple[float, float]]:
