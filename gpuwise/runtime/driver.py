@@ -63,6 +63,14 @@ def run_workload(cluster: ClusterSpec, workload: Workload, policy: Policy, opts:
                  pool: WorkerPool | None = None) -> RunResult:
     """Run to completion (or ``opts.max_wall_s``). ``pool``: started workers to reuse (kept
     running afterwards; tests share one); default: a pool of its own, shut down at the end."""
+    from gpuwise.runtime.lock import WriterLock
+
+    with WriterLock(opts.state_dir / "state.sqlite.lock", "--state", str(opts.state_dir), "gpuwise run"):
+        return _run_locked(cluster, workload, policy, opts, pool)
+
+
+def _run_locked(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: RunOptions,
+                pool: WorkerPool | None) -> RunResult:
     store = Store(opts.state_dir)
     resume = store.get("workload") == workload.source and not store.get("finished", False)
     saved, offset = _restore(store, workload, resume)
