@@ -52,8 +52,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--ray-address", args.ray_address, "only the ray backend uses it; add --backend ray")
     default = "ray-local.yaml" if args.backend == "ray" else "service-default.yaml"
     cluster = load_cluster(args.cluster or data_path("clusters", default))
-    os.umask(0o077)             # the store, its WAL, job specs and checkpoints: this user's only
     lock = _lock_store(args.db)
+    os.umask(0o077)             # the store, its WAL, job specs and checkpoints: this user's only
     if args.backend == "ray":
         print(f"gpuwise serve: starting Ray workers for {cluster.total_gpus} slots "
               f"({args.ray_address or 'private local head'})...", flush=True)
