@@ -28,7 +28,7 @@ READ_TIMEOUT = 1.0
 BOMB = "".join(f"{n}: &{n} [{', '.join([f'*{p}'] * 9)}]\n" for p, n in zip("abcde", "bcdef"))
 BOMB = "a: &a [x, x, x, x, x, x, x, x, x]\n" + BOMB + "model: [" + ", ".join(["*f"] * 9) + "]\n"
 TINY_PLAN = {"model": "resnet18-cifar10", "training": {"samples": 1e6, "global_batch": 128},
-             "constraints": {"gpus": ["T4"], "clouds": ["aws"], "max_gpus": 4}}
+             "constraints": {"gpus": ["T4"], "clouds": ["aws"], "max_gpus": 16}}   # ~70 ms a plan
 
 
 def _job(**training) -> bytes:
