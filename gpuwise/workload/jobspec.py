@@ -252,7 +252,8 @@ def _to_input_error(exc: ValidationError, data: Any) -> InputError:
             break
     msg = err.get("msg", "invalid").removeprefix("Value error, ")
     for long, short in (("Input should be greater than or equal to", "must be >="),
-                        ("Input should be greater than", "must be >"), ("Input should be less than", "must be <"),
+                        ("Input should be greater than", "must be >"),
+                        ("Input should be less than or equal to", "must be <="), ("Input should be less than", "must be <"),
                         ("Input should be", "must be")):
         msg = msg.replace(long, short)
     if err.get("type") == "extra_forbidden":
