@@ -12,7 +12,8 @@ ROOT = Path(__file__).resolve().parents[1]
 
 def test_json_stdout_carries_the_json_alone():
     # a child process and this one write to the stdout descriptor mid-run, as Ray's log monitor does
-    code = ("import os, subprocess, sys; from gpuwise.cli.run import stdout_to_stderr; from gpuwise.cli.output import emit_json\n"
+    code = ("import os, subprocess, sys\nfrom gpuwise.cli.run import stdout_to_stderr\n"
+            "from gpuwise.cli.output import emit_json\n"
             "with stdout_to_stderr(True):\n"
             "    subprocess.run([sys.executable, '-c', 'print(\"A worker died or was killed\")'])\n"
             "    os.write(1, b'raylet: worker died\\n'); print('and from Python')\n"

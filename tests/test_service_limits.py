@@ -177,8 +177,9 @@ def test_a_second_run_on_the_state_refuses_and_a_dead_holder_leaves_no_lock(tmp_
     err = capsys.readouterr().err.strip()
     assert err.startswith("gpuwise run: --state:") and "another gpuwise run" in err and len(err.splitlines()) == 1
     # a holder killed outright: the kernel drops its flock, the next writer gets the lock
-    code = ("import sys, os, signal; from pathlib import Path; from gpuwise.runtime.lock import WriterLock; "
-            f"WriterLock(Path({str(state)!r}) / 'state.sqlite.lock', 's', 's', 'w'); os.kill(os.getpid(), signal.SIGKILL)")
+    code = ("import os, signal; from pathlib import Path; from gpuwise.runtime.lock import WriterLock; "
+            f"WriterLock(Path({str(state)!r}) / 'state.sqlite.lock', 's', 's', 'w'); "
+            "os.kill(os.getpid(), signal.SIGKILL)")
     subprocess.run([sys.executable, "-c", code], cwd=Path(__file__).resolve().parents[1], timeout=60)
     WriterLock(state / "state.sqlite.lock", "--state", str(state), "gpuwise run").release()
 

@@ -83,7 +83,8 @@ class JobRun:
 
 def resume_run(jr: JobRun, row: dict, store: Store) -> None:
     """Continue ``jr`` from the state file: its counters, measured points and noise scale from its saved
-    row (`Store.jobs`), step and progress from its last recorded checkpoint (none: from scratch)."""
+    row (`Store.jobs`), step and progress from its last recorded checkpoint (none: from scratch); the
+    steps of a chunk the stopped run left in flight are added to its lost steps."""
     js = jr.js
     jr.restarts, jr.rescales, jr.faults, jr.lost_steps = row["restarts"], row["rescales"], row["faults"], row["lost_steps"]
     m = row["model"]

@@ -60,7 +60,8 @@ class Training(_Strict):
     epochs: Optional[float] = Field(None, gt=0, description="passes over a dataset of dataset_samples")
     dataset_samples: Optional[float] = Field(None, gt=0, description="dataset size in samples (with epochs)")
     steps: Optional[float] = Field(None, gt=0, description="optimizer steps at reference_batch")
-    reference_batch: Optional[int] = Field(None, gt=0, le=MAX_COUNT, description="global batch the steps were counted at")
+    reference_batch: Optional[int] = Field(None, gt=0, le=MAX_COUNT,
+                                           description="global batch the steps were counted at")
     seq_len: int = Field(2048, gt=0, le=MAX_COUNT, description="tokens per sequence (ignored for non-token models)")
     global_batch: Union[int, list[int]] = Field(description="samples per optimizer step, or [min, max] range")
     micro_batch: Optional[int] = Field(None, gt=0, le=MAX_COUNT, description="per-GPU micro-batch (default: chosen)")
