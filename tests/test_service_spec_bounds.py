@@ -8,7 +8,7 @@ import json
 import pytest
 
 from gpuwise.errors import InputError
-from gpuwise.service.limits import check_tree, echo, load_yaml_text
+from gpuwise.service.limits import check_tree, echo, flow_depth, load_yaml_text
 from gpuwise.workload.jobspec import parse_job
 
 
@@ -44,6 +44,7 @@ def test_tree_bounds_name_the_path():
         with pytest.raises(InputError) as err:
             check_tree(data)
         assert err.value.field == field
+    assert flow_depth('{"a": [1, "]]{{[[\\"[["]}') == 2 and flow_depth("x: 'it''s [' ") == 0
 
 
 def test_yaml_aliases_are_refused_and_echoes_are_short():

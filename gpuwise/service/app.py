@@ -42,13 +42,16 @@ class _Ctx:
         self.store, self.scheduler, self.read_timeout_s = store, scheduler, read_timeout_s
         self.heavy = Heavy()
 
+    @asynccontextmanager
     async def spec(self, request: Request):
-        """The request's job spec: body read within the limits, parsed off the event loop."""
+        """The request's job spec: its body read within the limits (holding no worker meanwhile), then
+        parsed off the event loop in one of the heavy slots, held until the block ends."""
         from starlette.concurrency import run_in_threadpool
 
         raw = await read_body(request, self.read_timeout_s)
         ctype = request.headers.get("content-type")
-        return await run_in_threadpool(lambda: spec_from_body(parse_body(raw, ctype)))
+        async with self.heavy.slot():
+            yield await run_in_threadpool(lambda: spec_from_body(parse_body(raw, ctype)))
 
     def user(self, authorization: str | None) -> User:
         scheme, _, token = (authorization or "").partition(" ")
@@ -120,8 +123,7 @@ def _job_routes(app: FastAPI, ctx: _Ctx) -> None:
         from starlette.concurrency import run_in_threadpool
 
         try:
-            async with ctx.heavy.slot():
-                spec = await ctx.spec(request)
+            async with ctx.spec(request) as spec:
                 res = await run_in_threadpool(admit, ctx.store, ctx.scheduler.backend.cluster, u, spec,
                                               clock=ctx.scheduler.backend.now, idempotency_key=idempotency_key,
                                               check=ctx.scheduler.backend.check)
@@ -184,8 +186,7 @@ def _service_routes(app: FastAPI, ctx: _Ctx) -> None:
 
         if objective not in OBJECTIVES:
             raise InputError("objective", objective, "use one of " + ", ".join(OBJECTIVES))
-        async with ctx.heavy.slot():
-            spec = await ctx.spec(request)
+        async with ctx.spec(request) as spec:
             res = await run_in_threadpool(lambda: run_plan(from_jobspec(spec), load_catalog(), objective, top))
         return to_json(res)
 

@@ -27,7 +27,7 @@ MAX_STRING = 1024
 MAX_NUMBER = 1e18                # above any real amount of tokens, FLOPs or dollars
 MAX_NODES = 10_000               # mapping entries and list items in all
 MAX_ECHO = 200                   # characters of a bad value echoed back in an error
-HEAVY_AT_ONCE = 4                # CPU-bound requests at once (parse, plan, predict)
+HEAVY_AT_ONCE = 2                # CPU-bound requests at once (parse, plan, predict): more only share the GIL
 HEAVY_WAITING = 256              # more waiting than this: 503, retry later
 DEFAULT_READ_TIMEOUT_S = 10.0
 
@@ -64,6 +64,27 @@ async def read_body(request: Request, timeout_s: float) -> bytes:
 def _too_large(size: int) -> HTTPException:
     return HTTPException(413, f"body of {size:,} bytes is over the {MAX_BODY_BYTES // 1024} KiB limit; "
                               "a job spec is a few KB", headers={"Connection": "close"})
+
+
+def flow_depth(text: str) -> int:
+    """Deepest nesting of ``[`` / ``{`` outside quotes: JSON, and YAML's flow style (checked before
+    parsing: the parsers recurse once per level)."""
+    depth = deepest = 0
+    quote, escaped = None, False
+    for ch in text:
+        if escaped:
+            escaped = False
+        elif quote:
+            escaped = ch == "\\" and quote == '"'
+            quote = None if ch == quote else quote
+        elif ch in "\"'":
+            quote = ch
+        elif ch in "[{":
+            depth += 1
+            deepest = max(deepest, depth)
+        elif ch in "]}":
+            depth -= 1
+    return deepest
 
 
 def load_yaml_text(text: str) -> Any:

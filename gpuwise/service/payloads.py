@@ -11,7 +11,7 @@ import json
 from typing import Any
 
 from gpuwise.errors import InputError
-from gpuwise.service.limits import MAX_DEPTH, check_model, check_tree, load_yaml_text
+from gpuwise.service.limits import MAX_DEPTH, check_model, check_tree, flow_depth, load_yaml_text
 from gpuwise.workload.jobspec import JobSpec, parse_job
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
@@ -28,9 +28,12 @@ def parse_body(raw: bytes, content_type: str | None) -> Any:
         raise InputError("body", f"byte {exc.start}", "send UTF-8 JSON or YAML text") from None
     if ctype not in YAML_TYPES and ctype != "application/json":
         raise InputError("Content-Type", ctype, "send application/json or application/yaml")
+    depth = flow_depth(text)
+    if depth > MAX_DEPTH:
+        raise InputError("body", f"nested {depth} deep", f"nest at most {MAX_DEPTH} levels (a job spec has 3)")
     try:
         data = _yaml(text) if ctype in YAML_TYPES else _json(text)
-    except RecursionError:
+    except RecursionError:      # YAML's block style nests by indentation
         raise InputError("body", "nested too deep", f"nest at most {MAX_DEPTH} levels (a job spec has 3)") from None
     check_tree(data)
     return data
