@@ -138,9 +138,11 @@ def check_tree(data: Any) -> None:
 def check_model(model: Any, field: str = "model") -> None:
     """A model over the API is a preset name or inline numbers: the server reads no file a client names
     (nor says whether one exists), and caches only the bundled presets."""
+    from gpuwise.runtime.small_models import small_models
     from gpuwise.workload.models import list_presets
 
-    if isinstance(model, str) and model.strip().lower() not in list_presets():
+    known = {*list_presets(), *small_models()}          # the bundled presets and the Ray backend's models
+    if isinstance(model, str) and model.strip().lower() not in known:
         raise InputError(field, model, "over the API give a preset name (gpuwise models) or the model "
                          "inline as {name, params, flops_per_sample, activation_bytes_per_sample}; the server "
                          "reads no file paths")
