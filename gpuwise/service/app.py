@@ -18,7 +18,7 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from gpuwise.errors import InputError
-from gpuwise.jobqueue.admission import Infeasible, QuotaError, admit
+from gpuwise.jobqueue.admission import Infeasible, QuotaError, prepare
 from gpuwise.jobqueue.scheduler import Scheduler
 from gpuwise.jobqueue.store import IdempotencyConflict, Store, User
 from gpuwise.service.limits import DEFAULT_READ_TIMEOUT_S, Heavy, echo, private_headers, read_body
@@ -123,10 +123,10 @@ def _job_routes(app: FastAPI, ctx: _Ctx) -> None:
         from starlette.concurrency import run_in_threadpool
 
         try:
-            async with ctx.spec(request) as spec:
-                res = await run_in_threadpool(admit, ctx.store, ctx.scheduler.backend.cluster, u, spec,
-                                              clock=ctx.scheduler.backend.now, idempotency_key=idempotency_key,
-                                              check=ctx.scheduler.backend.check)
+            async with ctx.spec(request) as spec:       # CPU-bound: in a heavy slot
+                job = await run_in_threadpool(prepare, ctx.scheduler.backend.cluster, u, spec,
+                                              idempotency_key=idempotency_key, check=ctx.scheduler.backend.check)
+            res = await run_in_threadpool(job.record, ctx.store, ctx.scheduler.backend.now)   # group commit
         except QuotaError as exc:
             raise HTTPException(403, str(exc)) from None
         except (Infeasible, IdempotencyConflict) as exc:
