@@ -21,7 +21,7 @@ from gpuwise.errors import InputError
 from gpuwise.jobqueue.admission import Infeasible, QuotaError, prepare
 from gpuwise.jobqueue.scheduler import Scheduler
 from gpuwise.jobqueue.store import IdempotencyConflict, Store, User
-from gpuwise.service.limits import DEFAULT_READ_TIMEOUT_S, Heavy, echo, private_headers, read_body
+from gpuwise.service.limits import DEFAULT_READ_TIMEOUT_S, Heavy, PrivatePages, echo, read_body
 from gpuwise.service.payloads import event_json, job_json, parse_body, spec_from_body
 
 JOB_BODY = {"requestBody": {"required": True, "content": {
@@ -100,12 +100,7 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True,
         field = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body")) or "request"
         return _input_error(InputError(field, err.get("input"), err.get("msg", "invalid")))
 
-    @app.middleware("http")
-    async def _private(request: Request, call_next):
-        response = await call_next(request)
-        private_headers(response, request)
-        return response
-
+    app.add_middleware(PrivatePages)
     ctx = _Ctx(store, scheduler, read_timeout_s)
     _job_routes(app, ctx)
     _service_routes(app, ctx)

@@ -173,11 +173,25 @@ class Heavy:
             self._sem.release()
 
 
-def private_headers(response, request: Request) -> None:
-    """A page reached with ``?token=`` is neither cached nor named in a Referer."""
-    if "token" in request.query_params:
-        response.headers["Cache-Control"] = "no-store"
-        response.headers["Referrer-Policy"] = "no-referrer"
+class PrivatePages:
+    """ASGI middleware: a page reached with ``?token=`` is neither cached nor named in a Referer."""
+
+    def __init__(self, app) -> None:
+        self.app = app
+
+    async def __call__(self, scope, receive, send) -> None:
+        from urllib.parse import parse_qs
+
+        if scope["type"] != "http" or "token" not in parse_qs(scope.get("query_string", b"").decode("latin-1")):
+            return await self.app(scope, receive, send)
+
+        async def send_private(message) -> None:
+            if message["type"] == "http.response.start":
+                message["headers"] = [*message.get("headers", []), (b"cache-control", b"no-store"),
+                                      (b"referrer-policy", b"no-referrer")]
+            await send(message)
+
+        await self.app(scope, receive, send_private)
 
 
 def timed_protocol(read_timeout_s: float) -> type:
