@@ -56,12 +56,36 @@ def load_yaml(path: str | Path, field: str, kind: str = "YAML file") -> Any:
 def strict_base() -> type:
     """Base of the models of a user's file: unknown keys are typos (refused with the closest valid
     key) and NaN/inf are never a count, time, size or price."""
-    from pydantic import BaseModel, ConfigDict
+    from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
     class Strict(BaseModel):
         model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
 
+        @field_validator("*", mode="before")
+        @classmethod
+        def _no_bool_numbers(cls, v: Any, info: ValidationInfo) -> Any:
+            """true/false is not a count or an amount (pydantic would read true as 1)."""
+            if isinstance(v, bool) or (isinstance(v, list) and any(isinstance(x, bool) for x in v)):
+                if _numbers_only(cls.model_fields[info.field_name].annotation):
+                    raise ValueError("give a number, not true/false")
+            return v
+
     return Strict
+
+
+def _numbers_only(annotation: Any) -> bool:
+    """Whether a field's type admits numbers (and None, lists of numbers) but no bool or other type."""
+    from typing import get_args
+
+    todo, leaves = [annotation], set()
+    while todo:
+        t = todo.pop()
+        args = get_args(t)
+        if args:
+            todo.extend(args)
+        else:
+            leaves.add(t)
+    return bool(leaves & {int, float}) and leaves <= {int, float, type(None)}
 
 
 def whole_number(v: Any) -> Any:

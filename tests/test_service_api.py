@@ -34,8 +34,8 @@ pytestmark = [pytest.mark.xdist_group("server"), pytest.mark.timeout(180), pytes
 class Server:
     """`gpuwise serve` in a subprocess on 127.0.0.1 (a free port); restartable on the same store."""
 
-    def __init__(self, tmp: Path):
-        self.tmp, self.db = tmp, f"sqlite:///{tmp / 'service.db'}"
+    def __init__(self, tmp: Path, *extra: str):
+        self.tmp, self.db, self.extra = tmp, f"sqlite:///{tmp / 'service.db'}", extra
         self.env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUWISE_HOME": str(tmp)}
         self.proc: subprocess.Popen | None = None
         self.url = ""
@@ -43,7 +43,7 @@ class Server:
     def start(self) -> None:
         self.proc = subprocess.Popen(
             [sys.executable, "-m", "gpuwise", "serve", "--db", self.db, "--port", "0",
-             "--time-scale", str(TIME_SCALE), "--round-s", "0.1"],
+             "--time-scale", str(TIME_SCALE), "--round-s", "0.1", *self.extra],
             cwd=self.tmp, env=self.env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
         deadline = time.monotonic() + 90
         for line in self.proc.stdout:

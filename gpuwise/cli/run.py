@@ -3,6 +3,10 @@
 from __future__ import annotations
 
 import argparse
+import os
+import sys
+from contextlib import contextmanager
+from typing import Iterator
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -34,7 +38,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    import sys
     from pathlib import Path
 
     from gpuwise.cli.simulate import check_plot_dir
@@ -63,7 +66,8 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.runtime.pool import WorkersNotReady
 
     try:
-        out = execute(cluster, workload, args.policy, opts, live)
+        with stdout_to_stderr(args.json):
+            out = execute(cluster, workload, args.policy, opts, live)
     except WorkersNotReady as e:
         print(f"gpuwise run: {e}", file=sys.stderr)
         return 1
@@ -83,6 +87,24 @@ def run(args: argparse.Namespace) -> int:
               "rerun with the same --state to resume them", file=sys.stderr)
         return 1
     return 0
+
+
+@contextmanager
+def stdout_to_stderr(on: bool) -> Iterator[None]:
+    """With --json, stdout carries the JSON alone: whatever Ray prints meanwhile from this process or
+    a child it starts (its "worker died" line after a preemption) goes to stderr, at the descriptor."""
+    if not on:
+        yield
+        return
+    sys.stdout.flush()
+    saved = os.dup(1)
+    os.dup2(2, 1)
+    try:
+        yield
+    finally:
+        sys.stdout.flush()
+        os.dup2(saved, 1)
+        os.close(saved)
 
 
 def _print(out: dict) -> None:

@@ -1,4 +1,8 @@
-"""`gpuwise serve`: the job service (HTTP API v1, OpenAPI at /docs, dashboard at /)."""
+"""`gpuwise serve`: the job service (HTTP API v1, OpenAPI schema at /openapi.json, dashboard at /).
+
+One server per store: a second on the same SQLite file refuses (exit 2). Files it creates (the
+store, its WAL, job specs, checkpoints) are readable by the server's user only.
+"""
 
 from __future__ import annotations
 
@@ -25,9 +29,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--time-scale", type=float, default=60.0,
                         help="sim backend: simulated seconds per wall second (default 60)")
     parser.add_argument("--round-s", type=float, default=0.2, help="seconds between scheduling rounds")
+    parser.add_argument("--read-timeout", type=float, default=10.0, metavar="SECONDS",
+                        help="a client's request headers, and then its body, must arrive within this (default 10)")
 
 
 def run(args: argparse.Namespace) -> int:
+    import os
+
     from gpuwise.data import data_path
     from gpuwise.errors import InputError
     from gpuwise.hardware.cluster import load_cluster
@@ -38,10 +46,14 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--port", args.port, "give 0-65535")
     if not args.round_s > 0:
         raise InputError("--round-s", args.round_s, "give a positive number of seconds")
+    if not 0 < args.read_timeout < 3600:
+        raise InputError("--read-timeout", args.read_timeout, "give seconds, more than 0 and under 3600")
     if args.ray_address and args.backend != "ray":
         raise InputError("--ray-address", args.ray_address, "only the ray backend uses it; add --backend ray")
     default = "ray-local.yaml" if args.backend == "ray" else "service-default.yaml"
     cluster = load_cluster(args.cluster or data_path("clusters", default))
+    lock = _lock_store(args.db)
+    os.umask(0o077)             # the store, its WAL, job specs and checkpoints: this user's only
     if args.backend == "ray":
         print(f"gpuwise serve: starting Ray workers for {cluster.total_gpus} slots "
               f"({args.ray_address or 'private local head'})...", flush=True)
@@ -55,6 +67,19 @@ def run(args: argparse.Namespace) -> int:
         return _serve(args, cluster, sch)
     finally:
         sch.backend.close()     # the Ray backend's workers and private head
+        if lock is not None:
+            lock.release()
+
+
+def _lock_store(db: str | None):
+    """One server per SQLite store (another database: the operator's to ensure)."""
+    from gpuwise.jobqueue.store import default_url, sqlite_path
+    from gpuwise.runtime.lock import WriterLock
+
+    path = sqlite_path(db or default_url())
+    if path is None:
+        return None
+    return WriterLock(path.with_name(path.name + ".lock"), "--db", db or str(path), "gpuwise serve")
 
 
 def _serve(args: argparse.Namespace, cluster, sch) -> int:
@@ -65,6 +90,7 @@ def _serve(args: argparse.Namespace, cluster, sch) -> int:
 
     from gpuwise.errors import InputError
     from gpuwise.service.app import create_app
+    from gpuwise.service.limits import timed_protocol
 
     sock = socket.socket(socket.AF_INET6 if ":" in args.host else socket.AF_INET)
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
@@ -76,9 +102,12 @@ def _serve(args: argparse.Namespace, cluster, sch) -> int:
     port = sock.getsockname()[1]
     print(f"gpuwise serve: {cluster.name} ({cluster.describe()}), backend {args.backend}, policy "
           f"{sch.policy.name}, store {sch.store.url}", flush=True)
-    print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, docs /docs, dashboard /?token=...)",
+    print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, schema /openapi.json, "
+          "dashboard /?token=...)",
           flush=True)
-    server = uvicorn.Server(uvicorn.Config(create_app(sch.store, sch), log_level="warning"))
+    app = create_app(sch.store, sch, read_timeout_s=args.read_timeout)
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=timed_protocol(args.read_timeout),
+                                           timeout_keep_alive=5, h11_max_incomplete_event_size=64 * 1024))
     try:
         server.run(sockets=[sock])
     except SystemExit as exc:   # uvicorn re-raises the SIGTERM it shut down on; Ray's driver handler

@@ -205,8 +205,10 @@ def _explicit_estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, c
     o = 0.0 if cfg.offload_optimizer else n * sb.optimizer / (p.dp if p.zero >= 1 else 1)
     a = (spec.activation_bytes_per_sample or 0.0) * cfg.micro_batch * _act_bytes_per_value(cfg.precision) / 4
     slack, ctx, nccl = _overheads(cfg, w + g + o + a, context)
-    notes = (f"{spec.name}: {n:,} parameters and {spec.activation_bytes_per_sample / 1e6:.1f} MB of fp32 activations "
-             f"per {spec.sample_unit} ({spec.source}); 16-bit activations take half",
+    act = spec.activation_bytes_per_sample
+    acts = (f"{act / 1e6:.1f} MB of fp32 activations per {spec.sample_unit}" if act else
+            "activations NOT counted (no activation_bytes_per_sample given: memory is a lower bound)")
+    notes = (f"{spec.name}: {n:,} parameters and {acts} ({spec.source}); 16-bit activations take half",
              "ZeRO-paper state accounting (2/2/12 B mixed precision); recompute is not modelled for explicit "
              "(non-transformer) models", describe_overhead())
     return MemoryEstimate(w, g, o, a, slack + ctx + nccl, n, n, 0, notes, allocator=slack, context=ctx, nccl=nccl,

@@ -62,12 +62,33 @@ def predict_cached(spec: JobSpec, cluster: ClusterSpec, objective: str = "time")
         return _cache[key]
 
 
+@dataclass(frozen=True)
+class Prepared:
+    """A job checked and predicted, not yet recorded: the CPU-bound half of `admit`."""
+    user: User
+    fields: dict
+    idempotency_key: str | None
+    prediction: Prediction
+
+    def record(self, store: Store, clock: Callable[[], float] | None) -> Admitted:
+        """Record it queued (concurrent records share one commit: `Store.insert_job`)."""
+        row, created = store.insert_job(self.user, self.fields, self.idempotency_key, clock)
+        return Admitted(row, created, self.prediction)
+
+
 def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, clock: Callable[[], float] | None,
           idempotency_key: str | None = None, objective: str = "time",
           check: Callable[[JobSpec], JobSpec] | None = None) -> Admitted:
     """Record ``spec`` for ``user`` as a queued job; raises Infeasible or QuotaError instead.
     ``clock``: the backend's clock, read when the job is recorded (its arrival time); ``check``: the
     backend's `Backend.check` (the spec as it runs it, or InputError when it cannot)."""
+    return prepare(cluster, user, spec, idempotency_key=idempotency_key, objective=objective,
+                   check=check).record(store, clock)
+
+
+def prepare(cluster: ClusterSpec, user: User, spec: JobSpec, *, idempotency_key: str | None = None,
+            objective: str = "time", check: Callable[[JobSpec], JobSpec] | None = None) -> Prepared:
+    """Validate, predict and check the quota of ``spec`` (see `admit`), recording nothing."""
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 128):
         raise InputError("Idempotency-Key", idempotency_key, "give 1 to 128 characters")
     if check is not None:
@@ -88,5 +109,4 @@ def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, cloc
         name=spec.name, spec=spec.model_dump(exclude={"source_path"}, mode="json"), spec_key=spec_key(spec),
         prediction=pred.to_json(), max_gpus=limit, request_gpus=min(pred.chosen.gpus, limit),
         gpu_type=allowed[0] if len(allowed) == 1 else None)
-    row, created = store.insert_job(user, fields, idempotency_key, clock)
-    return Admitted(row, created, pred)
+    return Prepared(user, fields, idempotency_key, pred)

@@ -5,6 +5,7 @@ Any SQLAlchemy URL works; the default is a SQLite file next to the user's data
 change survives the process being killed. Writers on SQLite take the write lock at BEGIN
 (``BEGIN IMMEDIATE``): a transaction that reads then writes never fails with "database is locked"
 half-way, it waits (busy timeout) instead. Readers use a second engine and never block writers.
+A new SQLite file is created readable by its owner only (0600; SQLite gives its WAL the same mode).
 """
 
 from __future__ import annotations
@@ -22,10 +23,11 @@ from pathlib import Path
 from typing import Any, Callable, Iterator
 
 from sqlalchemy.exc import IntegrityError
-from sqlalchemy import Engine, create_engine, event, func, insert, select, update
+from sqlalchemy import Engine, create_engine, delete, event, func, insert, select, update
 
 from gpuwise.errors import InputError
 from gpuwise.jobqueue import schema as s
+from gpuwise.runtime.lock import owner_only
 
 ACTIVE = ("queued", "scheduled", "running")
 TERMINAL = ("done", "cancelled", "failed")
@@ -35,6 +37,17 @@ def default_url() -> str:
     home = Path(os.environ.get("GPUWISE_HOME") or Path.home() / ".gpuwise")
     home.mkdir(parents=True, exist_ok=True)
     return f"sqlite:///{home / 'service.db'}"
+
+
+def sqlite_path(url: str) -> Path | None:
+    """The file of a SQLite URL (None: another database, or in memory)."""
+    if not url.startswith("sqlite:///") or url.removeprefix("sqlite:///") in ("", ":memory:"):
+        return None
+    return Path(url.removeprefix("sqlite:///").split("?")[0])
+
+
+class IdempotencyConflict(Exception):
+    """An Idempotency-Key reused with a different job spec (HTTP 409 at the edge)."""
 
 
 def hash_token(token: str) -> str:
@@ -70,6 +83,14 @@ def _sqlite_engine(url: str, immediate: bool) -> Engine:
     return eng
 
 
+def _same_spec(old: dict, fields: dict[str, Any], key: str) -> dict:
+    """The recorded job of a repeated key, if it was submitted with the same spec."""
+    if old["spec_key"] != fields.get("spec_key"):
+        raise IdempotencyConflict(f"Idempotency-Key {key!r} was used for job {old['id']} with another job spec; "
+                                  "use a new key for a new job")
+    return old
+
+
 class _Pending:
     """One submission waiting for the writer thread."""
 
@@ -88,6 +109,8 @@ class Store:
         self._writer: threading.Thread | None = None
         self._writer_lock = threading.Lock()
         try:
+            if sqlite_path(self.url) is not None:
+                owner_only(sqlite_path(self.url))
             if self.url.startswith("sqlite"):
                 self.engine = _sqlite_engine(self.url, immediate=True)
                 self.reader = _sqlite_engine(self.url, immediate=False)
@@ -145,6 +168,14 @@ class Store:
             conn.execute(insert(s.tokens).values(user_id=uid, token_sha256=hash_token(token), created_at=now))
             u = conn.execute(select(s.users).where(s.users.c.id == uid)).mappings().one()
         return User(u["id"], u["name"], bool(u["admin"]), u["quota_gpus"]), token
+
+    def revoke_tokens(self, name: str) -> int:
+        """Delete every token of user ``name``; how many there were."""
+        with self.write() as conn:
+            uid = conn.execute(select(s.users.c.id).where(s.users.c.name == name)).scalar()
+            if uid is None:
+                raise InputError("USER", name, "no such user (gpuwise token create USER makes one)")
+            return conn.execute(delete(s.tokens).where(s.tokens.c.user_id == uid)).rowcount
 
     def user_for_token(self, token: str) -> User | None:
         with self.read() as conn:
@@ -210,8 +241,11 @@ class Store:
                         if isinstance(exc, IntegrityError) and it.args[2]:   # a twin in another process won
                             with self.read() as conn:
                                 old = self._by_key(conn, it.args[0].id, it.args[2])
-                            if old is not None:
-                                it.result, it.error = (old, False), None
+                            try:
+                                if old is not None:
+                                    it.result, it.error = (_same_spec(old, it.args[1], it.args[2]), False), None
+                            except IdempotencyConflict as conflict:
+                                it.error = conflict
             for it in batch:
                 it.done.set()
 
@@ -220,7 +254,7 @@ class Store:
         if key:
             old = self._by_key(conn, user.id, key)
             if old is not None:
-                return old, False
+                return _same_spec(old, fields, key), False
         job_id, now = uuid.uuid4().hex, time.time()
         sim_now = clock() if clock else None
         conn.execute(insert(s.jobs).values(
@@ -268,13 +302,19 @@ class Store:
         return [e for e in self.events(job_id) if e["kind"] in ("allocated", "released", "resumed")]
 
     def cancel(self, job_id: str, sim_now: float | None) -> bool:
-        """Mark an active job cancelled (the scheduler releases its GPUs); False if it had ended."""
+        """Mark an active job cancelled and its allocation released (the scheduler frees the GPUs on
+        its next round); False if it had ended."""
         with self.write() as conn:
+            alloc = conn.execute(select(s.jobs.c.allocation).where(s.jobs.c.id == job_id)).scalar()
             n = conn.execute(update(s.jobs).where(s.jobs.c.id == job_id, s.jobs.c.state.in_(ACTIVE))
-                             .values(state="cancelled", finished_sim=sim_now)).rowcount
+                             .values(state="cancelled", finished_sim=sim_now, allocation=None)).rowcount
             if n:
-                conn.execute(insert(s.events).values(job_id=job_id, at=time.time(), at_sim=sim_now,
-                                                     kind="cancelled", detail=None))
+                now = time.time()
+                conn.execute(insert(s.events).values(job_id=job_id, at=now, at_sim=sim_now, kind="cancelled",
+                                                     detail=None))
+                if alloc:
+                    conn.execute(insert(s.events).values(job_id=job_id, at=now, at_sim=sim_now, kind="released",
+                                                         detail=alloc))
         return bool(n)
 
     def usage_series(self) -> list[dict]:

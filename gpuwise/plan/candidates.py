@@ -204,6 +204,9 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
         out.append(f"recompute: each layout takes the lightest of {searched} that fits (the job spec's "
                    f"'{job.base.recompute}' is not imposed; recompute only saves memory, never time)"
                    if job.model.is_transformer else "recompute: none (not modelled for explicit models)")
+        if not job.model.is_transformer and not job.model.activation_bytes_per_sample:
+            out.append("activations: NOT counted (the model gives no activation_bytes_per_sample); memory per "
+                       "GPU is a lower bound")
     else:
         out.append(f"searched {len(offs)} offerings: no configuration fits")
     out.append("time to target = steps(global batch) x analytical step time; memory, step time and checkpoint "

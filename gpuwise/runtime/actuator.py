@@ -83,7 +83,8 @@ class JobRun:
 
 def resume_run(jr: JobRun, row: dict, store: Store) -> None:
     """Continue ``jr`` from the state file: its counters, measured points and noise scale from its saved
-    row (`Store.jobs`), step and progress from its last recorded checkpoint (none: from scratch)."""
+    row (`Store.jobs`), step and progress from its last recorded checkpoint (none: from scratch); the
+    steps of a chunk the stopped run left in flight are added to its lost steps."""
     js = jr.js
     jr.restarts, jr.rescales, jr.faults, jr.lost_steps = row["restarts"], row["rescales"], row["faults"], row["lost_steps"]
     m = row["model"]
@@ -95,6 +96,31 @@ def resume_run(jr: JobRun, row: dict, store: Store) -> None:
     last = store.last_checkpoint(jr.name)
     if last is not None:
         jr.step, js.progress, jr.ckpt = last[0], last[1], last[2]
+    lost = _lost_in_flight(jr, store)
+    if lost:
+        jr.lost_steps = row["lost_steps"] + lost
+        store.save_job(**{**row, "lost_steps": jr.lost_steps})
+    store.put(_in_flight(jr.name), None)
+
+
+def _in_flight(job: str) -> str:
+    return f"chunk_in_flight:{job}"
+
+
+def _lost_in_flight(jr: JobRun, store: Store) -> int:
+    """Steps of the chunk a stopped or killed run left in flight: trained again from the last
+    checkpoint, so lost, estimated as a fault's are (its elapsed time / the last measured step time)."""
+    flight, elapsed = store.get(_in_flight(jr.name)), store.get("elapsed_s")
+    if not flight or elapsed is None or flight[0] != jr.step:    # none, or it reached its checkpoint
+        return 0
+    _, steps, t0 = flight
+    step_s = jr.model.points[-1][3] if jr.model.points else None
+    lost = steps if step_s is None else min(steps, int(max(0.0, elapsed - t0) / max(step_s, 1e-6)))
+    if lost:
+        detail = {"reason": "the run stopped mid-chunk", "lost_steps": lost, "resume_step": jr.step}
+        store.event(jr.name, elapsed, "fault", detail)
+        jr.events.append({"t": elapsed, "kind": "fault", **detail})
+    return lost
 
 
 def _first_error(done: list) -> str | None:
@@ -240,6 +266,7 @@ class RayActuator:
         lr = jr.js.job.lr * math.sqrt(batch / jr.js.job.batch_size)  # square-root LR scaling rule
         jr.refs = [s.actor.chunk.remote(jr.step, steps, batch, lr, ckpt) for s in jr.slots]
         jr.ckpt_next = ckpt
+        self.store.put(_in_flight(jr.name), [jr.step, steps, now])   # lost steps if the run stops now
         self._op(jr, "chunk", now, self.timeouts.chunk_s)
 
     def _chunk_done(self, jr: JobRun, now: float, r: dict) -> None:
@@ -300,6 +327,7 @@ class RayActuator:
             lost = jr.chunk[0]
         jr.lost_steps += lost
         jr.faults += 1
+        self.store.put(_in_flight(jr.name), None)
         for s in jr.slots:
             if s.warming is None:  # an injected preemption already restarted its victim
                 self.pool.restart(s)

@@ -49,6 +49,7 @@ class RunResult:
     startup_s: float
     resumed: bool
     preemptions: int
+    preemptions_skipped: int = 0       # due while no job was in a chunk with all its workers up
 
 
 def _restore(store: Store, workload: Workload, resume: bool) -> tuple[dict, float]:
@@ -63,6 +64,14 @@ def run_workload(cluster: ClusterSpec, workload: Workload, policy: Policy, opts:
                  pool: WorkerPool | None = None) -> RunResult:
     """Run to completion (or ``opts.max_wall_s``). ``pool``: started workers to reuse (kept
     running afterwards; tests share one); default: a pool of its own, shut down at the end."""
+    from gpuwise.runtime.lock import WriterLock
+
+    with WriterLock(opts.state_dir / "state.sqlite.lock", "--state", str(opts.state_dir), "gpuwise run"):
+        return _run_locked(cluster, workload, policy, opts, pool)
+
+
+def _run_locked(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: RunOptions,
+                pool: WorkerPool | None) -> RunResult:
     store = Store(opts.state_dir)
     resume = store.get("workload") == workload.source and not store.get("finished", False)
     saved, offset = _restore(store, workload, resume)
@@ -112,7 +121,7 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
             _resume_job(jr, saved[job.name], store, loop)
         if js.status not in st.TERMINAL:
             arrivals.append(jr)
-    preempted, next_preempt = 0, (offset + opts.preempt_every_s) if opts.preempt_every_s else math.inf
+    preempted, skipped, next_preempt = 0, 0, (offset + opts.preempt_every_s) if opts.preempt_every_s else math.inf
     while True:
         now = clock.now()
         while arrivals and arrivals[0].js.job.arrival_s <= now:
@@ -123,7 +132,8 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
         for kind in clock.due(now):
             (loop.on_round if kind == "round" else loop.on_tick)(now)
         if now >= next_preempt and (opts.max_preemptions is None or preempted < opts.max_preemptions):
-            preempted += _inject(act, pool, now)
+            hit = _inject(act, pool, now)
+            preempted, skipped = preempted + hit, skipped + 1 - hit
             next_preempt = now + opts.preempt_every_s
         if not arrivals and all(jr.js.status in st.TERMINAL for jr in act.jobs.values()):
             break
@@ -143,7 +153,7 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
     res = SimResult(policy.name, cluster, [jr.js for jr in act.jobs.values()], loop.decision_s, gpus_used,
                     queue_len, end, sum(len(jr.events) for jr in act.jobs.values()), time.perf_counter() - wall, 0,
                     _mean_overhead(act.jobs), [])
-    return RunResult(res, act.jobs, pool.start_s, resume, preempted)
+    return RunResult(res, act.jobs, pool.start_s, resume, preempted, skipped)
 
 
 def _mean_overhead(jobs: dict[str, JobRun]) -> float:

@@ -12,6 +12,8 @@ import json
 import sqlite3
 from pathlib import Path
 
+from gpuwise.runtime.lock import owner_only
+
 SCHEMA = """
 CREATE TABLE IF NOT EXISTS meta (key TEXT PRIMARY KEY, value TEXT NOT NULL);
 CREATE TABLE IF NOT EXISTS jobs (
@@ -31,6 +33,7 @@ class Store:
     def __init__(self, folder: Path) -> None:
         folder.mkdir(parents=True, exist_ok=True)
         self.path = folder / "state.sqlite"
+        owner_only(self.path)
         # one user at a time, maybe not the thread that opened it (the service's scheduler thread)
         self.db = sqlite3.connect(self.path, isolation_level=None, timeout=10.0, check_same_thread=False)
         self.db.execute("PRAGMA journal_mode=WAL")

@@ -1,9 +1,11 @@
-"""The HTTP API (v1, OpenAPI at /docs) and the dashboard, on FastAPI.
+"""The HTTP API (v1, OpenAPI schema at /openapi.json) and the dashboard, on FastAPI.
 
 Routes only parse, authorise and render; admission, scheduling and storage are
 `gpuwise.jobqueue` library calls. Errors: bad input -> 422 with the CLI's words
 (``{"detail": {"field", "value", "fix", "message"}}``), no or unknown token -> 401, someone
-else's job -> 404, over quota -> 403, valid but infeasible -> 409.
+else's job -> 404, over quota -> 403, valid but infeasible -> 409, an idempotency key reused with
+another body -> 409. What a client may send is bounded in `gpuwise.service.limits` (413, 408, 503).
+No Swagger page: it loads its scripts from a CDN, which an offline server cannot reach.
 """
 
 from __future__ import annotations
@@ -16,9 +18,10 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import HTMLResponse, JSONResponse
 
 from gpuwise.errors import InputError
-from gpuwise.jobqueue.admission import Infeasible, QuotaError, admit
+from gpuwise.jobqueue.admission import Infeasible, QuotaError, prepare
 from gpuwise.jobqueue.scheduler import Scheduler
-from gpuwise.jobqueue.store import Store, User
+from gpuwise.jobqueue.store import IdempotencyConflict, Store, User
+from gpuwise.service.limits import DEFAULT_READ_TIMEOUT_S, Heavy, PrivatePages, echo, read_body
 from gpuwise.service.payloads import event_json, job_json, parse_body, spec_from_body
 
 JOB_BODY = {"requestBody": {"required": True, "content": {
@@ -28,17 +31,27 @@ JOB_BODY = {"requestBody": {"required": True, "content": {
 
 
 def _input_error(exc: InputError) -> JSONResponse:
-    value = exc.value if isinstance(exc.value, (str, int, float, bool, type(None), list, dict)) else repr(exc.value)
-    return JSONResponse(status_code=422, content={"detail": {"field": exc.field, "value": value, "fix": exc.fix,
-                                                             "message": str(exc)}})
+    return JSONResponse(status_code=422, content={"detail": {"field": exc.field, "value": echo(exc.value),
+                                                             "fix": exc.fix, "message": str(exc)}})
 
 
 class _Ctx:
     """What every route needs: the store, the scheduler, and who is asking."""
 
-    def __init__(self, store: Store, scheduler: Scheduler) -> None:
-        self.store, self.scheduler = store, scheduler
-        self.tokens: dict[str, User] = {}
+    def __init__(self, store: Store, scheduler: Scheduler, read_timeout_s: float) -> None:
+        self.store, self.scheduler, self.read_timeout_s = store, scheduler, read_timeout_s
+        self.heavy = Heavy()
+
+    @asynccontextmanager
+    async def spec(self, request: Request):
+        """The request's job spec: its body read within the limits (holding no worker meanwhile), then
+        parsed off the event loop in one of the heavy slots, held until the block ends."""
+        from starlette.concurrency import run_in_threadpool
+
+        raw = await read_body(request, self.read_timeout_s)
+        ctype = request.headers.get("content-type")
+        async with self.heavy.slot():
+            yield await run_in_threadpool(lambda: spec_from_body(parse_body(raw, ctype)))
 
     def user(self, authorization: str | None) -> User:
         scheme, _, token = (authorization or "").partition(" ")
@@ -46,11 +59,10 @@ class _Ctx:
         if scheme.lower() != "bearer" or not token:
             raise HTTPException(401, "send Authorization: Bearer TOKEN (create one with gpuwise token create USER)",
                                 headers={"WWW-Authenticate": "Bearer"})
-        u = self.tokens.get(token) or self.store.user_for_token(token)
+        u = self.store.user_for_token(token)     # no cache: a revoked token stops at once
         if u is None:
             raise HTTPException(401, "unknown token; create one with gpuwise token create USER",
                                 headers={"WWW-Authenticate": "Bearer"})
-        self.tokens[token] = u
         return u
 
     def visible(self, job_id: str, u: User) -> dict:
@@ -63,8 +75,10 @@ class _Ctx:
         return {i: x.name for i, x in self.store.users().items()}
 
 
-def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -> FastAPI:
-    """The app; its lifespan starts and stops the scheduler loop (``run_scheduler``)."""
+def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True,
+               read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> FastAPI:
+    """The app; its lifespan starts and stops the scheduler loop (``run_scheduler``); a request body
+    must arrive within ``read_timeout_s``."""
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         if run_scheduler:
@@ -72,7 +86,7 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
         yield
         scheduler.stop()
 
-    app = FastAPI(title="gpuwise", version="1", lifespan=lifespan,
+    app = FastAPI(title="gpuwise", version="1", lifespan=lifespan, docs_url=None, redoc_url=None,
                   description="Submit training jobs; gpuwise predicts their memory (Frenzy), picks GPU types "
                               "and counts, and schedules them on a shared cluster.")
 
@@ -86,7 +100,8 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
         field = ".".join(str(p) for p in err.get("loc", ()) if p not in ("query", "path", "body")) or "request"
         return _input_error(InputError(field, err.get("input"), err.get("msg", "invalid")))
 
-    ctx = _Ctx(store, scheduler)
+    app.add_middleware(PrivatePages)
+    ctx = _Ctx(store, scheduler, read_timeout_s)
     _job_routes(app, ctx)
     _service_routes(app, ctx)
     return app
@@ -102,14 +117,14 @@ def _job_routes(app: FastAPI, ctx: _Ctx) -> None:
         """Submit a job: returns its id and the Frenzy prediction, then queues it."""
         from starlette.concurrency import run_in_threadpool
 
-        spec = spec_from_body(parse_body(await request.body(), request.headers.get("content-type")))
         try:
-            res = await run_in_threadpool(admit, ctx.store, ctx.scheduler.backend.cluster, u, spec,
-                                          clock=ctx.scheduler.backend.now, idempotency_key=idempotency_key,
-                                          check=ctx.scheduler.backend.check)
+            async with ctx.spec(request) as spec:       # CPU-bound: in a heavy slot
+                job = await run_in_threadpool(prepare, ctx.scheduler.backend.cluster, u, spec,
+                                              idempotency_key=idempotency_key, check=ctx.scheduler.backend.check)
+            res = await run_in_threadpool(job.record, ctx.store, ctx.scheduler.backend.now)   # group commit
         except QuotaError as exc:
             raise HTTPException(403, str(exc)) from None
-        except Infeasible as exc:
+        except (Infeasible, IdempotencyConflict) as exc:
             raise HTTPException(409, str(exc)) from None
         body = {"id": res.job["id"], "state": res.job["state"], "created": res.created,
                 "prediction": res.prediction.to_json()}
@@ -146,7 +161,7 @@ def _service_routes(app: FastAPI, ctx: _Ctx) -> None:
         return ctx.user(authorization)
 
     @app.get("/v1/health", tags=["service"])
-    def health() -> dict[str, Any]:
+    async def health() -> dict[str, Any]:       # on the event loop: never queued behind the thread pool
         h = ctx.scheduler.health.to_json()     # failing rounds show here (ok false), never only in a log
         return {"ok": h["ok"], "backend": ctx.scheduler.backend.name, "policy": ctx.scheduler.policy.name,
                 "scheduler": h}
@@ -168,8 +183,8 @@ def _service_routes(app: FastAPI, ctx: _Ctx) -> None:
 
         if objective not in OBJECTIVES:
             raise InputError("objective", objective, "use one of " + ", ".join(OBJECTIVES))
-        spec = spec_from_body(parse_body(await request.body(), request.headers.get("content-type")))
-        res = await run_in_threadpool(run_plan, from_jobspec(spec), load_catalog(), objective, top)
+        async with ctx.spec(request) as spec:
+            res = await run_in_threadpool(lambda: run_plan(from_jobspec(spec), load_catalog(), objective, top))
         return to_json(res)
 
     @app.get("/", response_class=HTMLResponse, tags=["dashboard"])

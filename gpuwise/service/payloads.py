@@ -11,6 +11,7 @@ import json
 from typing import Any
 
 from gpuwise.errors import InputError
+from gpuwise.service.limits import MAX_DEPTH, check_model, check_tree, flow_depth, load_yaml_text
 from gpuwise.workload.jobspec import JobSpec, parse_job
 
 YAML_TYPES = ("application/yaml", "application/x-yaml", "text/yaml", "text/x-yaml")
@@ -19,23 +20,37 @@ PRESET_KEYS = {"preset", "amount", "global_batch", "name", "seq_len", "constrain
 
 
 def parse_body(raw: bytes, content_type: str | None) -> Any:
-    """JSON or YAML text -> data (a mapping is expected by the callers)."""
+    """JSON or YAML text -> data (a mapping is expected by the callers), within `limits.check_tree`."""
     ctype = (content_type or "application/json").split(";")[0].strip().lower()
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise InputError("body", f"byte {exc.start}", "send UTF-8 JSON or YAML text") from None
-    if ctype in YAML_TYPES:
-        import yaml
-
-        try:
-            return yaml.safe_load(text)
-        except yaml.YAMLError as exc:
-            mark = getattr(exc, "problem_mark", None)
-            raise InputError("body", f"line {mark.line + 1}" if mark else "YAML",
-                             f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
-    if ctype != "application/json":
+    if ctype not in YAML_TYPES and ctype != "application/json":
         raise InputError("Content-Type", ctype, "send application/json or application/yaml")
+    depth = flow_depth(text)
+    if depth > MAX_DEPTH:
+        raise InputError("body", f"nested {depth} deep", f"nest at most {MAX_DEPTH} levels (a job spec has 3)")
+    try:
+        data = _yaml(text) if ctype in YAML_TYPES else _json(text)
+    except RecursionError:      # YAML's block style nests by indentation
+        raise InputError("body", "nested too deep", f"nest at most {MAX_DEPTH} levels (a job spec has 3)") from None
+    check_tree(data)
+    return data
+
+
+def _yaml(text: str) -> Any:
+    import yaml
+
+    try:
+        return load_yaml_text(text)
+    except yaml.YAMLError as exc:
+        mark = getattr(exc, "problem_mark", None)
+        raise InputError("body", f"line {mark.line + 1}" if mark else "YAML",
+                         f"not valid YAML ({getattr(exc, 'problem', None) or exc})") from None
+
+
+def _json(text: str) -> Any:
     try:
         return json.loads(text)
     except json.JSONDecodeError as exc:
@@ -43,7 +58,8 @@ def parse_body(raw: bytes, content_type: str | None) -> Any:
 
 
 def spec_from_body(data: Any) -> JobSpec:
-    """A job spec from a parsed body: the full schema, or the preset short form."""
+    """A job spec from a parsed body: the full schema, or the preset short form; its model a preset or
+    inline numbers (`limits.check_model`)."""
     if isinstance(data, dict) and "preset" in data:
         from gpuwise.plan.submit import spec_from_preset
 
@@ -55,9 +71,13 @@ def spec_from_body(data: Any) -> JobSpec:
             raise InputError("global_batch", None, "required field is missing")
         rest = {k: v for k, v in data.items() if k not in ("preset", "amount", "global_batch", "name",
                                                             "seq_len", "constraints")}
-        return spec_from_preset(data["preset"], data.get("amount"), data["global_batch"], name=data.get("name"),
+        spec = spec_from_preset(data["preset"], data.get("amount"), data["global_batch"], name=data.get("name"),
                                 seq_len=data.get("seq_len"), constraints=data.get("constraints"), **rest)
-    return parse_job(data)
+        check_model(spec.model, "preset")
+        return spec
+    spec = parse_job(data)
+    check_model(spec.model)
+    return spec
 
 
 def job_json(row: dict, user_name: str | None = None, history: list[dict] | None = None) -> dict:

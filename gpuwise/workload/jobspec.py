@@ -34,6 +34,7 @@ from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE_POLICIES, STACKS, recompute_policy
 
 LR_RULES = ("adascale", "linear", "sqrt", "none")
+MAX_COUNT = 2**31 - 1     # batches and lengths: larger overflows the int arithmetic downstream
 # Training fields that take one name from a fixed list
 _CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "lr_scaling": LR_RULES, "stack": STACKS}
 
@@ -59,10 +60,11 @@ class Training(_Strict):
     epochs: Optional[float] = Field(None, gt=0, description="passes over a dataset of dataset_samples")
     dataset_samples: Optional[float] = Field(None, gt=0, description="dataset size in samples (with epochs)")
     steps: Optional[float] = Field(None, gt=0, description="optimizer steps at reference_batch")
-    reference_batch: Optional[int] = Field(None, gt=0, description="global batch the steps were counted at")
-    seq_len: int = Field(2048, gt=0, description="tokens per sequence (ignored for non-token models)")
+    reference_batch: Optional[int] = Field(None, gt=0, le=MAX_COUNT,
+                                           description="global batch the steps were counted at")
+    seq_len: int = Field(2048, gt=0, le=MAX_COUNT, description="tokens per sequence (ignored for non-token models)")
     global_batch: Union[int, list[int]] = Field(description="samples per optimizer step, or [min, max] range")
-    micro_batch: Optional[int] = Field(None, gt=0, description="per-GPU micro-batch (default: chosen)")
+    micro_batch: Optional[int] = Field(None, gt=0, le=MAX_COUNT, description="per-GPU micro-batch (default: chosen)")
     precision: str = Field("bf16-mixed", description="one of " + ", ".join(PRECISIONS))
     optimizer: str = Field("adamw", description="one of " + ", ".join(OPTIMIZERS))
     recompute: str = Field("none", description="activation recomputation: " + ", ".join(RECOMPUTE_POLICIES)
@@ -100,6 +102,8 @@ class Training(_Strict):
                 raise ValueError("must be a positive number or [min, max] with 0 < min <= max")
         elif v <= 0:
             raise ValueError("must be > 0")
+        if max(v if isinstance(v, list) else [v]) > MAX_COUNT:
+            raise ValueError(f"must be at most {MAX_COUNT:,} (2^31 - 1)")
         return v
 
     @model_validator(mode="after")
@@ -214,7 +218,7 @@ class JobSpec(_Strict):
 
 
 def _path(loc: tuple[Any, ...]) -> str:
-    parts = [str(p) for p in loc if not (isinstance(p, str) and p in ("ExplicitModel", "str"))]
+    parts = [str(p) for p in loc if not (isinstance(p, str) and p in ("ExplicitModel", "str", "int", "list[int]"))]
     out = ""
     for p in parts:
         out += f"[{p}]" if p.isdigit() else (("." if out else "") + p)
@@ -250,7 +254,8 @@ def _to_input_error(exc: ValidationError, data: Any) -> InputError:
             break
     msg = err.get("msg", "invalid").removeprefix("Value error, ")
     for long, short in (("Input should be greater than or equal to", "must be >="),
-                        ("Input should be greater than", "must be >"), ("Input should be less than", "must be <"),
+                        ("Input should be greater than", "must be >"),
+                        ("Input should be less than or equal to", "must be <="), ("Input should be less than", "must be <"),
                         ("Input should be", "must be")):
         msg = msg.replace(long, short)
     if err.get("type") == "extra_forbidden":

@@ -160,7 +160,7 @@ def list_presets() -> list[str]:
     return list(_preset_files())
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=256)        # bounded: keyed by path spelling (the presets are 50)
 def _read_json(path: str) -> dict:
     from gpuwise.user_files import read_text
 
@@ -184,7 +184,7 @@ def preset_info(name: str) -> PresetInfo:
                       meta["published_source"])
 
 
-@lru_cache(maxsize=None)
+@lru_cache(maxsize=256)
 def _load_cached(name_or_path: str) -> ModelSpec:
     files = _preset_files()
     key = name_or_path.strip()

@@ -1,0 +1,56 @@
+"""`gpuwise run --json` keeps stdout for the JSON: what Ray prints meanwhile goes to stderr (issue 23)."""
+
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def test_json_stdout_carries_the_json_alone():
+    # a child process and this one write to the stdout descriptor mid-run, as Ray's log monitor does
+    code = ("import os, subprocess, sys\nfrom gpuwise.cli.run import stdout_to_stderr\n"
+            "from gpuwise.cli.output import emit_json\n"
+            "with stdout_to_stderr(True):\n"
+            "    subprocess.run([sys.executable, '-c', 'print(\"A worker died or was killed\")'])\n"
+            "    os.write(1, b'raylet: worker died\\n'); print('and from Python')\n"
+            "emit_json({'jobs_completed': 1})\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=60)
+    assert out.returncode == 0, out.stderr
+    assert json.loads(out.stdout) == {"jobs_completed": 1}
+    assert "A worker died" in out.stderr and "raylet: worker died" in out.stderr and "and from Python" in out.stderr
+
+
+def _resumed(tmp_path, flight, elapsed, points):
+    """A job resumed from a real state file whose run stopped with ``flight`` = [from_step, steps, t0]."""
+    from gpuwise.policies.base import JobState
+    from gpuwise.runtime.actuator import JobRun, resume_run
+    from gpuwise.runtime.measured import JobModel
+    from gpuwise.runtime.store import Store
+    from gpuwise.workload.traces import TraceJob
+
+    store = Store(tmp_path / "state")
+    store.record_checkpoint("j", 20, 20.0, "j-20.pt", 90.0)
+    store.put("chunk_in_flight:j", flight)
+    store.put("elapsed_s", elapsed)
+    store.save_job("j", "running", 0.0, None, 1, 0, 0, 3, 10.0, {"points": points})
+    jr = JobRun(JobState(job=TraceJob("j", 0.0, 1, "tiny-llama", 16), submitted_s=0.0, target=100.0),
+                JobModel(ref_batch=16))
+    resume_run(jr, store.jobs()["j"], store)
+    again = JobRun(jr.js, JobModel(ref_batch=16))            # killed again before any save: no double count
+    resume_run(again, store.jobs()["j"], store)
+    return jr, again
+
+
+def test_steps_redone_after_a_stopped_run_count_as_lost(tmp_path):
+    jr, again = _resumed(tmp_path, [20, 10, 100.0], 106.5, [[1, 1, 16.0, 1.0, 0.0]])   # 6 of 10 steps at 1 s
+    assert jr.step == 20 and jr.lost_steps == 3 + 6 and again.lost_steps == 9
+    assert jr.events[-1]["kind"] == "fault" and jr.events[-1]["lost_steps"] == 6
+
+
+def test_a_chunk_that_reached_its_checkpoint_loses_nothing(tmp_path):
+    jr, _ = _resumed(tmp_path, [10, 10, 80.0], 106.5, [[1, 1, 16.0, 1.0, 0.0]])
+    assert jr.lost_steps == 3
