@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 
 from gpuwise.errors import InputError
 from gpuwise.jobqueue.admission import Infeasible, QuotaError, admit
@@ -89,6 +89,9 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True) -
     ctx = _Ctx(store, scheduler)
     _job_routes(app, ctx)
     _service_routes(app, ctx)
+    from gpuwise.service.web import dashboard_routes
+
+    dashboard_routes(app, ctx)
     return app
 
 
@@ -169,14 +172,3 @@ def _service_routes(app: FastAPI, ctx: _Ctx) -> None:
         spec = spec_from_body(parse_body(await request.body(), request.headers.get("content-type")))
         res = await run_in_threadpool(run_plan, from_jobspec(spec), load_catalog(), objective, top)
         return to_json(res)
-
-    @app.get("/", response_class=HTMLResponse, tags=["dashboard"])
-    def dashboard(token: str | None = Query(None, description="API token (browsers send no header)"),
-                  authorization: str | None = Header(None)) -> HTMLResponse:
-        from gpuwise.service.dashboard import render
-
-        u = ctx.user(authorization if authorization else f"Bearer {token or ''}")
-        rows = ctx.store.jobs(None if u.admin else u.id, limit=500)
-        done = ctx.store.jobs(None if u.admin else u.id, ("done",))
-        return HTMLResponse(render(u.name, rows, done, ctx.store.usage_series(), ctx.scheduler.snapshot(),
-                                   ctx.names()))

@@ -70,3 +70,28 @@ def call(method: str, server: str | None, path: str, *, content: bytes | None = 
     if r.status_code >= 400:
         raise ServiceError(r.status_code, body.get("detail"))
     return body
+
+
+def job_id(server: str | None, text: str) -> str:
+    """A full job id from the id or a unique start of it (the dashboard shows 8 characters)."""
+    from urllib.parse import quote
+
+    prefix = id_prefix(text, "ID")
+    if len(prefix) == 32:
+        return prefix
+    ids = call("GET", server, f"/v1/job-ids?prefix={quote(prefix)}")["ids"]
+    if not ids:
+        raise InputError("ID", text, "no job of yours starts with it; list them with gpuwise jobs")
+    if len(ids) > 1:
+        shown = ", ".join(i[:12] for i in ids[:3])
+        raise InputError("ID", text, f"is the start of {len(ids) if len(ids) < 10 else '10 or more'} "
+                         f"job ids ({shown}...); give more characters")
+    return ids[0]
+
+
+def id_prefix(text: str, field: str) -> str:
+    """``text`` as the start of a job id (ids are 32 lowercase hex digits)."""
+    p = text.strip().lower()
+    if not p or len(p) > 32 or any(ch not in "0123456789abcdef" for ch in p):
+        raise InputError(field, text, "give a job id or its start: 1 to 32 hex digits, e.g. 3f9a01bc")
+    return p
