@@ -76,8 +76,8 @@ def _serve(args: argparse.Namespace, cluster, sch) -> int:
     port = sock.getsockname()[1]
     print(f"gpuwise serve: {cluster.name} ({cluster.describe()}), backend {args.backend}, policy "
           f"{sch.policy.name}, store {sch.store.url}", flush=True)
-    print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, docs /docs, dashboard / (sign in with a token))",
-          flush=True)
+    print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, docs /docs, dashboard / : sign in "
+          "with a token)", flush=True)
     server = uvicorn.Server(uvicorn.Config(create_app(sch.store, sch), log_level="warning"))
     try:
         server.run(sockets=[sock])

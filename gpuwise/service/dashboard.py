@@ -63,11 +63,12 @@ def render(user: str, rows: list[dict], done: list[dict], usage: list[dict], sna
     cap = {g["gpu"]: g["total"] for g in snap["gpu_types"]}
     used = ", ".join(f'{g["used"]}/{g["total"]} {escape(g["gpu"])}' for g in snap["gpu_types"])
     mean = f"mean {sum(jcts) / len(jcts):.0f} s over {len(jcts)} jobs" if jcts else "none yet"
+    usage_chart = svg(usage_figure(usage, cap, snap["clock_s"]), "usage")
     body = f"""<h1>gpuwise</h1>
 <p>user <b>{escape(user)}</b> &middot; cluster <b>{escape(snap["name"])}</b> ({escape(snap["describe"])}) &middot;
 backend {escape(snap["backend"])} &middot; policy {escape(snap["policy"])} &middot; clock {snap["clock_s"]:.0f} s &middot;
 GPUs in use {used}</p>
-<div class="charts"><div><h2>GPUs in use over time</h2>{svg(usage_figure(usage, cap, snap["clock_s"]), "usage")}</div>
+<div class="charts"><div><h2>GPUs in use over time</h2>{usage_chart}</div>
 <div><h2>Job completion time ({mean})</h2>{svg(jct_figure(jcts), "jct")}</div></div>
 <h2>Jobs ({len(rows)})</h2><p class="muted">click an id for the job's page: events, progress against the
 prediction, loss, cost; <code>gpuwise jobs ID</code> and <code>gpuwise cancel ID</code> take the short id.</p>
@@ -79,6 +80,7 @@ prediction, loss, cost; <code>gpuwise jobs ID</code> and <code>gpuwise cancel ID
 def sign_in_page(message: str = "") -> str:
     """The sign-in form: the token goes in a POST body, never in a URL."""
     err = f'<p class="err">{escape(message)}</p>' if message else ""
+    usage_chart = svg(usage_figure(usage, cap, snap["clock_s"]), "usage")
     body = f"""<h1>gpuwise</h1><h2>Sign in</h2>{err}
 <form method="post" action="/login"><label>API token <input type="password" name="token" size="50"
 autocomplete="current-password" required></label> <button type="submit">sign in</button></form>

@@ -104,12 +104,16 @@ def _cancel_form(row: dict, csrf: str) -> str:
 
 def render_job(row: dict, owner: str, events: list[dict], clock_s: float, losses: list[tuple[int, float]] | None,
                csrf: str, signed_in: str | None = None) -> str:
-    """The whole page. ``losses`` None: the backend records none (the sim backend trains nothing)."""
+    """The whole page. ``losses`` None: the backend reports none (the sim backend trains nothing)."""
     c = compare(row, events, clock_s)
     pred = (c["finish_pred"] and (row["started_sim"], c["finish_pred"])) or None
     proj = (clock_s, float(row["progress"]), c["eta"]) if c["projected"] else None
-    loss_note = ("the sim backend trains nothing, so no losses; jobs on the ray backend report them"
-                 if losses is None else f"{len(losses)} steps reported by the backend's workers")
+    if losses is None:
+        loss_note = "this backend trains nothing, so no losses; jobs on the ray backend report them"
+    elif not losses:
+        loss_note = "no losses in memory: the server keeps those of jobs trained since it started"
+    else:
+        loss_note = f"{len(losses)} steps reported by the backend's workers"
     msg = f'<p class="err">{escape(row["message"])}</p>' if row["message"] else ""
     body = f"""<p><a href="/">&larr; all jobs</a></p>
 <h1>{escape(row["name"])} <code class="muted">{escape(row["id"][:SHORT_ID])}</code></h1>

@@ -16,7 +16,7 @@ from __future__ import annotations
 import hashlib
 import hmac
 from typing import Any
-from urllib.parse import parse_qs, urlsplit
+from urllib.parse import parse_qs, quote, urlsplit
 
 from fastapi import FastAPI, HTTPException, Query, Request
 from fastapi.responses import HTMLResponse, RedirectResponse, Response
@@ -69,28 +69,37 @@ async def _form(request: Request) -> dict[str, str]:
     return {k: v[0] for k, v in parse_qs(raw.decode("utf-8", "replace")).items()}
 
 
+def _who(ctx: Any, request: Request, token: str | None) -> tuple[User, str, str] | HTMLResponse:
+    """(user, token, where it came from), or the sign-in page (401) that replaces the page asked for."""
+    tok, where = _credential(request, token)
+    try:
+        return ctx.user(f"Bearer {tok}"), tok, where
+    except HTTPException as exc:
+        page = _html(dash.sign_in_page("" if not tok else f"{exc.detail}"), 401)
+        if where == "cookie":
+            page.delete_cookie(COOKIE, path="/")
+        return page
+
+
+async def _form_user(ctx: Any, request: Request) -> tuple[User, dict[str, str]] | Response:
+    """The signed-in user of a state-changing form post, or the page that refuses it."""
+    tok = request.cookies.get(COOKIE, "")
+    form = await _form(request)
+    if not _same_origin(request) or not hmac.compare_digest(form.get("csrf", ""), csrf_token(tok)):
+        return _html(dash.error_page(403, "this form did not come from this dashboard's page; reload it"), 403)
+    found = _who(ctx, request, None) if tok else _html(dash.sign_in_page("sign in to do that"), 401)
+    return found if isinstance(found, Response) else (found[0], form)
+
+
 def dashboard_routes(app: FastAPI, ctx: Any) -> None:
     """Add the dashboard to ``app``; ``ctx`` is the API's context (store, scheduler, ``user``, ``visible``)."""
+    _sign_in_routes(app, ctx)
+    _page_routes(app, ctx)
+    _cancel_route(app, ctx)
+    _id_route(app, ctx)
 
-    def who(request: Request, token: str | None) -> tuple[User, str, str] | HTMLResponse:
-        tok, where = _credential(request, token)
-        try:
-            return ctx.user(f"Bearer {tok}"), tok, where
-        except HTTPException as exc:
-            page = _html(dash.sign_in_page("" if not tok else f"{exc.detail}"), 401)
-            if where == "cookie":
-                page.delete_cookie(COOKIE, path="/")
-            return page
 
-    async def form_user(request: Request) -> tuple[User, dict[str, str]] | Response:
-        """The signed-in user of a state-changing form post, or the page that refuses it."""
-        tok = request.cookies.get(COOKIE, "")
-        form = await _form(request)
-        if not _same_origin(request) or not hmac.compare_digest(form.get("csrf", ""), csrf_token(tok)):
-            return _html(dash.error_page(403, "this form did not come from this dashboard's page; reload it"), 403)
-        found = who(request, None) if tok else _html(dash.sign_in_page("sign in to do that"), 401)
-        return found if isinstance(found, Response) else (found[0], form)
-
+def _sign_in_routes(app: FastAPI, ctx: Any) -> None:
     @app.get("/login", response_class=HTMLResponse, tags=["dashboard"])
     def login_page() -> HTMLResponse:
         return _html(dash.sign_in_page())
@@ -112,17 +121,19 @@ def dashboard_routes(app: FastAPI, ctx: Any) -> None:
 
     @app.post("/logout", tags=["dashboard"])
     async def logout(request: Request) -> Response:
-        found = await form_user(request)
+        found = await _form_user(ctx, request)
         if isinstance(found, Response):
             return found
         resp = _redirect("/login")
         resp.delete_cookie(COOKIE, path="/")
         return resp
 
+
+def _page_routes(app: FastAPI, ctx: Any) -> None:
     @app.get("/", response_class=HTMLResponse, tags=["dashboard"])
     def main_page(request: Request, token: str | None = Query(None, description="API token (old links; "
                                                                    "prefer the sign-in form)")) -> HTMLResponse:
-        found = who(request, token)
+        found = _who(ctx, request, token)
         if isinstance(found, Response):
             return found
         u, tok, where = found
@@ -135,7 +146,7 @@ def dashboard_routes(app: FastAPI, ctx: Any) -> None:
     def job_page(job_id: str, request: Request, token: str | None = Query(None)) -> HTMLResponse:
         from gpuwise.service.job_page import render_job
 
-        found = who(request, token)
+        found = _who(ctx, request, token)
         if isinstance(found, Response):
             return found
         u, tok, where = found
@@ -144,26 +155,31 @@ def dashboard_routes(app: FastAPI, ctx: Any) -> None:
         except HTTPException as exc:
             return _html(dash.error_page(exc.status_code, str(exc.detail)), exc.status_code)
         losses = getattr(ctx.scheduler.backend, "losses", None)
-        return _html(render_job(row, ctx.names().get(row["user_id"], "?"), ctx.store.events(job_id),
-                                ctx.scheduler.backend.now(), losses(job_id) if losses else None,
+        return _html(render_job(row, ctx.names().get(row["user_id"], "?"), ctx.store.events(row["id"]),
+                                ctx.scheduler.backend.now(), losses(row["id"]) if losses else None,
                                 csrf_token(tok), u.name if where == "cookie" else None))
 
+
+def _cancel_route(app: FastAPI, ctx: Any) -> None:
     @app.post("/jobs/{job_id}/cancel", tags=["dashboard"])
     async def cancel_button(job_id: str, request: Request) -> Response:
         import httpx
 
-        found = await form_user(request)
+        found = await _form_user(ctx, request)
         if isinstance(found, Response):
             return found
         transport = httpx.ASGITransport(app=request.app)
         async with httpx.AsyncClient(transport=transport, base_url="http://dashboard") as api:
-            r = await api.delete(f"/v1/jobs/{job_id}",
+            r = await api.delete(f"/v1/jobs/{quote(job_id, safe='')}",
                                  headers={"Authorization": f"Bearer {request.cookies[COOKIE]}"})
         if r.status_code == 200:
-            return _redirect(f"/jobs/{job_id}")
-        detail = r.json().get("detail") if r.headers.get("content-type", "").startswith("application/json") else r.text
-        return _html(dash.error_page(r.status_code, str(detail), back=f"/jobs/{job_id}"), r.status_code)
+            return _redirect(f"/jobs/{r.json()['id']}")
+        body = r.json() if r.headers.get("content-type", "").startswith("application/json") else {}
+        detail = body.get("detail", r.text)
+        return _html(dash.error_page(r.status_code, str(detail), back="/"), r.status_code)
 
+
+def _id_route(app: FastAPI, ctx: Any) -> None:
     @app.get("/v1/job-ids", tags=["jobs"])
     def job_ids(request: Request, prefix: str = Query(..., description="the start of a job id, as the "
                                                       "dashboard shows it (8 characters)")) -> dict[str, Any]:
@@ -177,10 +193,11 @@ def matching_ids(store: Any, prefix: str, user_id: int | None, limit: int = 10) 
     from sqlalchemy import select
 
     from gpuwise.jobqueue import schema as s
+    from gpuwise.service.client import is_id_prefix
 
-    from gpuwise.service.client import id_prefix
-
-    p = id_prefix(prefix, "prefix")
+    p = prefix.strip().lower()
+    if not is_id_prefix(p):
+        raise InputError("prefix", prefix, "give the start of a job id: 1 to 32 hex digits, e.g. 3f9a01bc")
     q = select(s.jobs.c.id).where(s.jobs.c.id >= p, s.jobs.c.id < p + "g")   # ids are lowercase hex
     if user_id is not None:
         q = q.where(s.jobs.c.user_id == user_id)
