@@ -80,7 +80,6 @@ prediction, loss, cost; <code>gpuwise jobs ID</code> and <code>gpuwise cancel ID
 def sign_in_page(message: str = "") -> str:
     """The sign-in form: the token goes in a POST body, never in a URL."""
     err = f'<p class="err">{escape(message)}</p>' if message else ""
-    usage_chart = svg(usage_figure(usage, cap, snap["clock_s"]), "usage")
     body = f"""<h1>gpuwise</h1><h2>Sign in</h2>{err}
 <form method="post" action="/login"><label>API token <input type="password" name="token" size="50"
 autocomplete="current-password" required></label> <button type="submit">sign in</button></form>

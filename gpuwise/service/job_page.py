@@ -74,13 +74,17 @@ def _compare_table(c: dict, state: str) -> str:
             f'from its measured speed.</p>')
 
 
-def _progress_points(row: dict, events: list[dict], clock_s: float) -> list[tuple[float, float]]:
-    pts = [(row["started_sim"], 0.0)] if row["started_sim"] is not None else []
-    pts += [(e["at_sim"], float(e["detail"]["progress"])) for e in events
-            if e["at_sim"] is not None and isinstance(e["detail"], dict) and "progress" in e["detail"]]
-    if row["state"] in ACTIVE and row["started_sim"] is not None:
+def _progress_points(row: dict, clock_s: float) -> list[tuple[float, float]]:
+    """Progress known at a backend time: 0 at the start, the last recorded value now, 1 at the finish.
+    (A ``running`` event's progress was read later than its time, so it is not plotted.)"""
+    if row["started_sim"] is None:
+        return []
+    pts = [(row["started_sim"], 0.0)]
+    if row["state"] in ACTIVE:
         pts.append((clock_s, float(row["progress"])))
-    return sorted(pts)
+    elif row["finished_sim"] is not None:
+        pts.append((row["finished_sim"], float(row["progress"])))
+    return pts
 
 
 def _events_table(events: list[dict]) -> str:
@@ -94,12 +98,13 @@ def _events_table(events: list[dict]) -> str:
             f'{"".join(rows)}</table>')
 
 
-def _cancel_form(row: dict, csrf: str) -> str:
+def _cancel_form(row: dict, csrf: str, signed_in: bool) -> str:
     if row["state"] not in ACTIVE:
         return ""
+    hint = "" if signed_in else ' <span class="muted">(<a href="/login">sign in</a> to use it)</span>'
     return (f'<form class="inline" id="cancel" method="post" action="/jobs/{escape(row["id"])}/cancel">'
             f'<input type="hidden" name="csrf" value="{csrf}"><button type="submit">cancel this job</button>'
-            f'</form> <span class="muted">(needs the sign-in cookie)</span>')
+            f'</form>{hint}')
 
 
 def render_job(row: dict, owner: str, events: list[dict], clock_s: float, losses: list[tuple[int, float]] | None,
@@ -115,14 +120,15 @@ def render_job(row: dict, owner: str, events: list[dict], clock_s: float, losses
     else:
         loss_note = f"{len(losses)} steps reported by the backend's workers"
     msg = f'<p class="err">{escape(row["message"])}</p>' if row["message"] else ""
+    held = "GPUs" if row["state"] in ACTIVE else "ran on"
     body = f"""<p><a href="/">&larr; all jobs</a></p>
 <h1>{escape(row["name"])} <code class="muted">{escape(row["id"][:SHORT_ID])}</code></h1>
 <p>id <code>{escape(row["id"])}</code> &middot; user <b>{escape(owner)}</b> &middot; state <b id="state">
-{escape(row["state"])}</b> &middot; GPUs {c["gpus_act"]} &middot; {progress_bar(row["progress"])} &middot;
-restarts {row["restarts"]} {_cancel_form(row, csrf)}</p>{msg}
+{escape(row["state"])}</b> &middot; {held} {c["gpus_act"]} &middot; {progress_bar(row["progress"])} &middot;
+restarts {row["restarts"]} {_cancel_form(row, csrf, signed_in is not None)}</p>{msg}
 <h2>Predicted vs actual</h2>{_compare_table(c, row["state"])}
 <div class="charts"><div><h2>Progress against the prediction</h2>
-{svg(progress_figure(_progress_points(row, events, clock_s), pred, proj), "progress")}</div>
+{svg(progress_figure(_progress_points(row, clock_s), pred, proj), "progress")}</div>
 <div><h2>Training loss</h2>{svg(loss_figure(losses or []), "loss")}<p class="muted">{loss_note}</p></div></div>
 <h2>Events ({len(events)})</h2>{_events_table(events)}
 <h2>Logs</h2><p id="logs" class="muted">Logs are unavailable: the job store keeps no worker logs. The events

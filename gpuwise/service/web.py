@@ -85,9 +85,11 @@ async def _form_user(ctx: Any, request: Request) -> tuple[User, dict[str, str]] 
     """The signed-in user of a state-changing form post, or the page that refuses it."""
     tok = request.cookies.get(COOKIE, "")
     form = await _form(request)
+    if not tok:
+        return _html(dash.sign_in_page("sign in to do that"), 401)
     if not _same_origin(request) or not hmac.compare_digest(form.get("csrf", ""), csrf_token(tok)):
         return _html(dash.error_page(403, "this form did not come from this dashboard's page; reload it"), 403)
-    found = _who(ctx, request, None) if tok else _html(dash.sign_in_page("sign in to do that"), 401)
+    found = _who(ctx, request, None)
     return found if isinstance(found, Response) else (found[0], form)
 
 
