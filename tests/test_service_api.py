@@ -324,7 +324,7 @@ def _png(path: Path) -> tuple[int, int, set]:
     return w, h, pixels
 
 
-def test_sign_in_cookie_job_page_and_cancel_button(server):
+def test_sign_in_cookie_job_page_and_cancel_button(server, monkeypatch, capsys):
     """The token goes in a form body into an HttpOnly, SameSite=Strict cookie; the cancel button needs
     that cookie and the page's CSRF field; the CLI takes the short id the pages show."""
     url, tok = server.url, server.tokens["alice"]
@@ -356,10 +356,15 @@ def test_sign_in_cookie_job_page_and_cancel_button(server):
     assert httpx.get(f"{url}/v1/jobs/{jid}", headers=auth(server, "alice")).json()["state"] == "cancelled"
     assert 'id="cancel"' not in httpx.get(f"{url}/jobs/{jid}", cookies=jar).text
 
-    env = {**server.env, "GPUWISE_TOKEN": tok, "GPUWISE_SERVER": url}
-    out = subprocess.run([sys.executable, "-m", "gpuwise", "jobs", jid[:8]], env=env, capture_output=True,
-                         text=True, timeout=120)     # the 8 characters the pages show
-    assert out.returncode == 0 and jid in out.stdout and "cancelled" in out.stdout, out.stderr
+    # the CLI, in-process (its output is under test, not its start-up), takes the short id
+    from gpuwise.cli.main import main
+
+    monkeypatch.setenv("GPUWISE_TOKEN", tok)
+    monkeypatch.setenv("GPUWISE_SERVER", url)
+    capsys.readouterr()
+    assert main(["jobs", jid[:8]]) == 0                   # the 8 characters the pages show
+    out = capsys.readouterr().out
+    assert jid in out and "cancelled" in out
     firsts: dict[str, int] = {}
     for _ in range(17):                 # 17 ids over 16 hex digits: two of alice's share a first one
         firsts = {}
@@ -368,10 +373,9 @@ def test_sign_in_cookie_job_page_and_cancel_button(server):
         if max(firsts.values()) > 1:
             break
         assert submit_yaml(server, "alice").status_code == 201
-    shared = max(firsts, key=firsts.get)
-    out = subprocess.run([sys.executable, "-m", "gpuwise", "cancel", shared], env=env, capture_output=True,
-                         text=True, timeout=120)
-    assert out.returncode == 2 and out.stderr.count("\n") == 1 and "give more characters" in out.stderr
+    assert main(["cancel", max(firsts, key=firsts.get)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gpuwise cancel: ID:") and "give more characters" in err
 
 
 def test_dashboard_in_headless_chromium(server, tmp_path):
