@@ -56,7 +56,7 @@ class RayBackend:
 
         self.cluster, self.opts = cluster, opts
         self.models: dict = {}
-        self.finished_losses: dict[str, list[tuple[int, float]]] = {}   # of jobs done since this start
+        self.finished_losses: dict[str, list[tuple[int, float]]] = {}   # of jobs done since this start (1000)
         self.perf = MeasuredPerf(self.models)
         self._base, self._wall = 0.0, time.monotonic()
         opts.state_dir.mkdir(parents=True, exist_ok=True)
@@ -155,6 +155,8 @@ class RayBackend:
         jr = self.act.jobs.pop(js.name, None)   # the scheduler saw the target reached; its slots are free now
         if jr is not None:
             self.finished_losses[js.name] = jr.losses
+            if len(self.finished_losses) > 1000:     # bounded: the newest finished jobs' curves
+                self.finished_losses.pop(next(iter(self.finished_losses)))
         self.models.pop(js.name, None)
 
     def fail(self, js: JobState, now: float) -> None:
