@@ -326,7 +326,63 @@ def _png(path: Path) -> tuple[int, int, set]:
     return w, h, pixels
 
 
+def test_sign_in_cookie_job_page_and_cancel_button(server, monkeypatch, capsys):
+    """The token goes in a form body into an HttpOnly, SameSite=Strict cookie; the cancel button needs
+    that cookie and the page's CSRF field; the CLI takes the short id the pages show."""
+    url, tok = server.url, server.tokens["alice"]
+    assert httpx.post(url + "/login", data={"token": "gw_wrong"}).status_code == 401
+    r = httpx.post(url + "/login", data={"token": tok})
+    assert r.status_code == 303 and r.headers["location"] == "/" and tok not in r.headers["location"]
+    cookie = r.headers["set-cookie"]
+    assert "HttpOnly" in cookie and "SameSite=strict" in cookie and "Path=/" in cookie
+    jar = {"gpuwise_session": cookie.split(";")[0].split("=", 1)[1]}
+    main = httpx.get(url + "/", cookies=jar)
+    assert main.status_code == 200 and "sign out" in main.text
+    for page in (main, httpx.get(url + "/", params={"token": tok})):     # old ?token= links still work
+        assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
+    long = SPEC.read_text().replace("epochs: 60", "epochs: 6000")
+    jid = submit_yaml(server, "alice", long).json()["id"]
+    wait_for(server, "alice", jid, ("scheduled", "running"))
+    page = httpx.get(f"{url}/jobs/{jid}", cookies=jar).text
+    assert 'id="cancel"' in page and 'id="events"' in page and "predicted" in page
+    csrf = page.split('name="csrf" value="')[1].split('"')[0]
+    assert httpx.get(f"{url}/jobs/{jid}", headers=auth(server, "bob")).status_code == 404
+    post = f"{url}/jobs/{jid}/cancel"
+    assert httpx.post(post, data={"csrf": "forged"}, cookies=jar).status_code == 403
+    assert httpx.post(post, data={"csrf": csrf}, cookies=jar,
+                      headers={"Origin": "http://evil.example"}).status_code == 403
+    assert httpx.post(post, data={"csrf": csrf}).status_code == 401          # no cookie: sign in first
+    assert wait_for(server, "alice", jid, ("scheduled", "running"))["state"] != "cancelled"
+    r = httpx.post(post, data={"csrf": csrf}, cookies=jar, headers={"Origin": url})
+    assert r.status_code == 303 and r.headers["location"] == f"/jobs/{jid}"
+    assert httpx.get(f"{url}/v1/jobs/{jid}", headers=auth(server, "alice")).json()["state"] == "cancelled"
+    assert 'id="cancel"' not in httpx.get(f"{url}/jobs/{jid}", cookies=jar).text
+
+    # the CLI, in-process (its output is under test, not its start-up), takes the short id
+    from gpuwise.cli.main import main
+
+    monkeypatch.setenv("GPUWISE_TOKEN", tok)
+    monkeypatch.setenv("GPUWISE_SERVER", url)
+    capsys.readouterr()
+    assert main(["jobs", jid[:8]]) == 0                   # the 8 characters the pages show
+    out = capsys.readouterr().out
+    assert jid in out and "cancelled" in out
+    firsts: dict[str, int] = {}
+    for _ in range(17):                 # 17 ids over 16 hex digits: two of alice's share a first one
+        firsts = {}
+        for j in httpx.get(url + "/v1/jobs?limit=100000", headers=auth(server, "alice")).json()["jobs"]:
+            firsts[j["id"][0]] = firsts.get(j["id"][0], 0) + 1
+        if max(firsts.values()) > 1:
+            break
+        assert submit_yaml(server, "alice").status_code == 201
+    assert main(["cancel", max(firsts, key=firsts.get)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith("gpuwise cancel: ID:") and "give more characters" in err
+
+
 def test_dashboard_in_headless_chromium(server, tmp_path):
+    """The main page and a job page, rendered and shot by headless Chromium. GPUWISE_SCREENSHOTS=DIR
+    keeps the two screenshots there (docs/img holds the ones the docs show)."""
     chromium = shutil.which("chromium") or shutil.which("chromium-browser")
     if chromium is None:
         pytest.skip("chromium not installed (.ci/run installs it)")
@@ -334,19 +390,33 @@ def test_dashboard_in_headless_chromium(server, tmp_path):
     for _ in range(4):                  # five rows of its own, whichever tests ran before on this server
         assert submit_yaml(server, "root").status_code in (200, 201)
     wait_for(server, "root", jid, ("done",))
-    url = f"{server.url}/?token={server.tokens['root']}"
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", "--window-size=1200,900",
-             f"--user-data-dir={tmp_path / 'profile'}"]
-    shot = tmp_path / "dashboard.png"
-    dom = subprocess.run([chromium, *flags, f"--screenshot={shot}", "--dump-dom", url], capture_output=True,
-                         text=True, timeout=120).stdout
-    assert f'id="job-{jid}"' in dom and 'id="usage"' in dom and 'class="bar"' in dom
+    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'p'}"]
+
+    def shoot(path: str, name: str, size: str) -> tuple[str, Path]:
+        shot = tmp_path / name
+        dom = subprocess.run([chromium, *flags, f"--window-size={size}", f"--screenshot={shot}", "--dump-dom",
+                              f"{server.url}{path}?token={server.tokens['root']}"], capture_output=True,
+                             text=True, timeout=120).stdout
+        if os.environ.get("GPUWISE_SCREENSHOTS"):
+            shutil.copy(shot, Path(os.environ["GPUWISE_SCREENSHOTS"]) / name)
+        return dom, shot
+
+    dom, shot = shoot("/", "dashboard.png", "1200,900")
+    assert f'id="job-{jid}"' in dom and f'href="/jobs/{jid}"' in dom and 'id="usage"' in dom
+    assert 'id="jct-bars"' in dom and 'id="usage-A100-40GB-SXM"' in dom       # matplotlib's SVG, inline
     assert dom.count('<tr class="job') >= 5
     w, h, pixels = _png(shot)
     assert (w, h) == (1200, 900)
     assert len(pixels) > 20                       # text, bars and lines, not a blank page
-    # no token -> 401 page, not the jobs
-    assert httpx.get(server.url + "/").status_code == 401
+    dom, shot = shoot(f"/jobs/{jid}", "job.png", "1200,1100")
+    for part in ('id="compare"', 'id="progress-actual"', 'id="progress-predicted"', 'id="events"',
+                 'id="logs"', "Logs are unavailable", "this backend trains nothing"):
+        assert part in dom, part
+    assert dom.count('<tr class="event"') >= 4     # submitted, allocated, running, done
+    assert len(_png(shot)[2]) > 20
+    # no token -> 401 page (the sign-in form), not the jobs
+    r = httpx.get(server.url + "/")
+    assert r.status_code == 401 and 'action="/login"' in r.text and "job-" not in r.text
 
 
 def test_sigkill_and_restart_loses_nothing_and_resumes(server):

@@ -153,6 +153,8 @@ def test_ray_backend_trains_a_submitted_job_to_done_and_refuses_one_too_big(ray_
     assert steps[-1] == 30 and all(s % 10 == 0 for s in steps), steps
     assert json.loads(events["done"])["loss"] < math.log(64) - 0.3, events
     assert any((tmp / "ray-state" / "checkpoints").glob(f"{jid}-*.pt"))
+    page = httpx.get(f"{url}/jobs/{jid}", headers=auth, timeout=30).text     # the dashboard's loss curve
+    assert '<g id="loss-curve"' in page and "30 steps reported by the backend" in page, page[-2000:]
     # SIGTERM: a graceful exit that ends the workers and the private Ray head (its watcher process
     # names the server's pid; it ends the head's process group and then itself)
     assert _head(proc.pid) is not None

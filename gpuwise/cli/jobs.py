@@ -1,4 +1,5 @@
-"""`gpuwise jobs`: your jobs on a gpuwise server (an admin sees everyone's)."""
+"""`gpuwise jobs [ID]`: your jobs on a gpuwise server (an admin sees everyone's), or one of them by
+its id or a unique start of it (the dashboard's short id)."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import argparse
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument("id", metavar="ID", nargs="?", default=None,
+                        help="only this job: its id or a unique start of it (the dashboard's short id)")
     parser.add_argument("--server", metavar="URL", default=None, help="server (as gpuwise submit)")
     parser.add_argument("--state", default=None, help="only jobs in this state (queued, running, done...)")
     parser.add_argument("--json", action="store_true", help="print the server's JSON answer")
@@ -23,6 +26,10 @@ def _render(res: dict) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.service_call import answer
+    from gpuwise.service.client import job_id
 
+    if args.id is not None:
+        return answer("jobs", args, "GET", lambda: f"/v1/jobs/{job_id(args.server, args.id)}",
+                      lambda job: _render({"jobs": [job]}))
     path = "/v1/jobs" + (f"?state={args.state}" if args.state else "")
     return answer("jobs", args, "GET", path, _render)

@@ -103,8 +103,7 @@ def _serve(args: argparse.Namespace, cluster, sch) -> int:
     print(f"gpuwise serve: {cluster.name} ({cluster.describe()}), backend {args.backend}, policy "
           f"{sch.policy.name}, store {sch.store.url}", flush=True)
     print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, schema /openapi.json, "
-          "dashboard /?token=...)",
-          flush=True)
+          "dashboard / : sign in with a token)", flush=True)
     app = create_app(sch.store, sch, read_timeout_s=args.read_timeout)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=timed_protocol(args.read_timeout),
                                            timeout_keep_alive=5, h11_max_incomplete_event_size=64 * 1024))

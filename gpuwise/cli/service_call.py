@@ -6,18 +6,21 @@ import argparse
 from typing import Callable
 
 
-def answer(command: str, args: argparse.Namespace, method: str, path: str, render: Callable[[dict], None], *,
+def answer(command: str, args: argparse.Namespace, method: str, path: str | Callable[[], str],
+           render: Callable[[dict], None], *,
            content: bytes | None = None, content_type: str | None = None) -> int:
     """One request to ``args.server``. A refusal by the server (ServiceError: valid input it cannot
     serve, e.g. 409 already cancelled) is one line on stderr and exit 1; bad input (InputError, e.g.
     no token, 422) propagates to the CLI's exit 2. Under ``--json`` the server's answer is printed as
-    it is, else ``render(answer)`` prints it."""
+    it is, else ``render(answer)`` prints it. ``path`` may be a function (it may call the server too,
+    e.g. to resolve a short job id), called inside the same error handling."""
     import sys
 
     from gpuwise.service.client import ServiceError, call
 
     try:
-        res = call(method, args.server, path, content=content, content_type=content_type)
+        res = call(method, args.server, path() if callable(path) else path, content=content,
+                   content_type=content_type)
     except ServiceError as exc:
         sys.stderr.write(f"gpuwise {command}: {exc}\n")
         return 1

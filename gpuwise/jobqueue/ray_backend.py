@@ -56,6 +56,7 @@ class RayBackend:
 
         self.cluster, self.opts = cluster, opts
         self.models: dict = {}
+        self.finished_losses: dict[str, list[tuple[int, float]]] = {}   # of jobs done since this start (1000)
         self.perf = MeasuredPerf(self.models)
         self._base, self._wall = 0.0, time.monotonic()
         opts.state_dir.mkdir(parents=True, exist_ok=True)
@@ -118,6 +119,12 @@ class RayBackend:
     def poll(self, js: JobState, now: float) -> None:
         self.act.advance(js, now)
 
+    def losses(self, job: str) -> list[tuple[int, float]]:
+        """(step, training loss) of a job trained since this server started (the dashboard's curve);
+        kept in memory only: the runtime's state file records checkpoints, not every step's loss."""
+        jr = self.act.jobs.get(job)
+        return list(jr.losses) if jr is not None else list(self.finished_losses.get(job, ()))
+
     def describe(self) -> list[str]:
         where = self.opts.address or f"a private local head ({self.cluster.total_gpus} CPU slot workers)"
         return [f"ray backend: jobs train the runtime's small PyTorch models for real on Ray ({where}); a "
@@ -145,7 +152,11 @@ class RayBackend:
             self.act.start(js, js.allocation, now)
 
     def complete(self, js: JobState, now: float) -> None:
-        self.act.jobs.pop(js.name, None)   # the scheduler saw the target reached; its slots are free now
+        jr = self.act.jobs.pop(js.name, None)   # the scheduler saw the target reached; its slots are free now
+        if jr is not None:
+            self.finished_losses[js.name] = jr.losses
+            if len(self.finished_losses) > 1000:     # bounded: the newest finished jobs' curves
+                self.finished_losses.pop(next(iter(self.finished_losses)))
         self.models.pop(js.name, None)
 
     def fail(self, js: JobState, now: float) -> None:

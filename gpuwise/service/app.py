@@ -15,7 +15,7 @@ from typing import Any
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import HTMLResponse, JSONResponse
+from fastapi.responses import JSONResponse
 
 from gpuwise.errors import InputError
 from gpuwise.jobqueue.admission import Infeasible, QuotaError, prepare
@@ -104,6 +104,9 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True,
     ctx = _Ctx(store, scheduler, read_timeout_s)
     _job_routes(app, ctx)
     _service_routes(app, ctx)
+    from gpuwise.service.web import dashboard_routes
+
+    dashboard_routes(app, ctx)
     return app
 
 
@@ -186,14 +189,3 @@ def _service_routes(app: FastAPI, ctx: _Ctx) -> None:
         async with ctx.spec(request) as spec:
             res = await run_in_threadpool(lambda: run_plan(from_jobspec(spec), load_catalog(), objective, top))
         return to_json(res)
-
-    @app.get("/", response_class=HTMLResponse, tags=["dashboard"])
-    def dashboard(token: str | None = Query(None, description="API token (browsers send no header)"),
-                  authorization: str | None = Header(None)) -> HTMLResponse:
-        from gpuwise.service.dashboard import render
-
-        u = ctx.user(authorization if authorization else f"Bearer {token or ''}")
-        rows = ctx.store.jobs(None if u.admin else u.id, limit=500)
-        done = ctx.store.jobs(None if u.admin else u.id, ("done",))
-        return HTMLResponse(render(u.name, rows, done, ctx.store.usage_series(), ctx.scheduler.snapshot(),
-                                   ctx.names()))

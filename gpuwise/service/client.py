@@ -70,3 +70,24 @@ def call(method: str, server: str | None, path: str, *, content: bytes | None = 
     if r.status_code >= 400:
         raise ServiceError(r.status_code, body.get("detail"))
     return body
+
+
+def job_id(server: str | None, text: str) -> str:
+    """A full job id from a unique start of it (the dashboard shows 8 characters). Text that is no
+    id prefix, or starts no job of the caller's, is returned as it is: the server answers 404."""
+    from urllib.parse import quote
+
+    prefix = text.strip().lower()
+    if len(prefix) >= 32 or not is_id_prefix(prefix):
+        return text
+    ids = call("GET", server, f"/v1/job-ids?prefix={quote(prefix)}")["ids"]
+    if len(ids) > 1:
+        shown = ", ".join(i[:12] for i in ids[:3])
+        raise InputError("ID", text, f"is the start of {len(ids) if len(ids) < 10 else '10 or more'} "
+                         f"job ids ({shown}...); give more characters")
+    return ids[0] if ids else text
+
+
+def is_id_prefix(text: str) -> bool:
+    """Job ids are 32 lowercase hex digits."""
+    return 0 < len(text) <= 32 and all(ch in "0123456789abcdef" for ch in text)

@@ -1,78 +1,58 @@
-"""The dashboard: one server-rendered HTML page with inline SVG charts (no JavaScript).
+"""The dashboard's main page and the HTML shell its pages share (server-rendered, no JavaScript).
 
-Jobs with state, GPUs and progress; GPUs in use over time per GPU type (step lines from the
-store's usage series); the distribution of job completion times of finished jobs (histogram).
+Jobs with state, GPUs and progress (each id links to its job page, `job_page`); GPUs in use over
+time per GPU type (from the store's usage series); the distribution of finished jobs' completion
+times. Charts: `gpuwise.service.charts` (matplotlib, inline SVG).
 """
 
 from __future__ import annotations
 
 from html import escape
 
-COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b")
-W, H, PAD = 560, 220, 40
+from gpuwise.service.charts import jct_figure, svg, usage_figure
+
+SHORT_ID = 8     # characters of a job id the pages show; `gpuwise jobs`/`cancel` accept such a prefix
+
+STYLE = """body{font-family:sans-serif;margin:20px;background:#fff;color:#222}
+table{border-collapse:collapse} td,th{border-bottom:1px solid #ddd;padding:3px 8px;font-size:13px;text-align:left}
+.charts{display:flex;gap:16px;flex-wrap:wrap} .chart svg{display:block;height:auto;max-width:100%}
+h2{font-size:17px;margin:14px 0 6px} .muted{color:#666} .err{color:#b00020}
+form.inline{display:inline} button{font-size:13px;padding:3px 10px}
+nav{float:right;font-size:13px}"""
 
 
-def _axis(xmax: float, ymax: float, xlabel: str, ylabel: str) -> str:
-    return (f'<line x1="{PAD}" y1="{H - PAD}" x2="{W - 10}" y2="{H - PAD}" stroke="#333"/>'
-            f'<line x1="{PAD}" y1="10" x2="{PAD}" y2="{H - PAD}" stroke="#333"/>'
-            f'<text x="{W // 2}" y="{H - 8}" font-size="12" text-anchor="middle">{escape(xlabel)} (0 - {xmax:.3g})</text>'
-            f'<text x="12" y="{H // 2}" font-size="12" transform="rotate(-90 12 {H // 2})" text-anchor="middle">'
-            f'{escape(ylabel)} (max {ymax:.3g})</text>')
+def page(title: str, body: str, refresh_s: int | None = None, signed_in: str | None = None,
+         csrf: str | None = None) -> str:
+    """A whole HTML page; ``signed_in`` (the user, when the cookie signed them in) adds a sign-out button."""
+    meta = f'<meta http-equiv="refresh" content="{refresh_s}">' if refresh_s else ""
+    nav = ""
+    if signed_in and csrf:
+        nav = (f'<nav>signed in as <b>{escape(signed_in)}</b> <form class="inline" method="post" '
+               f'action="/logout"><input type="hidden" name="csrf" value="{csrf}">'
+               f'<button type="submit">sign out</button></form></nav>')
+    return (f'<!doctype html><html><head><meta charset="utf-8"><title>{escape(title)}</title>{meta}'
+            f'<style>{STYLE}</style></head><body>{nav}{body}</body></html>')
 
 
-def usage_svg(series: list[dict], capacity: dict[str, int]) -> str:
-    """GPUs in use per type over (backend) time, as step lines."""
-    by_type: dict[str, list[tuple[float, int]]] = {t: [] for t in capacity}
-    for r in series:
-        by_type.setdefault(r["gpu_type"], []).append((float(r["at_sim"]), int(r["used"])))
-    t_end = max((p[0] for pts in by_type.values() for p in pts), default=1.0) or 1.0
-    ymax = max(list(capacity.values()) + [1])
-    sx = lambda t: PAD + (W - PAD - 10) * t / t_end  # noqa: E731
-    sy = lambda u: (H - PAD) - (H - PAD - 10) * u / ymax  # noqa: E731
-    parts = [_axis(t_end, ymax, "time s", "GPUs in use")]
-    for k, (t, pts) in enumerate(by_type.items()):
-        color = COLORS[k % len(COLORS)]
-        d, last = [f"M{sx(0):.1f},{sy(0):.1f}"], 0
-        for at, used in pts:
-            d.append(f"L{sx(at):.1f},{sy(last):.1f} L{sx(at):.1f},{sy(used):.1f}")
-            last = used
-        d.append(f"L{sx(t_end):.1f},{sy(last):.1f}")
-        parts.append(f'<path class="usage" data-gpu="{escape(t)}" d="{" ".join(d)}" fill="none" stroke="{color}" stroke-width="2"/>')
-        parts.append(f'<text x="{W - 150}" y="{20 + 14 * k}" font-size="12" fill="{color}">{escape(t)} '
-                     f'(of {capacity.get(t, 0)})</text>')
-    return f'<svg id="usage" width="{W}" height="{H}" viewBox="0 0 {W} {H}">{"".join(parts)}</svg>'
+def progress_bar(progress: float) -> str:
+    pct = 100.0 * float(progress)
+    return (f'<svg width="100" height="10" role="img" aria-label="{pct:.0f}%"><rect width="100" height="10" '
+            f'fill="#eee"/><rect width="{pct:.0f}" height="10" fill="#2ca02c"/></svg> {pct:.0f}%')
 
 
-def jct_svg(jcts: list[float], bins: int = 12) -> str:
-    """Histogram of job completion times (seconds of backend time)."""
-    if not jcts:
-        return f'<svg id="jct" width="{W}" height="{H}"><text x="{PAD}" y="{H // 2}">no finished jobs yet</text></svg>'
-    top = max(jcts) * 1.0001 or 1.0
-    counts = [0] * bins
-    for j in jcts:
-        counts[min(bins - 1, int(j / top * bins))] += 1
-    ymax = max(counts)
-    bw = (W - PAD - 10) / bins
-    parts = [_axis(top, ymax, "JCT s", "jobs")]
-    for i, c in enumerate(counts):
-        h = (H - PAD - 10) * c / ymax
-        parts.append(f'<rect class="bar" x="{PAD + i * bw + 1:.1f}" y="{H - PAD - h:.1f}" width="{bw - 2:.1f}" '
-                     f'height="{h:.1f}" fill="#1f77b4"><title>{i * top / bins:.0f}-{(i + 1) * top / bins:.0f} s: '
-                     f'{c}</title></rect>')
-    return f'<svg id="jct" width="{W}" height="{H}" viewBox="0 0 {W} {H}">{"".join(parts)}</svg>'
+def gpus_text(alloc: dict | None) -> str:
+    return f'{alloc.get("gpus")} x {escape(str(alloc.get("gpu_type", "")))}' if alloc else "-"
 
 
 def _job_rows(rows: list[dict], names: dict[int, str]) -> str:
     out = []
     for r in rows:
-        a = r["allocation"] or {}
-        gpus = f'{a.get("gpus")} x {escape(a.get("gpu_type", ""))}' if a else "-"
-        pct = 100.0 * float(r["progress"])
-        out.append(f'<tr class="job {escape(r["state"])}" id="job-{escape(r["id"])}"><td><code>{escape(r["id"][:8])}</code></td>'
+        jid = escape(r["id"])
+        out.append(f'<tr class="job {escape(r["state"])}" id="job-{jid}">'
+                   f'<td><a href="/jobs/{jid}"><code>{jid[:SHORT_ID]}</code></a></td>'
                    f'<td>{escape(r["name"])}</td><td>{escape(names.get(r["user_id"], "?"))}</td>'
-                   f'<td>{escape(r["state"])}</td><td>{gpus}</td>'
-                   f'<td><svg width="100" height="10"><rect width="100" height="10" fill="#eee"/>'
-                   f'<rect width="{pct:.0f}" height="10" fill="#2ca02c"/></svg> {pct:.0f}%</td></tr>')
+                   f'<td>{escape(r["state"])}</td><td>{gpus_text(r["allocation"])}</td>'
+                   f'<td>{progress_bar(r["progress"])}</td></tr>')
     return "".join(out)
 
 
@@ -90,23 +70,37 @@ def _controller_line(snap: dict) -> str:
 
 
 def render(user: str, rows: list[dict], done: list[dict], usage: list[dict], snap: dict,
-           names: dict[int, str]) -> str:
+           names: dict[int, str], signed_in: bool = False, csrf: str | None = None) -> str:
     jcts = [r["finished_sim"] - r["submitted_sim"] for r in done
             if r["finished_sim"] is not None and r["submitted_sim"] is not None]
     cap = {g["gpu"]: g["total"] for g in snap["gpu_types"]}
     used = ", ".join(f'{g["used"]}/{g["total"]} {escape(g["gpu"])}' for g in snap["gpu_types"])
-    mean = f"{sum(jcts) / len(jcts):.0f} s mean over {len(jcts)} jobs" if jcts else "none yet"
-    return f"""<!doctype html><html><head><meta charset="utf-8"><title>gpuwise dashboard</title>
-<meta http-equiv="refresh" content="5">
-<style>body{{font-family:sans-serif;margin:20px;background:#fff}} table{{border-collapse:collapse}}
-td,th{{border-bottom:1px solid #ddd;padding:3px 8px;font-size:13px}} .charts{{display:flex;gap:20px;flex-wrap:wrap}}</style>
-</head><body><h1>gpuwise</h1>
+    mean = f"mean {sum(jcts) / len(jcts):.0f} s over {len(jcts)} jobs" if jcts else "none yet"
+    usage_chart = svg(usage_figure(usage, cap, snap["clock_s"]), "usage")
+    body = f"""<h1>gpuwise</h1>
 <p>user <b>{escape(user)}</b> &middot; cluster <b>{escape(snap["name"])}</b> ({escape(snap["describe"])}) &middot;
 backend {escape(snap["backend"])} &middot; policy {escape(snap["policy"])} &middot; clock {snap["clock_s"]:.0f} s &middot;
 GPUs in use {used}</p>{_controller_line(snap)}
-<div class="charts"><div><h2>GPUs in use over time</h2>{usage_svg(usage, cap)}</div>
-<div><h2>Job completion time ({mean})</h2>{jct_svg(jcts)}</div></div>
-<h2>Jobs ({len(rows)})</h2><table id="jobs"><tr><th>id</th><th>name</th><th>user</th><th>state</th><th>GPUs</th>
-<th>progress</th></tr>{_job_rows(rows, names)}</table></body></html>"""
+<div class="charts"><div><h2>GPUs in use over time</h2>{usage_chart}</div>
+<div><h2>Job completion time ({mean})</h2>{svg(jct_figure(jcts), "jct")}</div></div>
+<h2>Jobs ({len(rows)})</h2><p class="muted">click an id for the job's page: events, progress against the
+prediction, loss, cost; <code>gpuwise jobs ID</code> and <code>gpuwise cancel ID</code> take the short id.</p>
+<table id="jobs"><tr><th>id</th><th>name</th><th>user</th><th>state</th><th>GPUs</th>
+<th>progress</th></tr>{_job_rows(rows, names)}</table>"""
+    return page("gpuwise dashboard", body, refresh_s=10, signed_in=user if signed_in else None, csrf=csrf)
 
 
+def sign_in_page(message: str = "") -> str:
+    """The sign-in form: the token goes in a POST body, never in a URL."""
+    err = f'<p class="err">{escape(message)}</p>' if message else ""
+    body = f"""<h1>gpuwise</h1><h2>Sign in</h2>{err}
+<form method="post" action="/login"><label>API token <input type="password" name="token" size="50"
+autocomplete="current-password" required></label> <button type="submit">sign in</button></form>
+<p class="muted">Create a token with <code>gpuwise token create USER</code>. It is kept in an HttpOnly,
+SameSite=Strict cookie of this site.</p>"""
+    return page("gpuwise: sign in", body)
+
+
+def error_page(status: int, message: str, back: str = "/") -> str:
+    return page(f"gpuwise: {status}", f'<h1>gpuwise</h1><p class="err">{status}: {escape(message)}</p>'
+                                      f'<p><a href="{escape(back)}">back</a></p>')
