@@ -57,7 +57,7 @@ def test_memory_all_flags(capsys, tmp_path):
 
 
 def test_memory_human_output(capsys):
-    assert main(["memory", "gpt2", "--gpu", "T4"]) == 0
+    assert main(["memory", "gpt2", "--gpu", "T4", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "Per-GPU peak memory" in out and "Assumptions:" in out and "T4" in out
     assert "1024 tokens" in out        # default seq-len capped at gpt2's position table

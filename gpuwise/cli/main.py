@@ -91,7 +91,12 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"gpuwise.cli.{COMMANDS[name][0]}")
     parser = _Parser(prog=f"gpuwise {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="human output: also print every assumption behind the answer (--json always has them)")
     args = parser.parse_args(argv[1:])
+    from gpuwise.cli.output import set_verbose
+
+    set_verbose(args.verbose)
     from gpuwise.errors import Infeasible, InputError
 
     try:
