@@ -39,6 +39,17 @@ class Infeasible(InputError):
         return self.args[0]
 
 
+class Missing(InputError):
+    """A required input that was not given at all: "no WHAT: FIX" reads better than "X: None is invalid"."""
+
+    def __init__(self, what: str, field: str, fix: str):
+        super().__init__(field, None, fix)
+        self.args = (f"no {what}: {fix}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
 def did_you_mean(value: str, choices: Iterable[str], n: int = 3) -> str:
     """'did you mean X, Y?' text with the closest valid names (or the valid names if few)."""
     choices = sorted(set(choices))
