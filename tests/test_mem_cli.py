@@ -80,6 +80,15 @@ def test_bad_input_exit_2_one_line(capsys, argv, needle):
     assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err
 
 
+def test_unknown_preset_of_another_size_is_not_suggested(capsys):
+    """qwen2.5-72b is not a typo of qwen2.5-7b (10x the parameters): no such preset, and how to give it."""
+    assert main(["memory", "qwen2.5-72b"]) == 2
+    err = capsys.readouterr().err
+    assert "no such preset" in err and "config.json" in err and "qwen2.5-7b" not in err
+    assert main(["memory", "mpt-300m"]) == 2          # within 2x of a preset: still a plausible typo
+    assert "did you mean mpt-350m" in capsys.readouterr().err
+
+
 def test_malformed_config_names_field(capsys, tmp_path):
     p = tmp_path / "config.json"
     p.write_text(json.dumps({"model_type": "mistral", "hidden_size": 4096, "num_hidden_layers": 32,
