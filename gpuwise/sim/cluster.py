@@ -27,6 +27,7 @@ from gpuwise.control.loop import ControlLoop
 from gpuwise.policies.base import Allocation, JobState, Policy
 from gpuwise.sim import ground_truth as gt
 from gpuwise.sim.engine import Engine, TimeAverage
+from gpuwise.sim.usage import UsageLog
 from gpuwise.workload.traces import Workload, check_fits
 
 DEFAULT_RESTART_S = 30.0  # Pollux simulator's re-allocation delay
@@ -48,6 +49,7 @@ class SimResult:
     seed: int
     restart_s: float
     assumptions: list[str] = field(default_factory=list)
+    usage: UsageLog = field(default_factory=UsageLog)   # per job: first start, allocations, GPU-s per type
 
     @property
     def gpu_series(self) -> list[tuple[float, float]]:
@@ -126,6 +128,7 @@ class ClusterSimulator:
             js.last_update = now
             return
         js.attained_gpu_s += js.allocation.num_gpus * (now - js.last_update)
+        self.usage.held(js.name, js.allocation.gpu_type, js.allocation.num_gpus, now - js.last_update)
         start = max(js.last_update, js.run_from)
         if now > start:
             if self._constant(js):
@@ -156,6 +159,7 @@ class ClusterSimulator:
         """Instant (re)start: progress resumes after ``restart_s``, at the ground-truth rates."""
         js.run_from = now + self.restart_s
         js.last_update = now
+        self.usage.started(js.name, alloc.gpu_type, alloc.num_gpus, now)
         rates = self.perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
         if self._noise is not None:
             rates = rates * self._noise[js.job_index]
@@ -199,6 +203,7 @@ class ClusterSimulator:
     def run(self) -> SimResult:
         wall = time.perf_counter()
         self.engine = Engine()
+        self.usage = UsageLog()
         self.gpus_used = TimeAverage(sample_every=0.0)
         self.queue_len = TimeAverage(sample_every=0.0)
         self.loop = loop = ControlLoop(self.cluster, self.policy, self.policy_perf, self, self, self._levels)
@@ -218,7 +223,7 @@ class ClusterSimulator:
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
         return SimResult(self.policy.name, self.cluster, loop.jobs, loop.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,
-                         self.seed, self.restart_s, notes)
+                         self.seed, self.restart_s, notes, self.usage)
 
 
 def simulate(cluster: ClusterSpec, workload: Workload, policy: Policy, **kwargs) -> SimResult:
