@@ -185,6 +185,7 @@ CASES = [
     ("submit-bad-spec", "submit {B}/neg_tokens.yaml", "training.tokens"),
     ("jobs-no-token", "jobs --server http://127.0.0.1:1", "GPUWISE_TOKEN"),
     ("cancel-no-token", "cancel abc --server http://127.0.0.1:1", "GPUWISE_TOKEN"),
+    ("spec-extra-argument", "spec --schema {B}/neg_tokens.yaml", "unrecognized arguments"),
 ]
 
 @pytest.fixture(scope="module")

@@ -17,6 +17,7 @@ _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$
 
 # command name -> (module under gpuwise.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "spec": ("spec", "the job spec: an annotated example YAML (--schema: its JSON schema)"),
     "catalog": ("catalog", "list cloud GPU offerings, cheapest per GPU-hour first"),
     "gpus": ("gpus", "list the GPU table (memory, peak TFLOPS, bandwidths, sources)"),
     "models": ("models", "list model presets with parameter counts"),
