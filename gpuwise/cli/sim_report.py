@@ -34,12 +34,14 @@ def fmt(v, how: str) -> str:
 
 
 def duration(seconds: float) -> str:
-    """Seconds in the unit a person reads: s under 2 min, min under 2 h, else h."""
-    if seconds < 120:
-        return f"{seconds:.0f} s"
-    if seconds < 7200:
-        return f"{seconds / 60:.1f} min"
-    return f"{seconds / 3600:.2f} h"
+    """Seconds in the unit the plots use for a run that long (`gpuwise.sim.plots.time_unit`)."""
+    from gpuwise.sim.plots import time_unit
+
+    unit, per = time_unit(seconds)
+    return f"{seconds / per:.{_DIGITS[unit]}f} {unit}"
+
+
+_DIGITS = {"s": 0, "min": 1, "h": 2}
 
 
 def metric_rows(metrics: dict[str, dict], extra: tuple = ()) -> list[tuple]:
