@@ -42,7 +42,7 @@ def submission_latency(n: int, conc: int) -> None:
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUWISE_HOME": str(tmp)}
     db = f"sqlite:///{tmp / 'service.db'}"
     tok = subprocess.run([sys.executable, "-m", "gpuwise", "token", "create", "bench", "--db", db], env=env,
-                         capture_output=True, text=True, check=True).stdout.split()[-1]
+                         capture_output=True, text=True, check=True).stdout.split("GPUWISE_TOKEN=")[-1].strip()
     proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "serve", "--db", db, "--port", "0"], env=env,
                             stdout=subprocess.PIPE, text=True)
     try:

@@ -7,6 +7,7 @@ prints its message on one line and exits with code 2 (never a traceback).
 from __future__ import annotations
 
 import difflib
+import re
 from typing import Iterable
 
 
@@ -39,22 +40,55 @@ class Infeasible(InputError):
         return self.args[0]
 
 
-def did_you_mean(value: str, choices: Iterable[str], n: int = 3) -> str:
-    """'did you mean X, Y?' text with the closest valid names (or the valid names if few)."""
+class Missing(InputError):
+    """A required input that was not given at all: "no WHAT: FIX" reads better than "X: None is invalid"."""
+
+    def __init__(self, what: str, field: str, fix: str):
+        super().__init__(field, None, fix)
+        self.args = (f"no {what}: {fix}",)
+
+    def __str__(self) -> str:
+        return self.args[0]
+
+
+# a size in a name: "72b", "7b", "1.5b", "350m" (parameters), "80gb" (memory)
+_SIZE = re.compile(r"(\d+(?:\.\d+)?)\s*(b|m|gb)(?![a-z])", re.I)
+_SCALE = {"m": 1e-3, "b": 1.0, "gb": 1.0}
+
+
+def _size(name: str) -> tuple[str, float] | None:
+    m = _SIZE.search(name)
+    return (m.group(2).lower().replace("m", "b"), float(m.group(1)) * _SCALE[m.group(2).lower()]) if m else None
+
+
+def plausible(value: str, candidate: str) -> bool:
+    """A close spelling is no suggestion when both names state a size more than 2x apart: qwen2.5-72b is
+    not a typo of qwen2.5-7b (10x the parameters), while llama-3.1-7b may well mean llama-3.1-8b."""
+    a, b = _size(value), _size(candidate)
+    if a is None or b is None or a[0] != b[0]:
+        return True
+    return max(a[1], b[1]) <= 2 * max(min(a[1], b[1]), 1e-12)
+
+
+def did_you_mean(value: str, choices: Iterable[str], n: int = 3, otherwise: str | None = None) -> str:
+    """'did you mean X, Y?' text with the closest plausible valid names; when there are none,
+    ``otherwise`` (how to give what is not in the list) or the valid names if few."""
     choices = sorted(set(choices))
-    close = difflib.get_close_matches(value, choices, n=n, cutoff=0.4)
+    close = [c for c in difflib.get_close_matches(value, choices, n=n, cutoff=0.4) if plausible(value, c)]
     if not close:
         lowered = value.lower()
-        close = [c for c in choices if lowered in c.lower() or c.lower() in lowered][:n]
+        close = [c for c in choices if (lowered in c.lower() or c.lower() in lowered) and plausible(value, c)][:n]
     if close:
         return "did you mean " + ", ".join(close) + "?"
+    if otherwise:
+        return otherwise
     if len(choices) <= 12:
         return "valid: " + ", ".join(choices)
     return f"valid names: {', '.join(choices[:12])}, ... ({len(choices)} in all)"
 
 
-def unknown_name(field: str, value: str, choices: Iterable[str]) -> InputError:
-    return InputError(field, value, did_you_mean(value, choices))
+def unknown_name(field: str, value: str, choices: Iterable[str], otherwise: str | None = None) -> InputError:
+    return InputError(field, value, did_you_mean(value, choices, otherwise=otherwise))
 
 
 def unknown_key(field: str, key: object, valid: Iterable[str]) -> InputError:

@@ -2,8 +2,9 @@
 
 DEVELOPERS.md: "Every estimate states its assumptions (efficiency factors, prices' date, what was
 fitted from how many points) in human output and in --json (key `assumptions`, a list of strings)".
-Each command runs in-process twice (JSON, then the human form); the human form must print an
-"Assumptions:" block holding every assumption of the JSON form, verbatim.
+Each command runs in-process three times (JSON, the human form with --verbose, then without): with
+--verbose the human form prints an "Assumptions:" block holding every assumption of the JSON form,
+verbatim; without it, the answer and one line saying how many assumptions --verbose would print.
 """
 
 from __future__ import annotations
@@ -73,7 +74,12 @@ def test_assumptions_in_json_and_human_output(name, capsys, train_csv, tmp_path,
     for piece in MUST_MENTION.get(name, []):
         assert any(piece in a for a in assumptions), f"{name}: no assumption mentions {piece!r}"
 
-    human = _run(capsys, argv)
+    short = _run(capsys, argv)
+    assert "Assumptions:" not in short and f"{len(assumptions)} assumption" in short, name
+    assert not any(f"- {a}" in short for a in assumptions), f"{name}: assumptions printed without --verbose"
+    assert short.rstrip().splitlines()[-1].startswith(f"({len(assumptions)} assumption") or "wrote" in short
+
+    human = _run(capsys, argv + ["--verbose"])
     assert "Assumptions:" in human, f"{name}: human output prints no assumptions"
     block = human.rsplit("Assumptions:", 1)[1]
     printed = {line.strip()[2:] for line in block.splitlines() if line.strip().startswith("- ")}

@@ -183,8 +183,9 @@ CASES = [
     ("serve-ray-address", "serve --backend ray --ray-address 127.0.0.1:1 --db sqlite:///{B}/ray.db", "--ray-address"),
     ("token-user-name", "token create bad/name --db sqlite:///{B}/tok.db", "USER"),
     ("submit-bad-spec", "submit {B}/neg_tokens.yaml", "training.tokens"),
-    ("jobs-no-token", "jobs --server http://127.0.0.1:1", "GPUWISE_TOKEN"),
-    ("cancel-no-token", "cancel abc --server http://127.0.0.1:1", "GPUWISE_TOKEN"),
+    ("jobs-no-token", "jobs --server http://127.0.0.1:1", "no token: run gpuwise token create"),
+    ("cancel-no-token", "cancel abc --server http://127.0.0.1:1", "no token: run gpuwise token create"),
+    ("spec-extra-argument", "spec --schema {B}/neg_tokens.yaml", "unrecognized arguments"),
 ]
 
 @pytest.fixture(scope="module")

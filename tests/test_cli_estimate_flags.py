@@ -21,7 +21,7 @@ def test_job_file_plus_job_flags_is_refused_not_ignored():
 
 def test_flag_form_default_sequence_respects_the_position_table():
     # gpt2 has 1024 learned positions: the default must not be the generic 2048
-    r = run("--model", "gpt2", "--gpu", "A100", "--gpus", "1", "--batch-size", "4", "--json")
+    r = run("--model", "gpt2", "--gpu", "A100-40GB", "--gpus", "1", "--batch-size", "4", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
     assert out["seq_len"] == 1024

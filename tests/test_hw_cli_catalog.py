@@ -46,7 +46,7 @@ def test_catalog_spot_sorted_by_spot_price():
 
 
 def test_catalog_human_table():
-    r = run("--gpu", "L4", "--cloud", "gcp", "--top", "3")
+    r = run("--gpu", "L4", "--cloud", "gcp", "--top", "3", "--verbose")
     assert r.returncode == 0, r.stderr
     assert "g2-standard" in r.stdout and "gcp 2026-05-20" in r.stdout.replace("\n", " ")
     assert "Assumptions" in r.stdout and "host VM row" in r.stdout

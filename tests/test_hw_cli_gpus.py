@@ -21,6 +21,6 @@ def test_gpus_json():
 
 
 def test_gpus_human_lists_sources():
-    r = run("gpus")
+    r = run("gpus", "-v")
     assert r.returncode == 0, r.stderr
     assert "A100-80GB-SXM" in r.stdout and "datasheet" in r.stdout and "Assumptions" in r.stdout

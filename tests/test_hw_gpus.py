@@ -115,3 +115,19 @@ def test_consumer_cards_fit_on_what_pytorch_can_allocate(name):
     f = est.fit_gib(g)
     assert f["device"] == pytest.approx(g.device_mib / 1024)
     assert f["usable"] == pytest.approx(g.device_mib / 1024 * (1 - HEADROOM_FRACTION))
+
+
+@pytest.mark.parametrize("argv", [
+    ["estimate", "--model", "gpt2", "--gpu", "a100", "--gpus", "1", "--batch-size", "2"],
+    ["memory", "gpt2", "--gpu", "A100"],
+    ["catalog", "--gpu", "a100"],
+    ["fit-gpus", "gpt2", "--gpu", "A100"],
+])
+def test_bare_a100_asks_which(argv, capsys):
+    """A user's bare A100 may be the 40 GB or the 80 GB part (2x the memory): one line asking which, exit 2."""
+    from gpuwise.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "A100-40GB or A100-80GB" in err, err
+    assert main([*argv[:argv.index("--gpu") + 1], "A100-80GB", *argv[argv.index("--gpu") + 2:], "--json"]) == 0

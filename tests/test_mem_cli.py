@@ -57,7 +57,7 @@ def test_memory_all_flags(capsys, tmp_path):
 
 
 def test_memory_human_output(capsys):
-    assert main(["memory", "gpt2", "--gpu", "T4"]) == 0
+    assert main(["memory", "gpt2", "--gpu", "T4", "--verbose"]) == 0
     out = capsys.readouterr().out
     assert "Per-GPU peak memory" in out and "Assumptions:" in out and "T4" in out
     assert "1024 tokens" in out        # default seq-len capped at gpt2's position table
@@ -78,6 +78,15 @@ def test_bad_input_exit_2_one_line(capsys, argv, needle):
     assert main(argv) == 2
     err = capsys.readouterr().err
     assert len(err.strip().splitlines()) == 1 and needle in err and "Traceback" not in err
+
+
+def test_unknown_preset_of_another_size_is_not_suggested(capsys):
+    """qwen2.5-72b is not a typo of qwen2.5-7b (10x the parameters): no such preset, and how to give it."""
+    assert main(["memory", "qwen2.5-72b"]) == 2
+    err = capsys.readouterr().err
+    assert "no such preset" in err and "config.json" in err and "qwen2.5-7b" not in err
+    assert main(["memory", "mpt-300m"]) == 2          # within 2x of a preset: still a plausible typo
+    assert "did you mean mpt-350m" in capsys.readouterr().err
 
 
 def test_malformed_config_names_field(capsys, tmp_path):

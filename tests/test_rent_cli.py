@@ -50,7 +50,7 @@ def test_sweep_and_plot(capsys, tmp_path):
 
 def test_human_output_runs(capsys):
     assert main(["rent", FIG1, "--budget", "2", "--integer", "--simulate", "--jobs", "5000",
-                 "--boot-delay", "30", "--billing", "minute", "--instance-sizes", "1,2,4,8"]) == 0
+                 "--boot-delay", "30", "--billing", "minute", "--instance-sizes", "1,2,4,8", "--verbose"]) == 0
     text = capsys.readouterr().out
     assert "pi*" in text and "Assumptions" in text and "greedy" in text
 

@@ -1,10 +1,12 @@
 """The private local Ray head (`gpuwise.runtime.local_ray`): it comes up with every agent port
-chosen up front, and a driver killed without cleaning up leaves no Ray process behind."""
+chosen up front, listens on loopback only, and a driver killed without cleaning up leaves no Ray
+process behind."""
 
 from __future__ import annotations
 
 import os
 import signal
+import socket
 import subprocess
 import sys
 import tempfile
@@ -31,6 +33,16 @@ def _group(pgid: int) -> list[str]:
     return [ln for ln in out.splitlines() if ln.split()[0] == str(pgid) and not ln.split()[1].startswith("Z")]
 
 
+def _routable_ip() -> str | None:
+    """This machine's address on its default route (a UDP connect sends nothing), None offline."""
+    try:
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+            s.connect(("192.0.2.1", 9))
+            return s.getsockname()[0]
+    except OSError:
+        return None
+
+
 def _scratch() -> set[Path]:
     return set(Path(tempfile.gettempdir()).glob("gwray-*"))
 
@@ -55,6 +67,13 @@ def test_a_killed_driver_takes_its_ray_head_with_it(tmp_path):
         assert any("raylet" in ln for ln in _group(pgid)), _group(pgid)  # Ray runs in the head's group
         scratch = Path(line[2])     # tmp_path is too deep for Ray's socket paths: a short folder is used
         assert scratch in _scratch() - before
+        host, port = line[1].rsplit(":", 1)
+        assert host == "127.0.0.1", line[1]        # the head binds to loopback, not every interface
+        socket.create_connection((host, int(port)), timeout=5).close()
+        routable = _routable_ip()
+        if routable and not routable.startswith("127."):
+            with pytest.raises(OSError):             # refused: nothing listens there
+                socket.create_connection((routable, int(port)), timeout=5).close()
     finally:
         driver.send_signal(signal.SIGKILL)  # no finally blocks, no atexit: only the watcher can clean up
         driver.wait()

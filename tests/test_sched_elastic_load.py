@@ -80,7 +80,7 @@ def test_elastic_dp_reoptimises_while_a_lone_job_trains():
 
 
 def test_both_relations_at_high_load_with_mid_range_batches(capsys):
-    """The README's command: drop admission, 16x workload-6's arrival rate, users' batch at the
+    """The command in docs/papers.md: drop admission, 16x workload-6's arrival rate, users' batch at the
     middle of the range. The elastic DP completes ~2x the jobs (>= 1.8x required; measured 105 vs 52)
     and its mean JCT over all completed jobs is lower (measured 0.80 vs 0.84 h; over the 52 jobs
     both complete 0.74 vs 0.84 h)."""

@@ -67,7 +67,9 @@ class Server:
     def token(self, user: str, *extra: str) -> str:
         out = subprocess.run([sys.executable, "-m", "gpuwise", "token", "create", user, "--db", self.db, *extra],
                              env=self.env, capture_output=True, text=True, timeout=60, check=True)
-        return out.stdout.strip().splitlines()[-1].split()[-1]
+        last = out.stdout.strip().splitlines()[-1]
+        assert last.startswith("export GPUWISE_TOKEN=")   # pasteable into a shell
+        return last.split("=", 1)[1]
 
 
 @pytest.fixture(scope="session")

@@ -16,7 +16,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
-    from gpuwise.cli.simulate import ROWS, fmt, load_inputs, simulate_policy
+    from gpuwise.cli.sim_report import metric_rows, print_jobs
+    from gpuwise.cli.simulate import load_inputs, simulate_policy
     from gpuwise.policies.registry import make_policy
 
     from gpuwise.policies.registry import POLICIES
@@ -41,7 +42,7 @@ def run(args: argparse.Namespace) -> int:
         metrics[n]["mean_jct_common_s"] = mean_common[n]
     shared: list[str] = []
     for m in metrics.values():
-        for a in m["assumptions"]:
+        for a in m["assumptions"] + [m["fairness"]["definition"]]:
             if a not in shared:
                 shared.append(a)
     out = {"cluster": cluster.name, "cluster_gpus": None if cluster.unbounded else cluster.total_gpus, "workload": workload.source,
@@ -55,15 +56,14 @@ def run(args: argparse.Namespace) -> int:
         emit_json(out)
         return 0
     print(f"{cluster.name} ({cluster.describe()}), {len(workload)} jobs from {workload.source}")
-    rows = list(ROWS)
-    rows.insert(4, ("mean_jct_common_s", f"mean JCT, {n_common} jobs all completed (h)", "h"))
-    print_table("simulated metrics per policy",
-                ["metric", *names],
-                [(title, *(fmt(metrics[n][key], how) for n in names)) for key, title, how in rows])
+    common = ("mean_jct_common_s", f"mean JCT, {n_common} jobs all completed (h)", "h")
+    print_table("simulated metrics per policy", ["metric", *names], metric_rows(metrics, (common,)))
     from gpuwise.sim.metrics import solver_line
 
     for line in filter(None, (solver_line(n, metrics[n]["solver"]) for n in names)):
         print(line)
+    for n in names:
+        print_jobs(n, metrics[n]["per_job"], args.show_jobs)
     print_assumptions(shared)
     for f in out.get("plots", []):
         print(f"wrote {f}")

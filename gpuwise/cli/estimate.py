@@ -79,7 +79,7 @@ def _from_flags(args):
     from gpuwise.estimate.memory import check_config
     from gpuwise.estimate.performance import job_performance
     from gpuwise.estimate.stat_efficiency import NoiseModel
-    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.hardware.gpus import user_gpu
     from gpuwise.workload.models import load_model
     from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
@@ -89,7 +89,7 @@ def _from_flags(args):
         raise InputError("--batch-size", None, "give the per-GPU micro-batch with --model")
     for name in ("batch_size", "seq_len", "grad_accum", "tp", "pp", "cp", "tokens"):
         _positive("--" + name.replace("_", "-"), getattr(args, name))
-    gpu = get_gpu(args.gpu)
+    gpu = user_gpu(args.gpu, "--gpu")
     model = load_model(args.model)
     from gpuwise.cli.memory_flags import seq_len_for
 
@@ -121,12 +121,12 @@ def _from_spec(args):
     from gpuwise.errors import Infeasible
     from gpuwise.estimate.job_estimate import Amount, estimate
     from gpuwise.estimate.performance import job_performance
-    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.hardware.gpus import user_gpu
     from gpuwise.plan.job import from_jobspec
     from gpuwise.workload.jobspec import load_job
 
     job = load_job(args.job)
-    gpu = get_gpu(args.gpu)
+    gpu = user_gpu(args.gpu, "--gpu")
     t = job.training
     gpn, nodes = _layout(args, min(job.parallelism.gpus_per_node or 8, args.gpus))
     pj = from_jobspec(job, gpus=[gpu.name], require_amount=False, inter_node_gbps=args.inter_node_gbps)

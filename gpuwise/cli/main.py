@@ -17,6 +17,7 @@ _NUMBER = re.compile(r"^-(\d+\.?\d*|\.\d+)([eE][-+]?\d+)?$|^-(inf|infinity|nan)$
 
 # command name -> (module under gpuwise.cli, one-line help)
 COMMANDS: dict[str, tuple[str, str]] = {
+    "spec": ("spec", "the job spec: an annotated example YAML (--schema: its JSON schema)"),
     "catalog": ("catalog", "list cloud GPU offerings, cheapest per GPU-hour first"),
     "gpus": ("gpus", "list the GPU table (memory, peak TFLOPS, bandwidths, sources)"),
     "models": ("models", "list model presets with parameter counts"),
@@ -91,7 +92,12 @@ def main(argv: list[str] | None = None) -> int:
     module = importlib.import_module(f"gpuwise.cli.{COMMANDS[name][0]}")
     parser = _Parser(prog=f"gpuwise {name}", description=COMMANDS[name][1])
     module.add_arguments(parser)
+    parser.add_argument("--verbose", "-v", action="store_true",
+                        help="human output: also print every assumption behind the answer (--json always has them)")
     args = parser.parse_args(argv[1:])
+    from gpuwise.cli.output import set_verbose
+
+    set_verbose(args.verbose)
     from gpuwise.errors import Infeasible, InputError
 
     try:

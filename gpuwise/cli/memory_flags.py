@@ -82,12 +82,12 @@ def training_config(args: argparse.Namespace, spec, plan_flags: bool = True):
 
 
 def gpus_from(args: argparse.Namespace):
-    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.hardware.gpus import get_gpu, user_gpu
 
     names = args.gpu or list(DEFAULT_GPUS)
     out, seen = [], set()
     for n in names:
-        g = get_gpu(n)
+        g = user_gpu(n, "--gpu") if args.gpu else get_gpu(n)
         if g.name not in seen:
             seen.add(g.name)
             out.append(g)

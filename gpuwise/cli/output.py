@@ -56,9 +56,27 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]
     console.print(table)
 
 
+# Human output puts the answer first; the assumption lines (often ten or more) behind --verbose.
+# `gpuwise.cli.main` sets this from every command's --verbose flag; --json always lists them all.
+_VERBOSE = False
+
+
+def set_verbose(on: bool) -> None:
+    global _VERBOSE
+    _VERBOSE = bool(on)
+
+
 def print_assumptions(assumptions: Iterable[str]) -> None:
+    """Every assumption under --verbose; otherwise one line saying how many there are and how to see them."""
+    items = list(assumptions)
+    if not items:
+        return
+    if not _VERBOSE:
+        print(f"({len(items)} assumption{'s' if len(items) != 1 else ''} behind this answer: "
+              "add --verbose to print them; --json lists them all)")
+        return
     print("Assumptions:")
-    for a in assumptions:
+    for a in items:
         print(f"  - {a}")
 
 

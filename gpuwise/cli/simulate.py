@@ -4,18 +4,6 @@ from __future__ import annotations
 
 import argparse
 
-# (JSON key, column title, format) of the human table
-ROWS = (("jobs_completed", "jobs completed", "{:d}"), ("jobs_dropped", "jobs dropped", "{:d}"),
-        ("jobs_unfinished", "jobs unfinished", "{:d}"),
-        ("mean_jct_s", "mean JCT (h)", "h"), ("median_jct_s", "median JCT (h)", "h"),
-        ("p99_jct_s", "p99 JCT (h)", "h"), ("makespan_s", "makespan (h)", "h"),
-        ("gpu_hours", "GPU-hours", "{:.0f}"), ("utilisation", "utilisation", "{:.0%}"),
-        ("mean_gpus_in_use", "mean GPUs in use", "{:.1f}"),
-        ("mean_queue_len", "mean queue length", "{:.1f}"), ("restarts", "restarts/rescales", "{:d}"),
-        ("rounds", "policy rounds", "{:d}"), ("mean_decision_ms", "mean decision (ms)", "{:.3f}"),
-        ("p99_decision_ms", "p99 decision (ms)", "{:.3f}"), ("sim_wall_s", "simulation wall (s)", "{:.2f}"))
-
-
 def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--cluster", metavar="CLUSTER.yaml",
                         help="cluster spec (default: the Pollux testbed, 16 nodes x 4 T4)")
@@ -24,7 +12,9 @@ def add_common(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--load", type=float, default=1.0, metavar="FACTOR",
                         help="what-if arrival rate: every arrival time divided by FACTOR (default 1: as "
                              "in the file; 4 = the same jobs arriving 4x as fast)")
-    parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
+    parser.add_argument("--json", action="store_true", help="print JSON instead of tables (every job in per_job)")
+    parser.add_argument("--show-jobs", type=int, default=10, metavar="N",
+                        help="per-job table (wait, run, GPUs, JCT) of the first N jobs to arrive (default 10; 0: none)")
     parser.add_argument("--plot", metavar="DIR", help="write JCT CDF, GPUs-in-use and queue plots here")
     parser.add_argument("--seed", type=int, default=0, help="seed of the speed noise (default 0)")
     parser.add_argument("--admission", choices=("queue", "drop"), default=None,
@@ -88,21 +78,16 @@ def load_inputs(args):
         raise InputError("--restart-s", args.restart_s, "give seconds >= 0")
     if not math.isfinite(args.speed_noise) or args.speed_noise < 0:
         raise InputError("--speed-noise", args.speed_noise, "give a sigma >= 0")
+    if getattr(args, "show_jobs", 0) < 0:   # library callers (tests) may build args without it
+        raise InputError("--show-jobs", args.show_jobs, "give a number of jobs >= 0 (0: no per-job table)")
     check_plot_dir("--plot", args.plot)
     cluster = load_cluster(args.cluster) if args.cluster else pollux_cluster()
     return cluster, at_load(load_workload(args.workload), args.load)
 
 
-def fmt(value, how: str) -> str:
-    if value is None:
-        return "-"
-    if how == "h":
-        return f"{value / 3600:.2f}"
-    return how.format(value)
-
-
 def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.output import emit_json, print_assumptions, print_table
+    from gpuwise.cli.sim_report import metric_rows, print_jobs
     from gpuwise.errors import InputError
 
     if len(args.policy) > 1:  # argparse would keep only the last one: a silent wrong answer
@@ -115,6 +100,7 @@ def run(args: argparse.Namespace) -> int:
     with progress(f"simulating {args.policy} on {len(workload):,} jobs", None, enabled=wanted(args)):
         metrics, series = simulate_policy(cluster, workload, args.policy, args)
     metrics = {"workload": workload.source, "workload_format": workload.format, **metrics}
+    metrics["assumptions"].append(metrics["fairness"]["definition"])
     if args.plot:
         from gpuwise.sim.plots import write_plots
 
@@ -124,12 +110,12 @@ def run(args: argparse.Namespace) -> int:
         emit_json(metrics)
         return 0
     print(f"{args.policy} on {cluster.name} ({cluster.describe()}), {len(workload)} jobs from {workload.source}")
-    print_table("simulated metrics", ["metric", args.policy],
-                [(title, fmt(metrics[key], how)) for key, title, how in ROWS])
+    print_table("simulated metrics", ["metric", args.policy], metric_rows({args.policy: metrics}))
     from gpuwise.sim.metrics import solver_line
 
     if solver_line(args.policy, metrics["solver"]):
         print(solver_line(args.policy, metrics["solver"]))
+    print_jobs(args.policy, metrics["per_job"], args.show_jobs)
     print_assumptions(metrics["assumptions"])
     for f in metrics.get("plots", []):
         print(f"wrote {f}")

@@ -34,6 +34,6 @@ def run(args: argparse.Namespace) -> int:
         store.close()
     role = "admin" if user.admin else f"quota {user.quota_gpus} GPUs" if user.quota_gpus else "no quota"
     print(f"store {store.url}; user {user.name} ({role})")
-    print("token (shown once; send it as Authorization: Bearer TOKEN):")
-    print(f"token for {user.name}: {token}")
+    print(f"token for {user.name}, shown once (HTTP: Authorization: Bearer TOKEN); for gpuwise submit/jobs/cancel run:")
+    print(f"export GPUWISE_TOKEN={token}")
     return 0

@@ -38,7 +38,7 @@ from typing import Callable, Iterator
 
 from gpuwise.data import data_path, read_commented_csv
 from gpuwise.errors import InputError, unknown_name
-from gpuwise.hardware.gpus import get_gpu, resolve_gpu_name
+from gpuwise.hardware.gpus import get_gpu, resolve_gpu_name, user_gpu
 from gpuwise.hardware.types import Offering
 
 # Accelerators that are deliberately not GPUs in the table (regex on the catalog name -> reason).
@@ -152,7 +152,7 @@ class Catalog:
 
         Names are checked: an unknown GPU, cloud or region raises InputError with the closest names.
         """
-        want_gpu = get_gpu(gpu).name if gpu else None
+        want_gpu = user_gpu(gpu).name if gpu else None
         want_cloud = None
         if cloud:
             want_cloud = cloud.strip().lower()

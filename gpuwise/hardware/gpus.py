@@ -3,7 +3,10 @@
 Names resolve case-insensitively through each row's canonical name and its aliases (which include
 the accelerator names used by SkyPilot catalogs, e.g. ``A100-80GB`` or ``H100-MEGA``). Separators
 are ignored when matching (``a100_80gb``, ``A100 80GB`` and ``A100-80GB`` are the same name). A bare
-``A100`` / ``H100`` / ``V100`` means the SXM part, as clouds sell it.
+``H100`` / ``V100`` means the SXM part, as clouds sell it. A bare ``A100`` names two parts whose memory
+differs 2x (40 and 80 GB), so a name a user types (`user_gpu`: --gpu flags, a job spec's
+constraints.gpus) asks which; files written in the clouds' and papers' names (catalog rows, where
+``A100`` is SkyPilot's name for the 40 GB part, cluster specs, traces) keep the SXM reading.
 """
 
 from __future__ import annotations
@@ -68,6 +71,18 @@ def resolve_gpu_name(name: str | None) -> str | None:
         return None
     spec = _table()[1].get(_key(name))
     return spec.name if spec else None
+
+
+# bare names a user may mean for more than one part: (the parts, in the words of the question)
+_ASK_WHICH = {"a100": ("A100-40GB", "A100-80GB")}
+
+
+def user_gpu(name: str, field: str = "gpu") -> GpuSpec:
+    """`get_gpu` for a name a user typed: a bare name of several parts (``A100``) asks which."""
+    which = _ASK_WHICH.get(_key(name or ""))
+    if which:
+        raise InputError(field, name, f"{name} names {len(which)} GPUs; give {' or '.join(which)}")
+    return get_gpu(name, field)
 
 
 def get_gpu(name: str, field: str = "gpu") -> GpuSpec:

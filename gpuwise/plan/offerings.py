@@ -69,7 +69,7 @@ def filter_offerings(catalog, clouds: list[str], regions: list[str], gpus: list[
 
     Returns (rows, canonical GPU names asked for). Unknown names raise InputError naming the field.
     """
-    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.hardware.gpus import user_gpu
 
     known_clouds = catalog.clouds()
     want_clouds = set()
@@ -79,7 +79,7 @@ def filter_offerings(catalog, clouds: list[str], regions: list[str], gpus: list[
         want_clouds.add(c.strip().lower())
     want_gpus = []
     for g in gpus:
-        want_gpus.append(get_gpu(g).name)   # InputError with the closest names if unknown
+        want_gpus.append(user_gpu(g, "constraints.gpus / --gpu").name)   # InputError with the closest names if unknown
     rows = [o for o in catalog.offerings
             if (not want_clouds or o.cloud in want_clouds) and (not want_gpus or o.gpu in want_gpus)]
     if regions:

@@ -148,13 +148,13 @@ def predict_on_cluster(spec: JobSpec, cluster: ClusterSpec, objective: str = "ti
                        catalog=None) -> Prediction:
     """Frenzy's prediction for ``spec`` on ``cluster`` (see the module docstring)."""
     from gpuwise.hardware.catalog import load_catalog
-    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.hardware.gpus import user_gpu
     from gpuwise.workload.models import param_count
 
     if objective not in OBJECTIVES:
         raise InputError("objective", objective, "use " + " or ".join(OBJECTIVES))
     catalog = catalog or load_catalog()
-    allowed = {get_gpu(n, "constraints.gpus").name for n in spec.constraints.gpus}
+    allowed = {user_gpu(n, "constraints.gpus").name for n in spec.constraints.gpus}
     types = [t for t in cluster.gpu_types if not allowed or t in allowed]
     if not types:
         raise InputError("constraints.gpus", spec.constraints.gpus,

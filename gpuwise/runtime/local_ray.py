@@ -16,6 +16,11 @@ Ray behind (what ``ray.init()``'s fate sharing gave). Ray's own worker registrat
 and agent timeouts are raised to that deadline (``RAY_worker_register_timeout_seconds``,
 ``RAY_agent_register_timeout_ms``), since 8 workers importing torch at once on 2 busy cores take
 minutes.
+
+The head binds to loopback: Ray's single-machine mode (``RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER=0``)
+gives 127.0.0.1 as the node address, so GCS, raylet, object manager and workers listen on
+127.0.0.1 only (in Ray's cluster mode they listen on every interface of the routable address), and
+the dashboard is off. `loopback` sets that mode for this process and the head it starts.
 """
 
 from __future__ import annotations
@@ -70,6 +75,7 @@ class LocalHead:
 
     def start(self, timeout_s: float) -> str:
         """Start the head and return its GCS address; HeadNotReady after ``timeout_s``."""
+        loopback()
         import ray
 
         self.tmpdir.mkdir(parents=True, exist_ok=True)
@@ -77,7 +83,7 @@ class LocalHead:
         if len(str(ray_dir)) > MAX_TEMP_CHARS:  # Ray's unix sockets live under it: 107-byte path limit
             self._short = ray_dir = Path(tempfile.mkdtemp(prefix="gwray-"))
         ports = dict(zip(PORTS, free_ports(len(PORTS))))
-        ip = ray.util.get_node_ip_address()  # ray.init(address=) maps loopback to this address
+        ip = ray.util.get_node_ip_address()  # 127.0.0.1 (loopback()); ray.init(address=) maps loopback to it
         cmd = [sys.executable, "-m", "gpuwise.runtime.local_ray", str(os.getpid()), str(self._short or "-"),
                sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--disable-usage-stats",
                f"--node-ip-address={ip}", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
@@ -115,6 +121,19 @@ class LocalHead:
         if self._short is not None:
             shutil.rmtree(self._short, ignore_errors=True)
             self._short = None
+
+
+def loopback() -> None:
+    """Ray's single-machine mode for this process and what it starts: node address 127.0.0.1.
+
+    Ray reads the switch once, when it is imported; a driver that imported Ray already (a test, a
+    notebook) gets the same by Ray's constant, read at each call of its node-address lookup. Only
+    for a head of our own: a driver joining a cluster (--address) must keep its routable address."""
+    os.environ["RAY_ENABLE_WINDOWS_OR_OSX_CLUSTER"] = "0"
+    if "ray" in sys.modules:
+        from ray._private import ray_constants
+
+        ray_constants.ENABLE_RAY_CLUSTER = False
 
 
 GRACE_S = 3.0

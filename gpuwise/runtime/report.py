@@ -25,6 +25,8 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
     simulated = replay(cluster, workload, make, run)
     rows, median = compare(run, simulated)
     out = summarise(run.sim)
+    for key in ("per_job", "utilisation_by_type", "fairness"):   # recorded by the simulator only; the
+        out.pop(key)                                              # run's own per-job records are `jobs`
     out.update(workload=workload.source, workload_format=workload.format,
                rescales=sum(jr.rescales for jr in run.runs.values()),
                restarts=sum(jr.faults for jr in run.runs.values()),

@@ -10,7 +10,7 @@ import os
 from pathlib import Path
 from typing import Any
 
-from gpuwise.errors import InputError
+from gpuwise.errors import InputError, Missing
 
 DEFAULT_SERVER = "http://127.0.0.1:8765"
 
@@ -36,8 +36,8 @@ def settings(server: str | None) -> tuple[str, str]:
     url = server or os.environ.get("GPUWISE_SERVER") or cfg.get("server") or DEFAULT_SERVER
     token = os.environ.get("GPUWISE_TOKEN") or cfg.get("token")
     if not token:
-        raise InputError("GPUWISE_TOKEN", None, f"set it (or token: in {config_path()}) to a token from "
-                         "gpuwise token create USER")
+        raise Missing("token", "GPUWISE_TOKEN", "run gpuwise token create USER and the export GPUWISE_TOKEN=... "
+                      f"line it prints (or put token: in {config_path()})")
     if not str(url).startswith(("http://", "https://")):
         raise InputError("--server", url, "give an http:// or https:// URL")
     return str(url).rstrip("/"), str(token)

@@ -27,6 +27,7 @@ from gpuwise.control.loop import ControlLoop
 from gpuwise.policies.base import Allocation, JobState, Policy
 from gpuwise.sim import ground_truth as gt
 from gpuwise.sim.engine import Engine, TimeAverage
+from gpuwise.sim.usage import UsageLog
 from gpuwise.workload.traces import Workload, check_fits
 
 DEFAULT_RESTART_S = 30.0  # Pollux simulator's re-allocation delay
@@ -50,6 +51,7 @@ class SimResult:
     assumptions: list[str] = field(default_factory=list)
     model_s: list[float] = field(default_factory=list)   # seconds per round evaluating the PerfModel for the policy
     solver: dict | None = None            # the policy's HiGHS outcomes (`SolverLog.summary`), if it solves
+    usage: UsageLog = field(default_factory=UsageLog)   # per job: first start, allocations, GPU-s per type
 
     @property
     def gpu_series(self) -> list[tuple[float, float]]:
@@ -143,6 +145,8 @@ class ClusterSimulator:
         return js.job.application is None or not self._segmented
 
     def advance(self, js: JobState, now: float) -> None:
+        if js.allocation is not None:
+            self.usage.held(js.name, js.allocation.gpu_type, js.allocation.num_gpus, now - js.last_update)
         accrue(js, now, self._constant(js))
 
     def _project(self, js: JobState) -> None:
@@ -167,6 +171,7 @@ class ClusterSimulator:
         """Instant (re)start: progress resumes after ``restart_s``, at the ground-truth rates."""
         js.run_from = now + self.restart_s
         js.last_update = now
+        self.usage.started(js.name, alloc.gpu_type, alloc.num_gpus, now)
         rates = self.perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
         if self._noise is not None:
             rates = rates * self._noise[js.job_index]
@@ -210,6 +215,7 @@ class ClusterSimulator:
     def run(self) -> SimResult:
         wall = time.perf_counter()
         self.engine = Engine()
+        self.usage = UsageLog()
         self.gpus_used = TimeAverage(sample_every=0.0)
         self.queue_len = TimeAverage(sample_every=0.0)
         self.loop = loop = ControlLoop(self.cluster, self.policy, self.policy_perf, self, self, self._levels)
@@ -229,8 +235,9 @@ class ClusterSimulator:
         notes.append(f"restart/rescale overhead {self.restart_s:g} s per allocation change; seed {self.seed}")
         return SimResult(self.policy.name, self.cluster, loop.jobs, loop.decision_s, self.gpus_used,
                          self.queue_len, end, self.engine.events_processed, time.perf_counter() - wall,
-                         self.seed, self.restart_s, notes, loop.model_s,
-                         self.policy.solver.summary() if self.policy.solver is not None else None)
+                         self.seed, self.restart_s, notes, model_s=loop.model_s,
+                         solver=self.policy.solver.summary() if self.policy.solver is not None else None,
+                         usage=self.usage)
 
 
 def simulate(cluster: ClusterSpec, workload: Workload, policy: Policy, **kwargs) -> SimResult:

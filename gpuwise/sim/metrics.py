@@ -1,5 +1,6 @@
 """Metrics of a simulated run: JCT statistics, makespan, completions, drops, GPU-hours,
-utilisation over time and the policy's decision time per round."""
+utilisation over time and per GPU type, per-job results, a fairness figure and the policy's
+decision time per round."""
 
 from __future__ import annotations
 
@@ -21,6 +22,7 @@ def summarise(res: SimResult) -> dict:
     span = max(res.end_s - first, 1e-9)
     # unbounded (pay-per-use) clusters have no capacity to be a fraction of: report GPUs, not shares
     scale = 1.0 if unbounded else total
+    jobs = per_job(res)
     return {
         "policy": res.policy,
         "jobs": len(res.jobs),
@@ -51,6 +53,9 @@ def summarise(res: SimResult) -> dict:
         "seed": res.seed,
         # fraction of the cluster busy; unbounded clusters: GPUs rented
         "utilisation_over_time": [[t, v / scale] for t, v in _downsample(res.gpu_series, res.end_s, 50)],
+        "utilisation_by_type": utilisation_by_type(res, span),
+        "fairness": fairness(jobs),
+        "per_job": jobs,
         "assumptions": list(res.assumptions),
         # rounds by HiGHS status, fallbacks and the worst MIP gap (policies that solve a program)
         "solver": res.solver,
@@ -66,6 +71,53 @@ def solver_line(name: str, solver: dict | None) -> str | None:
     worst = "none returned" if gap is None else f"{100 * gap:.3g}%"
     return (f"{name}: {solver['rounds']} HiGHS solves ({by}); {solver['fallback_rounds']} fell back to the "
             f"stated rule; worst MIP gap {worst}")
+
+
+FAIRNESS_DEFINITION = ("fairness: Jain's index (sum x)^2 / (n sum x^2) over completed jobs of the slowdown x = JCT / "
+                       "time from the job's first start to its finish (1 = every job delayed by the same factor; "
+                       "it sees waiting, not how many GPUs a job was given)")
+
+
+def per_job(res: SimResult) -> list[dict]:
+    """One row per job, in arrival order: wait (submission to first start), run (first start to
+    finish), JCT, every allocation it ran on, and its GPU-hours per type."""
+    rows = []
+    for j in sorted(res.jobs, key=lambda j: (j.submitted_s, j.name)):
+        u = res.usage.jobs.get(j.name)
+        start = u.first_start_s if u else None
+        done = j.status == "done" and j.finish_s is not None
+        rows.append({
+            "job": j.name, "status": j.status, "submitted_s": j.submitted_s, "start_s": start,
+            "finish_s": j.finish_s if done else None,
+            "wait_s": None if start is None else start - j.submitted_s,
+            "run_s": (j.finish_s - start) if done and start is not None else None,
+            "jct_s": (j.finish_s - j.submitted_s) if done else None,
+            "allocations": [{"at_s": t, "gpu_type": g, "gpus": n} for t, g, n in (u.allocations if u else [])],
+            "gpu_hours_by_type": {g: v / 3600.0 for g, v in (u.gpu_s if u else {}).items()},
+        })
+    return rows
+
+
+def utilisation_by_type(res: SimResult, span: float) -> dict[str, dict]:
+    """Per GPU type of the cluster: GPUs, GPU-hours allocated and the busy fraction over the run
+    (None on an unbounded cluster, which has no capacity to be a fraction of)."""
+    out = {}
+    for t in res.cluster.gpu_types:
+        gpu_s = res.usage.gpu_s_by_type.get(t, 0.0)
+        cap = None if res.cluster.unbounded else res.cluster.gpus_of_type(t)
+        out[t] = {"gpus": cap, "gpu_hours": gpu_s / 3600.0,
+                  "utilisation": None if not cap else gpu_s / (cap * span)}
+    return out
+
+
+def fairness(rows: list[dict]) -> dict:
+    """Jain's index over completed jobs' slowdowns (FAIRNESS_DEFINITION), with their mean and max."""
+    x = np.array([r["jct_s"] / r["run_s"] for r in rows if r["jct_s"] is not None and r["run_s"]], float)
+    if not len(x):
+        return {"jain_index": None, "mean_slowdown": None, "max_slowdown": None, "jobs": 0,
+                "definition": FAIRNESS_DEFINITION}
+    return {"jain_index": float(x.sum() ** 2 / (len(x) * (x ** 2).sum())), "mean_slowdown": float(x.mean()),
+            "max_slowdown": float(x.max()), "jobs": int(len(x)), "definition": FAIRNESS_DEFINITION}
 
 
 def _downsample(series, end: float, points: int) -> list[tuple[float, float]]:

@@ -171,12 +171,18 @@ def _read_json(path: str) -> dict:
         raise InputError("model", path, f"not valid JSON (line {exc.lineno}: {exc.msg})") from None
 
 
+# what an unknown model name is told when no preset is a plausible match
+NO_PRESET = ("no such preset (gpuwise models lists them); give the path of its Hugging Face config.json "
+             "(model: path/to/config.json), or its numbers in a job spec (model: {name, params, "
+             "flops_per_sample}; gpuwise spec shows every field)")
+
+
 @lru_cache(maxsize=None)
 def preset_info(name: str) -> PresetInfo:
     """The published parameter count and its source for a preset."""
     files = _preset_files()
     if name not in files:
-        raise unknown_name("model", name, files)
+        raise unknown_name("model", name, files, NO_PRESET)
     cfg = _read_json(str(files[name]))
     meta = cfg.get("gpuwise", {})
     published = meta["published_params"]
@@ -202,7 +208,7 @@ def _load_cached(name_or_path: str) -> ModelSpec:
                              "the path of a Hugging Face config.json or a Hub id (owner/name)")
         name = path.parent.name if path.name == "config.json" else path.stem
     else:
-        raise unknown_name("model", name_or_path, files)
+        raise unknown_name("model", name_or_path, files, NO_PRESET)
     cfg = _read_json(str(path))
     spec = spec_from_config(cfg, name, where=str(path) if path.parent != data_path(*PRESET_DIR) else name)
     source = (cfg.get("gpuwise") or {}).get("published_source", "") or spec.source or str(path)
