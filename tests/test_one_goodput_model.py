@@ -94,6 +94,10 @@ def test_lone_job_under_fifo_takes_estimates_time_on_64_h100(capsys):
     j = res.jobs[0]
     jct = j.finish_s - j.submitted_s
     assert j.allocation.num_gpus == 64 and j.allocation.gpu_type == "H100-80GB-SXM"
+    # the allocation carries the layout it runs with: `estimate`'s layout for that shape
+    p = est["plan"]
+    assert j.allocation.layout.startswith(f"dp{p['dp']}") and f"zero{p['zero']}" in j.allocation.layout
+    assert f"micro {est['micro_batch']} x accum {est['grad_accum']}" in j.allocation.layout
     assert jct == pytest.approx(est["compute_hours"] * 3600.0 + 30.0, rel=1e-9)
     assert abs(jct / (est["time_to_target_hours"] * 3600.0) - 1) < 0.03
 

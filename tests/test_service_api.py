@@ -130,7 +130,7 @@ def test_submit_runs_to_done_with_prediction_and_history(server):
 
 
 def test_running_job_reports_measured_speed_and_cancel_releases(server):
-    long = SPEC.read_text().replace("epochs: 60", "epochs: 6000")
+    long = SPEC.read_text().replace("epochs: 60", "epochs: 60000")
     jid = submit_yaml(server, "alice", long).json()["id"]
     job = wait_for(server, "alice", jid, ("running",))
     assert job["measured_speed_per_s"] > 0 and job["gpus"] >= 1 and 0 <= job["progress"] < 1
@@ -212,7 +212,7 @@ def test_client_commands_submit_list_cancel(server, tmp_path):
     env = {**server.env, "GPUWISE_HOME": str(home)}            # token and server from the config file
     env.pop("GPUWISE_TOKEN", None)
     long = tmp_path / "long.yaml"
-    long.write_text(SPEC.read_text().replace("epochs: 60", "epochs: 6000"))
+    long.write_text(SPEC.read_text().replace("epochs: 60", "epochs: 60000"))
 
     def gw(*args, **kw):
         return subprocess.run([sys.executable, "-m", "gpuwise", *args], env=kw.get("env", env), capture_output=True,
@@ -236,7 +236,7 @@ def test_client_commands_human_and_json_through_one_helper(server, tmp_path):
     """submit/jobs/cancel share cli/service_call.answer: human lines, --json verbatim, refusals exit 1."""
     env = {**server.env, "GPUWISE_TOKEN": server.tokens["bob"], "GPUWISE_SERVER": server.url}
     long = tmp_path / "long.yaml"
-    long.write_text(SPEC.read_text().replace("epochs: 60", "epochs: 6000"))
+    long.write_text(SPEC.read_text().replace("epochs: 60", "epochs: 60000"))
 
     def gw(*args):
         return subprocess.run([sys.executable, "-m", "gpuwise", *args], env=env, capture_output=True,
@@ -342,7 +342,7 @@ def test_sign_in_cookie_job_page_and_cancel_button(server, monkeypatch, capsys):
     assert main.status_code == 200 and "sign out" in main.text
     for page in (main, httpx.get(url + "/", params={"token": tok})):     # old ?token= links still work
         assert page.headers["cache-control"] == "no-store" and page.headers["referrer-policy"] == "no-referrer"
-    long = SPEC.read_text().replace("epochs: 60", "epochs: 6000")
+    long = SPEC.read_text().replace("epochs: 60", "epochs: 60000")
     jid = submit_yaml(server, "alice", long).json()["id"]
     wait_for(server, "alice", jid, ("scheduled", "running"))
     page = httpx.get(f"{url}/jobs/{jid}", cookies=jar).text
@@ -422,7 +422,7 @@ def test_dashboard_in_headless_chromium(server, tmp_path):
 
 
 def test_sigkill_and_restart_loses_nothing_and_resumes(server):
-    long = SPEC.read_text().replace("epochs: 60", "epochs: 3000")
+    long = SPEC.read_text().replace("epochs: 60", "epochs: 30000")
     jid = submit_yaml(server, "alice", long).json()["id"]
     before = wait_for(server, "alice", jid, ("running",))
     for _ in range(50):   # let some progress be recorded

@@ -136,7 +136,7 @@ def _option(gpu: str, cap: int, gpn: int, good, fits: bool, why: str, plan, pric
         return GpuOption(gpu, cap, first, gpu_memory_gib=g.memory_gib, reason=why, **none)
     opt = good.at_batch(gpu, gpn, plan.gpus, plan.batch)
     c = opt.config
-    layout = f"{c.plan.label()} zero{c.plan.zero} recompute {c.recompute}"
+    layout = f"{c.plan.label()}, recompute {c.recompute}"
     hours = opt.train_hours
     n = opt.gpus
     cost = None if price is None or not math.isfinite(hours) else round(hours * n * price, 2)

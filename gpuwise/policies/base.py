@@ -31,6 +31,10 @@ class Allocation:
     gpu_type: str
     placement: tuple[tuple[int, int], ...]  # (node index in ClusterSpec.nodes, GPUs on it), sorted
     batch_size: int | None = None            # global batch; None for rigid jobs without one
+    # the parallel layout the job runs with on this allocation (job-spec jobs: the goodput object's choice,
+    # e.g. "dp4 tp2 zero3, recompute op, micro 1 x accum 8"); None for data-parallel fitted jobs. Not part
+    # of equality: a policy that keeps a job's GPUs and batch keeps its layout.
+    layout: str | None = field(default=None, compare=False)
 
     @property
     def num_gpus(self) -> int:

@@ -120,6 +120,14 @@ class JobModelPerf:
         opt = self.spec_option(job, gpu_type, num_gpus, num_nodes, batch, gpus_per_node)
         return 0.0 if opt is None else opt.goodput
 
+    def spec_layout(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int, gpus_per_node: int):
+        """The layout the goodput object runs this placement with, as one line (None if nothing fits)."""
+        opt = self.spec_option(job, gpu_type, num_gpus, num_nodes, batch, gpus_per_node)
+        if opt is None:
+            return None
+        c = opt.config
+        return f"{c.plan.label()}, recompute {c.recompute}, micro {c.micro_batch} x accum {c.grad_accum}"
+
     def spec_option(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int, gpus_per_node: int):
         """The goodput object's configuration (layout, micro-batch, step time...) for this placement."""
         return self.spec_model(job.jobspec).at_batch(gpu_type, gpus_per_node, num_gpus, int(batch), nodes=num_nodes)

@@ -186,9 +186,12 @@ class PrivatePages:
             return await self.app(scope, receive, send)
 
         async def send_private(message) -> None:
-            if message["type"] == "http.response.start":
-                message["headers"] = [*message.get("headers", []), (b"cache-control", b"no-store"),
-                                      (b"referrer-policy", b"no-referrer")]
+            if message["type"] == "http.response.start":   # added where the route did not set them itself
+                headers = list(message.get("headers", []))
+                have = {k.lower() for k, _ in headers}
+                headers += [(k, v) for k, v in ((b"cache-control", b"no-store"), (b"referrer-policy", b"no-referrer"))
+                            if k not in have]
+                message["headers"] = headers
             await send(message)
 
         await self.app(scope, receive, send_private)

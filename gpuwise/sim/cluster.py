@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import math
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
 import numpy as np
 
@@ -171,7 +171,12 @@ class ClusterSimulator:
         """Instant (re)start: progress resumes after ``restart_s``, at the ground-truth rates."""
         js.run_from = now + self.restart_s
         js.last_update = now
-        self.usage.started(js.name, alloc.gpu_type, alloc.num_gpus, now)
+        layout_of = getattr(self.perf, "layout", None)   # truths without layouts (DP profiles) have none
+        layout = layout_of(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size) \
+            if layout_of else None
+        if layout is not None:
+            js.allocation = replace(js.allocation, layout=layout)   # the allocation carries its layout
+        self.usage.started(js.name, alloc.gpu_type, alloc.num_gpus, now, layout)
         rates = self.perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
         if self._noise is not None:
             rates = rates * self._noise[js.job_index]

@@ -318,6 +318,13 @@ class GroundTruthPerf:
             self._rates[key] = r
         return r
 
+    def layout(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int | None) -> str | None:
+        """The parallel layout a job runs with on this placement: job-spec jobs' goodput object's choice;
+        None for the data-parallel measured profiles and rigid jobs."""
+        if job.jobspec is None or batch is None:
+            return None
+        return self.specs.spec_layout(job, gpu_type, num_gpus, num_nodes, int(batch), self._gpn.get(gpu_type, 8))
+
     def target(self, job) -> float:
         """Work of the job: iterations at the reference batch (applications), seconds on its
         request (rigid jobs), single-GPU seconds (moldable ``speedup`` jobs) or 1 (job specs)."""

@@ -92,7 +92,8 @@ def per_job(res: SimResult) -> list[dict]:
             "wait_s": None if start is None else start - j.submitted_s,
             "run_s": (j.finish_s - start) if done and start is not None else None,
             "jct_s": (j.finish_s - j.submitted_s) if done else None,
-            "allocations": [{"at_s": t, "gpu_type": g, "gpus": n} for t, g, n in (u.allocations if u else [])],
+            "allocations": [{"at_s": t, "gpu_type": g, "gpus": n, "layout": lay}
+                            for t, g, n, lay in (u.allocations if u else [])],
             "gpu_hours_by_type": {g: v / 3600.0 for g, v in (u.gpu_s if u else {}).items()},
         })
     return rows

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 @dataclass
 class JobUsage:
     first_start_s: float | None = None
-    allocations: list[tuple[float, str, int]] = field(default_factory=list)  # (start time, GPU type, GPUs)
+    allocations: list[tuple] = field(default_factory=list)  # (start time, GPU type, GPUs, layout or None)
     gpu_s: dict[str, float] = field(default_factory=dict)                   # GPU type -> GPU-seconds
 
 
@@ -20,11 +20,11 @@ class UsageLog:
         self.jobs: dict[str, JobUsage] = {}
         self.gpu_s_by_type: dict[str, float] = {}
 
-    def started(self, name: str, gpu_type: str, gpus: int, now: float) -> None:
+    def started(self, name: str, gpu_type: str, gpus: int, now: float, layout: str | None = None) -> None:
         u = self.jobs.setdefault(name, JobUsage())
         if u.first_start_s is None:
             u.first_start_s = now
-        u.allocations.append((now, gpu_type, gpus))
+        u.allocations.append((now, gpu_type, gpus, layout))
 
     def held(self, name: str, gpu_type: str, gpus: int, seconds: float) -> None:
         if seconds <= 0 or gpus <= 0:
