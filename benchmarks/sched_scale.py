@@ -54,16 +54,21 @@ def big_view(jobs: int = 1000, running: int = 500, seed: int = 0):
         js = JobState(job=job, submitted_s=-3600.0 + i, target=perf.target(job))
         t = cluster.gpu_types[i % 3]
         pl = whole_node_fit(state, t, 1 << int(rng.integers(0, 4))) if len(run) < running else None
-        if pl is not None:
-            lo, hi, _ = perf.batch_range(job, t)
-            js.allocation = Allocation(t, pl, int(min(max(b, lo), hi)))
-            state.allocate(js.allocation)
-            js.status, js.restarts = "running", 1
-            js.progress = float(rng.uniform(0, 0.8)) * js.target
-            run[job.name] = js
-        else:
-            pending[job.name] = js
+        lo, hi, _ = perf.batch_range(job, t)
+        _seat(js, state, t, pl, int(min(max(b, lo), hi)), rng, run, pending)
     return cluster, perf, SchedView(pending, run, state, list(pending))
+
+
+def _seat(js, state, t, pl, batch, rng, run, pending) -> None:
+    """Start ``js`` on placement ``pl`` part-way through its work, or leave it waiting (``pl`` None)."""
+    if pl is None:
+        pending[js.name] = js
+        return
+    js.allocation = Allocation(t, pl, batch)
+    state.allocate(js.allocation)
+    js.status, js.restarts = "running", 1
+    js.progress = float(rng.uniform(0, 0.8)) * js.target
+    run[js.name] = js
 
 
 def timed(policy, view, perf) -> tuple[float, float]:
@@ -100,14 +105,7 @@ def llm_view(jobs: int = 1000, running: int = 500, seed: int = 0):
         lo = perf.batch_range(job, t)[0]
         fits = lo >= 1 and perf.rates(job, t, n, n // 8, lo)[0] > 0
         pl = whole_node_fit(state, t, n) if len(run) < running and fits else None
-        if pl is not None:
-            js.allocation = Allocation(t, pl, lo)
-            state.allocate(js.allocation)
-            js.status, js.restarts = "running", 1
-            js.progress = float(rng.uniform(0, 0.8)) * js.target
-            run[job.name] = js
-        else:
-            pending[job.name] = js
+        _seat(js, state, t, pl, lo, rng, run, pending)
     return cluster, perf, SchedView(pending, run, state, list(pending))
 
 
