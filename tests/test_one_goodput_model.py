@@ -155,3 +155,19 @@ def test_goodput_table_rows_are_the_objects_answers():
             opt = good.at_batch("H100-80GB-SXM", 8, g, b)
             assert table[g - 1, j] == (opt.goodput if opt else 0.0)
     assert table[7].max() > table[0].max() > 0        # 8 GPUs beat one
+
+
+def test_a_fixed_global_batch_stays_fixed_or_its_rounding_is_flagged():
+    """Issue 23: `global_batch: 512` must stay 512 wherever a layout holds it; a shape on which no
+    allowed layout divides it (12 or 24 GPUs) may round it, and the option says so."""
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.workload.jobspec import load_job
+
+    good = from_jobspec(load_job(str(PRETRAIN))).goodput
+    for gpn, nodes in ((8, 1), (8, 2), (8, 4)):
+        opt = good.shape("H100-80GB-SXM", gpn, nodes).best
+        assert opt.global_batch == 512 and not opt.batch_rounded
+    for gpn, nodes in ((4, 3), (8, 3)):
+        opt = good.shape("H100-80GB-SXM", gpn, nodes).best
+        assert opt.global_batch != 512 and opt.batch_rounded
+        assert abs(opt.global_batch / 512 - 1) <= 0.25

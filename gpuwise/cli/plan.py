@@ -76,11 +76,12 @@ def _table(data: dict, res) -> None:
         gpu = accelerator_name(cs.offerings[cs.off_idx[r]])   # short catalog name, e.g. H100
         rows.append([f"{mark}{i + 1}", f"{c['cloud']}:{c['region']}", f"{c['nodes']}x {c['instance_type']}",
                      f"{c['gpus']}x {gpu}", ("spot!" if c["spot_price_outlier"] else "spot") if c["spot"] else "od", hours, f"{c['cost_usd']:,.0f}",
-                     f"{c['usd_per_gpu_hour']:.2f}", c["global_batch_size"], c["plan"]])
+                     f"{c['usd_per_gpu_hour']:.2f}",
+                     f"{c['global_batch_size']}~" if c["global_batch_rounded"] else c["global_batch_size"], c["plan"]])
     print_table(f"gpuwise plan {data['job']} -- objective {data['objective']}: "
                 f"{data['candidates_feasible']:,} feasible candidates from {data['candidates_evaluated']:,} "
                 "configurations (* = chosen; od = on-demand; spot! = outlier spot price; hours: expected (p10-p90) "
-                "on spot)",
+                "on spot; batch~ = the fixed global batch rounded: no layout of that shape holds it exactly)",
                 ["#", "cloud:region", "instances", "GPUs", "price", "hours", "USD", "$/GPU-h", "batch", "plan"],
                 rows)
 

@@ -20,6 +20,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from gpuwise.estimate.goodput import JobGoodput
+from gpuwise.estimate.job_space import FIXED_BATCH_ROUNDING
 from gpuwise.estimate.layout_search import RunOption, ShapeResult, evaluate_shape, recompute_variants  # noqa: F401
 from gpuwise.plan.job import PlanJob
 from gpuwise.plan.offerings import (NODE_NETWORK_NOTE, RegionOffering, columns, filter_offerings, node_counts,
@@ -194,6 +195,11 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
     out += catalog_assumptions(catalog, clouds)
     out.append("prices: cheapest zone of each region; cost = expected time x hourly price x nodes "
                "(Scavenger eq. 5), billed for the whole wall-clock time")
+    if job.space.fixed_batch:
+        rounded = sorted({o.global_batch for o in cs.options if o.batch_rounded})
+        out.append(f"global batch fixed at {job.batch_range[0]}: kept exactly on every shape where a layout holds it"
+                   + (f"; shapes where none does round it to {rounded} (batch~ rows, by at most "
+                      f"{FIXED_BATCH_ROUNDING:.0%})" if rounded else ""))
     if len(cs):
         out.append(f"searched {len(offs)} offerings (cloud, region, instance) x {int(cs.nodes.min())}-"
                    f"{int(cs.nodes.max())} nodes x parallel plans (tp {list(job.tp)}, pp {list(job.pp)}, "

@@ -82,6 +82,8 @@ def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> 
         f"{opt.gpus} x {opt.gpu} ({cs.nodes[chosen]} x {off.instance_type}, {off.cloud} {off.region}, "
         f"{'spot' if cs.spot[chosen] else 'on-demand'} at ${per_gpu:.2f}/GPU-h): {_fmt_h(cs.time_h[chosen])}, "
         f"{_fmt_usd(cs.cost[chosen])}; plan {opt.plan_label}, global batch {opt.global_batch} "
+        + ("(ROUNDED from the spec's fixed batch: no layout of this shape holds it exactly) "
+           if opt.batch_rounded else "") +
         f"(micro {opt.micro_batch} x accum {opt.grad_accum}), {opt.memory_required_gib:.1f} GiB/GPU needed "
         f"(allocated + CUDA context + NCCL; {opt.memory_gib:.1f} GiB on nvidia-smi with the allocator's cache, "
         "which it frees under pressure)")

@@ -131,6 +131,8 @@ def candidate_dict(cs: CandidateSet, r: int) -> dict:
         "time_hours": f(cs.time_h[r]), "time_hours_p10": f(cs.time_p10[r]), "time_hours_p90": f(cs.time_p90[r]),
         "cost_usd": f(cs.cost[r], 2), "cost_usd_p10": f(cs.cost_p10[r], 2), "cost_usd_p90": f(cs.cost_p90[r], 2),
         "global_batch_size": opt.global_batch, "micro_batch": opt.micro_batch, "grad_accum": opt.grad_accum,
+        # the spec's fixed batch could not be held exactly on this shape (no layout divides it): rounded
+        "global_batch_rounded": bool(opt.batch_rounded),
         "plan": opt.plan_label, "tp": opt.plan.tp, "pp": opt.plan.pp, "dp": opt.plan.dp, "zero": opt.plan.zero,
         "step_time_s": f(opt.step_time_s), "mfu": f(opt.mfu) if opt.mfu is not None else None,
         "memory_gib_per_gpu": f(opt.memory_gib, 2), "memory_required_gib_per_gpu": f(opt.memory_required_gib, 2),
