@@ -179,6 +179,24 @@ class JobModel:
                 return BatchChoice(gpus, nodes, reps, local, a, gb, st, gb / st, eff, gb / st * eff)
         return None
 
+    def goodput_table(self, gpus, nodes, batches, limit: float | None = None, speed: float = 1.0,
+                      accumulate: bool = False) -> np.ndarray:
+        """Fraction of the job per second for GPU counts ``gpus`` (a column) on ``nodes`` x global
+        ``batches`` (a row), data parallel (one replica per GPU): ceil(local / limit) micro-steps where
+        the local batch exceeds the per-GPU ``limit`` (default max_local_bsz), 0 there unless
+        ``accumulate``; step times divided by ``speed`` (another GPU type's speed relative to the one
+        the model was fitted on); statistical efficiency and training amount from the noise model.
+        What the policies read for a fitted job (`policies.job_model_perf`)."""
+        limit = self.max_local_bsz if limit is None else limit
+        b = np.asarray(batches, float)[None, :]
+        g = np.asarray(gpus, float)
+        local = b / g
+        micro_steps = np.maximum(1.0, np.ceil(local / limit - 1e-9))
+        g_, nodes_, micro_ = np.broadcast_arrays(g, np.asarray(nodes, float), local / micro_steps)
+        step = np.asarray(self.step_source.step_time(nodes_, g_, micro_, micro_steps), float) / speed
+        good = b / step * np.asarray(self.efficiency(b), float) / self.noise.samples_at_ref
+        return np.where((micro_steps <= 1) | accumulate, good, 0.0)
+
     def speedup(self, gpus: int, nodes: int | None = None) -> float:
         """Best goodput on ``gpus`` GPUs over the best goodput on one replica (Pollux SPEEDUP)."""
         base = self.best_batch(self.gpus_per_replica, 1)

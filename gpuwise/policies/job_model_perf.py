@@ -111,7 +111,7 @@ class JobModelPerf:
         speed, _ = relative_speed(gpu_type, REFERENCE_GPU)
         limit = self.batch_range(job, gpu_type)[2]
         g = np.arange(1, max_gpus + 1, dtype=float)[:, None]
-        return _goodput(jm, speed, limit, g, np.ceil(g / gpus_per_node), batches, accumulate)
+        return jm.goodput_table(g, np.ceil(g / gpus_per_node), batches, limit, speed, accumulate)
 
     def spec_rate(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int,
                   gpus_per_node: int) -> float:
@@ -153,21 +153,3 @@ class JobModelPerf:
             if not ok:
                 out.append(f"{path}: does not fit on {gpu} ({self.spec_errors[(path, gpu, gpn)]}; the job runs on other types only)")
         return out
-
-
-def _goodput(jm, speed: float, limit: int, g: np.ndarray, nodes: np.ndarray, batches, accumulate: bool,
-             whole: bool = False) -> np.ndarray:
-    """Fraction of the job per second for GPU counts ``g`` (column) x global ``batches`` (row):
-    data parallel over g replicas, ceil(local/limit) micro-steps where the local batch does not fit
-    (0 there unless ``accumulate``), the JobModel's statistical efficiency and training amount.
-    ``whole``: round micro-batches up to whole samples (the analytical model takes integers)."""
-    b = np.asarray(batches, float)[None, :]
-    local = b / g
-    micro_steps = np.maximum(1.0, np.ceil(local / limit - 1e-9))
-    micro = np.ceil(local / micro_steps - 1e-9) if whole else local / micro_steps
-    g_, nodes_, micro_ = np.broadcast_arrays(g, nodes, micro)
-    step = np.asarray(jm.step_source.step_time(nodes_, g_, micro_, micro_steps), float) / speed
-    good = b / step * np.asarray(jm.efficiency(b), float) / jm.noise.samples_at_ref
-    return np.where((micro_steps <= 1) | accumulate, good, 0.0)
-
-
