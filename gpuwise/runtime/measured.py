@@ -155,28 +155,33 @@ class MeasuredPerf:
         lo, hi = job_batch_range(job, m0, 4 * m0)
         return lo, hi, max_local(job.application)
 
+    def fitted(self, job, target: float):
+        """The job's current online fit as the shared fitted model (`estimate.job_model.JobModel`): its
+        Pollux step-time parameters and measured noise scale, progress counted in steps at M0 (so the
+        training amount is M0 x ``target`` samples at M0). Its goodput table is what policies read."""
+        from gpuwise.estimate.job_model import JobModel as FittedModel, PolluxStepTime
+        from gpuwise.estimate.stat_efficiency import NoiseModel
+
+        jm = self.model(job)
+        lo, hi, limit = self.batch_range(job, "")
+        noise = NoiseModel(phi=jm.phi, ref_batch=jm.ref_batch, samples_at_ref=jm.ref_batch * max(target, 1e-9))
+        return FittedModel(PolluxStepTime(jm.params, "runtime online fit"), noise, lo, hi, limit)
+
     def goodput_grid(self, js: JobState, gpu_type: str, max_gpus: int, gpus_per_node: int,
                      batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
-        jm = self.model(js.job)
-        limit = max_local(js.job.application)
         g = np.arange(1, max_gpus + 1, dtype=float)[:, None]
-        nodes = np.ceil(g / max(1, gpus_per_node))
-        b = np.asarray(batches, float)[None, :]
-        local = b / g
-        micro = np.maximum(1.0, np.ceil(local / limit)) if accumulate else np.ones_like(local)
-        t = np.asarray(predict(jm.params, nodes, g, local / micro, micro)[0], float)
-        rate = jm.gain(b) / t / max(js.target, 1e-9)
-        ok = (local >= MIN_LOCAL) & ((local <= limit) | accumulate)
-        return np.where(ok, rate, 0.0)
+        table = self.fitted(js.job, js.target).goodput_table(g, np.ceil(g / max(1, gpus_per_node)), batches,
+                                                             accumulate=accumulate)
+        local = np.asarray(batches, float)[None, :] / g
+        return np.where(local >= MIN_LOCAL, table, 0.0)   # two half-batches per rank for the noise estimate
 
     # -- the simulator's ground-truth interface (replay) ---------------------------------------
     def rates(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int | None) -> np.ndarray:
-        jm = self.model(job)
+        """Steps at M0 per second on this placement (accumulating where the batch does not fit)."""
         b = float(batch or job.batch_size)
-        limit = max_local(job.application)
-        micro = max(1.0, math.ceil(b / num_gpus / limit))
-        t = float(predict(jm.params, num_nodes, num_gpus, b / num_gpus / micro, micro)[0])
-        return np.array([float(jm.gain(b)) / t])
+        table = self.fitted(job, 1.0).goodput_table(np.array([[float(num_gpus)]]), np.array([[float(num_nodes)]]),
+                                                    (b,), accumulate=True)
+        return np.array([float(table[0, 0])])
 
     def target(self, job) -> float:
         return float(job.steps)
