@@ -64,27 +64,38 @@ def _resolve(stack: str, loss_kernel: str | None, optimizer: str) -> Levers:
 
 
 def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
-    """InputError (field, value, fix) for lever combinations that cannot run."""
-    p = cfg.plan
-    lev = resolve(cfg)
+    """InputError (field, value, fix) for lever settings that no layout can run."""
     if cfg.loss_kernel is not None and cfg.loss_kernel not in LOSS_KERNELS:
         raise InputError("loss-kernel", cfg.loss_kernel, "use one of " + ", ".join(LOSS_KERNELS))
     if cfg.lora_rank > 0:
         from gpuwise.estimate.lora import lora_modules
 
         lora_modules(cfg.lora_targets)
-    if cfg.cpu_offload and (p.zero != 3 or lev.fp32_main_grad):
-        raise InputError("cpu-offload", True, "FSDP CPU offload shards with FSDP: add --zero 3 (on any number of "
-                         "GPUs); for optimizer state alone use --offload-optimizer")
     if cfg.cpu_offload and cfg.offload_optimizer:
         raise InputError("offload-optimizer", True, "--cpu-offload already keeps the optimizer state on the host; "
                          "drop --offload-optimizer")
-    if cfg.optimizer_in_backward and (cfg.grad_accum > 1 or p.pp > 1):
-        raise InputError("optimizer-in-backward", True, "steps each parameter in its gradient hook, so gradients "
-                         "cannot accumulate over micro-batches: use --grad-accum 1 and no pipeline (pp 1)")
     if (cfg.cpu_offload or cfg.optimizer_in_backward or cfg.activation_offload) and not transformer:
         raise InputError("cpu-offload/optimizer-in-backward/activation-offload", True,
                          "modelled for transformers only; drop the flag for explicit models")
+
+
+def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
+    """(field, value, fix) when this layout cannot run the levers, else None. Searches over layouts treat
+    such a configuration as not fitting (memory.py); a layout the user gave is refused (`refuse_blocked`)."""
+    p = cfg.plan
+    if cfg.cpu_offload and (p.zero != 3 or resolve(cfg).fp32_main_grad):
+        return ("cpu-offload", True, "FSDP CPU offload shards with FSDP: add --zero 3 (on any number of GPUs); "
+                "for optimizer state alone use --offload-optimizer")
+    if cfg.optimizer_in_backward and (cfg.grad_accum > 1 or p.pp > 1):
+        return ("optimizer-in-backward", True, "steps each parameter in its gradient hook, so gradients cannot "
+                "accumulate over micro-batches: use --grad-accum 1 and no pipeline (pp 1)")
+    return None
+
+
+def refuse_blocked(cfg: TrainingConfig) -> None:
+    why = blocked(cfg)
+    if why:
+        raise InputError(*why)
 
 
 def lever_notes(cfg: TrainingConfig, trainable: float) -> list[str]:

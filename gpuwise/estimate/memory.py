@@ -19,7 +19,7 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
-from gpuwise.estimate.levers import ACT_OFFLOAD_RESIDENT, check_levers, lever_notes, resolve
+from gpuwise.estimate.levers import ACT_OFFLOAD_RESIDENT, blocked, check_levers, lever_notes, resolve
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
@@ -240,6 +240,8 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     check_config(spec, cfg)
     if not spec.is_transformer:
         return _explicit_estimate(spec, cfg, fp32_grads, context)
+    if blocked(cfg):
+        return _cannot_run(spec, cfg)
     p = cfg.plan
     fp32_grads = fp32_grads or resolve(cfg).fp32_main_grad       # the stack's gradient buffer (Megatron main_grad)
     sem = _semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
@@ -260,6 +262,13 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
                           allocator=slack, context=ctx, nccl=nccl, peak_phase=phase)
 
 
+def _cannot_run(spec: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
+    """A layout the levers cannot run on (levers.blocked): never fits, so searches pass over it."""
+    field_, _, why = blocked(cfg)
+    n = param_count(spec)
+    return MemoryEstimate(float("inf"), 0.0, 0.0, 0.0, 0.0, n, n, 0, (f"{field_}: {why}",), peak_phase="cannot run")
+
+
 def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     """Bytes that `estimate_memory(model, cfg).required` is at least, from the first and last pipeline
     stages only (the estimate is the largest peak over all stages): O(1) in pp where the estimate is
@@ -267,13 +276,25 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     Equal to `required` whenever one of those stages holds the peak (stage 0 under 1F1B, usually)."""
     spec = load_model(model)
     check_config(spec, cfg)
-    if not spec.is_transformer:
+    if not spec.is_transformer or blocked(cfg):
         return _estimate(spec, cfg, False, True, 1, True).required
     p = cfg.plan
     sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, resolve(cfg).fp32_main_grad)
     loads = _stage_loads(spec, cfg, sem, True, _schedule(cfg, 1), only=tuple(sorted({0, p.pp - 1})))
     _, ctx, nccl = _overheads(cfg, 0.0, True)
     return max(peak(load)[0] for load in loads) + ctx + nccl
+
+
+def saved_activation_bytes(model: ModelSpec | str, cfg: TrainingConfig) -> float:
+    """Bytes one micro-batch's forward saves for backward on the first pipeline stage (what activation
+    offload copies to the host and back)."""
+    spec = load_model(model)
+    if not spec.is_transformer:
+        return 0.0
+    base = replace(cfg, activation_offload=False)
+    sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, cfg.plan.zero, resolve(cfg).fp32_main_grad)
+    load = _stage_loads(spec, base, sem, True, _schedule(base, 1), only=(0,))[0]
+    return load.stack + load.emb
 
 
 # The activation terms depend on the model and the ActivationSetting (micro-batch, sequence, tp, sp, cp,

@@ -44,6 +44,14 @@ FSDP_OVERLAP = 0.8          # share of each micro-step that hides FSDP's gathers
 TP_TRANSFERS = 8            # activation-sized ring transfers per layer per micro-step (SP: 4 fwd + 4 bwd)
 OPTIMIZER_BYTES = 30.0      # Adam with fp32 master: read param, grad, m, v (16) + write param, m, v, bf16 copy (14)
 OPTIMIZER_KERNELS = 6       # multi-tensor apply: a few launches per step
+EIGHT_BIT_SAVING = 12.0     # 8-bit moments (bitsandbytes): 1-byte m and v read and written instead of 4-byte ones
+
+
+def optimizer_bytes(optimizer: str) -> float:
+    """HBM bytes per local parameter of one optimizer update."""
+    from gpuwise.estimate.model_states import EIGHT_BIT
+
+    return OPTIMIZER_BYTES - (EIGHT_BIT_SAVING if optimizer in EIGHT_BIT else 0.0)
 
 
 @dataclass(frozen=True)
@@ -84,14 +92,22 @@ def _eff_table() -> dict[tuple[str, str], OpEfficiency]:
 
 
 def op_efficiency_for(gpu: GpuSpec, stack: str = "pytorch") -> OpEfficiency:
-    """The fitted row of ``gpu``'s architecture under ``stack``; InputError for an unknown stack."""
-    from gpuwise.errors import InputError
-    from gpuwise.workload.training import STACKS
+    """The fitted row of ``gpu``'s architecture under ``stack``; a stack without fitted rows (stacks.csv
+    column efficiency) takes the rows of the stack it names, and says so; InputError for an unknown stack."""
+    return _op_efficiency(gpu.architecture.split()[0], stack)
 
-    if stack not in STACKS:
-        raise InputError("stack", stack, "use one of " + ", ".join(STACKS))
+
+@lru_cache(maxsize=256)
+def _op_efficiency(arch: str, stack: str) -> OpEfficiency:
+    from gpuwise.workload.stacks import stack_row
+
+    fallback = stack_row(stack).efficiency          # InputError naming the stacks
     t = _eff_table()
-    return t.get((gpu.architecture.split()[0], stack), t["default", stack])
+    if (arch, stack) in t or ("default", stack) in t:
+        return t.get((arch, stack), t.get(("default", stack)))
+    row = t.get((arch, fallback), t["default", fallback])
+    return replace(row, fitted_on=f"no {stack} row is fitted: the {fallback} row stands in; {row.fitted_on}",
+                   points=0 if not row.points else row.points)
 
 
 @dataclass(frozen=True)
@@ -275,7 +291,9 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
         else:
             t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)
     shard = n_dp if p.zero >= 1 else 1
-    t_opt = local / shard * OPTIMIZER_BYTES / (hw.hbm_bytes_s * eff.memory) + OPTIMIZER_KERNELS * eff.launch_s
+    t_opt = local / shard * optimizer_bytes(cfg.optimizer) / (hw.hbm_bytes_s * eff.memory) + OPTIMIZER_KERNELS * eff.launch_s
+    if cfg.cpu_offload:
+        t_opt = 0.0            # the host steps (levers.offload_seconds)
     classes = dict(zip(("gemm", "attention", "memory"), (c * m for c in by_class)))
     return RooflineStep(t_micro * m, t_tp * m, t_cp * m, t_p2p * m, bubble, t_dp, t_opt, classes,
                         {"memory": classes["memory"] / max(t_micro * m, 1e-30), "launch": launch})

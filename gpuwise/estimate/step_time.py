@@ -174,7 +174,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     eff = efficiency or op_efficiency_for(gpu, cfg.stack)
     trainable = None
     if cfg.lora_rank > 0 or cfg.quantize:
-        trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1)))
+        trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1), cfg.lora_targets))
         assumptions.append(f"LoRA: {trainable:,} adapter parameters ({trainable / param_count(model):.3%} of the weights) "
                            "are updated and synchronised; frozen GEMMs "
                            "skip their weight gradient")
@@ -187,7 +187,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     if plan.pp > 1:
         assumptions.append(f"pipeline bubble (pp-1)/v = {(plan.pp - 1) / max(1, interleave):g} micro-steps "
                            f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")
-    step = r.step_s
+    step = r.step_s + _offload_s(model, cfg, gpu, trainable, r, assumptions)
     token = model.sample_unit == "token"
     samples_s = fl.samples / step
     comm_s = r.tp_s + r.cp_s + r.pp_p2p_s + r.dp_s
@@ -197,6 +197,23 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         tokens_per_s=fl.tokens / step if token else samples_s, gpus=plan.gpus, nodes=nodes,
         sample_unit=model.sample_unit, flops_efficiency=fl.hardware_flops / plan.gpus / (r.compute_s * peak),
         assumptions=assumptions)
+
+
+def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: float | None, r,
+               assumptions: list[str]) -> float:
+    """Exposed seconds of CPU / activation offload per step (gpuwise.estimate.levers.offload_seconds)."""
+    if not (cfg.cpu_offload or cfg.activation_offload):
+        return 0.0
+    from gpuwise.estimate.levers import offload_seconds
+    from gpuwise.estimate.memory import saved_activation_bytes
+    from gpuwise.workload.models import param_count
+
+    p = cfg.plan
+    local = (trainable or param_count(model)) / (p.tp * p.pp)
+    saved = saved_activation_bytes(model, cfg) if cfg.activation_offload else 0.0
+    extra, text = offload_seconds(cfg, gpu, local, saved, r.compute_s / cfg.grad_accum)
+    assumptions.append(text)
+    return extra
 
 
 def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: float):

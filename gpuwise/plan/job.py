@@ -74,8 +74,7 @@ def from_jobspec(spec, *, clouds: list[str] | None = None, gpus: list[str] | Non
     samples, phi = noise.samples_at_ref, noise.phi
     lo, hi = tr.batch_range
     base = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token_model else 1, grad_accum=1,
-                          precision=tr.precision, optimizer=tr.optimizer, recompute=tr.recompute,
-                          lora_rank=tr.lora_rank, quantize=tr.quantize, stack=tr.stack)
+                          **tr.config_fields())
     micro = (tr.micro_batch,) if tr.micro_batch else MICRO_BATCHES
     if max_gpus is not None and max_gpus < 1:
         raise InputError("--max-gpus", max_gpus, "give at least 1")

@@ -139,8 +139,7 @@ def _option(spec: JobSpec, gpu: str, cap: int, jm, why: str, plan, price: float 
     tr = spec.training
     model = spec.model_spec()
     cfg = TrainingConfig(micro_batch=ch.local_bsz, seq_len=tr.seq_len if model.sample_unit == "token" else 1,
-                         grad_accum=ch.grad_accum, precision=tr.precision, optimizer=tr.optimizer,
-                         recompute=tr.recompute, lora_rank=tr.lora_rank, quantize=tr.quantize, stack=tr.stack,
+                         grad_accum=ch.grad_accum, **tr.config_fields(),
                          plan=ParallelPlan(dp=ch.replicas, tp=1, pp=1, zero=spec.parallelism.zero[0]))
     mem = memory_of(model, cfg).required / 2 ** 30     # what must fit (the allocator's cache is freed under pressure)
     hours = 1.0 / plan.goodput / 3600.0  # the plan's goodput is the fraction of the job per second
