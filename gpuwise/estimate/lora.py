@@ -5,7 +5,8 @@ separated, or all-linear). The default, q,v, is where PEFT puts them for Llama-s
 query and value projections of every attention block: q_proj/v_proj for llama, mistral, qwen2, gemma,
 gptj, phi; q/v for t5, query/value for bert/roberta); a family with a fused QKV matrix (gpt2 c_attn,
 bloom/falcon/gpt_neox query_key_value, mpt Wqkv) gets one adapter on that matrix whenever q, k or v is
-targeted. all-linear is PEFT's all-linear: every linear layer of every block, not the output layer.
+targeted. all-linear is PEFT's all-linear: every linear layer of every block, not the output layer
+(head, which can be added: all-linear,head).
 Models without a gated MLP have no gate (their up is the first MLP linear, down the second); MoE
 models carry MLP adapters on every expert. A rank-r adapter on a d_in x d_out matrix adds
 r (d_in + d_out) parameters.
@@ -30,9 +31,9 @@ NF4_BYTES = 0.5 + 0.127 / 8         # 4-bit value + double-quantised constants, 
 @lru_cache(maxsize=64)
 def lora_modules(targets: str = LORA_DEFAULT) -> frozenset[str]:
     """The canonical module names of a lora_targets value; InputError naming the choices otherwise."""
-    if targets == "all-linear":
-        return frozenset(LORA_MODULES)
     names = frozenset(t.strip() for t in str(targets).split(",") if t.strip())
+    if "all-linear" in names:
+        names = (names - {"all-linear"}) | (frozenset(LORA_MODULES) - {"head"})
     bad = sorted(names - set(LORA_MODULES))
     if bad or not names:
         raise InputError("lora-targets", targets, "use all-linear or module names from " + ",".join(LORA_MODULES)
@@ -42,8 +43,7 @@ def lora_modules(targets: str = LORA_DEFAULT) -> frozenset[str]:
 
 def targets_text(targets: str = LORA_DEFAULT) -> str:
     mods = lora_modules(targets)
-    what = "all-linear (every linear layer of every block; not the output layer)" if mods == frozenset(LORA_MODULES) \
-        else ",".join(m for m in LORA_MODULES if m in mods)
+    what = ",".join(m for m in LORA_MODULES if m in mods)
     return (f"LoRA adapters on {what}" + (" (PEFT's default for Llama-style models)" if targets == LORA_DEFAULT else "")
             + "; a fused QKV matrix (gpt2/bloom/falcon/gpt_neox/mpt) carries one adapter when q, k or v is targeted")
 
@@ -63,11 +63,6 @@ def _mlp_adapters(spec: ModelSpec, mods: frozenset[str]) -> int:
     return max(1, spec.n_experts) * sum(v for m, v in mlp.items() if m in mods)
 
 
-def adapter_params_per_block(spec: ModelSpec, rank: int, targets: str = LORA_DEFAULT) -> int:
-    """Adapter parameters of one attention block (with its share of the MLP adapters)."""
-    return adapter_params(spec, rank, targets) // attention_blocks(spec)
-
-
 def attention_blocks(spec: ModelSpec) -> int:
     """Attention blocks in the model (t5 decoder layers have self- and cross-attention)."""
     if spec.family == "t5":
@@ -81,4 +76,5 @@ def adapter_params(spec: ModelSpec, rank: int, targets: str = LORA_DEFAULT) -> i
         return 0
     mods = lora_modules(targets)
     mlps = spec.n_encoder_layers + spec.n_layers
-    return rank * (attention_blocks(spec) * _attention_adapters(spec, mods) + mlps * _mlp_adapters(spec, mods))
+    head = (spec.hidden + spec.vocab_size) if "head" in mods else 0
+    return rank * (attention_blocks(spec) * _attention_adapters(spec, mods) + mlps * _mlp_adapters(spec, mods) + head)

@@ -18,9 +18,10 @@ OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit", "adamw8bit", "p
 # gpuwise.estimate.activations.LOSS_BYTES). --chunked-loss = chunked.
 LOSS_KERNELS = ("eager", "chunked", "fused", "fused-linear", "megatron")
 LOSS_CHUNKS = 8          # torchtune's num_output_chunks default; the fused kernels' chunking stated the same
-# LoRA target modules: canonical names (q, k, v, o attention projections; gate, up, down MLP) or all-linear.
+# LoRA target modules: canonical names (q, k, v, o attention projections; gate, up, down MLP; head = the output
+# layer) or all-linear (every linear layer of every block, not the head: PEFT's all-linear).
 # Default q,v = PEFT's default for Llama-style models (fused QKV matrix for gpt2/bloom/falcon/gpt_neox/mpt).
-LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down")
+LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down", "head")
 LORA_DEFAULT = "q,v"
 RECOMPUTE = ("none", "selective", "full")
 # Every recompute policy by name, as the frameworks define them (see `recompute_policy`):
