@@ -17,7 +17,8 @@ import math
 FLAG_DEFAULTS = {"zero": 0, "recompute": "none", "grad_accum": 1,
                  "tp": 1, "pp": 1, "optimizer": "adamw", "lora_rank": 0,
                  "stack": "pytorch"}
-LEVERS = ("cpu_offload", "loss_kernel", "optimizer_in_backward", "activation_offload", "lora_targets")
+LEVERS = ("cpu_offload", "loss_kernel", "optimizer_in_backward", "activation_offload", "lora_targets", "compile",
+          "float8", "async_tp")
 # precision: the stack's default when not given (memory_flags.precision_for)
 FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", "precision", *FLAG_DEFAULTS, *LEVERS)
 

@@ -62,6 +62,12 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
                         help="step each parameter in its gradient hook (no full gradient set; no grad accumulation)")
     parser.add_argument("--activation-offload", action="store_true", default=None,
                         help="saved activations offloaded to host memory")
+    parser.add_argument("--compile", action="store_true", default=None,
+                        help="torch.compile of each block (fused pointwise ops; MLP keeps fewer activations)")
+    parser.add_argument("--float8", action="store_true", default=None,
+                        help="torchao Float8 training: FP8 GEMMs and FP8 all-gather under FSDP")
+    parser.add_argument("--async-tp", action="store_true", default=None,
+                        help="asynchronous tensor parallelism: TP collectives overlapped with GEMMs")
     parser.add_argument("--lora-targets", default=None, metavar="T",
                         help=f"LoRA target modules q,k,v,o,gate,up,down (comma-separated) or all-linear "
                              f"(default {LORA_DEFAULT})")
@@ -69,7 +75,8 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
 
 def lever_fields(args: argparse.Namespace) -> dict:
     """TrainingConfig fields of the lever flags that were given (the others keep their defaults)."""
-    names = ("cpu_offload", "loss_kernel", "optimizer_in_backward", "activation_offload", "lora_targets")
+    names = ("cpu_offload", "loss_kernel", "optimizer_in_backward", "activation_offload", "lora_targets", "compile",
+             "float8", "async_tp")
     return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
 
 
@@ -141,6 +148,7 @@ def config_dict(cfg) -> dict:
             "flash_attention": cfg.flash_attention, "lora_rank": cfg.lora_rank, "quantize": cfg.quantize,
             "offload_optimizer": cfg.offload_optimizer, "stack": cfg.stack, "cpu_offload": cfg.cpu_offload,
             "loss_kernel": cfg.loss_kernel, "optimizer_in_backward": cfg.optimizer_in_backward,
-            "activation_offload": cfg.activation_offload, "lora_targets": cfg.lora_targets,
+            "activation_offload": cfg.activation_offload, "lora_targets": cfg.lora_targets, "compile": cfg.compile,
+            "float8": cfg.float8, "async_tp": cfg.async_tp,
             "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero,
                      "pp_schedule": p.pp_schedule}}

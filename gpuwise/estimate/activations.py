@@ -61,6 +61,9 @@ class ActivationSetting:
     #                           float32 softmax cast back (both kept); False = Megatron's fused 16-bit softmax
     low_norms: bool = False   # low-precision norms (llm-foundry LPLayerNorm): under autocast they read and write the
     #                           16-bit dtype, so the linears after them need no casts of their own
+    compiled: bool = False    # torch.compile: inductor's partitioner recomputes the MLP's pointwise ops in backward,
+    #                           so the MLP keeps its first linear's outputs only (gate and up / the GeLU input)
+    fp8_inputs: bool = False  # Transformer Engine fp8: GEMM inputs saved for backward in fp8 (1 B)
     autocast: bool = False    # torch.autocast over fp32 weights: the residual stream and the norms stay
     #                           fp32 and every linear keeps its own 16-bit cast of its input (autocast
     #                           caches casts of weights only), so q, k and v each hold a copy
@@ -70,6 +73,11 @@ def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
     """True if autograd keeps the input of a linear layer that feeds `modules`: a trainable base, or a
     LoRA adapter on one of them."""
     return not st.frozen_base or bool(st.adapted.intersection(modules))
+
+
+def _gemm_input_bytes(st: ActivationSetting) -> float:
+    """Bytes per value of a saved GEMM input: fp8 under Transformer Engine fp8, else the activation dtype."""
+    return 1.0 if st.fp8_inputs else st.bytes_per_value
 
 
 def has_dropout(spec: ModelSpec) -> bool:
@@ -104,7 +112,7 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
     e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
     h, dq, dkv = spec.hidden, spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
     kv_len = st.seq_len if kv_len is None else kv_len
-    replicated = h * e + h * mask                    # QKV input (norm output) + output-dropout mask
+    replicated = h * _gemm_input_bytes(st) + h * mask    # QKV input (norm output) + output-dropout mask
     split = (dq + 2 * dkv) * e                       # Q, K, V
     if _keeps_input(st, "o") or st.flash:
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
@@ -130,13 +138,18 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     # first linear's input
-    replicated = spec.hidden * mask + (spec.hidden * e * k if _keeps_input(st, "gate", "up") else 0)
+    replicated = spec.hidden * mask + (spec.hidden * _gemm_input_bytes(st) * k if _keeps_input(st, "gate", "up") else 0)
     if spec.n_experts > 1:
         # the router weights multiply each routed expert's output: their gradient needs those k outputs
         replicated += spec.hidden * e * k
     # kept f-wide tensors: gated (gate, up, act(gate), product) / plain (act input, act output); a frozen
     # down-projection needs no copy of its input (product / act output)
-    per_expert = ((4 if spec.gated_mlp else 2) - (0 if _keeps_input(st, "down") else 1)) * spec.ffn_hidden * e
+    down_in = _keeps_input(st, "down")
+    if st.compiled:          # gate and up (or the GeLU input) only: the down projection's input is recomputed
+        per_expert = (2 if spec.gated_mlp else 1) * spec.ffn_hidden * e
+    else:                    # the down projection's input (the last f-wide tensor) as its GEMM saves it
+        per_expert = (((4 if spec.gated_mlp else 2) - 1) * e + (_gemm_input_bytes(st) if down_in else 0)) \
+            * spec.ffn_hidden
     split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
     return replicated, split
 

@@ -139,6 +139,34 @@ _LOSS_TEXT = {
 }
 
 
+# Step-time assumptions of the kernel levers (stated, not calibrated):
+COMPILE_MEM_FRACTION = 0.6    # torch.compile: memory-bound (elementwise, norm) time left after inductor's fusion
+FP8_CAST_FRACTION = 0.15      # FP8 GEMMs: amax, scale and cast kernels, as a share of the bf16 GEMM time
+ASYNC_TP_OVERLAP = 0.8        # AsyncTP: share of the micro-step's GEMM time that can hide TP collectives
+
+
+def kernel_note(cfg: TrainingConfig) -> str:
+    """The assumption line of torch.compile, Float8 and TE fp8 (memory and step time)."""
+    parts = [("torch.compile: inductor recomputes the MLP's pointwise ops in backward (the MLP keeps its first "
+              f"linears' outputs only); step time: memory-bound ops at {COMPILE_MEM_FRACTION:.0%} of their eager "
+              "time (fusion)") if cfg.compile else "eager PyTorch: no torch.compile fusion"]
+    if cfg.float8:
+        parts.append("torchao Float8: GEMMs at the GPU's fp8 dense peak (+"
+                     f"{FP8_CAST_FRACTION:.0%} of the bf16 GEMM time for amax/scale/cast kernels), FSDP all-gathers "
+                     "the blocks in fp8 (1 B per parameter); activations saved in bf16 (torchao saves the "
+                     "high-precision inputs); embedding and output layer stay bf16")
+    if cfg.precision == "fp8":
+        parts.append("fp8 (Transformer Engine style): bf16 weights with fp32 master weights, the fp8 copy of each "
+                     "weight and of its transpose cached (2 B per parameter), GEMM inputs saved in fp8, GEMMs at "
+                     f"the fp8 dense peak (+{FP8_CAST_FRACTION:.0%} for casts); attention and MFU in bf16")
+    if not (cfg.float8 or cfg.precision == "fp8"):
+        parts.append("no FP8 (add --float8 or --precision fp8)")
+    if cfg.async_tp and cfg.plan.tp > 1:
+        parts.append(f"AsyncTP: tensor-parallel collectives hidden behind up to {ASYNC_TP_OVERLAP:.0%} of the "
+                     "micro-step's GEMM time")
+    return "; ".join(parts)
+
+
 def host_link_gbps(gpu: GpuSpec) -> float:
     return HOST_LINK_GBPS.get(gpu.architecture.split()[0], HOST_LINK_DEFAULT_GBPS)
 

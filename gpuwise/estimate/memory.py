@@ -19,7 +19,7 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
-from gpuwise.estimate.levers import ACT_OFFLOAD_RESIDENT, blocked, check_levers, lever_notes, resolve
+from gpuwise.estimate.levers import ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note, lever_notes, resolve
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
@@ -320,7 +320,7 @@ class _Geometry:
     def __init__(self, spec: ModelSpec, sem: StateSemantics, lm_head: bool, micro_batch: int, seq_len: int,
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
                  tp: int, pp: int, cp: int, sp: bool, zero: int, loss: str = "eager",
-                 lora_targets: str = "q,v", low_norms: bool = False):
+                 lora_targets: str = "q,v", low_norms: bool = False, compiled: bool = False, float8: bool = False):
         self.spec, self.sem, self.lm_head, self.tp, self.pp, self.recompute = spec, sem, lm_head, tp, pp, recompute
         self.counts = counts = param_counts(spec)
         self.lora = lora = lora_rank > 0
@@ -337,6 +337,7 @@ class _Geometry:
         self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
                                         bytes_per_value=_act_bytes_per_value(precision), flash=flash,
                                         recompute=recompute, frozen_base=lora, low_norms=low_norms,
+                                        compiled=compiled, fp8_inputs=precision == "fp8",
                                         adapted=lora_modules(lora_targets) if lora else frozenset(),
                                         sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
                                         hf_eager=sem.framework != "megatron")
@@ -353,6 +354,8 @@ class _Geometry:
         self.root_bwd = fsdp and not self.pp_fsdp and not lora
         self.tied_bwd = (not fsdp and sem.framework != "megatron" and spec.tied_embeddings and pp == 1
                          and not lora)
+        # torchao Float8 with FSDP2: the block's parameters are all-gathered in fp8 (1 B each)
+        self.gather_b = 1.0 if float8 and fsdp else sem.compute
         self._stages: dict[int, tuple[dict, dict]] = {}
 
     def _block(self, n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:
@@ -400,7 +403,7 @@ class _Geometry:
             layer_stack=_stack_bytes(spec, st, 1, cross) if n_i else 0.0,
             block_cast=big_train * sem.compute if autocast else 0.0,
             acc_grads=trainable * sem.reduce if pp_fsdp else 0.0,
-            block_compute=big * sem.compute if fsdp and not pp_fsdp else 0.0,
+            block_compute=big * self.gather_b if fsdp and not pp_fsdp else 0.0,
             block_grad_temp=(big_train * (sem.compute + (0.0 if pp_fsdp else sem.reduce)) if fsdp else 0.0),
             head_compute=flat * sem.compute if fsdp and not pp_fsdp else 0.0,   # the root group stays gathered
             stack=(enc_i * _stack_bytes(spec, st, 1) + _stack_bytes(spec, st, dec_i, self.t5) if n_i else 0.0),
@@ -431,7 +434,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     lev = resolve(cfg)
     geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
                     cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp, p.zero,
-                    lev.loss_kernel, cfg.lora_targets, lev.low_norms)
+                    lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile, cfg.float8)
     n_shard = _shard_group(cfg)
     z3 = n_shard if p.zero >= 3 else 1
     z2 = n_shard if p.zero >= 2 else 1
@@ -563,8 +566,7 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
         acts, *lever_notes(_loss_cfg(cfg, sem), cfg.lora_rank and adapter_params(spec, cfg.lora_rank, cfg.lora_targets)
                            or param_count(spec)), seq,
         f"peak: {phase}" + (f" on pipeline stage {stage}" if p.pp > 1 else "") + " (gpuwise.estimate.memory_timeline)",
-        "eager PyTorch: no torch.compile fusion (compile frees some elementwise activations), no Float8 "
-        "(Float8 training adds fp8 weight casts and saves fp8 matmul inputs)",
+        kernel_note(cfg),
         describe_overhead(),
         stack_row(cfg.stack).describe(),
     ]

@@ -120,12 +120,13 @@ class Hardware:
     intra_gbps: float          # per-GPU unidirectional GPU-GPU bandwidth in a node (GB/s)
     inter_node_gbps: float     # per-node NIC bandwidth (GB/s)
     gpus_per_node: int
+    fp8_flops: float = 0.0     # dense fp8 tensor peak (FLOP/s; 0: none, FP8 GEMMs run at peak_flops)
 
 
 def _rates(hw: Hardware) -> Hardware:
     """`hw` less its network (zeroed): what `row_times` reads, so `linear_rows` is computed once per GPU and
     precision, not once per node size and network too."""
-    return Hardware(hw.peak_flops, hw.vector_flops, hw.hbm_bytes_s, 0.0, 0.0, 0)
+    return Hardware(hw.peak_flops, hw.vector_flops, hw.hbm_bytes_s, 0.0, 0.0, 0, hw.fp8_flops)
 
 
 def row_times(work, hw: Hardware, eff: OpEfficiency) -> np.ndarray:
@@ -240,20 +241,39 @@ def _micro_operator_time(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, ef
 
 def micro_step_compute_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
     """Operator time of one micro-step of ``cfg`` (``transformer_step``'s compute_s / grad_accum)."""
-    return _micro_operator_time(model, cfg, hw, eff)[0]
+    return _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))[0]
+
+
+def _kernel_levers(cfg: TrainingConfig, hw: Hardware, op_time: tuple) -> tuple:
+    """`_operator_time`'s result under torch.compile (memory-bound time fused) and FP8 GEMMs (torchao Float8 or
+    TE fp8: the GEMM time at the fp8 peak plus the casts); the factors are levers.py's stated assumptions."""
+    if not (cfg.compile or cfg.float8 or cfg.precision == "fp8"):
+        return op_time
+    from gpuwise.estimate.levers import COMPILE_MEM_FRACTION, FP8_CAST_FRACTION
+
+    total, (gemm, attn, mem), layers, launch = op_time
+    if cfg.compile:
+        mem *= COMPILE_MEM_FRACTION
+    if (cfg.float8 or cfg.precision == "fp8") and hw.fp8_flops > hw.peak_flops:
+        gemm *= hw.peak_flops / hw.fp8_flops + FP8_CAST_FRACTION
+    return gemm + attn + mem, (gemm, attn, mem), layers, launch
 
 
 def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
     busiest GPU."""
     p, vb = cfg.plan, _value_bytes(cfg)
-    t_micro, by_class, layers, launch_s = _micro_operator_time(model, cfg, hw, eff)
+    t_micro, by_class, layers, launch_s = _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
     t_tp = 0.0
     if p.tp > 1:
         # re-run block forwards repeat their 4 forward transfers (full: every block; layer-K: every K-th)
         units = TP_TRANSFERS + 4 * reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)
         t_tp = layers * units * comm.ring_gather_s(tokens * model.hidden * vb, p.tp, group_gbps(p.tp, 1, hw))
+        if cfg.async_tp:        # collectives decomposed and overlapped with the GEMMs they feed (levers.py)
+            from gpuwise.estimate.levers import ASYNC_TP_OVERLAP
+
+            t_tp = max(0.0, t_tp - ASYNC_TP_OVERLAP * by_class[GEMM])
     t_cp = 0.0
     if p.cp > 1:
         kv = model.n_kv_heads * (model.head_dim or model.hidden // model.n_heads)
@@ -285,8 +305,8 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
     lat = comm.HOP_LATENCY_S if dp_bw >= hw.intra_gbps else comm.NET_LATENCY_S
     t_dp = 0.0
     if n_dp > 1 and local > 0:
-        if p.zero >= 3:
-            per_micro = 3 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat)
+        if p.zero >= 3:         # forward and backward all-gathers (fp8 under Float8: half the bytes) + reduce-scatter
+            per_micro = (2 * (0.5 if cfg.float8 else 1.0) + 1) * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat)
             t_dp = m * max(0.0, per_micro - FSDP_OVERLAP * t_one)
         else:
             t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)

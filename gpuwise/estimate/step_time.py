@@ -180,6 +180,10 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                            "skip their weight gradient")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
     assumptions.append(eff.text)
+    if cfg.compile or cfg.float8 or cfg.async_tp or cfg.precision == "fp8":
+        from gpuwise.estimate.levers import kernel_note
+
+        assumptions.append("step time: " + kernel_note(cfg))
     assumptions.append("tensor-parallel transfers (8 per layer, activation-sized) not overlapped; context-parallel "
                        "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
                        "(FSDP: 80% of each); ring collectives at "
@@ -220,7 +224,7 @@ def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: fl
     from gpuwise.estimate.roofline_step import Hardware
 
     return Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
-                    gpus_per_node)
+                    gpus_per_node, (gpu.fp8_tflops or 0.0) * 1e12)
 
 
 def step_time_lower_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:

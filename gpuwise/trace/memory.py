@@ -120,7 +120,8 @@ def _untraced(cfg: TrainingConfig) -> None:
         ("--cpu-offload", cfg.cpu_offload), ("--optimizer-in-backward", cfg.optimizer_in_backward),
         ("--activation-offload", cfg.activation_offload), (f"loss kernel {lev.loss_kernel}", lev.loss_kernel != "eager"),
         (f"--lora-targets {cfg.lora_targets}", cfg.lora_rank > 0 and cfg.lora_targets != LORA_DEFAULT),
-        (f"--optimizer {cfg.optimizer}", lev.paged), (f"stack {cfg.stack}'s gradient buffer / norms",
+        (f"--optimizer {cfg.optimizer}", lev.paged), ("--compile", cfg.compile), ("--float8", cfg.float8),
+        ("--precision fp8", cfg.precision == "fp8"), (f"stack {cfg.stack}'s gradient buffer / norms",
                                                       lev.fp32_main_grad or lev.low_norms)) if on]
     if what:
         raise InputError("method", "trace", "the trace does not model " + ", ".join(what)

@@ -83,6 +83,9 @@ class Training(_Strict):
                               "(needs ZeRO 3)")
     optimizer_in_backward: bool = Field(False, description="step each parameter in its gradient hook")
     activation_offload: bool = Field(False, description="saved activations offloaded to host memory")
+    compile: bool = Field(False, description="torch.compile of each block")
+    float8: bool = Field(False, description="torchao Float8 training (FP8 GEMMs, FP8 all-gather)")
+    async_tp: bool = Field(False, description="asynchronous tensor parallelism (TP collectives overlapped)")
     quantize: Optional[Literal["nf4"]] = Field(None, description='"nf4" = 4-bit frozen base (QLoRA)')
     lr_scaling: str = Field("adascale", description="learning-rate scaling rule with batch: " + ", ".join(LR_RULES))
     noise_scale: Optional[float] = Field(None, gt=0, description="gradient noise scale (samples), if measured")
@@ -130,7 +133,8 @@ class Training(_Strict):
         return dict(precision=self.precision or stack_row(self.stack).precision, optimizer=self.optimizer,
                     recompute=self.recompute, lora_rank=self.lora_rank, quantize=self.quantize, stack=self.stack,
                     lora_targets=self.lora_targets, loss_kernel=self.loss_kernel, cpu_offload=self.cpu_offload,
-                    optimizer_in_backward=self.optimizer_in_backward, activation_offload=self.activation_offload)
+                    optimizer_in_backward=self.optimizer_in_backward, activation_offload=self.activation_offload,
+                    compile=self.compile, float8=self.float8, async_tp=self.async_tp)
 
     @property
     def batch_range(self) -> tuple[int, int]:

@@ -10,7 +10,9 @@ from functools import lru_cache
 
 from gpuwise.workload.stacks import stack_names
 
-PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
+# fp8: Transformer Engine style FP8 training: bf16 parameters with fp32 master weights (as bf16-mixed), FP8 GEMMs
+# with fp8 copies of the weights (and their transposes) cached, and the GEMM inputs saved for backward in fp8
+PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16", "fp8")
 # adamw8bit / paged_adamw8bit: bitsandbytes' names (adamw-8bit is the older gpuwise spelling of adamw8bit);
 # paged: the state lives in CUDA unified memory, outside PyTorch's allocator, paged to host under pressure
 OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit", "adamw8bit", "paged_adamw8bit")
@@ -125,6 +127,9 @@ class TrainingConfig:
     optimizer_in_backward: bool = False   # each parameter stepped in its gradient hook (no full gradient set)
     activation_offload: bool = False      # saved activations moved to host memory during forward
     lora_targets: str = LORA_DEFAULT      # LORA_MODULES, comma-separated, or all-linear
+    compile: bool = False           # torch.compile (inductor) of each block
+    float8: bool = False            # torchao Float8 training: FP8 GEMMs and FP8 all-gather of FSDP parameters
+    async_tp: bool = False          # asynchronous tensor parallelism: TP collectives overlapped with the GEMMs
 
     def global_batch(self) -> int:
         return self.micro_batch * self.grad_accum * self.plan.dp
