@@ -170,3 +170,48 @@ def test_lever_flags_refused_where_they_cannot_run(capsys):
     assert err.count("\n") == 1 and "--zero 3" in err
     assert main(["memory", "llama-3.1-8b", "--loss-kernel", "fast"]) == 2
     assert "loss-kernel" in capsys.readouterr().err
+
+
+def test_compile_keeps_fewer_mlp_activations_and_fuses_memory_bound_time():
+    st = act.ActivationSetting(micro_batch=1, seq_len=2048)
+    eager, comp = act.mlp_bytes_per_token(L8, st), act.mlp_bytes_per_token(L8, replace(st, compiled=True))
+    assert eager[1] - comp[1] == 2 * L8.ffn_hidden * 2          # act(gate) and the product are recomputed
+    cfg = TrainingConfig(micro_batch=2, seq_len=4096, plan=FSDP8)
+    h100 = get_gpu("H100")
+    on, off = job_performance(L8, replace(cfg, compile=True), h100), job_performance(L8, cfg, h100)
+    assert on.memory.activations < off.memory.activations and on.step.step_time_s < off.step.step_time_s
+    assert any(a.startswith("step time: torch.compile") for a in on.step.assumptions)
+    assert any(a.startswith("torch.compile") for a in on.memory.assumptions)
+
+
+def test_float8_and_te_fp8_run_gemms_at_the_fp8_peak_only_where_the_gpu_has_one():
+    cfg = TrainingConfig(micro_batch=1, seq_len=8192, recompute="full", plan=ParallelPlan(dp=8, tp=8, sp=True, zero=3))
+    h100, a100 = get_gpu("H100"), get_gpu("A100-80GB")
+    base = job_performance(L70, cfg, h100)
+    f8 = job_performance(L70, replace(cfg, float8=True), h100)
+    te = job_performance(L70, replace(cfg, precision="fp8"), h100)
+    assert f8.step.step_time_s < base.step.step_time_s and te.step.step_time_s < base.step.step_time_s
+    assert f8.memory.temporaries < base.memory.temporaries                 # blocks gathered in fp8
+    # TE fp8 caches the fp8 weight and its transpose: 2 B per parameter more than bf16-mixed
+    te_mem, bf = te.memory, base.memory
+    assert te_mem.parameters - bf.parameters == pytest.approx(2 * bf.parameters / 4, rel=1e-6)
+    # the A100 has no fp8 tensor cores: same GEMM time (the casts are not charged either)
+    assert job_performance(L70, replace(cfg, float8=True), a100).step.step_time_s == pytest.approx(
+        job_performance(L70, cfg, a100).step.step_time_s, rel=1e-9)
+
+
+def test_async_tp_hides_tensor_parallel_collectives():
+    cfg = TrainingConfig(micro_batch=1, seq_len=8192, recompute="full", plan=ParallelPlan(dp=8, tp=8, sp=True, zero=3))
+    h100 = get_gpu("H100")
+    on, off = job_performance(L70, replace(cfg, async_tp=True), h100).step, job_performance(L70, cfg, h100).step
+    assert on.comm_s < off.comm_s and on.compute_s == pytest.approx(off.compute_s)
+    assert any("AsyncTP" in a for a in on.assumptions)
+
+
+def test_step_time_bound_stays_below_the_step_under_kernel_levers():
+    from gpuwise.estimate.step_time import analytical_step_time, step_time_lower_bound
+
+    h100 = get_gpu("H100")
+    for kw in ({"compile": True}, {"float8": True}, {"precision": "fp8"}, {"cpu_offload": True}):
+        cfg = TrainingConfig(micro_batch=2, seq_len=4096, plan=FSDP8, **kw)
+        assert step_time_lower_bound(L8, cfg, h100) <= analytical_step_time(L8, cfg, h100).step_time_s

@@ -306,7 +306,8 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
     t_dp = 0.0
     if n_dp > 1 and local > 0:
         if p.zero >= 3:         # forward and backward all-gathers (fp8 under Float8: half the bytes) + reduce-scatter
-            per_micro = (2 * (0.5 if cfg.float8 else 1.0) + 1) * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat)
+            fp8_gather = cfg.float8 and hw.fp8_flops > hw.peak_flops      # torchao runs where fp8 tensor cores are
+            per_micro = (2 * (0.5 if fp8_gather else 1.0) + 1) * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat)
             t_dp = m * max(0.0, per_micro - FSDP_OVERLAP * t_one)
         else:
             t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)

@@ -184,6 +184,9 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         from gpuwise.estimate.levers import kernel_note
 
         assumptions.append("step time: " + kernel_note(cfg))
+        if (cfg.float8 or cfg.precision == "fp8") and not gpu.fp8_tflops:
+            assumptions.append(f"{gpu.name} has no fp8 tensor cores (FP8 training needs compute capability 8.9+): "
+                               "timed as bf16")
     assumptions.append("tensor-parallel transfers (8 per layer, activation-sized) not overlapped; context-parallel "
                        "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
                        "(FSDP: 80% of each); ring collectives at "
