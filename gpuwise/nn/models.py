@@ -48,7 +48,8 @@ class CausalLM(nn.Module):
         self.head = None
         self.head_weight = None
         if head and not spec.tied_embeddings:
-            self.head = make_linear(h, v, spec.family in _LM_HEAD_BIAS, _sixteen_bit(adapters), False)
+            self.head = make_linear(h, v, spec.family in _LM_HEAD_BIAS, _sixteen_bit(adapters),
+                                    adapters is not None and adapters.on("head"))
         elif head and not embed:                       # pipeline last stage keeps its copy of the tied table
             self.head_weight = nn.Parameter(torch.empty(v, h))
 

@@ -113,13 +113,10 @@ def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
 def _untraced(cfg: TrainingConfig) -> None:
     """InputError for levers the trace does not run (the analytic method models them: gpuwise.estimate.levers)."""
     from gpuwise.estimate.levers import resolve
-    from gpuwise.workload.training import LORA_DEFAULT
-
     lev = resolve(cfg)
     what = [name for name, on in (
         ("--cpu-offload", cfg.cpu_offload), ("--optimizer-in-backward", cfg.optimizer_in_backward),
         ("--activation-offload", cfg.activation_offload), (f"loss kernel {lev.loss_kernel}", lev.loss_kernel != "eager"),
-        (f"--lora-targets {cfg.lora_targets}", cfg.lora_rank > 0 and cfg.lora_targets != LORA_DEFAULT),
         (f"--optimizer {cfg.optimizer}", lev.paged), ("--compile", cfg.compile), ("--float8", cfg.float8),
         ("--precision fp8", cfg.precision == "fp8"), (f"stack {cfg.stack}'s gradient buffer / norms",
                                                       lev.fp32_main_grad or lev.low_norms)) if on]
