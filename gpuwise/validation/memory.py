@@ -12,7 +12,8 @@ Row sources and how they are read:
 - hf_transformers_docs_bert_large_memory.csv: device totals (nvidia-smi) of bert-large-uncased
   sequence classification in fp32 with the HF Trainer (AdamW, eager attention), at the doc's
   sequence length 512.
-- peft_readme_memory_a100_80gb.csv: HF PEFT README, A100-80GB; the README does not state batch,
+- peft_readme_memory_a100_80gb.csv: HF PEFT README, A100-80GB (its example scripts: plain PyTorch /
+  accelerate loops, so the pytorch stack); the README does not state batch,
   sequence length or dtype: the PEFT example scripts' settings are assumed (fp32, batch 8,
   64 tokens, LoRA rank 8), and GB is read as 1e9 bytes of device memory.
 """
@@ -175,7 +176,7 @@ def bert_rows(context: bool = True) -> list[tuple[dict[str, str], TrainingConfig
     for r in _read("hf_transformers_docs_bert_large_memory.csv"):
         cfg = TrainingConfig(micro_batch=int(r["per_device_train_batch_size"]), seq_len=512,
                              grad_accum=int(r["gradient_accumulation_steps"]), precision="fp32", optimizer="adamw",
-                             flash_attention=False)
+                             flash_attention=False, stack="hf-trainer")
         out.append((r, cfg))
     return out
 
@@ -214,10 +215,10 @@ def _peft_rows() -> list[ValidationRow]:
             fits = est.per_gpu_gib <= 80
             out.append(ValidationRow(label, "reported OOM on an 80 GB GPU", None, est.per_gpu_gib, "GiB", "checked",
                                      f"estimator says {'fits' if fits else 'does not fit'} in 80 GiB; " + note,
-                                     passed=not fits, stack="hf-trainer"))
+                                     passed=not fits, stack="pytorch"))
             continue
         out.append(ValidationRow(label, "device memory", float(r["gpu_memory_gb"]) * 1e9 / GIB, est.per_gpu_gib,
-                                 "GiB", "compared", note, stack="hf-trainer"))
+                                 "GiB", "compared", note, stack="pytorch"))
     return out
 
 
