@@ -226,9 +226,9 @@ def validate_memory() -> ValidationReport:
     """Every bundled measured row: compared, checked or not modelled (with the reason)."""
     from gpuwise.estimate.overhead import describe
 
-    from gpuwise.validation.memory_stacks import litgpt_rows
+    from gpuwise.validation.memory_stacks import litgpt_rows, torchao_rows
 
-    rows = litgpt_rows() + _bert_rows() + _peft_rows() + _megatron_rows() + _allocator_rows()
+    rows = litgpt_rows() + torchao_rows() + _bert_rows() + _peft_rows() + _megatron_rows() + _allocator_rows()
     return ValidationReport(tuple(rows), (*FITTED_ON, describe(),
                                           "Megatron rows: fp16 + Adam with an fp32 gradient buffer (18 B/param), "
                                           f"vocabulary {MEGATRON_VOCAB}, no flash attention, allocated tensors only "
