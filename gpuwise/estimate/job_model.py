@@ -225,9 +225,7 @@ class JobModel:
         noise = noise_model_for(spec, field)
         if zero is None:
             zero = spec.parallelism.zero[0] if spec.parallelism.zero else 0
-        cfg = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token else 1, grad_accum=1,
-                             precision=tr.precision, optimizer=tr.optimizer, recompute=tr.recompute,
-                             lora_rank=tr.lora_rank, quantize=tr.quantize, stack=tr.stack,
+        cfg = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token else 1, grad_accum=1, **tr.config_fields(),
                              plan=ParallelPlan(dp=1, tp=tp, pp=pp, zero=zero))
         local = max_local_bsz or tr.micro_batch or largest_micro_batch(model, cfg, g)
         if local < 1:

@@ -100,7 +100,7 @@ def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
 
     traits(spec)
     recompute_policy(cfg.recompute)
-    _untraced(cfg)
+    _untraced(spec, cfg)
     check_config(spec, replace(cfg, recompute="none"))     # the other fields, as the analytic path checks them
     p = cfg.plan
     if schedule not in PP_SCHEDULES:
@@ -110,13 +110,14 @@ def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
                          "tokens per rank")
 
 
-def _untraced(cfg: TrainingConfig) -> None:
+def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
     """InputError for levers the trace does not run (the analytic method models them: gpuwise.estimate.levers)."""
     from gpuwise.estimate.levers import resolve
     lev = resolve(cfg)
     what = [name for name, on in (
         ("--cpu-offload", cfg.cpu_offload), ("--optimizer-in-backward", cfg.optimizer_in_backward),
-        ("--activation-offload", cfg.activation_offload), (f"loss kernel {lev.loss_kernel}", lev.loss_kernel != "eager"),
+        ("--activation-offload", cfg.activation_offload), (f"loss kernel {lev.loss_kernel}", lev.loss_kernel not in ("eager", "chunked")),
+        (f"a chunked loss for {spec.family}", lev.loss_kernel == "chunked" and spec.family in ("t5", "bert", "roberta")),
         (f"--optimizer {cfg.optimizer}", lev.paged), ("--compile", cfg.compile), ("--float8", cfg.float8),
         ("--precision fp8", cfg.precision == "fp8"), (f"stack {cfg.stack}'s gradient buffer / norms",
                                                       lev.fp32_main_grad or lev.low_norms)) if on]

@@ -162,6 +162,11 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     if lora:
         _frozen_to_buffers(model)
     apply_recompute(model, cfg.recompute, first_layer)
+    from gpuwise.estimate.levers import resolve
+    from gpuwise.workload.training import LOSS_CHUNKS
+
+    if resolve(cfg).loss_kernel == "chunked" and hasattr(model, "loss_chunks"):
+        model.loss_chunks = LOSS_CHUNKS
     model.train()
     return model
 
