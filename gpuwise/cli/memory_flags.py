@@ -69,7 +69,7 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--async-tp", action="store_true", default=None,
                         help="asynchronous tensor parallelism: TP collectives overlapped with GEMMs")
     parser.add_argument("--lora-targets", default=None, metavar="T",
-                        help=f"LoRA target modules q,k,v,o,gate,up,down (comma-separated) or all-linear "
+                        help=f"LoRA target modules q,k,v,o,gate,up,down,head (comma-separated) or all-linear "
                              f"(default {LORA_DEFAULT})")
 
 

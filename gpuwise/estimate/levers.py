@@ -100,11 +100,21 @@ def refuse_blocked(cfg: TrainingConfig) -> None:
 
 def lever_notes(cfg: TrainingConfig, trainable: float) -> list[str]:
     """One assumption line per lever in effect (stack defaults say so)."""
+    p = cfg.plan
+    return list(_lever_notes(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.cpu_offload, cfg.optimizer_in_backward,
+                             cfg.activation_offload, p.dp * p.cp, trainable))
+
+
+@lru_cache(maxsize=1024)   # the same lines for every micro-batch and accumulation of a search
+def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offload: bool, in_bwd: bool,
+                 act_offload: bool, shards: int, trainable: float) -> tuple[str, ...]:
+    cfg = TrainingConfig(stack=stack, loss_kernel=loss_kernel, optimizer=optimizer, cpu_offload=cpu_offload,
+                         optimizer_in_backward=in_bwd, activation_offload=act_offload)
     lev = resolve(cfg)
     from_stack = "" if cfg.loss_kernel else f" ({cfg.stack} default)"
     out = [f"loss kernel {lev.loss_kernel}{from_stack}" + _LOSS_TEXT[lev.loss_kernel]]
     if cfg.cpu_offload:
-        host = trainable * 16 / (cfg.plan.dp * cfg.plan.cp)
+        host = trainable * 16 / shards
         out.append("FSDP CPU offload: sharded parameters, gradients and optimizer state in pinned host memory "
                    f"(~{host / 2 ** 30:.1f} GiB of host memory per GPU at 4 + 4 + 8 B per parameter), the optimizer "
                    "step on the CPU; the GPU keeps the gathered blocks, the root group, one block's gradient and "
@@ -123,7 +133,7 @@ def lever_notes(cfg: TrainingConfig, trainable: float) -> list[str]:
     if lev.optimizer_impl == "foreach":
         out.append(f"optimizer implementation foreach ({cfg.stack} default): the multi-tensor step allocates one "
                    "fp32 temporary per parameter for sqrt(v)")
-    return out
+    return tuple(out)
 
 
 _LOSS_TEXT = {
@@ -147,21 +157,26 @@ ASYNC_TP_OVERLAP = 0.8        # AsyncTP: share of the micro-step's GEMM time tha
 
 def kernel_note(cfg: TrainingConfig) -> str:
     """The assumption line of torch.compile, Float8 and TE fp8 (memory and step time)."""
+    return _kernel_note(cfg.compile, cfg.float8, cfg.precision == "fp8", cfg.async_tp and cfg.plan.tp > 1)
+
+
+@lru_cache(maxsize=64)
+def _kernel_note(compiled: bool, float8: bool, te_fp8: bool, async_tp: bool) -> str:
     parts = [("torch.compile: inductor recomputes the MLP's pointwise ops in backward (the MLP keeps its first "
               f"linears' outputs only); step time: memory-bound ops at {COMPILE_MEM_FRACTION:.0%} of their eager "
-              "time (fusion)") if cfg.compile else "eager PyTorch: no torch.compile fusion"]
-    if cfg.float8:
+              "time (fusion)") if compiled else "eager PyTorch: no torch.compile fusion"]
+    if float8:
         parts.append("torchao Float8: GEMMs at the GPU's fp8 dense peak (+"
                      f"{FP8_CAST_FRACTION:.0%} of the bf16 GEMM time for amax/scale/cast kernels), FSDP all-gathers "
                      "the blocks in fp8 (1 B per parameter); activations saved in bf16 (torchao saves the "
                      "high-precision inputs); embedding and output layer stay bf16")
-    if cfg.precision == "fp8":
+    if te_fp8:
         parts.append("fp8 (Transformer Engine style): bf16 weights with fp32 master weights, the fp8 copy of each "
                      "weight and of its transpose cached (2 B per parameter), GEMM inputs saved in fp8, GEMMs at "
                      f"the fp8 dense peak (+{FP8_CAST_FRACTION:.0%} for casts); attention and MFU in bf16")
-    if not (cfg.float8 or cfg.precision == "fp8"):
+    if not (float8 or te_fp8):
         parts.append("no FP8 (add --float8 or --precision fp8)")
-    if cfg.async_tp and cfg.plan.tp > 1:
+    if async_tp:
         parts.append(f"AsyncTP: tensor-parallel collectives hidden behind up to {ASYNC_TP_OVERLAP:.0%} of the "
                      "micro-step's GEMM time")
     return "; ".join(parts)

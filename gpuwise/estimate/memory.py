@@ -461,7 +461,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             accumulating=micro > held or sem.framework == "megatron",
             late_grads=(m["late"] / z2 if micro == 1 and not geo.pp_fsdp and not offload and not host_states
                         and not in_bwd else 0.0),
-            opt_temp=0.0 if host_states or in_bwd else _optimizer_temp(cfg, sem, m["trainable"] / z1),
+            opt_temp=0.0 if host_states or in_bwd else _optimizer_temp(cfg, lev, sem, m["trainable"] / z1),
             in_flight=held,
             root_grad_temp=m["flat"] * (sem.compute + sem.reduce - sem.reduce / z3) if m["root"] else 0.0,
             # (with accumulation the earlier micro-batches' gradients of the root are there too)
@@ -498,10 +498,10 @@ def _cast_keeping_blocks(recompute: str, n_blocks: int) -> int:
 
 
 
-def _optimizer_temp(cfg: TrainingConfig, sem, local_trainable: float) -> float:
+def _optimizer_temp(cfg: TrainingConfig, lev, sem, local_trainable: float) -> float:
     # fused (torchtitan's default) and per-tensor loops make no step-wide temporaries; foreach (PyTorch's own CUDA
     # default, the HF Trainer's adamw_torch) allocates sqrt(v) for every parameter of the step
-    if (resolve(cfg).optimizer_impl != "foreach" or sem.framework != "torch" or cfg.offload_optimizer
+    if (lev.optimizer_impl != "foreach" or sem.framework != "torch" or cfg.offload_optimizer
             or cfg.optimizer not in ("adam", "adamw")):
         return 0.0
     return local_trainable * (2 if cfg.precision == "bf16" else 4)
@@ -545,6 +545,11 @@ def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimize
            if sp and sem.framework == "torch" else ""))
 
 
+@lru_cache(maxsize=16)
+def _stack_text(stack: str) -> str:
+    return stack_row(stack).describe()
+
+
 def _loss_cfg(cfg: TrainingConfig, sem: StateSemantics) -> TrainingConfig:
     """`cfg` with the loss the estimate used (Megatron's own when its semantics are asked for)."""
     if sem.framework == "megatron" and resolve(cfg).loss_kernel == "eager":
@@ -568,7 +573,7 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
         f"peak: {phase}" + (f" on pipeline stage {stage}" if p.pp > 1 else "") + " (gpuwise.estimate.memory_timeline)",
         kernel_note(cfg),
         describe_overhead(),
-        stack_row(cfg.stack).describe(),
+        _stack_text(cfg.stack),
     ]
     if p.pp > 1:
         out.append(f"pipeline schedule {schedule}: stage {stage} holds {in_flight(schedule, p.pp, stage, cfg.grad_accum):g} "
