@@ -162,6 +162,8 @@ def test_trace_refuses_levers_it_does_not_run():
 
     with pytest.raises(InputError, match="does not model --cpu-offload.*--method analytic"):
         trace_memory(L8, TrainingConfig(plan=FSDP8, cpu_offload=True))
+    with pytest.raises(InputError, match="--optimizer-in-backward with FSDP"):
+        trace_memory(L8, TrainingConfig(plan=FSDP8, optimizer_in_backward=True))
 
 
 def test_lever_flags_refused_where_they_cannot_run(capsys):
@@ -228,3 +230,14 @@ def test_trace_runs_lora_targets_and_chunked_loss_and_agrees_with_the_analytic_m
     # each lever moves the estimate by more than the agreement tolerance
     for other in ({"lora_targets": "q,v"}, {"loss_kernel": "eager"}):
         assert abs(estimate_memory(spec, replace(cfg, **other), context=False).allocated / traced - 1) > 0.02
+
+
+def test_trace_runs_optimizer_in_backward_and_agrees_with_the_analytic_model():
+    pytest.importorskip("torch")
+    from gpuwise.trace import trace_memory
+
+    spec = load_model("mpt-125m")            # a short sequence: the model states make the peak
+    cfg = TrainingConfig(micro_batch=1, seq_len=64, optimizer_in_backward=True)
+    traced = trace_memory(spec, cfg).peak_allocated_bytes
+    assert estimate_memory(spec, cfg, context=False).allocated == pytest.approx(traced, rel=0.01)
+    assert estimate_memory(spec, replace(cfg, optimizer_in_backward=False), context=False).allocated > 1.1 * traced

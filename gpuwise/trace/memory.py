@@ -115,7 +115,8 @@ def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
     from gpuwise.estimate.levers import resolve
     lev = resolve(cfg)
     what = [name for name, on in (
-        ("--cpu-offload", cfg.cpu_offload), ("--optimizer-in-backward", cfg.optimizer_in_backward),
+        ("--cpu-offload", cfg.cpu_offload),
+        ("--optimizer-in-backward with FSDP", cfg.optimizer_in_backward and cfg.plan.zero == 3),
         ("--activation-offload", cfg.activation_offload), (f"loss kernel {lev.loss_kernel}", lev.loss_kernel not in ("eager", "chunked")),
         (f"a chunked loss for {spec.family}", lev.loss_kernel == "chunked" and spec.family in ("t5", "bert", "roberta")),
         (f"--optimizer {cfg.optimizer}", lev.paged), ("--compile", cfg.compile), ("--float8", cfg.float8),
