@@ -119,6 +119,15 @@ def test_every_stack_is_a_row_with_a_source_and_is_stated(capsys):
     assert mixed["config"]["precision"] == "bf16-mixed" and mixed["allocated_gib"] > out["allocated_gib"]
 
 
+def test_estimate_states_the_stack_and_its_levers(capsys):
+    out = run_json(capsys, "estimate", "--model", "llama-3.1-8b", "--gpu", "H100", "--gpus", "8", "--zero", "3",
+                   "--batch-size", "2", "--stack", "torchtune", "--json")
+    assert out["stack"] == "torchtune" and out["precision"] == "bf16"
+    assert any(a.startswith("stack torchtune") for a in out["assumptions"])
+    assert any(a.startswith("loss kernel chunked (torchtune default)") for a in out["assumptions"])
+    assert any("no litgpt row" in a or "no torchtune row is fitted" in a for a in out["assumptions"])
+
+
 def test_stack_defaults_change_what_is_allocated():
     cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full")
     hf = estimate_memory(L8, replace(cfg, stack="hf-trainer"))       # foreach AdamW: sqrt(v) for every parameter
