@@ -16,7 +16,7 @@ from gpuwise.workload.training import ParallelPlan, TrainingConfig
     ("llama-3.1-8b", TrainingConfig(micro_batch=0), "batch-size"),
     ("llama-3.1-8b", TrainingConfig(micro_batch=-2), "batch-size"),
     ("llama-3.1-8b", TrainingConfig(seq_len=0), "seq-len"),
-    ("llama-3.1-8b", TrainingConfig(precision="fp8"), "precision"),
+    ("llama-3.1-8b", TrainingConfig(precision="fp4"), "precision"),
     ("llama-3.1-8b", TrainingConfig(optimizer="lion"), "optimizer"),
     ("llama-3.1-8b", TrainingConfig(recompute="some"), "recompute"),
     ("llama-3.1-8b", TrainingConfig(plan=ParallelPlan(zero=4)), "zero"),

@@ -21,9 +21,21 @@ def report():
     return validate_memory()
 
 
-def test_median_error_within_target(report):
-    assert len(report.errors) >= 30
-    assert report.median_abs_error <= 0.08
+def test_consistency_checks_within_target(report):
+    # formula-derived (Korthikanti) and in-sample rows: consistency checks, never the headline
+    n, med, _ = report.consistency()
+    assert n >= 30 and med <= 0.08
+
+
+def test_headline_is_external_measured_rows_per_stack(report):
+    n, med, mx = report.headline()
+    ext = [r for r in report.rows if r.kind == "external" and r.error is not None]
+    assert n == len(ext) >= 25 and all(r.kind == "external" for r in ext)
+    assert not any(r.kind == "external" for r in report.rows if r.source.startswith(("allocator", "megatron_korth")))
+    stacks = report.by_stack()
+    assert stacks["litgpt"][0] >= 20 and stacks["hf-trainer"][0] == 2 and stacks["pytorch"][0] >= 4
+    assert sum(v[0] for v in stacks.values()) == n and med <= mx
+    assert any("fitted on" in a and "allocator_reserved_vs_allocated.csv" in a for a in report.assumptions)
 
 
 def test_every_measured_row_is_accounted_for(report):
@@ -36,8 +48,8 @@ def test_every_measured_row_is_accounted_for(report):
         assert r.status in ("compared", "checked", "not modelled")
         if r.status == "not modelled":
             assert r.note and r.predicted is None
-        if r.status == "checked":
-            assert r.passed is True, r
+        if r.status == "checked":     # consistency checks pass; an external check is reported either way
+            assert r.passed is True or (r.kind == "external" and r.passed is False), r
 
 
 def test_megatron_activation_rows_close(report):
@@ -65,7 +77,7 @@ def test_allocator_rows_fit_residuals(report):
 
 
 def test_oom_rows_predicted_not_to_fit(report):
-    oom = [r for r in report.rows if r.status == "checked" and "OOM" in r.case]
+    oom = [r for r in report.rows if r.status == "checked" and "OOM" in r.case and r.source.startswith("peft")]
     assert len(oom) == 2 and all(r.predicted > 80 for r in oom)
 
 

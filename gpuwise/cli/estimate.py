@@ -14,13 +14,19 @@ import math
 
 # Defaults of the job-by-flags form. They are applied after parsing (the flags default to None) so that
 # a flag typed next to a JOB.yaml is refused instead of silently ignored.
-FLAG_DEFAULTS = {"precision": "bf16-mixed", "zero": 0, "recompute": "none", "grad_accum": 1,
+FLAG_DEFAULTS = {"zero": 0, "recompute": "none", "grad_accum": 1,
                  "tp": 1, "pp": 1, "cp": 1, "optimizer": "adamw", "lora_rank": 0,
                  "stack": "pytorch"}
-FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", *FLAG_DEFAULTS)
+LEVERS = ("cpu_offload", "loss_kernel", "optimizer_in_backward", "activation_offload", "lora_targets", "compile",
+          "float8", "async_tp")
+# precision: the stack's default when not given (memory_flags.precision_for)
+FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", "precision", *FLAG_DEFAULTS, *LEVERS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
+    from gpuwise.cli.memory_flags import add_lever_flags
+    from gpuwise.workload.training import OPTIMIZERS, STACKS
+
     parser.add_argument("job", nargs="?", help="job spec YAML (see examples/); omit to give the job by flags")
     parser.add_argument("--gpu", required=True, help="GPU type, e.g. H100, A100-80GB (see gpuwise gpus)")
     parser.add_argument("--gpus", type=int, required=True, help="number of GPUs")
@@ -34,18 +40,20 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_argument("--batch-size", type=int, help="per-GPU micro-batch (sequences or samples)")
     flags.add_argument("--seq-len", type=int,
                        help="tokens per sequence (default 2048, or the model's position table if shorter)")
-    flags.add_argument("--precision", help="fp32 | bf16-mixed | fp16-mixed | bf16")
+    flags.add_argument("--precision", help="fp32 | bf16-mixed | fp16-mixed | bf16 (default: the stack's)")
     flags.add_argument("--zero", type=int, help="ZeRO stage 0-3 (3 = FSDP full shard)")
     flags.add_argument("--recompute", help="activation recomputation: none | selective | op | layer-K | full")
-    flags.add_argument("--stack", help="software stack timing the step: pytorch (default) | megatron")
+    flags.add_argument("--stack", help="training stack whose defaults and kernel efficiencies apply: "
+                       + " | ".join(STACKS) + " (default pytorch)")
     flags.add_argument("--grad-accum", type=int, help="micro-steps per optimizer step")
     flags.add_argument("--tp", type=int, help="tensor-parallel size")
     flags.add_argument("--pp", type=int, help="pipeline stages")
     flags.add_argument("--cp", type=int, help="context-parallel size: the sequence split over C GPUs, K/V passed "
                                               "round a ring (default 1)")
-    flags.add_argument("--optimizer", help="adamw | adam | sgd | adafactor | adamw-8bit")
+    flags.add_argument("--optimizer", help=" | ".join(OPTIMIZERS) + " (default adamw)")
     flags.add_argument("--lora-rank", type=int, help="LoRA rank (0 = full fine-tuning)")
     flags.add_argument("--tokens", type=float, help="training tokens (or samples for non-token models)")
+    add_lever_flags(flags)
 
 
 def _positive(name: str, value: int | float | None, allow_zero: bool = False) -> None:
@@ -99,10 +107,15 @@ def _from_flags(args):
     if args.gpus % width:
         raise InputError("--gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")
     plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, zero=args.zero, sp=args.tp > 1)
+    from gpuwise.cli.memory_flags import lever_fields, precision_for
+
     cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=args.seq_len, grad_accum=args.grad_accum,
-                         precision=args.precision, optimizer=args.optimizer, recompute=args.recompute,
-                         lora_rank=args.lora_rank, plan=plan, stack=args.stack)
+                         precision=precision_for(args), optimizer=args.optimizer, recompute=args.recompute,
+                         lora_rank=args.lora_rank, plan=plan, stack=args.stack, **lever_fields(args))
     check_config(model, cfg)
+    from gpuwise.estimate.levers import refuse_blocked
+
+    refuse_blocked(cfg)
     amount = Amount(None, "")
     if args.tokens:
         token = model.sample_unit == "token"

@@ -10,7 +10,7 @@ DEFAULT_SEQ = 2048
 
 def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True) -> None:
     """Flags describing one training configuration (plan_flags: also --gpus/--tp/--pp/--cp/--zero/--sp)."""
-    from gpuwise.workload.training import OPTIMIZERS, PP_SCHEDULES, PRECISIONS, RECOMPUTE_POLICIES
+    from gpuwise.workload.training import OPTIMIZERS, PP_SCHEDULES, PRECISIONS, RECOMPUTE_POLICIES, STACKS
 
     parser.add_argument("model", metavar="MODEL", help="preset name (gpuwise models), path to a config.json, or a "
                         "Hugging Face id such as meta-llama/Llama-3.1-8B (pip install 'gpuwise[hf]')")
@@ -18,8 +18,10 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
     parser.add_argument("--seq-len", type=int, default=None, metavar="L",
                         help=f"tokens per sequence (default {DEFAULT_SEQ}, capped at the model's position table)")
     parser.add_argument("--grad-accum", type=int, default=1, metavar="A", help="micro-batches per step (default 1)")
-    parser.add_argument("--precision", default="bf16-mixed", metavar="P",
-                        help=f"{' | '.join(PRECISIONS)} (default bf16-mixed)")
+    parser.add_argument("--precision", default=None, metavar="P",
+                        help=f"{' | '.join(PRECISIONS)} (default: the stack's, bf16-mixed for pytorch)")
+    parser.add_argument("--stack", default="pytorch", metavar="S",
+                        help=f"training stack whose defaults apply: {' | '.join(STACKS)} (default pytorch)")
     parser.add_argument("--optimizer", default="adamw", metavar="O", help=f"{' | '.join(OPTIMIZERS)} (default adamw)")
     parser.add_argument("--recompute", default="none", metavar="R",
                         help=f"activation recompute {' | '.join(RECOMPUTE_POLICIES)} (selective = Megatron attention "
@@ -28,6 +30,7 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
     parser.add_argument("--quantize", default=None, metavar="nf4", help="4-bit frozen base (QLoRA): nf4")
     parser.add_argument("--offload-optimizer", action="store_true", help="optimizer states in host memory")
     parser.add_argument("--no-flash-attention", action="store_true", help="eager attention (keeps s^2 scores)")
+    add_lever_flags(parser)
     if plan_flags:
         parser.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs in all (default 1); dp = N/(tp*pp*cp)")
         parser.add_argument("--zero", type=int, default=0, metavar="Z", help="ZeRO stage 0-3 over dp (FSDP = 3; default 0)")
@@ -43,6 +46,46 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
     parser.add_argument("--gpu", action="extend", nargs="+", default=None, metavar="NAME",
                         help="GPU types to check (default: " + ", ".join(DEFAULT_GPUS) + ")")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_lever_flags(parser: argparse.ArgumentParser) -> None:
+    """The levers of gpuwise.estimate.levers (shared with `gpuwise estimate`)."""
+    from gpuwise.workload.training import LORA_DEFAULT, LOSS_CHUNKS, LOSS_KERNELS
+
+    parser.add_argument("--cpu-offload", action="store_true", default=None,
+                        help="FSDP CPU offload of parameters, gradients and optimizer state (needs --zero 3)")
+    loss = parser.add_mutually_exclusive_group()
+    loss.add_argument("--chunked-loss", dest="loss_kernel", action="store_const", const="chunked",
+                      help=f"cross-entropy in {LOSS_CHUNKS} token chunks (= --loss-kernel chunked)")
+    loss.add_argument("--loss-kernel", dest="loss_kernel", default=None, metavar="K",
+                      help=f"{' | '.join(LOSS_KERNELS)} (default: the stack's, eager for pytorch)")
+    parser.add_argument("--optimizer-in-backward", action="store_true", default=None,
+                        help="step each parameter in its gradient hook (no full gradient set; no grad accumulation)")
+    parser.add_argument("--activation-offload", action="store_true", default=None,
+                        help="saved activations offloaded to host memory")
+    parser.add_argument("--compile", action="store_true", default=None,
+                        help="torch.compile of each block (fused pointwise ops; MLP keeps fewer activations)")
+    parser.add_argument("--float8", action="store_true", default=None,
+                        help="torchao Float8 training: FP8 GEMMs and FP8 all-gather under FSDP")
+    parser.add_argument("--async-tp", action="store_true", default=None,
+                        help="asynchronous tensor parallelism: TP collectives overlapped with GEMMs")
+    parser.add_argument("--lora-targets", default=None, metavar="T",
+                        help=f"LoRA target modules q,k,v,o,gate,up,down,head (comma-separated) or all-linear "
+                             f"(default {LORA_DEFAULT})")
+
+
+def lever_fields(args: argparse.Namespace) -> dict:
+    """TrainingConfig fields of the lever flags that were given (the others keep their defaults)."""
+    names = ("cpu_offload", "loss_kernel", "optimizer_in_backward", "activation_offload", "lora_targets", "compile",
+             "float8", "async_tp")
+    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+
+
+def precision_for(args: argparse.Namespace) -> str:
+    """--precision, or the stack's default precision."""
+    from gpuwise.workload.stacks import stack_row
+
+    return args.precision or stack_row(getattr(args, "stack", None) or "pytorch").precision
 
 
 def seq_len_for(spec, requested: int | None) -> int:
@@ -74,11 +117,16 @@ def training_config(args: argparse.Namespace, spec, plan_flags: bool = True):
         plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, sp=sp, zero=args.zero,
                             pp_schedule=args.pp_schedule)
     quant = args.quantize.lower() if args.quantize else None
-    return TrainingConfig(micro_batch=args.batch_size, seq_len=seq_len_for(spec, args.seq_len),
-                          grad_accum=args.grad_accum, precision=args.precision, optimizer=args.optimizer,
+    cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=seq_len_for(spec, args.seq_len),
+                          grad_accum=args.grad_accum, precision=precision_for(args), optimizer=args.optimizer,
                           recompute=args.recompute, flash_attention=not args.no_flash_attention,
                           lora_rank=args.lora_rank, quantize=quant, offload_optimizer=args.offload_optimizer,
-                          plan=plan)
+                          plan=plan, stack=args.stack, **lever_fields(args))
+    if plan_flags:                      # the layout is given: refuse one the levers cannot run on
+        from gpuwise.estimate.levers import refuse_blocked
+
+        refuse_blocked(cfg)
+    return cfg
 
 
 def gpus_from(args: argparse.Namespace):
@@ -99,6 +147,9 @@ def config_dict(cfg) -> dict:
     return {"micro_batch": cfg.micro_batch, "seq_len": cfg.seq_len, "grad_accum": cfg.grad_accum,
             "precision": cfg.precision, "optimizer": cfg.optimizer, "recompute": cfg.recompute,
             "flash_attention": cfg.flash_attention, "lora_rank": cfg.lora_rank, "quantize": cfg.quantize,
-            "offload_optimizer": cfg.offload_optimizer,
+            "offload_optimizer": cfg.offload_optimizer, "stack": cfg.stack, "cpu_offload": cfg.cpu_offload,
+            "loss_kernel": cfg.loss_kernel, "optimizer_in_backward": cfg.optimizer_in_backward,
+            "activation_offload": cfg.activation_offload, "lora_targets": cfg.lora_targets, "compile": cfg.compile,
+            "float8": cfg.float8, "async_tp": cfg.async_tp,
             "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero,
                      "pp_schedule": p.pp_schedule}}

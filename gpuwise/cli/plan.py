@@ -19,6 +19,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                       help="also consider spot instances (overrides constraints.spot)")
     spot.add_argument("--no-spot", dest="spot", action="store_false", help="on-demand only")
     parser.add_argument("--max-gpus", type=int, default=None, help="most GPUs in total")
+    parser.add_argument("--stack", default=None, metavar="S",
+                        help="training stack whose defaults apply (overrides the spec's training.stack; "
+                             "see gpuwise/data/stacks/stacks.csv)")
     parser.add_argument("--top", type=int, default=10, help="how many candidates to list (default 10)")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
     parser.add_argument("--plot", metavar="FILE", default=None,
@@ -113,6 +116,11 @@ def run(args: argparse.Namespace) -> int:
     if args.export_skypilot:
         check_output_file("--export-skypilot", args.export_skypilot, (".yaml", ".yml"))
     spec = load_job(args.job)
+    if args.stack:
+        from gpuwise.workload.stacks import stack_row
+
+        stack_row(args.stack)           # InputError naming the stacks
+        spec = spec.model_copy(update={"training": spec.training.model_copy(update={"stack": args.stack})})
     job = from_jobspec(spec, clouds=args.cloud, gpus=args.gpu, spot=args.spot, max_gpus=args.max_gpus)
     from gpuwise.plan.user_prices import with_user_prices
 

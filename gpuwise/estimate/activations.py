@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 from gpuwise.estimate.lora import FUSED_QKV
 from gpuwise.workload.model_spec import ModelSpec
-from gpuwise.workload.training import recompute_policy
+from gpuwise.workload.training import LOSS_CHUNKS, recompute_policy
 
 # Families whose published configs train with dropout > 0 (masks are kept for backward).
 DROPOUT_FAMILIES = ("gpt2", "bert", "roberta", "t5")
@@ -53,13 +53,31 @@ class ActivationSetting:
     flash: bool = True        # flash attention: no s^2 tensors kept
     recompute: str = "none"   # none | selective | op | layer-K | full (training.RECOMPUTE_POLICIES)
     frozen_base: bool = False # LoRA: base weights need no gradient, so inputs kept only for them are dropped
+    adapted: frozenset = frozenset()  # LoRA target modules (lora.lora_modules): their inputs are kept (the adapters
+    #                                   read them)
     sp_keeps_gathered: bool = False  # SP as DTensor (torchtitan) does it: linears keep the gathered input;
     #                                  False = Megatron-core, which re-gathers it in backward
     hf_eager: bool = False    # eager attention as Hugging Face writes it: K/V repeated per query head and a
     #                           float32 softmax cast back (both kept); False = Megatron's fused 16-bit softmax
+    low_norms: bool = False   # low-precision norms (llm-foundry LPLayerNorm): under autocast they read and write the
+    #                           16-bit dtype, so the linears after them need no casts of their own
+    compiled: bool = False    # torch.compile: inductor's partitioner recomputes the MLP's pointwise ops in backward,
+    #                           so the MLP keeps its first linear's outputs only (gate and up / the GeLU input)
+    fp8_inputs: bool = False  # Transformer Engine fp8: GEMM inputs saved for backward in fp8 (1 B)
     autocast: bool = False    # torch.autocast over fp32 weights: the residual stream and the norms stay
     #                           fp32 and every linear keeps its own 16-bit cast of its input (autocast
     #                           caches casts of weights only), so q, k and v each hold a copy
+
+
+def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
+    """True if autograd keeps the input of a linear layer that feeds `modules`: a trainable base, or a
+    LoRA adapter on one of them."""
+    return not st.frozen_base or bool(st.adapted.intersection(modules))
+
+
+def _gemm_input_bytes(st: ActivationSetting) -> float:
+    """Bytes per value of a saved GEMM input: fp8 under Transformer Engine fp8, else the activation dtype."""
+    return 1.0 if st.fp8_inputs else st.bytes_per_value
 
 
 def has_dropout(spec: ModelSpec) -> bool:
@@ -78,8 +96,8 @@ def _input_copies(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]
     for single-norm parallel blocks the MLP reads the attention's normed input (one shared tensor
     without autocast, a separate cast with it)."""
     single = _norms(spec) == 1
-    if not st.autocast:
-        return 0.0, (-1.0 if single and not st.frozen_base else 0.0)
+    if not st.autocast or st.low_norms:
+        return 0.0, (-1.0 if single and _keeps_input(st, "gate", "up") else 0.0)
     if st.frozen_base:
         return 0.0, 0.0
     k = spec.experts_per_token if spec.n_experts > 1 else 1
@@ -94,9 +112,9 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
     e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
     h, dq, dkv = spec.hidden, spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
     kv_len = st.seq_len if kv_len is None else kv_len
-    replicated = h * e + h * mask                    # QKV input (norm output) + output-dropout mask
+    replicated = h * _gemm_input_bytes(st) + h * mask    # QKV input (norm output) + output-dropout mask
     split = (dq + 2 * dkv) * e                       # Q, K, V
-    if not st.frozen_base or st.flash:
+    if _keeps_input(st, "o") or st.flash:
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
     if st.recompute == "selective":
         pass                                         # the attention core is recomputed in backward
@@ -119,13 +137,19 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     """(replicated, split) bytes per local token for one MLP block (all routed experts), excl. norm."""
     e, mask = st.bytes_per_value, (1 if has_dropout(spec) else 0)
     k = spec.experts_per_token if spec.n_experts > 1 else 1
-    replicated = spec.hidden * mask + (0 if st.frozen_base else spec.hidden * e * k)   # first linear's input
+    # first linear's input
+    replicated = spec.hidden * mask + (spec.hidden * _gemm_input_bytes(st) * k if _keeps_input(st, "gate", "up") else 0)
     if spec.n_experts > 1:
         # the router weights multiply each routed expert's output: their gradient needs those k outputs
         replicated += spec.hidden * e * k
     # kept f-wide tensors: gated (gate, up, act(gate), product) / plain (act input, act output); a frozen
     # down-projection needs no copy of its input (product / act output)
-    per_expert = ((4 if spec.gated_mlp else 2) - (1 if st.frozen_base else 0)) * spec.ffn_hidden * e
+    down_in = _keeps_input(st, "down")
+    if st.compiled:          # gate and up (or the GeLU input) only: the down projection's input is recomputed
+        per_expert = (2 if spec.gated_mlp else 1) * spec.ffn_hidden * e
+    else:                    # the down projection's input (the last f-wide tensor) as its GEMM saves it
+        per_expert = (((4 if spec.gated_mlp else 2) - 1) * e + (_gemm_input_bytes(st) if down_in else 0)) \
+            * spec.ffn_hidden
     split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
     return replicated, split
 
@@ -139,7 +163,7 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
     m_rep, m_split = mlp_bytes_per_token(spec, st)
     norms = _norms(spec) + (1 if cross_attention else 0)
     qkv_x, mlp_x = _input_copies(spec, st) if not cross_attention else (0.0, 0.0)
-    norm_e = residual_bytes(st)                       # autocast: norm inputs are the fp32 residual stream
+    norm_e = _norm_input_bytes(st)                    # autocast: norm inputs are the fp32 residual stream
     rep = a_rep + m_rep + norms * spec.hidden * norm_e + (qkv_x + mlp_x) * spec.hidden * e
     split = a_split + m_split
     if cross_attention:                               # decoder cross-attention over the encoder output
@@ -148,7 +172,8 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
     if st.sp and st.sp_keeps_gathered:
         # DTensor SP: the column-parallel linears save the all-gathered (whole-sequence) input
         k = spec.experts_per_token if spec.n_experts > 1 else 1
-        gathered = spec.hidden * e * ((2 if cross_attention else 1) + (0 if st.frozen_base else k) + qkv_x + mlp_x)
+        gathered = spec.hidden * e * ((2 if cross_attention else 1) + (k if _keeps_input(st, "gate", "up") else 0) + qkv_x
+                                + mlp_x)
         return tokens * (gathered + (rep - gathered) / st.tp + split / st.tp)
     rep_div = st.tp if st.sp else 1
     return tokens * (rep / rep_div + split / st.tp)
@@ -163,6 +188,11 @@ def layer_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
 def residual_bytes(st: ActivationSetting) -> int:
     """Bytes per value of the residual stream between blocks (fp32 under autocast)."""
     return 4 if st.autocast else st.bytes_per_value
+
+
+def _norm_input_bytes(st: ActivationSetting) -> int:
+    """Bytes per value a norm keeps of its input: the residual stream's, or a low-precision norm's 16-bit cast."""
+    return st.bytes_per_value if st.low_norms else residual_bytes(st)
 
 
 def _matmul_outputs(spec: ModelSpec, cross_attention: bool = False) -> list[tuple[int, bool]]:
@@ -259,29 +289,48 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + 2 * k * spec.ffn_hidden / st.tp)
 
 
-def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, loss: str = "torch") -> float:
-    """What the last pipeline stage keeps for backward: the final norm's input and output and the
-    loss's saved tensor (vocabulary-parallel under TP).
+# Loss kernels (TrainingConfig.loss_kernel / the stack's default): bytes per vocabulary entry and local token
+# (kept for backward, transient at the loss boundary) and how many chunks the transient is split into. None:
+# the activation dtype's bytes (e).
+#   eager         F.cross_entropy on float32-upcast logits: the float32 log-softmax is kept (the logits are freed
+#                 before backward); its backward makes the float32 gradient of the log-softmax and of the logits
+#   chunked       the same, one of LOSS_CHUNKS token chunks at a time (torchtune CEWithChunkedOutputLoss; LitGPT
+#                 chunked_cross_entropy): every chunk's float32 log-softmax is still kept until its backward
+#   fused         a fused kernel over 16-bit logits (flash-attn's Triton cross-entropy, llm-foundry): the 16-bit
+#                 logits are kept (their log-sum-exp is per token) and the backward writes one 16-bit gradient
+#   fused-linear  fused linear cross-entropy (Liger-Kernel, Cut Cross-Entropy): no logits outlive the kernel; it
+#                 materialises one chunk's float32 logits and their gradient at a time
+#   megatron      vocab-parallel cross-entropy: logits in the model dtype plus a float32 softmax kept, the
+#                 gradient written in place
+LOSS_BYTES = {"eager": (4.0, 8.0, 1), "chunked": (4.0, 8.0, LOSS_CHUNKS), "fused": (None, None, 1),
+              "fused-linear": (0.0, 8.0, LOSS_CHUNKS), "megatron": ("e+4", 0.0, 1)}
 
-    loss="torch" (torchtitan / PyTorch cross_entropy on logits upcast to float32): only the float32
-    log-softmax is kept (the logits are freed before backward). loss="megatron": the logits in the
-    model dtype plus a float32 softmax (the Megatron-LM accounting the Korthikanti rows use)."""
+
+def _loss_bytes(loss: str, e: int) -> tuple[float, float]:
+    """(kept, transient) bytes per vocabulary entry and token of loss kernel `loss`."""
+    kept, temp, chunks = LOSS_BYTES["eager" if loss == "torch" else loss]
+    kept = e if kept is None else (e + 4.0 if kept == "e+4" else kept)
+    return kept, (e if temp is None else temp) / chunks
+
+
+def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, loss: str = "eager") -> float:
+    """What the last pipeline stage keeps for backward: the final norm's input and output and the
+    loss's saved tensor (vocabulary-parallel under TP; `loss` one of LOSS_BYTES, "torch" = eager)."""
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
-    rep = spec.hidden * (residual_bytes(st) + e) / (st.tp if st.sp else 1)   # final norm in, its output
-    per_v = 4 if loss == "torch" else e + 4
-    logits = (spec.vocab_size * per_v / st.tp) if lm_head else 0.0
+    rep = spec.hidden * (_norm_input_bytes(st) + e) / (st.tp if st.sp else 1)   # final norm in, its output
+    logits = (spec.vocab_size * _loss_bytes(loss, e)[0] / st.tp) if lm_head else 0.0
     return tokens * (rep + logits)
 
 
-def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True) -> float:
-    """Extra bytes at the loss/backward boundary on top of `head_bytes`: the float32 gradient of the
-    log-softmax and the float32 gradient of the logits it produces (2 x 4 B per vocabulary entry and
+def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, loss: str = "eager") -> float:
+    """Extra bytes at the loss/backward boundary on top of `head_bytes` (eager: the float32 gradient of
+    the log-softmax and the float32 gradient of the logits it produces, 2 x 4 B per vocabulary entry and
     token; vocabulary-parallel under TP). For 128k vocabularies this is often THE peak."""
     if not lm_head:
         return 0.0
     tokens = st.micro_batch * st.seq_len / st.cp
-    return tokens * spec.vocab_size * 8 / st.tp
+    return tokens * spec.vocab_size * _loss_bytes(loss, st.bytes_per_value)[1] / st.tp
 
 
 def embedding_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

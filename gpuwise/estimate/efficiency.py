@@ -22,7 +22,9 @@ from gpuwise.data import data_path, read_commented_csv
 from gpuwise.hardware.types import GpuSpec
 
 # precision of a TrainingConfig -> GpuSpec.peak_tflops dtype
-COMPUTE_DTYPE = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "bf16": "bf16", "fp32": "fp32", "tf32": "tf32"}
+# fp8: the bf16 peak times every op but the GEMMs, which roofline_step runs at the fp8 peak (MFU against bf16)
+COMPUTE_DTYPE = {"bf16-mixed": "bf16", "fp16-mixed": "fp16", "bf16": "bf16", "fp32": "fp32", "tf32": "tf32",
+                 "fp8": "bf16"}
 
 
 @dataclass(frozen=True)

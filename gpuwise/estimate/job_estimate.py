@@ -74,7 +74,8 @@ def estimate(perf: JobPerformance, amount: Amount, spot: bool, price_per_gpu_hou
         out["tokens_per_second_per_gpu"] = est.tokens_per_s_per_gpu
     out["memory_gib"] = {k: round(v, 4) for k, v in mem.fit_gib(gpu).items()}   # per GPU: what `fits` compares
     out["fits"] = bool(mem.fits(gpu))
-    assumptions = list(est.assumptions) + list(notes)
+    out["stack"] = cfg.stack
+    assumptions = list(est.assumptions) + list(notes) + _stack_lines(perf)
     if not mem.fits(gpu):
         assumptions.append(f"DOES NOT FIT: {mem.shortfall_text(gpu)}")
 
@@ -133,3 +134,13 @@ def estimate(perf: JobPerformance, amount: Amount, spot: bool, price_per_gpu_hou
         assumptions.append("no training amount given: time and cost per step only (add --tokens or a spec amount)")
     out["assumptions"] = assumptions
     return out
+
+
+def _stack_lines(perf) -> list[str]:
+    """The stack's defaults and the levers in effect (memory and step time both follow them)."""
+    from gpuwise.estimate.levers import lever_notes
+    from gpuwise.workload.stacks import stack_row
+
+    if not perf.model.is_transformer:
+        return [stack_row(perf.cfg.stack).describe()]
+    return [stack_row(perf.cfg.stack).describe(), *lever_notes(perf.cfg, perf.memory.trainable_params)]

@@ -100,8 +100,7 @@ def space_from_jobspec(spec, *, require_amount: bool = True, inter_node_gbps: fl
         noise = NoiseModel(phi=math.inf, ref_batch=1, samples_at_ref=1.0)
     lo, hi = tr.batch_range
     base = TrainingConfig(micro_batch=1, seq_len=tr.seq_len if token_model else 1, grad_accum=1,
-                          precision=tr.precision, optimizer=tr.optimizer, recompute=tr.recompute,
-                          lora_rank=tr.lora_rank, quantize=tr.quantize, stack=tr.stack)
+                          **tr.config_fields())
     ck = spec.checkpoint
     return JobSpace(
         name=spec.name, model=model, base=base, noise=noise, batches=batch_grid(lo, hi), batch_range=(lo, hi),

@@ -1,10 +1,15 @@
 """LoRA adapters and 4-bit (NF4) frozen bases.
 
-Adapters go where PEFT puts them by default for each family: the query and value projections of
-every attention block (q_proj/v_proj for llama, mistral, qwen2, gemma, gptj, phi; q/v for t5,
-query/value for bert/roberta), or the fused QKV matrix where a family has one (gpt2 c_attn,
-bloom/falcon/gpt_neox query_key_value, mpt Wqkv). A rank-r adapter on a d_in x d_out matrix
-adds r (d_in + d_out) parameters.
+Adapters go on the target modules (TrainingConfig.lora_targets: q, k, v, o, gate, up, down, comma-
+separated, or all-linear). The default, q,v, is where PEFT puts them for Llama-style families (the
+query and value projections of every attention block: q_proj/v_proj for llama, mistral, qwen2, gemma,
+gptj, phi; q/v for t5, query/value for bert/roberta); a family with a fused QKV matrix (gpt2 c_attn,
+bloom/falcon/gpt_neox query_key_value, mpt Wqkv) gets one adapter on that matrix whenever q, k or v is
+targeted. all-linear is PEFT's all-linear: every linear layer of every block, not the output layer
+(head, which can be added: all-linear,head).
+Models without a gated MLP have no gate (their up is the first MLP linear, down the second); MoE
+models carry MLP adapters on every expert. A rank-r adapter on a d_in x d_out matrix adds
+r (d_in + d_out) parameters.
 
 NF4 (QLoRA, Dettmers et al. 2023, arXiv 2305.14314): 4-bit weights plus double-quantised block
 constants, 0.127 bits per parameter, for the linear layers; embeddings, norms and the output
@@ -13,20 +18,49 @@ layer stay in 16-bit.
 
 from __future__ import annotations
 
+from functools import lru_cache
+
+from gpuwise.errors import InputError
 from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.training import LORA_DEFAULT, LORA_MODULES
 
 FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt")
 NF4_BYTES = 0.5 + 0.127 / 8         # 4-bit value + double-quantised constants, per parameter
-TARGETS_TEXT = ("LoRA adapters on the query and value projections of every attention block "
-                "(PEFT defaults; fused QKV matrix for gpt2/bloom/falcon/gpt_neox/mpt)")
 
 
-def adapter_params_per_block(spec: ModelSpec, rank: int) -> int:
-    """Adapter parameters of one attention block."""
+@lru_cache(maxsize=64)
+def lora_modules(targets: str = LORA_DEFAULT) -> frozenset[str]:
+    """The canonical module names of a lora_targets value; InputError naming the choices otherwise."""
+    names = frozenset(t.strip() for t in str(targets).split(",") if t.strip())
+    if "all-linear" in names:
+        names = (names - {"all-linear"}) | (frozenset(LORA_MODULES) - {"head"})
+    bad = sorted(names - set(LORA_MODULES))
+    if bad or not names:
+        raise InputError("lora-targets", targets, "use all-linear or module names from " + ",".join(LORA_MODULES)
+                         + " separated by commas (default " + LORA_DEFAULT + ")")
+    return names
+
+
+def targets_text(targets: str = LORA_DEFAULT) -> str:
+    mods = lora_modules(targets)
+    what = ",".join(m for m in LORA_MODULES if m in mods)
+    return (f"LoRA adapters on {what}" + (" (PEFT's default for Llama-style models)" if targets == LORA_DEFAULT else "")
+            + "; a fused QKV matrix (gpt2/bloom/falcon/gpt_neox/mpt) carries one adapter when q, k or v is targeted")
+
+
+def _attention_adapters(spec: ModelSpec, mods: frozenset[str]) -> int:
     h, dq, dkv = spec.hidden, spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
     if spec.family in FUSED_QKV:
-        return rank * (h + dq + 2 * dkv)
-    return rank * (h + dq) + rank * (h + dkv)
+        n = (h + dq + 2 * dkv) if mods & {"q", "k", "v"} else 0
+    else:
+        n = sum(h + d for m, d in (("q", dq), ("k", dkv), ("v", dkv)) if m in mods)
+    return n + ((dq + h) if "o" in mods else 0)
+
+
+def _mlp_adapters(spec: ModelSpec, mods: frozenset[str]) -> int:
+    h, f = spec.hidden, spec.ffn_hidden
+    mlp = {"gate": h + f if spec.gated_mlp else 0, "up": h + f, "down": f + h}
+    return max(1, spec.n_experts) * sum(v for m, v in mlp.items() if m in mods)
 
 
 def attention_blocks(spec: ModelSpec) -> int:
@@ -36,8 +70,11 @@ def attention_blocks(spec: ModelSpec) -> int:
     return spec.n_layers
 
 
-def adapter_params(spec: ModelSpec, rank: int) -> int:
+def adapter_params(spec: ModelSpec, rank: int, targets: str = LORA_DEFAULT) -> int:
     """All LoRA parameters of a model at `rank` (0 -> 0)."""
     if rank <= 0 or not spec.is_transformer:
         return 0
-    return attention_blocks(spec) * adapter_params_per_block(spec, rank)
+    mods = lora_modules(targets)
+    mlps = spec.n_encoder_layers + spec.n_layers
+    head = (spec.hidden + spec.vocab_size) if "head" in mods else 0
+    return rank * (attention_blocks(spec) * _attention_adapters(spec, mods) + mlps * _mlp_adapters(spec, mods) + head)

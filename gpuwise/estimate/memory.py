@@ -19,7 +19,8 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
-from gpuwise.estimate.lora import NF4_BYTES, TARGETS_TEXT, adapter_params, attention_blocks
+from gpuwise.estimate.levers import ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note, lever_notes, resolve
+from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
 from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
@@ -27,6 +28,7 @@ from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model, param_count, param_counts
+from gpuwise.workload.stacks import stack_row
 from gpuwise.workload.training import (OPTIMIZERS, PP_SCHEDULES, PRECISIONS, STACKS, TrainingConfig,
                                        recompute_policy)
 
@@ -151,6 +153,7 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
     recompute_policy(cfg.recompute)          # InputError naming the policies
     if cfg.stack not in STACKS:
         raise InputError("stack", cfg.stack, "use one of " + ", ".join(STACKS))
+    check_levers(cfg, spec.is_transformer)
     sched = p.pp_schedule
     if not (sched in ("1f1b", "gpipe", "zb", "zb-h1") or (sched.startswith("interleaved-") and sched[12:].isdigit()
                                                    and int(sched[12:]) >= 2)):
@@ -239,7 +242,10 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     check_config(spec, cfg)
     if not spec.is_transformer:
         return _explicit_estimate(spec, cfg, fp32_grads, context)
+    if blocked(cfg):
+        return _cannot_run(spec, cfg)
     p = cfg.plan
+    fp32_grads = fp32_grads or resolve(cfg).fp32_main_grad       # the stack's gradient buffer (Megatron main_grad)
     sem = _semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
     loads = _stage_loads(spec, cfg, sem, lm_head, _schedule(cfg, interleave))
     best = None
@@ -249,7 +255,7 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
             best = (alloc, i, phase, parts)
     alloc, stage, phase, parts = best
     counts = param_counts(spec)
-    trainable = adapter_params(spec, cfg.lora_rank) if cfg.lora_rank > 0 else counts.total
+    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else counts.total
     notes = tuple(_assumptions(spec, cfg, sem, fp32_grads, stage, phase, _schedule(cfg, interleave)))
     return estimate_from_parts(parts, cfg, counts.total, trainable, notes, phase, stage, context)
 
@@ -267,6 +273,13 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
                           allocator=slack, context=ctx, nccl=nccl, peak_phase=peak_phase)
 
 
+def _cannot_run(spec: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
+    """A layout the levers cannot run on (levers.blocked): never fits, so searches pass over it."""
+    field_, _, why = blocked(cfg)
+    n = param_count(spec)
+    return MemoryEstimate(float("inf"), 0.0, 0.0, 0.0, 0.0, n, n, 0, (f"{field_}: {why}",), peak_phase="cannot run")
+
+
 def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     """Bytes that `estimate_memory(model, cfg).required` is at least, from the first and last pipeline
     stages only (the estimate is the largest peak over all stages): O(1) in pp where the estimate is
@@ -274,13 +287,25 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     Equal to `required` whenever one of those stages holds the peak (stage 0 under 1F1B, usually)."""
     spec = load_model(model)
     check_config(spec, cfg)
-    if not spec.is_transformer:
+    if not spec.is_transformer or blocked(cfg):
         return _estimate(spec, cfg, False, True, 1, True).required
     p = cfg.plan
-    sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, False)
+    sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, resolve(cfg).fp32_main_grad)
     loads = _stage_loads(spec, cfg, sem, True, _schedule(cfg, 1), only=tuple(sorted({0, p.pp - 1})))
     _, ctx, nccl = _overheads(cfg, 0.0, True)
     return max(peak(load)[0] for load in loads) + ctx + nccl
+
+
+def saved_activation_bytes(model: ModelSpec | str, cfg: TrainingConfig) -> float:
+    """Bytes one micro-batch's forward saves for backward on the first pipeline stage (what activation
+    offload copies to the host and back)."""
+    spec = load_model(model)
+    if not spec.is_transformer:
+        return 0.0
+    base = replace(cfg, activation_offload=False)
+    sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, cfg.plan.zero, resolve(cfg).fp32_main_grad)
+    load = _stage_loads(spec, base, sem, True, _schedule(base, 1), only=(0,))[0]
+    return load.stack + load.emb
 
 
 # The activation terms depend on the model and the ActivationSetting (micro-batch, sequence, tp, sp, cp,
@@ -305,11 +330,12 @@ class _Geometry:
 
     def __init__(self, spec: ModelSpec, sem: StateSemantics, lm_head: bool, micro_batch: int, seq_len: int,
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
-                 tp: int, pp: int, cp: int, sp: bool, zero: int):
+                 tp: int, pp: int, cp: int, sp: bool, zero: int, loss: str = "eager",
+                 lora_targets: str = "q,v", low_norms: bool = False, compiled: bool = False, float8: bool = False):
         self.spec, self.sem, self.lm_head, self.tp, self.pp, self.recompute = spec, sem, lm_head, tp, pp, recompute
         self.counts = counts = param_counts(spec)
         self.lora = lora = lora_rank > 0
-        self.adapters_per_block = adapter_params(spec, lora_rank) / attention_blocks(spec) if lora else 0.0
+        self.adapters_per_block = adapter_params(spec, lora_rank, lora_targets) / attention_blocks(spec) if lora else 0.0
         self.frozen_other = 4 if precision == "fp32" else 2           # frozen base: 16-bit unless fp32
         self.frozen_linear = NF4_BYTES if quantize == "nf4" else self.frozen_other
         self.fsdp = fsdp = zero >= 3 and sem.framework == "torch"
@@ -321,11 +347,13 @@ class _Geometry:
         self.dec_b = self._block(counts.layer, counts.layer_replicated, 2 if self.t5 else 1)
         self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
                                         bytes_per_value=_act_bytes_per_value(precision), flash=flash,
-                                        recompute=recompute, frozen_base=lora,
+                                        recompute=recompute, frozen_base=lora, low_norms=low_norms,
+                                        compiled=compiled, fp8_inputs=precision == "fp8",
+                                        adapted=lora_modules(lora_targets) if lora else frozenset(),
                                         sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
                                         hf_eager=sem.framework != "megatron")
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
-        self.loss = "megatron" if sem.framework == "megatron" else "torch"
+        self.loss = "megatron" if sem.framework == "megatron" and loss == "eager" else loss
         self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)
         self.starts = [0, *accumulate(self.layers)]
         self.bwd = _backward_transient_bytes(spec, self.st) if sem.framework == "torch" else 0.0
@@ -337,6 +365,8 @@ class _Geometry:
         self.root_bwd = fsdp and not self.pp_fsdp and not lora
         self.tied_bwd = (not fsdp and sem.framework != "megatron" and spec.tied_embeddings and pp == 1
                          and not lora)
+        # torchao Float8 with FSDP2: the block's parameters are all-gathered in fp8 (1 B each)
+        self.gather_b = 1.0 if float8 and fsdp else sem.compute
         self._stages: dict[int, tuple[dict, dict]] = {}
 
     def _block(self, n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:
@@ -384,7 +414,7 @@ class _Geometry:
             layer_stack=_stack_bytes(spec, st, 1, cross) if n_i else 0.0,
             block_cast=big_train * sem.compute if autocast else 0.0,
             acc_grads=trainable * sem.reduce if pp_fsdp else 0.0,
-            block_compute=big * sem.compute if fsdp and not pp_fsdp else 0.0,
+            block_compute=big * self.gather_b if fsdp and not pp_fsdp else 0.0,
             block_grad_temp=(big_train * (sem.compute + (0.0 if pp_fsdp else sem.reduce)) if fsdp else 0.0),
             head_compute=flat * sem.compute if fsdp and not pp_fsdp else 0.0,   # the root group stays gathered
             stack=(enc_i * _stack_bytes(spec, st, 1) + _stack_bytes(spec, st, dec_i, self.t5) if n_i else 0.0),
@@ -392,7 +422,7 @@ class _Geometry:
             bwd_temp=self.bwd,
             emb=_embedding_bytes(spec, st) if first else 0.0,
             head_keep=_head_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
-            loss_temp=_loss_transient_bytes(spec, st, self.lm_head) if last and self.loss == "torch" else 0.0,
+            loss_temp=_loss_transient_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
             head_grad=out_w * sem.compute if root_bwd and last else 0.0,
             embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
                         + big_train * sem.reduce if root_bwd and first and self.lm_head else
@@ -401,7 +431,7 @@ class _Geometry:
                        grads=trainable * sem.gradients, opt=trainable * sem.optimizer,
                        late=max(0.0, trainable - (0.0 if lora else flat) - big_train) * sem.gradients,
                        embed=(trainable - flat) * sem.gradients,
-                       root=fsdp and not pp_fsdp and not lora)
+                       root=fsdp and not pp_fsdp and not lora, big_train=big_train)
         return fixed, made_of
 
 
@@ -412,37 +442,56 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
                  only: tuple[int, ...] | None = None) -> list[StageLoad]:
     """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order."""
     p = cfg.plan
+    lev = resolve(cfg)
     geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
-                    cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp, p.zero)
+                    cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp, p.zero,
+                    lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile, cfg.float8)
     n_shard = _shard_group(cfg)
     z3 = n_shard if p.zero >= 3 else 1
     z2 = n_shard if p.zero >= 2 else 1
     z1 = n_shard if p.zero >= 1 else 1
     micro, offload = cfg.grad_accum, cfg.offload_optimizer
+    # levers (levers.py): what leaves the GPU, and what is never alive all at once
+    host_states, in_bwd = cfg.cpu_offload, cfg.optimizer_in_backward
     out = []
     for i in (range(p.pp) if only is None else only):
         fixed, m = geo.stage(i)
-        grads = m["grads"] / z2
-        opt = m["opt"] / z1
+        grads = 0.0 if host_states or in_bwd else m["grads"] / z2
+        opt = 0.0 if host_states or lev.paged else m["opt"] / z1
         if offload:
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
+        if in_bwd or cfg.activation_offload:
+            fixed = _lever_fixed(fixed, m, sem, geo, cfg)
         held = in_flight(schedule, p.pp, i, micro)
         out.append(StageLoad(
-            weights=m["w_bytes"] / z3, grads=grads, optimizer=opt,
+            weights=0.0 if host_states else m["w_bytes"] / z3, grads=grads, optimizer=opt,
             # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
             # zero_grad (set_to_none)
             # earlier micro-batches' gradients exist at the peak when a forward follows a backward
             # (more micro-batches than this stage keeps in flight)
             accumulating=micro > held or sem.framework == "megatron",
-            late_grads=(m["late"] / z2 if micro == 1 and not geo.pp_fsdp and not offload else 0.0),
-            opt_temp=_optimizer_temp(cfg, sem, m["trainable"] / z1),
+            late_grads=(m["late"] / z2 if micro == 1 and not geo.pp_fsdp and not offload and not host_states
+                        and not in_bwd else 0.0),
+            opt_temp=0.0 if host_states or in_bwd else _optimizer_temp(cfg, lev, sem, m["trainable"] / z1),
             in_flight=held,
             root_grad_temp=m["flat"] * (sem.compute + sem.reduce - sem.reduce / z3) if m["root"] else 0.0,
             # (with accumulation the earlier micro-batches' gradients of the root are there too)
-            embed_grads=((grads if micro > 1 and geo.tied_bwd else m["embed"] / z2)
+            embed_grads=((grads if micro > 1 and geo.tied_bwd else 0.0 if host_states or in_bwd else m["embed"] / z2)
                          if (geo.root_bwd or geo.tied_bwd) and i == 0 else 0.0),
             **fixed))
     return out
+
+
+def _lever_fixed(fixed: dict, m: dict, sem, geo, cfg: TrainingConfig) -> dict:
+    """A stage's fixed terms under optimizer-in-backward (the block's own gradients in the gradient dtype
+    are alive until their hooks step them, FSDP already counts them) and activation offload (only
+    ACT_OFFLOAD_RESIDENT blocks' saved activations stay on the GPU)."""
+    f = dict(fixed)
+    if cfg.optimizer_in_backward and not geo.fsdp:
+        f["block_grad_temp"] += m["big_train"] * sem.gradients
+    if cfg.activation_offload:
+        f["stack"] = min(f["stack"], ACT_OFFLOAD_RESIDENT * f["layer_stack"])
+    return f
 
 
 def _cast_keeping_blocks(recompute: str, n_blocks: int) -> int:
@@ -458,12 +507,13 @@ def _cast_keeping_blocks(recompute: str, n_blocks: int) -> int:
     return n_blocks - n_blocks // pol.every if pol.kind == "layer" else n_blocks   # every K-th block checkpointed
 
 
-FOREACH_ADAM = False   # torchtitan's default fused AdamW (no temporaries); PyTorch's own CUDA default
-#                        (foreach) would allocate sqrt(v) for every parameter of the step
 
 
-def _optimizer_temp(cfg: TrainingConfig, sem, local_trainable: float) -> float:
-    if not FOREACH_ADAM or sem.framework != "torch" or cfg.offload_optimizer or cfg.optimizer not in ("adam", "adamw"):
+def _optimizer_temp(cfg: TrainingConfig, lev, sem, local_trainable: float) -> float:
+    # fused (torchtitan's default) and per-tensor loops make no step-wide temporaries; foreach (PyTorch's own CUDA
+    # default, the HF Trainer's adamw_torch) allocates sqrt(v) for every parameter of the step
+    if (lev.optimizer_impl != "foreach" or sem.framework != "torch" or cfg.offload_optimizer
+            or cfg.optimizer not in ("adam", "adamw")):
         return 0.0
     return local_trainable * (2 if cfg.precision == "bf16" else 4)
 
@@ -491,7 +541,7 @@ def _states_text(precision: str, optimizer: str, zero: int, sem: StateSemantics)
 def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimizer: str, zero: int, flash: bool,
                   recompute: str, tp: int, sp: bool) -> tuple[str, ...]:
     """The assumption lines that depend on neither dp, the pipeline stage nor grad_accum: the model, the
-    state bytes, the activations, the loss and sequence parallelism."""
+    state bytes, the activations and sequence parallelism."""
     return (
         f"{spec.name}: {param_count(spec):,} parameters ({spec.source or 'structure from config.json'})",
         _states_text(precision, optimizer, zero, sem),
@@ -501,30 +551,40 @@ def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimize
         + ("; dropout masks kept" if act.has_dropout(spec) else "; no dropout")
         + ("; flash attention (no s^2 scores)" if flash else "; eager attention keeps s^2 scores")
         + f"; recompute {recompute} ({_RECOMPUTE_TEXT[recompute_policy(recompute).kind]})",
-        ("loss: logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
-         "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)"
-         if sem.framework != "megatron" else "loss: logits in the model dtype plus a float32 softmax (Megatron-LM)"),
         f"sequence parallel {'on' if sp else 'off'}" + (" (the frameworks' default with tp > 1)" if tp > 1 else "")
         + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"
            if sp and sem.framework == "torch" else ""))
+
+
+@lru_cache(maxsize=16)
+def _stack_text(stack: str) -> str:
+    return stack_row(stack).describe()
+
+
+def _loss_cfg(cfg: TrainingConfig, sem: StateSemantics) -> TrainingConfig:
+    """`cfg` with the loss the estimate used (Megatron's own when its semantics are asked for)."""
+    if sem.framework == "megatron" and resolve(cfg).loss_kernel == "eager":
+        return replace(cfg, loss_kernel="megatron")
+    return cfg
 
 
 def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32_grads: bool, stage: int,
                  phase: str, schedule: str) -> list[str]:
     p = cfg.plan
     lora = cfg.lora_rank > 0
-    model, states, acts, loss, seq = _layout_notes(spec, sem, cfg.precision, cfg.optimizer, p.zero,
+    model, states, acts, seq = _layout_notes(spec, sem, cfg.precision, cfg.optimizer, p.zero,
                                                    cfg.flash_attention, cfg.recompute, p.tp, p.sp)
     out = [
         model, states,
         f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks"
         + ("; under pipeline parallelism FSDP2 keeps the stage unsharded (reshard_after_forward=False) and "
            "accumulates unsharded fp32 gradients until the last micro-batch" if p.zero >= 3 and p.pp > 1 else ""),
-        acts, loss, seq,
+        acts, *lever_notes(_loss_cfg(cfg, sem), cfg.lora_rank and adapter_params(spec, cfg.lora_rank, cfg.lora_targets)
+                           or param_count(spec)), seq,
         f"peak: {phase}" + (f" on pipeline stage {stage}" if p.pp > 1 else "") + " (gpuwise.estimate.memory_timeline)",
-        "eager PyTorch: no torch.compile fusion (compile frees some elementwise activations), no Float8 "
-        "(Float8 training adds fp8 weight casts and saves fp8 matmul inputs)",
+        kernel_note(cfg),
         describe_overhead(),
+        _stack_text(cfg.stack),
     ]
     if p.pp > 1:
         out.append(f"pipeline schedule {schedule}: stage {stage} holds {in_flight(schedule, p.pp, stage, cfg.grad_accum):g} "
@@ -532,7 +592,7 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
     if p.cp > 1:
         out.append(f"context parallel cp={p.cp} splits the sequence; model states sharded over dp x cp under ZeRO")
     if lora:
-        out.append(f"LoRA rank {cfg.lora_rank}: {TARGETS_TEXT}; frozen base (16-bit unless fp32); inputs that feed "
+        out.append(f"LoRA rank {cfg.lora_rank}: {targets_text(cfg.lora_targets)}; frozen base (16-bit unless fp32); inputs that feed "
                    "only frozen matrices are not kept for backward")
     if cfg.quantize:
         out.append(f"NF4 base: {NF4_BYTES:.3f} B per linear-layer weight (QLoRA double quantisation); "

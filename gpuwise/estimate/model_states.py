@@ -15,11 +15,15 @@ from gpuwise.errors import InputError
 from gpuwise.workload.training import OPTIMIZERS, PRECISIONS
 
 # Storage bytes of the weights and gradients held on the GPU, by training precision.
-_WEIGHT_BYTES = {"fp32": 4, "bf16-mixed": 2, "fp16-mixed": 2, "bf16": 2}
+_WEIGHT_BYTES = {"fp32": 4, "bf16-mixed": 2, "fp16-mixed": 2, "bf16": 2, "fp8": 2}
+# fp8 (Transformer Engine): the fp8 copy of each weight and of its transpose, cached next to the 16-bit weights
+FP8_WEIGHT_CACHE = 2
 # Mixed precision keeps an fp32 master copy of the weights inside the optimizer.
-_MASTER_BYTES = {"fp32": 0, "bf16-mixed": 4, "fp16-mixed": 4, "bf16": 0}
+_MASTER_BYTES = {"fp32": 0, "bf16-mixed": 4, "fp16-mixed": 4, "bf16": 0, "fp8": 4}
 # Optimizer moments stored per parameter (fp32 moments except pure bf16, which keeps them in bf16).
-_MOMENTS = {"adamw": 2, "adam": 2, "sgd": 1, "adafactor": 0, "adamw-8bit": 2}
+_MOMENTS = {"adamw": 2, "adam": 2, "sgd": 1, "adafactor": 0, "adamw-8bit": 2, "adamw8bit": 2, "paged_adamw8bit": 2}
+# bitsandbytes block-wise 8-bit moments (adamw-8bit: gpuwise's older spelling of adamw8bit)
+EIGHT_BIT = ("adamw-8bit", "adamw8bit", "paged_adamw8bit")
 
 
 @dataclass(frozen=True)
@@ -36,7 +40,8 @@ def state_bytes(precision: str, optimizer: str, hidden: int = 0, fp32_grads: boo
 
     precision: fp32 | bf16-mixed | fp16-mixed | bf16 (pure bf16 weights and optimizer states)
     optimizer: adamw | adam | sgd (with momentum) | adafactor (factored second moment, no momentum)
-               | adamw-8bit (bitsandbytes block-wise 8-bit moments)
+               | adamw8bit / adamw-8bit / paged_adamw8bit (bitsandbytes block-wise 8-bit moments: 1 B per
+               moment + an fp32 absmax per 2048 values, ~2 B per parameter for AdamW's two moments)
     hidden: model width; Adafactor keeps a row and a column vector per matrix, about 2/hidden
             values per parameter (0 -> 1% of the parameters, for non-transformers)
     fp32_grads: gradients accumulated in an fp32 buffer (Megatron-LM's main_grad) instead of the
@@ -48,14 +53,15 @@ def state_bytes(precision: str, optimizer: str, hidden: int = 0, fp32_grads: boo
         raise InputError("optimizer", optimizer, "use one of " + ", ".join(OPTIMIZERS))
     w = _WEIGHT_BYTES[precision]
     moment = 2 if precision == "bf16" else 4
-    if optimizer == "adamw-8bit":
+    if optimizer in EIGHT_BIT:
         per_moment = 1 + 8 / 2048          # int8 value + fp32 absmax per 2048-value block
     else:
         per_moment = moment
     opt = _MOMENTS[optimizer] * per_moment
     if optimizer == "adafactor":
         opt = moment * (2.0 / hidden if hidden else 0.01)
-    return StateBytes(weights=w, gradients=4 if fp32_grads else w, optimizer=opt + _MASTER_BYTES[precision])
+    cache = FP8_WEIGHT_CACHE if precision == "fp8" else 0
+    return StateBytes(weights=w + cache, gradients=4 if fp32_grads else w, optimizer=opt + _MASTER_BYTES[precision])
 
 
 def zero_model_state_bytes(psi: float, dp: int, stage: int, k: float = 12.0,
@@ -117,4 +123,5 @@ def state_semantics(precision: str, optimizer: str, hidden: int = 0, zero: int =
     else:
         compute = 2.0
     reduce = 2.0 if precision == "bf16" else 4.0
-    return StateSemantics(float(stored), float(stored), moments, compute, reduce, "torch")
+    cache = FP8_WEIGHT_CACHE if precision == "fp8" else 0
+    return StateSemantics(float(stored + cache), float(stored), moments, compute, reduce, "torch")

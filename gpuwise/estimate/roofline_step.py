@@ -45,6 +45,14 @@ FSDP_OVERLAP = 0.8          # share of each micro-step that hides FSDP's gathers
 TP_TRANSFERS = 8            # activation-sized ring transfers per layer per micro-step (SP: 4 fwd + 4 bwd)
 OPTIMIZER_BYTES = 30.0      # Adam with fp32 master: read param, grad, m, v (16) + write param, m, v, bf16 copy (14)
 OPTIMIZER_KERNELS = 6       # multi-tensor apply: a few launches per step
+EIGHT_BIT_SAVING = 12.0     # 8-bit moments (bitsandbytes): 1-byte m and v read and written instead of 4-byte ones
+
+
+def optimizer_bytes(optimizer: str) -> float:
+    """HBM bytes per local parameter of one optimizer update."""
+    from gpuwise.estimate.model_states import EIGHT_BIT
+
+    return OPTIMIZER_BYTES - (EIGHT_BIT_SAVING if optimizer in EIGHT_BIT else 0.0)
 
 
 @dataclass(frozen=True)
@@ -85,14 +93,22 @@ def _eff_table() -> dict[tuple[str, str], OpEfficiency]:
 
 
 def op_efficiency_for(gpu: GpuSpec, stack: str = "pytorch") -> OpEfficiency:
-    """The fitted row of ``gpu``'s architecture under ``stack``; InputError for an unknown stack."""
-    from gpuwise.errors import InputError
-    from gpuwise.workload.training import STACKS
+    """The fitted row of ``gpu``'s architecture under ``stack``; a stack without fitted rows (stacks.csv
+    column efficiency) takes the rows of the stack it names, and says so; InputError for an unknown stack."""
+    return _op_efficiency(gpu.architecture.split()[0], stack)
 
-    if stack not in STACKS:
-        raise InputError("stack", stack, "use one of " + ", ".join(STACKS))
+
+@lru_cache(maxsize=256)
+def _op_efficiency(arch: str, stack: str) -> OpEfficiency:
+    from gpuwise.workload.stacks import stack_row
+
+    fallback = stack_row(stack).efficiency          # InputError naming the stacks
     t = _eff_table()
-    return t.get((gpu.architecture.split()[0], stack), t["default", stack])
+    if (arch, stack) in t or ("default", stack) in t:
+        return t.get((arch, stack), t.get(("default", stack)))
+    row = t.get((arch, fallback), t["default", fallback])
+    return replace(row, fitted_on=f"no {stack} row is fitted: the {fallback} row stands in; {row.fitted_on}",
+                   points=0 if not row.points else row.points)
 
 
 @dataclass(frozen=True)
@@ -105,12 +121,13 @@ class Hardware:
     intra_gbps: float          # per-GPU unidirectional GPU-GPU bandwidth in a node (GB/s)
     inter_node_gbps: float     # per-node NIC bandwidth (GB/s)
     gpus_per_node: int
+    fp8_flops: float = 0.0     # dense fp8 tensor peak (FLOP/s; 0: none, FP8 GEMMs run at peak_flops)
 
 
 def _rates(hw: Hardware) -> Hardware:
     """`hw` less its network (zeroed): what `row_times` reads, so `linear_rows` is computed once per GPU and
     precision, not once per node size and network too."""
-    return Hardware(hw.peak_flops, hw.vector_flops, hw.hbm_bytes_s, 0.0, 0.0, 0)
+    return Hardware(hw.peak_flops, hw.vector_flops, hw.hbm_bytes_s, 0.0, 0.0, 0, hw.fp8_flops)
 
 
 def row_times(work, hw: Hardware, eff: OpEfficiency) -> np.ndarray:
@@ -225,20 +242,39 @@ def _micro_operator_time(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, ef
 
 def micro_step_compute_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
     """Operator time of one micro-step of ``cfg`` (``transformer_step``'s compute_s / grad_accum)."""
-    return _micro_operator_time(model, cfg, hw, eff)[0]
+    return _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))[0]
+
+
+def _kernel_levers(cfg: TrainingConfig, hw: Hardware, op_time: tuple) -> tuple:
+    """`_operator_time`'s result under torch.compile (memory-bound time fused) and FP8 GEMMs (torchao Float8 or
+    TE fp8: the GEMM time at the fp8 peak plus the casts); the factors are levers.py's stated assumptions."""
+    if not (cfg.compile or cfg.float8 or cfg.precision == "fp8"):
+        return op_time
+    from gpuwise.estimate.levers import COMPILE_MEM_FRACTION, FP8_CAST_FRACTION
+
+    total, (gemm, attn, mem), layers, launch = op_time
+    if cfg.compile:
+        mem *= COMPILE_MEM_FRACTION
+    if (cfg.float8 or cfg.precision == "fp8") and hw.fp8_flops > hw.peak_flops:
+        gemm *= hw.peak_flops / hw.fp8_flops + FP8_CAST_FRACTION
+    return gemm + attn + mem, (gemm, attn, mem), layers, launch
 
 
 def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
     busiest GPU."""
     p, vb = cfg.plan, _value_bytes(cfg)
-    t_micro, by_class, layers, launch_s = _micro_operator_time(model, cfg, hw, eff)
+    t_micro, by_class, layers, launch_s = _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
     t_tp = 0.0
     if p.tp > 1:
         # re-run block forwards repeat their 4 forward transfers (full: every block; layer-K: every K-th)
         units = TP_TRANSFERS + 4 * reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)
         t_tp = layers * units * comm.ring_gather_s(tokens * model.hidden * vb, p.tp, group_gbps(p.tp, 1, hw))
+        if cfg.async_tp:        # collectives decomposed and overlapped with the GEMMs they feed (levers.py)
+            from gpuwise.estimate.levers import ASYNC_TP_OVERLAP
+
+            t_tp = max(0.0, t_tp - ASYNC_TP_OVERLAP * by_class[GEMM])
     t_cp = 0.0
     if p.cp > 1:
         kv = model.n_kv_heads * (model.head_dim or model.hidden // model.n_heads)
@@ -272,15 +308,19 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
     if n_dp > 1 and local > 0:
         if p.zero >= 3:
             # forward and backward all-gather every weight of the stage -- frozen ones too (LoRA): ZeRO-3 shards
-            # them, as the memory model counts -- and the reduce-scatter moves the trainable gradients only
+            # them, as the memory model counts; fp8 under Float8 where the GPU has fp8 tensor cores (torchao):
+            # half the bytes -- and the reduce-scatter moves the trainable gradients only
+            fp8_gather = cfg.float8 and hw.fp8_flops > hw.peak_flops
             weights = _stage_params(model, p.pp) / p.tp * (NF4_BYTES if cfg.quantize == "nf4" else vb)
-            per_micro = (2 * comm.ring_gather_s(max(weights, local * vb), n_dp, dp_bw, lat)
+            per_micro = (2 * (0.5 if fp8_gather else 1.0) * comm.ring_gather_s(max(weights, local * vb), n_dp, dp_bw, lat)
                          + comm.ring_gather_s(local * vb, n_dp, dp_bw, lat))
             t_dp = m * max(0.0, per_micro - FSDP_OVERLAP * t_one)
         else:
             t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)
     shard = n_dp if p.zero >= 1 else 1
-    t_opt = local / shard * OPTIMIZER_BYTES / (hw.hbm_bytes_s * eff.memory) + OPTIMIZER_KERNELS * eff.launch_s
+    t_opt = local / shard * optimizer_bytes(cfg.optimizer) / (hw.hbm_bytes_s * eff.memory) + OPTIMIZER_KERNELS * eff.launch_s
+    if cfg.cpu_offload:
+        t_opt = 0.0            # the host steps (levers.offload_seconds)
     classes = dict(zip(("gemm", "attention", "memory"), (c * m for c in by_class)))
     return RooflineStep(t_micro * m, t_tp * m, t_cp * m, t_p2p * m, bubble, t_dp, t_opt, classes,
                         {"memory": classes["memory"] / max(t_micro * m, 1e-30), "launch": launch})

@@ -174,12 +174,19 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     eff = efficiency or op_efficiency_for(gpu, cfg.stack)
     trainable = None
     if cfg.lora_rank > 0 or cfg.quantize:
-        trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1)))
+        trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1), cfg.lora_targets))
         assumptions.append(f"LoRA: {trainable:,} adapter parameters ({trainable / param_count(model):.3%} of the weights) "
                            "are updated and synchronised; frozen GEMMs "
                            "skip their weight gradient")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
     assumptions.append(eff.text)
+    if cfg.compile or cfg.float8 or cfg.async_tp or cfg.precision == "fp8":
+        from gpuwise.estimate.levers import kernel_note
+
+        assumptions.append("step time: " + kernel_note(cfg))
+        if (cfg.float8 or cfg.precision == "fp8") and not gpu.fp8_tflops:
+            assumptions.append(f"{gpu.name} has no fp8 tensor cores (FP8 training needs compute capability 8.9+): "
+                               "timed as bf16")
     assumptions.append("tensor-parallel transfers (8 per layer, activation-sized) not overlapped; context-parallel "
                        "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
                        "(FSDP: 80% of each); ring collectives at "
@@ -187,7 +194,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     if plan.pp > 1:
         assumptions.append(f"pipeline bubble (pp-1)/v = {(plan.pp - 1) / max(1, interleave):g} micro-steps "
                            f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")
-    step = r.step_s
+    step = r.step_s + _offload_s(model, cfg, gpu, trainable, r, assumptions)
     token = model.sample_unit == "token"
     samples_s = fl.samples / step
     comm_s = r.tp_s + r.cp_s + r.pp_p2p_s + r.dp_s
@@ -199,11 +206,28 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         assumptions=assumptions)
 
 
+def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: float | None, r,
+               assumptions: list[str]) -> float:
+    """Exposed seconds of CPU / activation offload per step (gpuwise.estimate.levers.offload_seconds)."""
+    if not (cfg.cpu_offload or cfg.activation_offload):
+        return 0.0
+    from gpuwise.estimate.levers import offload_seconds
+    from gpuwise.estimate.memory import saved_activation_bytes
+    from gpuwise.workload.models import param_count
+
+    p = cfg.plan
+    local = (trainable or param_count(model)) / (p.tp * p.pp)
+    saved = saved_activation_bytes(model, cfg) if cfg.activation_offload else 0.0
+    extra, text = offload_seconds(cfg, gpu, local, saved, r.compute_s / cfg.grad_accum)
+    assumptions.append(text)
+    return extra
+
+
 def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: float):
     from gpuwise.estimate.roofline_step import Hardware
 
     return Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
-                    gpus_per_node)
+                    gpus_per_node, (gpu.fp8_tflops or 0.0) * 1e12)
 
 
 def step_time_lower_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:

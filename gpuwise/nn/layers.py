@@ -35,12 +35,22 @@ class Shard:
 
 @dataclass(frozen=True)
 class Adapters:
-    """LoRA on the attention projections (query and value, or the fused QKV matrix)."""
+    """LoRA on the target modules (gpuwise.estimate.lora.lora_modules names; default query and value, or
+    the fused QKV matrix)."""
 
     rank: int = 0
     nf4: bool = False                       # 4-bit frozen base for every linear layer (QLoRA)
     base_dtype: torch.dtype | None = None   # dtype of the frozen base (everything but the adapters)
     adapter_dtype: torch.dtype | None = None   # dtype of the trainable adapters (PEFT: fp32)
+    targets: frozenset = frozenset({"q", "v"})   # q, k, v, o, gate, up, down, head
+
+    def on(self, *modules: str) -> bool:
+        """True if one of `modules` carries an adapter."""
+        return bool(self.targets.intersection(modules))
+
+
+def _on(adapters: Adapters | None, *modules: str) -> bool:
+    return adapters is not None and adapters.on(*modules)
 
 
 class Norm(nn.Module):
@@ -87,12 +97,12 @@ class Attention(nn.Module):
         self.fused = tr.fused_qkv and not cross
         b = spec.attn_bias
         if self.fused:
-            self.qkv = make_linear(h, dq + 2 * dkv, b, adapters, True)
+            self.qkv = make_linear(h, dq + 2 * dkv, b, adapters, _on(adapters, "q", "k", "v"))
         else:
-            self.q = make_linear(h, dq, b, adapters, True)
-            self.k = make_linear(h, dkv, b, adapters, False)
-            self.v = make_linear(h, dkv, b, adapters, True)
-        self.o = make_linear(dq, h, b and spec.family != "qwen2", adapters, False)
+            self.q = make_linear(h, dq, b, adapters, _on(adapters, "q"))
+            self.k = make_linear(h, dkv, b, adapters, _on(adapters, "k"))
+            self.v = make_linear(h, dkv, b, adapters, _on(adapters, "v"))
+        self.o = make_linear(dq, h, b and spec.family != "qwen2", adapters, _on(adapters, "o"))
         self.shard, self.attention, self.causal = shard, attention, causal
         self.dropout = tr.dropout
         self.rotary_dims = int(hd * tr.rotary_fraction) // 2 * 2 if tr.positions == "rotary" else 0
@@ -161,9 +171,9 @@ class MLP(nn.Module):
         h, f, b = spec.hidden, spec.ffn_hidden, spec.mlp_bias
         self.gated = spec.gated_mlp
         if self.gated:
-            self.gate = make_linear(h, f, b, adapters, False)
-        self.up = make_linear(h, f, b, adapters, False)
-        self.down = make_linear(f, h, b, adapters, False)
+            self.gate = make_linear(h, f, b, adapters, _on(adapters, "gate"))
+        self.up = make_linear(h, f, b, adapters, _on(adapters, "up"))
+        self.down = make_linear(f, h, b, adapters, _on(adapters, "down"))
         self.act = _ACT[tr.activation]
 
     def forward(self, x):

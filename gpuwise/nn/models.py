@@ -40,6 +40,7 @@ class CausalLM(nn.Module):
         h, v = spec.hidden, spec.vocab_size
         self.spec, self.tr, self.shard = spec, tr, shard
         self.compute_dtype: torch.dtype | None = None
+        self.loss_chunks = 1                 # > 1: chunked cross-entropy (TrainingConfig.loss_kernel "chunked")
         self.tok = nn.Embedding(v, h) if embed else None
         self.pos = nn.Embedding(spec.max_seq_len, h) if embed and tr.positions == "learned" else None
         self.emb_norm = make_norm(spec) if embed and spec.family == "bloom" else None
@@ -48,7 +49,8 @@ class CausalLM(nn.Module):
         self.head = None
         self.head_weight = None
         if head and not spec.tied_embeddings:
-            self.head = make_linear(h, v, spec.family in _LM_HEAD_BIAS, _sixteen_bit(adapters), False)
+            self.head = make_linear(h, v, spec.family in _LM_HEAD_BIAS, _sixteen_bit(adapters),
+                                    adapters is not None and adapters.on("head"))
         elif head and not embed:                       # pipeline last stage keeps its copy of the tied table
             self.head_weight = nn.Parameter(torch.empty(v, h))
 
@@ -89,12 +91,23 @@ class CausalLM(nn.Module):
         if self.norm is None:
             return x
         x = fn.gather(self.norm(x), self.shard.sp_ways, 1)
-        if self.head is not None:
-            logits = self.head(x)
-        else:
-            w = self.head_weight if self.head_weight is not None else self.tok.weight
-            logits = F.linear(x.to(self._dtype(x)), w.to(self._dtype(x)))
+        if labels is not None and self.loss_chunks > 1:
+            # torchtune's CEWithChunkedOutputLoss: the output layer and a float32 cross-entropy per token chunk
+            # (a tied table is cast once, as autocast's weight cache does, not once per chunk)
+            w = None if self.head is not None else self._tied_weight(x)
+            pairs = zip(x.chunk(self.loss_chunks, 1), labels.chunk(self.loss_chunks, 1))
+            return sum(lm_loss(self._logits(xc, w), yc) for xc, yc in pairs) / self.loss_chunks
+        logits = self._logits(x)
         return logits if labels is None else lm_loss(logits, labels)
+
+    def _tied_weight(self, x: torch.Tensor) -> torch.Tensor:
+        w = self.head_weight if self.head_weight is not None else self.tok.weight
+        return w.to(self._dtype(x))
+
+    def _logits(self, x: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
+        if self.head is not None:
+            return self.head(x)
+        return F.linear(x.to(self._dtype(x)), self._tied_weight(x) if w is None else w)
 
 
 class MaskedLM(nn.Module):
@@ -106,6 +119,7 @@ class MaskedLM(nn.Module):
         h, v = spec.hidden, spec.vocab_size
         self.tr, self.shard, self.nsp = tr, shard, spec.family == "bert"
         self.compute_dtype: torch.dtype | None = None
+        self.loss_chunks = 1                 # > 1: chunked cross-entropy (TrainingConfig.loss_kernel "chunked")
         self.tok, self.pos = nn.Embedding(v, h), nn.Embedding(spec.max_seq_len, h)
         self.types = nn.Embedding(2 if self.nsp else 1, h)
         self.emb_norm = make_norm(spec)
@@ -164,6 +178,7 @@ class T5(nn.Module):
         super().__init__()
         self.spec, self.shard = spec, shard
         self.compute_dtype: torch.dtype | None = None
+        self.loss_chunks = 1                 # > 1: chunked cross-entropy (TrainingConfig.loss_kernel "chunked")
         self.tok = nn.Embedding(spec.vocab_size, spec.hidden)
         self.encoder = _T5Stack(spec, tr, shard, adapters, attention, n_encoder_layers, False)
         self.decoder = _T5Stack(spec, tr, shard, adapters, attention, n_layers, True)

@@ -100,6 +100,7 @@ def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
 
     traits(spec)
     recompute_policy(cfg.recompute)
+    _untraced(spec, cfg)
     check_config(spec, replace(cfg, recompute="none"))     # the other fields, as the analytic path checks them
     p = cfg.plan
     if schedule not in PP_SCHEDULES:
@@ -109,10 +110,30 @@ def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
                          "tokens per rank")
 
 
+def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
+    """InputError for levers the trace does not run (the analytic method models them: gpuwise.estimate.levers)."""
+    from gpuwise.estimate.levers import resolve
+    lev = resolve(cfg)
+    what = [name for name, on in (
+        ("--cpu-offload", cfg.cpu_offload),
+        ("--optimizer-in-backward with FSDP", cfg.optimizer_in_backward and cfg.plan.zero == 3),
+        ("--activation-offload", cfg.activation_offload), (f"loss kernel {lev.loss_kernel}", lev.loss_kernel not in ("eager", "chunked")),
+        (f"a chunked loss for {spec.family}", lev.loss_kernel == "chunked" and spec.family in ("t5", "bert", "roberta")),
+        (f"--optimizer {cfg.optimizer}", lev.paged), ("--compile", cfg.compile), ("--float8", cfg.float8),
+        ("--precision fp8", cfg.precision == "fp8"), (f"stack {cfg.stack}'s gradient buffer / norms",
+                                                      lev.fp32_main_grad or lev.low_norms)) if on]
+    if what:
+        raise InputError("method", "trace", "the trace does not model " + ", ".join(what)
+                         + "; use --method analytic (gpuwise.estimate.levers models it)")
+
+
 def trace_memory(spec: ModelSpec, cfg: TrainingConfig, *, extrapolate: bool = True, pp_schedule: str = "1f1b",
                  foreach: bool = False) -> TraceResult:
     """Traced per-GPU peak of one training step of `spec` under `cfg` (most loaded rank)."""
     _check(spec, cfg, pp_schedule)
+    from gpuwise.estimate.levers import resolve
+
+    foreach = foreach or resolve(cfg).optimizer_impl == "foreach"      # the stack's optimizer implementation
     p = cfg.plan
     t0, c0 = time.perf_counter(), time.process_time()
     zero = p.zero if p.zero < 3 else 0

@@ -78,8 +78,8 @@ def make_optimizer(name: str, params, *, foreach: bool = False) -> torch.optim.O
         return torch.optim.SGD(params, lr=1e-3, momentum=0.9, foreach=True)
     if name == "adafactor":
         return torch.optim.Adafactor(params, lr=1e-2, foreach=False)
-    if name == "adamw-8bit":
+    if name in ("adamw-8bit", "adamw8bit"):
         return AdamW8bit(params)
     from gpuwise.errors import InputError
 
-    raise InputError("optimizer", name, "use adamw, adam, sgd, adafactor or adamw-8bit")
+    raise InputError("optimizer", name, "use adamw, adam, sgd, adafactor or adamw8bit (paged optimizers are not traced)")

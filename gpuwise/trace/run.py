@@ -92,7 +92,7 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
             from gpuwise.trace.fsdp import shard as fsdp_shard
 
             fsdp_shard(model, mesh, dt.fsdp_param, reshard_after_forward=p.pp == 1)
-        opt = make_optimizer(cfg.optimizer, model.parameters(), foreach=foreach)
+        opts = _optimizers(cfg, model, foreach)
         tokens = cfg.seq_len // p.cp
         stream = dt.fsdp_param or (dt.frozen if lora else dt.param)
 
@@ -113,7 +113,8 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
         _mark_block_backwards(model, lambda name: tracker is not None and mark(name))
 
         def step():
-            opt.zero_grad(set_to_none=True)
+            for opt in opts:
+                opt.zero_grad(set_to_none=True)
             ops = schedule(run.in_flight, cfg.grad_accum)
             outs = []
             for n, op in enumerate(ops):
@@ -130,16 +131,23 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
                 out.backward(None if run.head else torch.ones_like(out))
                 del out
                 mark("backward")
-            opt.step()
+            if not cfg.optimizer_in_backward:    # else each parameter was stepped in its gradient hook
+                opts[0].step()
             mark("optimizer step")
 
         for prm in model.parameters():           # warm-up: an optimizer step creates its state
             if prm.requires_grad:
                 prm.grad = torch.zeros_like(prm)
-        opt.step()
-        tracker = _tracker(model, opt, ways > 1)
-        with tracker:
-            step()
+        for opt in opts:
+            opt.step()
+        _step_in_backward(model, opts, cfg.optimizer_in_backward)
+        import warnings
+
+        with warnings.catch_warnings():          # the tracker notes the gradients the hooks freed (None): harmless
+            warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper-subclass")
+            tracker = _tracker(model, opts, ways > 1)
+            with tracker:
+                step()
         return phases
 
 
@@ -151,7 +159,10 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     name, train mode. The trace (under FakeTensorMode) and `validation.gpu_measure` (on a real GPU) both
     build it here; `layers`/`embed`/`head`: a pipeline stage's part (default: the whole model)."""
     lora = cfg.lora_rank > 0
-    adapters = Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter) if lora else None
+    from gpuwise.estimate.lora import lora_modules
+
+    adapters = (Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter, lora_modules(cfg.lora_targets))
+                if lora else None)
     model = build_model(spec, dtype=dt.frozen if lora else dt.param, shard=shard, adapters=adapters,
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)
@@ -159,6 +170,11 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     if lora:
         _frozen_to_buffers(model)
     apply_recompute(model, cfg.recompute, first_layer)
+    from gpuwise.estimate.levers import resolve
+    from gpuwise.workload.training import LOSS_CHUNKS
+
+    if resolve(cfg).loss_kernel == "chunked" and hasattr(model, "loss_chunks"):
+        model.loss_chunks = LOSS_CHUNKS
     model.train()
     return model
 
@@ -207,13 +223,39 @@ def _frozen_to_buffers(model: torch.nn.Module) -> None:
                 mod.register_buffer(name, p.detach())
 
 
-def _tracker(model, opt, fsdp: bool):
+def _optimizers(cfg: TrainingConfig, model: torch.nn.Module, foreach: bool) -> list:
+    """One optimizer over the trainable parameters, or (optimizer in backward) one per parameter, as
+    torchtune's optimizer_in_bwd builds them."""
+    if not cfg.optimizer_in_backward:
+        return [make_optimizer(cfg.optimizer, model.parameters(), foreach=foreach)]
+    return [make_optimizer(cfg.optimizer, [p], foreach=foreach) for p in model.parameters() if p.requires_grad]
+
+
+def _step_in_backward(model: torch.nn.Module, opts: list, on: bool) -> None:
+    """Optimizer in backward: each parameter is stepped, and its gradient freed, once accumulated."""
+    if not on:
+        return
+    for opt in opts:                            # the warm-up's gradients: hooks free them from now on
+        opt.zero_grad(set_to_none=True)
+    by_param = {id(o.param_groups[0]["params"][0]): o for o in opts}
+    for prm in model.parameters():
+        if prm.requires_grad:
+            opt = by_param[id(prm)]
+            prm.register_post_accumulate_grad_hook(lambda _p, opt=opt: _step_and_free(opt))
+
+
+def _step_and_free(opt) -> None:
+    opt.step()
+    opt.zero_grad(set_to_none=True)
+
+
+def _tracker(model, opts: list, fsdp: bool):
     if fsdp:
         from torch.distributed._tools.fsdp2_mem_tracker import FSDPMemTracker
 
-        return FSDPMemTracker(model, opt)
+        return FSDPMemTracker(model, opts[0])
     from torch.distributed._tools.mem_tracker import MemTracker
 
     t = MemTracker()
-    t.track_external(model, opt)
+    t.track_external(model, *opts)
     return t

@@ -12,7 +12,8 @@ Row sources and how they are read:
 - hf_transformers_docs_bert_large_memory.csv: device totals (nvidia-smi) of bert-large-uncased
   sequence classification in fp32 with the HF Trainer (AdamW, eager attention), at the doc's
   sequence length 512.
-- peft_readme_memory_a100_80gb.csv: HF PEFT README, A100-80GB; the README does not state batch,
+- peft_readme_memory_a100_80gb.csv: HF PEFT README, A100-80GB (its example scripts: plain PyTorch /
+  accelerate loops, so the pytorch stack); the README does not state batch,
   sequence length or dtype: the PEFT example scripts' settings are assumed (fp32, batch 8,
   64 tokens, LoRA rank 8), and GB is read as 1e9 bytes of device memory.
 """
@@ -45,6 +46,8 @@ class ValidationRow:
     status: str                      # "compared" | "checked" | "not modelled"
     note: str = ""                   # assumption or reason
     passed: bool | None = None       # for "checked" rows
+    kind: str = "external"           # KINDS: external measurements are the headline; the others are consistency checks
+    stack: str = "pytorch"           # training stack the row was measured (or derived) under
 
     @property
     def error(self) -> float | None:
@@ -54,6 +57,20 @@ class ValidationRow:
         return (self.predicted - self.measured) / self.measured
 
 
+# external:  measured in public runs that no constant of the memory model was fitted on (the headline)
+# in-sample: measured rows a constant was fitted on (the allocator slack: allocator_reserved_vs_allocated.csv)
+# formula:   outputs of a published formula, not measurements (Korthikanti et al. 2022 via Calculon)
+KINDS = ("external", "in-sample", "formula")
+# which rows each constant of the memory model was fitted on (printed with every validation table)
+FITTED_ON = ("allocator slack FRAGMENTATION (overhead.py): the 13 use=fit rows of "
+             "measured/allocator_reserved_vs_allocated.csv (in-sample rows below); no other memory constant is "
+             "fitted on a measured row (the rest are framework accounting: model_states.py, activations.py)",)
+
+
+def _summary(errors: list[float]) -> tuple[int, float | None, float | None]:
+    return len(errors), (statistics.median(errors) if errors else None), (max(errors) if errors else None)
+
+
 @dataclass(frozen=True)
 class ValidationReport:
     rows: tuple[ValidationRow, ...]
@@ -61,7 +78,22 @@ class ValidationReport:
 
     @property
     def errors(self) -> list[float]:
+        """|error| of every compared row, consistency checks (formula, in-sample) included."""
         return [abs(r.error) for r in self.rows if r.error is not None]
+
+    def headline(self) -> tuple[int, float | None, float | None]:
+        """(rows, median, max |error|) over external measured rows only."""
+        return _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind == "external"])
+
+    def by_stack(self, kind: str = "external") -> dict[str, tuple[int, float | None, float | None]]:
+        """{stack: (rows, median, max |error|)} over compared rows of `kind`."""
+        stacks = sorted({r.stack for r in self.rows if r.kind == kind})
+        return {s: _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind == kind
+                             and r.stack == s]) for s in stacks}
+
+    def consistency(self) -> tuple[int, float | None, float | None]:
+        """(rows, median, max |error|) of the consistency checks (formula-derived and in-sample rows)."""
+        return _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind != "external"])
 
     @property
     def median_abs_error(self) -> float:
@@ -105,7 +137,8 @@ def _megatron_rows() -> list[ValidationRow]:
         unit = r["unit"]
         if r["source_item"] == "tab5":
             out.append(ValidationRow(label, "iteration time", float(r["value"]), None, "s", "not modelled",
-                                     "an iteration time, not memory (see gpuwise validate throughput)"))
+                                     "an iteration time, not memory (see gpuwise validate throughput)",
+                                     kind="formula", stack="megatron"))
             continue
         spec = _megatron_spec(r)
         inter = int(r["pipeline_interleaving"])
@@ -120,19 +153,20 @@ def _megatron_rows() -> list[ValidationRow]:
                 note = "peak pipeline stage; interleaved 1F1B factor 1+(p-1)/(pm)" + (
                     "; selective includes one layer's attention scores re-materialised in backward, which the "
                     "figure's stored activations omit" if r["recompute_mode"] != "none" else "")
-            out.append(ValidationRow(label, case, float(r["value"]), pred, "GiB", "compared", note))
+            out.append(ValidationRow(label, case, float(r["value"]), pred, "GiB", "compared", note, kind="formula",
+                                     stack="megatron"))
         else:  # fig7: activation memory as % of no recompute
             if r["recompute_mode"] == "none":
                 out.append(ValidationRow(label, "activations vs no recompute", float(r["value"]), 100.0, "%", "checked",
                                          "the reference of the figure (100% by definition); not counted as an error",
-                                         passed=True))
+                                         passed=True, kind="formula", stack="megatron"))
                 continue
             base = estimate_memory(spec, _megatron_cfg(r, "none"), **kw).activations
             est = estimate_memory(spec, _megatron_cfg(r, r["recompute_mode"]), **kw).activations
             note = ("full recompute here includes the one-layer working set materialised in backward, which the "
                     "paper's 2sbhL formula omits") if r["recompute_mode"] == "full" else ""
             out.append(ValidationRow(label, "activations vs no recompute", float(r["value"]), 100 * est / base, "%",
-                                     "compared", note))
+                                     "compared", note, kind="formula", stack="megatron"))
     return out
 
 
@@ -142,7 +176,7 @@ def bert_rows(context: bool = True) -> list[tuple[dict[str, str], TrainingConfig
     for r in _read("hf_transformers_docs_bert_large_memory.csv"):
         cfg = TrainingConfig(micro_batch=int(r["per_device_train_batch_size"]), seq_len=512,
                              grad_accum=int(r["gradient_accumulation_steps"]), precision="fp32", optimizer="adamw",
-                             flash_attention=False)
+                             flash_attention=False, stack="hf-trainer")
         out.append((r, cfg))
     return out
 
@@ -157,7 +191,7 @@ def _bert_rows() -> list[ValidationRow]:
             "device total (nvidia-smi)", float(r["gpu_memory_occupied_mb"]) / 1024, _bert_device_gib(est), "GiB",
             "compared", "fp32, AdamW, eager attention, seq 512 (doc setup), classification head, the doc's own "
             "measured 1343 MB context (CUDA without lazy loading); out-of-sample: the allocator-slack fraction "
-            "is fitted on allocator_reserved_vs_allocated.csv"))
+            "is fitted on allocator_reserved_vs_allocated.csv", stack="hf-trainer"))
     return out
 
 
@@ -170,7 +204,7 @@ def _peft_rows() -> list[ValidationRow]:
         if "DeepSpeed" in method:
             out.append(ValidationRow(label, "device memory", float(r["gpu_memory_gb"]) * 1e9 / GIB, None, "GiB",
                                      "not modelled", "DeepSpeed ZeRO-3 parameter offload (persistence and prefetch "
-                                     "buffers not stated); only optimizer offload is modelled"))
+                                     "buffers not stated); only optimizer offload is modelled", stack="deepspeed"))
             continue
         lora = PEFT_SETTINGS["lora_rank"] if "LoRA" in method else 0
         cfg = TrainingConfig(micro_batch=PEFT_SETTINGS["micro_batch"], seq_len=PEFT_SETTINGS["seq_len"],
@@ -181,10 +215,10 @@ def _peft_rows() -> list[ValidationRow]:
             fits = est.per_gpu_gib <= 80
             out.append(ValidationRow(label, "reported OOM on an 80 GB GPU", None, est.per_gpu_gib, "GiB", "checked",
                                      f"estimator says {'fits' if fits else 'does not fit'} in 80 GiB; " + note,
-                                     passed=not fits))
+                                     passed=not fits, stack="pytorch"))
             continue
         out.append(ValidationRow(label, "device memory", float(r["gpu_memory_gb"]) * 1e9 / GIB, est.per_gpu_gib,
-                                 "GiB", "compared", note))
+                                 "GiB", "compared", note, stack="pytorch"))
     return out
 
 
@@ -192,8 +226,10 @@ def validate_memory() -> ValidationReport:
     """Every bundled measured row: compared, checked or not modelled (with the reason)."""
     from gpuwise.estimate.overhead import describe
 
-    rows = _megatron_rows() + _bert_rows() + _peft_rows() + _allocator_rows()
-    return ValidationReport(tuple(rows), (describe(),
+    from gpuwise.validation.memory_stacks import litgpt_rows, torchao_rows
+
+    rows = litgpt_rows() + torchao_rows() + _bert_rows() + _peft_rows() + _megatron_rows() + _allocator_rows()
+    return ValidationReport(tuple(rows), (*FITTED_ON, describe(),
                                           "Megatron rows: fp16 + Adam with an fp32 gradient buffer (18 B/param), "
                                           f"vocabulary {MEGATRON_VOCAB}, no flash attention, allocated tensors only "
                                           "(no CUDA context)"))
@@ -238,11 +274,11 @@ def _allocator_rows() -> list[ValidationRow]:
             ok = reserved <= predicted
             out.append(ValidationRow(label, "reserved at an out-of-memory error", reserved, predicted, r["unit"],
                                      "checked", "OOM message: unreleasable fragmentation is within the modelled "
-                                     "slack; " + r["setup"], passed=ok))
+                                     "slack; " + r["setup"], passed=ok, kind="in-sample"))
             continue
         out.append(ValidationRow(label, f"peak reserved from {r['metric']}", reserved, predicted, r["unit"],
                                  "compared", "IN-SAMPLE: the allocator-slack fraction is fitted on these rows; "
-                                 + r["setup"]))
+                                 + r["setup"], kind="in-sample"))
     return out
 
 

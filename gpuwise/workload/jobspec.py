@@ -31,12 +31,15 @@ from pydantic import (Field, ValidationError, ValidationInfo, field_validator,
 from gpuwise.errors import InputError
 from gpuwise.user_files import strict_base
 from gpuwise.workload.model_spec import ModelSpec
-from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE_POLICIES, STACKS, recompute_policy
+from gpuwise.workload.stacks import stack_row
+from gpuwise.workload.training import (LORA_DEFAULT, LOSS_KERNELS, OPTIMIZERS, PRECISIONS, RECOMPUTE_POLICIES, STACKS,
+                                       recompute_policy)
 
 LR_RULES = ("adascale", "linear", "sqrt", "none")
 MAX_COUNT = 2**31 - 1     # batches and lengths: larger overflows the int arithmetic downstream
 # Training fields that take one name from a fixed list
-_CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "lr_scaling": LR_RULES, "stack": STACKS}
+_CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "lr_scaling": LR_RULES, "stack": STACKS,
+            "loss_kernel": LOSS_KERNELS}
 
 
 _Strict = strict_base()   # unknown keys are typos; NaN/inf are never a training amount, price or size
@@ -65,7 +68,8 @@ class Training(_Strict):
     seq_len: int = Field(2048, gt=0, le=MAX_COUNT, description="tokens per sequence (ignored for non-token models)")
     global_batch: Union[int, list[int]] = Field(description="samples per optimizer step, or [min, max] range")
     micro_batch: Optional[int] = Field(None, gt=0, le=MAX_COUNT, description="per-GPU micro-batch (default: chosen)")
-    precision: str = Field("bf16-mixed", description="one of " + ", ".join(PRECISIONS))
+    precision: Optional[str] = Field(None, description="one of " + ", ".join(PRECISIONS)
+                                     + " (default: the stack's, bf16-mixed for pytorch)")
     optimizer: str = Field("adamw", description="one of " + ", ".join(OPTIMIZERS))
     recompute: str = Field("none", description="activation recomputation: " + ", ".join(RECOMPUTE_POLICIES)
                            + " (selective = Megatron attention core; op, layer-K = torchtitan selective AC)")
@@ -73,15 +77,26 @@ class Training(_Strict):
                        + " (pytorch = PyTorch loops with FlashAttention kernels; megatron = Megatron-LM/NeMo + "
                        "Transformer Engine)")
     lora_rank: int = Field(0, ge=0, description="LoRA rank; 0 = full fine-tuning")
+    lora_targets: str = Field(LORA_DEFAULT, description="LoRA target modules q,k,v,o,gate,up,down (comma-separated) "
+                              "or all-linear")
+    loss_kernel: Optional[str] = Field(None, description="cross-entropy kernel: " + ", ".join(LOSS_KERNELS)
+                                       + " (default: the stack's; chunked = --chunked-loss)")
+    cpu_offload: bool = Field(False, description="FSDP CPU offload of parameters, gradients and optimizer state "
+                              "(needs ZeRO 3)")
+    optimizer_in_backward: bool = Field(False, description="step each parameter in its gradient hook")
+    activation_offload: bool = Field(False, description="saved activations offloaded to host memory")
+    compile: bool = Field(False, description="torch.compile of each block")
+    float8: bool = Field(False, description="torchao Float8 training (FP8 GEMMs, FP8 all-gather)")
+    async_tp: bool = Field(False, description="asynchronous tensor parallelism (TP collectives overlapped)")
     quantize: Optional[Literal["nf4"]] = Field(None, description='"nf4" = 4-bit frozen base (QLoRA)')
     lr_scaling: str = Field("adascale", description="learning-rate scaling rule with batch: " + ", ".join(LR_RULES))
     noise_scale: Optional[float] = Field(None, gt=0, description="gradient noise scale (samples), if measured")
 
-    @field_validator("precision", "optimizer", "lr_scaling", "stack")
+    @field_validator("precision", "optimizer", "lr_scaling", "stack", "loss_kernel")
     @classmethod
     def _one_of(cls, v: str, info: ValidationInfo) -> str:
         allowed = _CHOICES[info.field_name]
-        if v not in allowed:
+        if v is not None and v not in allowed:
             raise ValueError("must be one of " + ", ".join(allowed))
         return v
 
@@ -116,6 +131,14 @@ class Training(_Strict):
         if self.steps is not None and self.reference_batch is None:
             raise ValueError("steps needs reference_batch (the global batch they were counted at)")
         return self
+
+    def config_fields(self) -> dict:
+        """TrainingConfig fields of these settings (precision: the stack's default when not given)."""
+        return dict(precision=self.precision or stack_row(self.stack).precision, optimizer=self.optimizer,
+                    recompute=self.recompute, lora_rank=self.lora_rank, quantize=self.quantize, stack=self.stack,
+                    lora_targets=self.lora_targets, loss_kernel=self.loss_kernel, cpu_offload=self.cpu_offload,
+                    optimizer_in_backward=self.optimizer_in_backward, activation_offload=self.activation_offload,
+                    compile=self.compile, float8=self.float8, async_tp=self.async_tp)
 
     @property
     def batch_range(self) -> tuple[int, int]:

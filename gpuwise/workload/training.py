@@ -8,8 +8,23 @@ from __future__ import annotations
 from dataclasses import dataclass
 from functools import lru_cache
 
-PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16")
-OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit")
+from gpuwise.workload.stacks import stack_names
+
+# fp8: Transformer Engine style FP8 training: bf16 parameters with fp32 master weights (as bf16-mixed), FP8 GEMMs
+# with fp8 copies of the weights (and their transposes) cached, and the GEMM inputs saved for backward in fp8
+PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16", "fp8")
+# adamw8bit / paged_adamw8bit: bitsandbytes' names (adamw-8bit is the older gpuwise spelling of adamw8bit);
+# paged: the state lives in CUDA unified memory, outside PyTorch's allocator, paged to host under pressure
+OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit", "adamw8bit", "paged_adamw8bit")
+# Cross-entropy kernels at the loss boundary: eager | chunked | fused | fused-linear | megatron (what each keeps:
+# gpuwise.estimate.activations.LOSS_BYTES). --chunked-loss = chunked.
+LOSS_KERNELS = ("eager", "chunked", "fused", "fused-linear", "megatron")
+LOSS_CHUNKS = 8          # torchtune's num_output_chunks default; the fused kernels' chunking stated the same
+# LoRA target modules: canonical names (q, k, v, o attention projections; gate, up, down MLP; head = the output
+# layer) or all-linear (every linear layer of every block, not the head: PEFT's all-linear).
+# Default q,v = PEFT's default for Llama-style models (fused QKV matrix for gpt2/bloom/falcon/gpt_neox/mpt).
+LORA_MODULES = ("q", "k", "v", "o", "gate", "up", "down", "head")
+LORA_DEFAULT = "q,v"
 RECOMPUTE = ("none", "selective", "full")
 # Every recompute policy by name, as the frameworks define them (see `recompute_policy`):
 #   none       keep every activation
@@ -18,11 +33,11 @@ RECOMPUTE = ("none", "selective", "full")
 #   layer-K    torchtitan's layer-level selective AC: full checkpointing of every K-th block
 #   full       torch.utils.checkpoint around every block (only each block's input is kept)
 RECOMPUTE_POLICIES = ("none", "selective", "op", "layer-K", "full")
-# Software stacks the step-time model has efficiencies for (gpuwise/data/calibration/op_efficiency.csv):
-#   pytorch    PyTorch training loops (FSDP/DDP, torchtitan, Hugging Face, Composer) with FlashAttention
-#              kernels: fitted on the FlashAttention repo's GPT-3 runs and IBM's FSDP Llama-2 runs
-#   megatron   Megatron-LM / NeMo with Transformer Engine kernels: fitted on Korthikanti et al. and NVIDIA DGX Cloud
-STACKS = ("pytorch", "megatron")
+# Software stacks (gpuwise/data/stacks/stacks.csv, gpuwise.workload.stacks): pytorch (eager PyTorch, the default),
+# torchtitan, megatron, deepspeed, hf-trainer, llm-foundry, torchtune, litgpt. Each row holds the stack's
+# defaults (loss kernel, precision, gradient buffer, optimizer implementation, norms, attention) and the
+# fitted kernel efficiencies it is timed with (calibration/op_efficiency.csv: pytorch and megatron are fitted).
+STACKS = stack_names()
 # Pipeline schedules (torch.distributed.pipelining names): 1f1b (default), gpipe (all forwards first),
 # interleaved-V (interleaved 1F1B, V model chunks per stage), zb (zero-bubble ZB-H1: 1F1B's memory)
 PP_SCHEDULES = ("1f1b", "gpipe", "interleaved-V", "zb")
@@ -106,6 +121,15 @@ class TrainingConfig:
     offload_optimizer: bool = False # optimizer states (and master weights) in host memory
     plan: ParallelPlan = ParallelPlan()
     stack: str = "pytorch"          # software stack whose measured kernel efficiencies time the step (STACKS)
+    # levers (gpuwise/estimate/levers.py; None = the stack's default, gpuwise/data/stacks.csv)
+    cpu_offload: bool = False       # FSDP CPUOffloadPolicy: sharded params, grads and optimizer state on the host
+    loss_kernel: str | None = None  # LOSS_KERNELS
+    optimizer_in_backward: bool = False   # each parameter stepped in its gradient hook (no full gradient set)
+    activation_offload: bool = False      # saved activations moved to host memory during forward
+    lora_targets: str = LORA_DEFAULT      # LORA_MODULES, comma-separated, or all-linear
+    compile: bool = False           # torch.compile (inductor) of each block
+    float8: bool = False            # torchao Float8 training: FP8 GEMMs and FP8 all-gather of FSDP parameters
+    async_tp: bool = False          # asynchronous tensor parallelism: TP collectives overlapped with the GEMMs
 
     def global_batch(self) -> int:
         return self.micro_batch * self.grad_accum * self.plan.dp

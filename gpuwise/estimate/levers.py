@@ -1,0 +1,209 @@
+"""The levers users pull to fit a model on their cards, resolved against the stack's defaults: what each
+one changes in the per-GPU memory (memory.py applies it), what it costs in step time (`offload_seconds`)
+and the assumption line that states it.
+
+- cpu_offload (FSDP2 CPUOffloadPolicy / FSDP1 CPUOffload(offload_params=True)): sharded parameters,
+  gradients and optimizer state live in pinned host memory and the optimizer steps on the CPU. The GPU
+  holds only the unsharded working set: the gathered block (and the prefetched one), the root group,
+  one block's unsharded gradient and its reduce-scatter input, and the activations. Each micro-step
+  copies the local parameter shard to the GPU for the forward and backward all-gathers and the reduced
+  gradient shard back; the CPU runs the Adam update.
+- loss_kernel (chunked / fused / fused-linear): activations.LOSS_BYTES.
+- optimizer_in_backward (torchtune optimizer_in_bwd, PyTorch register_post_accumulate_grad_hook): each
+  parameter is stepped and its gradient freed as soon as it is accumulated, so no full gradient set is
+  alive (one block's gradients at a time); gradient accumulation is impossible with it.
+- activation_offload (torchtune OffloadActivations, saved-tensor hooks): saved activations are copied to
+  host memory on a side stream during forward and back during backward; the GPU keeps the blocks in
+  transit (ACT_OFFLOAD_RESIDENT blocks' worth), the embedding and the loss tensors.
+- lora_targets: lora.py. 8-bit and paged optimizers: model_states.py; a paged optimizer's state is
+  allocated in CUDA unified memory outside PyTorch's caching allocator and paged to the host under
+  memory pressure, so it is neither in max_memory_allocated nor required to fit.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuwise.errors import InputError
+from gpuwise.hardware.types import GpuSpec
+from gpuwise.workload.stacks import stack_row
+from gpuwise.workload.training import LOSS_CHUNKS, LOSS_KERNELS, TrainingConfig
+
+ACT_OFFLOAD_RESIDENT = 2       # blocks of saved activations on the GPU: the one computing and the one in transit
+PAGED = ("paged_adamw8bit",)
+# Host <-> GPU copy bandwidth per GPU (GB/s, one direction, pinned memory), by PCIe generation of the
+# architecture: ~80% of x16 link rate (Gen3 16, Gen4 32, Gen5 64 GB/s). An assumption, not calibrated.
+HOST_LINK_GBPS = {"Volta": 12.0, "Turing": 12.0, "Ampere": 25.0, "Ada": 25.0, "Hopper": 50.0, "Blackwell": 50.0}
+HOST_LINK_DEFAULT_GBPS = 25.0
+# CPU AdamW update (torch.optim.AdamW on the host, fp32 states): parameters per second per GPU's share of
+# the host. An assumption (a few GB/s of host-memory traffic at 16 B read + 12 B written per parameter).
+CPU_ADAM_PARAMS_PER_S = 2.5e8
+
+
+@dataclass(frozen=True)
+class Levers:
+    """The levers of a TrainingConfig with the stack's defaults filled in."""
+
+    loss_kernel: str
+    fp32_main_grad: bool
+    optimizer_impl: str
+    low_norms: bool
+    paged: bool
+
+
+def resolve(cfg: TrainingConfig) -> Levers:
+    return _resolve(cfg.stack, cfg.loss_kernel, cfg.optimizer)
+
+
+@lru_cache(maxsize=256)      # memory estimates ask once per stage load (the planner: ~10^4 times per plan)
+def _resolve(stack: str, loss_kernel: str | None, optimizer: str) -> Levers:
+    st = stack_row(stack)
+    return Levers(loss_kernel or st.loss_kernel, st.grads == "fp32-main-grad", st.optimizer_impl, st.norms == "low",
+                  optimizer in PAGED)
+
+
+def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
+    """InputError (field, value, fix) for lever settings that no layout can run."""
+    if cfg.loss_kernel is not None and cfg.loss_kernel not in LOSS_KERNELS:
+        raise InputError("loss-kernel", cfg.loss_kernel, "use one of " + ", ".join(LOSS_KERNELS))
+    if cfg.lora_rank > 0:
+        from gpuwise.estimate.lora import lora_modules
+
+        lora_modules(cfg.lora_targets)
+    if cfg.cpu_offload and cfg.offload_optimizer:
+        raise InputError("offload-optimizer", True, "--cpu-offload already keeps the optimizer state on the host; "
+                         "drop --offload-optimizer")
+    if (cfg.cpu_offload or cfg.optimizer_in_backward or cfg.activation_offload) and not transformer:
+        raise InputError("cpu-offload/optimizer-in-backward/activation-offload", True,
+                         "modelled for transformers only; drop the flag for explicit models")
+
+
+def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
+    """(field, value, fix) when this layout cannot run the levers, else None. Searches over layouts treat
+    such a configuration as not fitting (memory.py); a layout the user gave is refused (`refuse_blocked`)."""
+    p = cfg.plan
+    if cfg.cpu_offload and (p.zero != 3 or resolve(cfg).fp32_main_grad):
+        return ("cpu-offload", True, "FSDP CPU offload shards with FSDP: add --zero 3 (on any number of GPUs); "
+                "for optimizer state alone use --offload-optimizer")
+    if cfg.optimizer_in_backward and (cfg.grad_accum > 1 or p.pp > 1):
+        return ("optimizer-in-backward", True, "steps each parameter in its gradient hook, so gradients cannot "
+                "accumulate over micro-batches: use --grad-accum 1 and no pipeline (pp 1)")
+    return None
+
+
+def refuse_blocked(cfg: TrainingConfig) -> None:
+    why = blocked(cfg)
+    if why:
+        raise InputError(*why)
+
+
+def lever_notes(cfg: TrainingConfig, trainable: float) -> list[str]:
+    """One assumption line per lever in effect (stack defaults say so)."""
+    p = cfg.plan
+    return list(_lever_notes(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.cpu_offload, cfg.optimizer_in_backward,
+                             cfg.activation_offload, p.dp * p.cp, trainable))
+
+
+@lru_cache(maxsize=1024)   # the same lines for every micro-batch and accumulation of a search
+def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offload: bool, in_bwd: bool,
+                 act_offload: bool, shards: int, trainable: float) -> tuple[str, ...]:
+    cfg = TrainingConfig(stack=stack, loss_kernel=loss_kernel, optimizer=optimizer, cpu_offload=cpu_offload,
+                         optimizer_in_backward=in_bwd, activation_offload=act_offload)
+    lev = resolve(cfg)
+    from_stack = "" if cfg.loss_kernel else f" ({cfg.stack} default)"
+    out = [f"loss kernel {lev.loss_kernel}{from_stack}" + _LOSS_TEXT[lev.loss_kernel]]
+    if cfg.cpu_offload:
+        host = trainable * 16 / shards
+        out.append("FSDP CPU offload: sharded parameters, gradients and optimizer state in pinned host memory "
+                   f"(~{host / 2 ** 30:.1f} GiB of host memory per GPU at 4 + 4 + 8 B per parameter), the optimizer "
+                   "step on the CPU; the GPU keeps the gathered blocks, the root group, one block's gradient and "
+                   "the activations")
+    if cfg.optimizer_in_backward:
+        out.append("optimizer in backward: each parameter is stepped in its gradient hook and its gradient freed, "
+                   "so one block's gradients are alive at a time (no gradient accumulation)")
+    if cfg.activation_offload:
+        out.append(f"activation offload: saved activations copied to host memory during forward and back during "
+                   f"backward on a side stream; {ACT_OFFLOAD_RESIDENT} blocks' activations, the embedding and the "
+                   "loss tensors stay on the GPU")
+    if lev.paged:
+        out.append(f"{cfg.optimizer}: optimizer state in CUDA unified memory outside PyTorch's allocator (paged to "
+                   "host under memory pressure): not in the allocated peak and not required to fit; nvidia-smi "
+                   "shows it while resident")
+    if lev.optimizer_impl == "foreach":
+        out.append(f"optimizer implementation foreach ({cfg.stack} default): the multi-tensor step allocates one "
+                   "fp32 temporary per parameter for sqrt(v)")
+    return tuple(out)
+
+
+_LOSS_TEXT = {
+    "eager": ": logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
+             "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)",
+    "chunked": f": cross-entropy in {LOSS_CHUNKS} token chunks (torchtune CEWithChunkedOutputLoss): every chunk's "
+               "float32 log-softmax kept, the loss-boundary gradients one chunk at a time",
+    "fused": ": a fused cross-entropy kernel over 16-bit logits (flash-attn Triton, llm-foundry): 16-bit logits kept, "
+             "one 16-bit gradient in backward",
+    "fused-linear": f": fused linear cross-entropy (Liger-Kernel style) in {LOSS_CHUNKS} token chunks: no logits "
+                    "kept, one chunk's float32 logits and gradient at a time",
+    "megatron": ": logits in the model dtype plus a float32 softmax (Megatron-LM vocab-parallel cross-entropy)",
+}
+
+
+# Step-time assumptions of the kernel levers (stated, not calibrated):
+COMPILE_MEM_FRACTION = 0.6    # torch.compile: memory-bound (elementwise, norm) time left after inductor's fusion
+FP8_CAST_FRACTION = 0.15      # FP8 GEMMs: amax, scale and cast kernels, as a share of the bf16 GEMM time
+ASYNC_TP_OVERLAP = 0.8        # AsyncTP: share of the micro-step's GEMM time that can hide TP collectives
+
+
+def kernel_note(cfg: TrainingConfig) -> str:
+    """The assumption line of torch.compile, Float8 and TE fp8 (memory and step time)."""
+    return _kernel_note(cfg.compile, cfg.float8, cfg.precision == "fp8", cfg.async_tp and cfg.plan.tp > 1)
+
+
+@lru_cache(maxsize=64)
+def _kernel_note(compiled: bool, float8: bool, te_fp8: bool, async_tp: bool) -> str:
+    parts = [("torch.compile: inductor recomputes the MLP's pointwise ops in backward (the MLP keeps its first "
+              f"linears' outputs only); step time: memory-bound ops at {COMPILE_MEM_FRACTION:.0%} of their eager "
+              "time (fusion)") if compiled else "eager PyTorch: no torch.compile fusion"]
+    if float8:
+        parts.append("torchao Float8: GEMMs at the GPU's fp8 dense peak (+"
+                     f"{FP8_CAST_FRACTION:.0%} of the bf16 GEMM time for amax/scale/cast kernels), FSDP all-gathers "
+                     "the blocks in fp8 (1 B per parameter); activations saved in bf16 (torchao saves the "
+                     "high-precision inputs); embedding and output layer stay bf16")
+    if te_fp8:
+        parts.append("fp8 (Transformer Engine style): bf16 weights with fp32 master weights, the fp8 copy of each "
+                     "weight and of its transpose cached (2 B per parameter), GEMM inputs saved in fp8, GEMMs at "
+                     f"the fp8 dense peak (+{FP8_CAST_FRACTION:.0%} for casts); attention and MFU in bf16")
+    if not (float8 or te_fp8):
+        parts.append("no FP8 (add --float8 or --precision fp8)")
+    if async_tp:
+        parts.append(f"AsyncTP: tensor-parallel collectives hidden behind up to {ASYNC_TP_OVERLAP:.0%} of the "
+                     "micro-step's GEMM time")
+    return "; ".join(parts)
+
+
+def host_link_gbps(gpu: GpuSpec) -> float:
+    return HOST_LINK_GBPS.get(gpu.architecture.split()[0], HOST_LINK_DEFAULT_GBPS)
+
+
+def offload_seconds(cfg: TrainingConfig, gpu: GpuSpec, local_params: float, saved_bytes: float,
+                    micro_compute_s: float) -> tuple[float, str | None]:
+    """(exposed seconds per step, assumption line) of CPU and activation offload: host copies overlap the
+    micro-step's compute (prefetch on a side stream), the CPU optimizer step does not."""
+    if not (cfg.cpu_offload or cfg.activation_offload):
+        return 0.0, None
+    link = host_link_gbps(gpu) * 1e9
+    shard = local_params / (cfg.plan.dp * cfg.plan.cp)
+    copy = 0.0
+    if cfg.cpu_offload:        # fp32 shard to the GPU for the forward and backward gathers, fp32 gradient back
+        copy += 3 * shard * 4 / link
+    if cfg.activation_offload:  # each saved byte out in forward and back in backward
+        copy += 2 * saved_bytes / link
+    exposed = cfg.grad_accum * max(0.0, copy - micro_compute_s)
+    cpu_step = shard / CPU_ADAM_PARAMS_PER_S if cfg.cpu_offload else 0.0
+    text = (f"offload step time: host copies at {host_link_gbps(gpu):g} GB/s per GPU (PCIe generation of "
+            f"{gpu.architecture.split()[0]}, assumed) overlapped with each micro-step's compute "
+            f"({exposed:.3g} s exposed per step)"
+            + (f"; CPU Adam step {cpu_step:.3g} s ({CPU_ADAM_PARAMS_PER_S:.2g} parameters/s per GPU, assumed; not "
+               "overlapped)" if cfg.cpu_offload else ""))
+    return exposed + cpu_step, text

@@ -1,0 +1,56 @@
+"""Training stacks as data: each stack's defaults (gpuwise/data/stacks/stacks.csv, one row per stack,
+each with the place its defaults are read from). TrainingConfig.stack names the row; explicit flags
+and job-spec fields override each default; every estimate states the row it used."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuwise.data import data_path, read_commented_csv
+
+
+@dataclass(frozen=True)
+class Stack:
+    """One stack's defaults (columns of stacks.csv)."""
+
+    name: str
+    efficiency: str          # op_efficiency.csv stack whose kernel efficiencies time it
+    loss_kernel: str
+    precision: str
+    grads: str               # param | fp32-main-grad
+    optimizer_impl: str      # fused | foreach | per-param
+    norms: str               # fp32 | low
+    attention: str
+    recompute: str
+    source: str
+
+    def describe(self) -> str:
+        return (f"stack {self.name} (gpuwise/data/stacks/stacks.csv; each default overridden by its flag): "
+                f"loss kernel {self.loss_kernel}, precision {self.precision}, gradients "
+                f"{'in an fp32 main_grad buffer' if self.grads == 'fp32-main-grad' else 'in the parameters dtype'}, "
+                f"optimizer implementation {self.optimizer_impl}, norms {self.norms}, attention {self.attention}, "
+                f"recompute names: {self.recompute}; from {self.source}")
+
+
+@lru_cache(maxsize=1)
+def _rows() -> dict[str, Stack]:
+    out = {}
+    for r in read_commented_csv(data_path("stacks", "stacks.csv")):
+        out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
+                                r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["source"])
+    return out
+
+
+def stack_names() -> tuple[str, ...]:
+    return tuple(_rows())
+
+
+def stack_row(name: str) -> Stack:
+    """The row of stack `name`; InputError naming the stacks otherwise."""
+    rows = _rows()
+    if name not in rows:
+        from gpuwise.errors import InputError
+
+        raise InputError("stack", name, "use one of " + ", ".join(rows))
+    return rows[name]

@@ -1,0 +1,252 @@
+"""The levers users pull (gpuwise.estimate.levers) and training stacks as data (gpuwise/data/stacks/stacks.csv):
+each lever's memory effect against its own accounting, its step-time effect, its assumption line, the
+flags and job-spec fields, and the refusals (exit 2, one line)."""
+
+from __future__ import annotations
+
+import json
+from dataclasses import replace
+
+import pytest
+
+from gpuwise.cli.main import main
+from gpuwise.errors import InputError
+from gpuwise.estimate import activations as act
+from gpuwise.estimate.lora import adapter_params
+from gpuwise.estimate.memory import estimate_memory
+from gpuwise.estimate.performance import job_performance
+from gpuwise.hardware.gpus import get_gpu
+from gpuwise.workload.models import load_model
+from gpuwise.workload.stacks import stack_row
+from gpuwise.workload.training import STACKS, ParallelPlan, TrainingConfig
+
+GIB = 2 ** 30
+L8 = load_model("llama-3.1-8b")
+L70 = load_model("llama-3.1-70b")
+FSDP8 = ParallelPlan(dp=8, zero=3)
+
+
+def run_json(capsys, *argv):
+    assert main(list(argv)) == 0
+    return json.loads(capsys.readouterr().out)
+
+
+def test_cpu_offload_keeps_only_the_unsharded_working_set_on_the_gpu():
+    cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full", plan=FSDP8)
+    on, off = estimate_memory(L70, replace(cfg, cpu_offload=True)), estimate_memory(L70, cfg)
+    assert on.parameters == on.gradients == on.optimizer == 0.0
+    # the sharded fp32 states (16 B per parameter / 8) leave; the gathered blocks and the activations stay
+    assert off.allocated - on.allocated >= 0.9 * 16 * off.params / 8
+    assert on.allocated == on.activations + on.temporaries and on.temporaries > 0 and on.allocated < 20 * GIB
+    assert any("FSDP CPU offload" in a and "host memory per GPU" in a for a in on.assumptions)
+    # a search over layouts passes over one that cannot offload (not FSDP): it never fits
+    no_fsdp = estimate_memory(L70, replace(cfg, cpu_offload=True, plan=ParallelPlan(dp=8, zero=1)))
+    assert not no_fsdp.fits(get_gpu("H100")) and no_fsdp.peak_phase == "cannot run"
+
+
+def test_cpu_offload_costs_host_copies_and_a_cpu_optimizer_step():
+    cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full", plan=FSDP8)
+    h100 = get_gpu("H100")
+    on = job_performance(L70, replace(cfg, cpu_offload=True), h100).step
+    off = job_performance(L70, cfg, h100).step
+    assert on.step_time_s > off.step_time_s
+    assert any("CPU Adam step" in a for a in on.assumptions)
+
+
+def test_loss_kernels_keep_and_transient_bytes():
+    st = act.ActivationSetting(micro_batch=1, seq_len=4096)
+    v, tokens = L8.vocab_size, 4096
+    assert act.loss_transient_bytes(L8, st, loss="eager") == tokens * v * 8
+    assert act.loss_transient_bytes(L8, st, loss="chunked") == tokens * v * 8 / 8       # one of 8 chunks
+    eager, fused_linear = act.head_bytes(L8, st, loss="eager"), act.head_bytes(L8, st, loss="fused-linear")
+    assert eager - fused_linear == tokens * v * 4                                        # no float32 log-softmax
+    assert act.head_bytes(L8, st, loss="fused") - fused_linear == tokens * v * 2         # 16-bit logits kept
+    # a LoRA fine-tune peaks at the loss boundary: the kernels order the estimate
+    cfg = TrainingConfig(micro_batch=4, seq_len=4096, lora_rank=16)
+    got = {k: estimate_memory(L8, replace(cfg, loss_kernel=k)).allocated for k in ("eager", "chunked", "fused-linear")}
+    assert got["eager"] > got["chunked"] > got["fused-linear"]
+
+
+def test_optimizer_in_backward_frees_the_gradient_set_and_refuses_accumulation(capsys):
+    cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full")
+    on, off = estimate_memory(L8, replace(cfg, optimizer_in_backward=True)), estimate_memory(L8, cfg)
+    assert on.gradients == 0.0 and off.gradients == pytest.approx(4 * off.params)
+    assert off.allocated - on.allocated > 0.9 * 4 * off.params - 2 * GIB       # one block's gradients stay
+    assert main(["memory", "llama-3.1-8b", "--optimizer-in-backward", "--grad-accum", "2"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "optimizer-in-backward" in err and "--grad-accum 1" in err
+
+
+def test_activation_offload_keeps_two_blocks_and_times_the_copies():
+    cfg = TrainingConfig(micro_batch=2, seq_len=4096, lora_rank=16, loss_kernel="fused-linear")
+    on, off = estimate_memory(L8, replace(cfg, activation_offload=True)), estimate_memory(L8, cfg)
+    st = act.ActivationSetting(micro_batch=2, seq_len=4096, frozen_base=True, adapted=frozenset({"q", "v"}))
+    assert off.activations - on.activations == pytest.approx((L8.n_layers - 2) * act.layer_bytes(L8, st), rel=1e-9)
+    slow = job_performance(L8, replace(cfg, activation_offload=True), get_gpu("A10G")).step
+    assert any("offload step time" in a for a in slow.assumptions)
+
+
+def test_lora_targets_default_is_todays_and_all_linear_counts_every_linear():
+    assert adapter_params(L8, 16) == adapter_params(L8, 16, "q,v") == 32 * 16 * ((4096 + 4096) + (4096 + 1024))
+    per_layer = (4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096) + 3 * (4096 + 14336)
+    assert adapter_params(L8, 16, "all-linear") == 32 * 16 * per_layer == 41_943_040
+    cfg = TrainingConfig(micro_batch=1, seq_len=2048, lora_rank=16)
+    qv, every = estimate_memory(L8, cfg), estimate_memory(L8, replace(cfg, lora_targets="all-linear"))
+    assert every.trainable_params == 41_943_040 and every.activations > qv.activations   # MLP inputs kept
+    with pytest.raises(InputError, match="lora-targets"):
+        estimate_memory(L8, replace(cfg, lora_targets="q,mlp"))
+
+
+def test_eight_bit_and_paged_optimizers():
+    cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full")
+    eight = estimate_memory(L8, replace(cfg, optimizer="adamw8bit"))
+    assert eight.optimizer == pytest.approx(eight.params * 2 * (1 + 8 / 2048))          # 2 moments of ~1 B
+    assert eight.optimizer == estimate_memory(L8, replace(cfg, optimizer="adamw-8bit")).optimizer
+    paged = estimate_memory(L8, replace(cfg, optimizer="paged_adamw8bit"))
+    assert paged.optimizer == 0.0 and any("unified memory" in a for a in paged.assumptions)
+
+
+def test_every_stack_is_a_row_with_a_source_and_is_stated(capsys):
+    assert STACKS[0] == "pytorch" and set(STACKS) >= {"torchtitan", "megatron", "deepspeed", "hf-trainer",
+                                                      "llm-foundry", "torchtune", "litgpt"}
+    for s in STACKS:
+        assert len(stack_row(s).source) > 40
+    out = run_json(capsys, "memory", "llama-3.1-8b", "--stack", "torchtune", "--json")
+    assert out["config"]["precision"] == "bf16" and out["config"]["stack"] == "torchtune"   # the stack's default
+    assert any(a.startswith("stack torchtune") for a in out["assumptions"])
+    assert any(a.startswith("loss kernel chunked (torchtune default)") for a in out["assumptions"])
+    mixed = run_json(capsys, "memory", "llama-3.1-8b", "--stack", "torchtune", "--precision", "bf16-mixed", "--json")
+    assert mixed["config"]["precision"] == "bf16-mixed" and mixed["allocated_gib"] > out["allocated_gib"]
+
+
+def test_estimate_states_the_stack_and_its_levers(capsys):
+    out = run_json(capsys, "estimate", "--model", "llama-3.1-8b", "--gpu", "H100", "--gpus", "8", "--zero", "3",
+                   "--batch-size", "2", "--stack", "torchtune", "--json")
+    assert out["stack"] == "torchtune" and out["precision"] == "bf16"
+    assert any(a.startswith("stack torchtune") for a in out["assumptions"])
+    assert any(a.startswith("loss kernel chunked (torchtune default)") for a in out["assumptions"])
+    assert any("no torchtune row is fitted: the pytorch row stands in" in a for a in out["assumptions"])
+
+
+def test_stack_defaults_change_what_is_allocated():
+    cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full")
+    hf = estimate_memory(L8, replace(cfg, stack="hf-trainer"))       # foreach AdamW: sqrt(v) for every parameter
+    pt = estimate_memory(L8, cfg)
+    assert hf.temporaries - pt.temporaries == pytest.approx(4 * pt.params) and hf.peak_phase == "optimizer step"
+    mg = estimate_memory(L8, replace(cfg, stack="megatron"))         # 2 B weights, fp32 main_grad, 12 B optimizer
+    assert mg.optimizer == pytest.approx(12 * mg.params) and mg.parameters == pytest.approx(2 * mg.params)
+
+
+def test_unfitted_stack_falls_back_to_a_stated_efficiency_row():
+    from gpuwise.estimate.roofline_step import op_efficiency_for
+
+    h100 = get_gpu("H100")
+    lit, pt = op_efficiency_for(h100, "litgpt"), op_efficiency_for(h100, "pytorch")
+    assert lit.gemm == pt.gemm and "no litgpt row is fitted: the pytorch row stands in" in lit.describe()
+    assert op_efficiency_for(h100, "megatron").gemm != pt.gemm
+
+
+def test_levers_flow_through_job_specs_and_copies(tmp_path):
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.workload.jobspec import load_job
+
+    spec = tmp_path / "job.yaml"
+    spec.write_text("name: ft\nmodel: llama-3.1-8b\ntraining:\n  tokens: 1.0e8\n  global_batch: 8\n"
+                    "  seq_len: 2048\n  stack: torchtune\n  lora_rank: 16\n  lora_targets: all-linear\n"
+                    "  loss_kernel: fused-linear\n  activation_offload: true\n")
+    base = from_jobspec(load_job(spec), gpus=["A100-80GB"]).base
+    assert (base.precision, base.lora_targets, base.loss_kernel, base.activation_offload) == \
+        ("bf16", "all-linear", "fused-linear", True)
+    copy = TrainingConfig(**{**base.__dict__, "micro_batch": 2})     # the planner's copies keep every lever
+    assert copy.lora_targets == "all-linear" and copy.activation_offload
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(spec.read_text().replace("fused-linear", "fast"))
+    with pytest.raises(InputError, match="loss_kernel"):
+        load_job(bad)
+
+
+def test_trace_refuses_levers_it_does_not_run():
+    pytest.importorskip("torch")
+    from gpuwise.trace import trace_memory
+
+    with pytest.raises(InputError, match="does not model --cpu-offload.*--method analytic"):
+        trace_memory(L8, TrainingConfig(plan=FSDP8, cpu_offload=True))
+    with pytest.raises(InputError, match="--optimizer-in-backward with FSDP"):
+        trace_memory(L8, TrainingConfig(plan=FSDP8, optimizer_in_backward=True))
+
+
+def test_lever_flags_refused_where_they_cannot_run(capsys):
+    assert main(["memory", "llama-3.1-70b", "--gpus", "8", "--cpu-offload"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "--zero 3" in err
+    assert main(["memory", "llama-3.1-8b", "--loss-kernel", "fast"]) == 2
+    assert "loss-kernel" in capsys.readouterr().err
+
+
+def test_compile_keeps_fewer_mlp_activations_and_fuses_memory_bound_time():
+    st = act.ActivationSetting(micro_batch=1, seq_len=2048)
+    eager, comp = act.mlp_bytes_per_token(L8, st), act.mlp_bytes_per_token(L8, replace(st, compiled=True))
+    assert eager[1] - comp[1] == 2 * L8.ffn_hidden * 2          # act(gate) and the product are recomputed
+    cfg = TrainingConfig(micro_batch=2, seq_len=4096, plan=FSDP8)
+    h100 = get_gpu("H100")
+    on, off = job_performance(L8, replace(cfg, compile=True), h100), job_performance(L8, cfg, h100)
+    assert on.memory.activations < off.memory.activations and on.step.step_time_s < off.step.step_time_s
+    assert any(a.startswith("step time: torch.compile") for a in on.step.assumptions)
+    assert any(a.startswith("torch.compile") for a in on.memory.assumptions)
+
+
+def test_float8_and_te_fp8_run_gemms_at_the_fp8_peak_only_where_the_gpu_has_one():
+    cfg = TrainingConfig(micro_batch=1, seq_len=8192, recompute="full", plan=ParallelPlan(dp=8, tp=8, sp=True, zero=3))
+    h100, a100 = get_gpu("H100"), get_gpu("A100-80GB")
+    base = job_performance(L70, cfg, h100)
+    f8 = job_performance(L70, replace(cfg, float8=True), h100)
+    te = job_performance(L70, replace(cfg, precision="fp8"), h100)
+    assert f8.step.step_time_s < base.step.step_time_s and te.step.step_time_s < base.step.step_time_s
+    assert f8.memory.temporaries < base.memory.temporaries                 # blocks gathered in fp8
+    # TE fp8 caches the fp8 weight and its transpose: 2 B per parameter more than bf16-mixed
+    te_mem, bf = te.memory, base.memory
+    assert te_mem.parameters - bf.parameters == pytest.approx(2 * bf.parameters / 4, rel=1e-6)
+    # the A100 has no fp8 tensor cores: same GEMM time (the casts are not charged either)
+    assert job_performance(L70, replace(cfg, float8=True), a100).step.step_time_s == pytest.approx(
+        job_performance(L70, cfg, a100).step.step_time_s, rel=1e-9)
+
+
+def test_async_tp_hides_tensor_parallel_collectives():
+    cfg = TrainingConfig(micro_batch=1, seq_len=8192, recompute="full", plan=ParallelPlan(dp=8, tp=8, sp=True, zero=3))
+    h100 = get_gpu("H100")
+    on, off = job_performance(L70, replace(cfg, async_tp=True), h100).step, job_performance(L70, cfg, h100).step
+    assert on.comm_s < off.comm_s and on.compute_s == pytest.approx(off.compute_s)
+    assert any("AsyncTP" in a for a in on.assumptions)
+
+
+def test_step_time_bound_stays_below_the_step_under_kernel_levers():
+    from gpuwise.estimate.step_time import analytical_step_time, step_time_lower_bound
+
+    h100 = get_gpu("H100")
+    for kw in ({"compile": True}, {"float8": True}, {"precision": "fp8"}, {"cpu_offload": True}):
+        cfg = TrainingConfig(micro_batch=2, seq_len=4096, plan=FSDP8, **kw)
+        assert step_time_lower_bound(L8, cfg, h100) <= analytical_step_time(L8, cfg, h100).step_time_s
+
+
+def test_trace_runs_lora_targets_and_chunked_loss_and_agrees_with_the_analytic_model():
+    pytest.importorskip("torch")
+    from gpuwise.trace import trace_memory
+
+    spec = load_model("mpt-125m")            # fused QKV matrix + plain MLP + tied output layer
+    cfg = TrainingConfig(micro_batch=2, seq_len=512, lora_rank=8, lora_targets="all-linear", loss_kernel="chunked")
+    traced = trace_memory(spec, cfg).peak_allocated_bytes
+    assert estimate_memory(spec, cfg, context=False).allocated == pytest.approx(traced, rel=0.01)
+    # each lever moves the estimate by more than the agreement tolerance
+    for other in ({"lora_targets": "q,v"}, {"loss_kernel": "eager"}):
+        assert abs(estimate_memory(spec, replace(cfg, **other), context=False).allocated / traced - 1) > 0.02
+
+
+def test_trace_runs_optimizer_in_backward_and_agrees_with_the_analytic_model():
+    pytest.importorskip("torch")
+    from gpuwise.trace import trace_memory
+
+    spec = load_model("mpt-125m")            # a short sequence: the model states make the peak
+    cfg = TrainingConfig(micro_batch=1, seq_len=64, optimizer_in_backward=True)
+    traced = trace_memory(spec, cfg).peak_allocated_bytes
+    assert estimate_memory(spec, cfg, context=False).allocated == pytest.approx(traced, rel=0.01)
+    assert estimate_memory(spec, replace(cfg, optimizer_in_backward=False), context=False).allocated > 1.1 * traced
