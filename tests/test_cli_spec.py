@@ -43,7 +43,7 @@ def test_example_is_a_valid_spec_naming_every_field(capsys):
     # every field of the model is on a line of its own, set or commented out, with a comment
     written, stack = set(), []
     for line in text.splitlines():
-        m = re.match(r"^( *)(?:# )?([a-z_]+):.*  # \S", line)
+        m = re.match(r"^( *)(?:# )?([a-z_0-9]+):.*  # \S", line)
         if m and not line.startswith("# gpuwise") and not line.startswith("# model:"):
             depth = len(m.group(1)) // 2
             stack[depth:] = [m.group(2)]
