@@ -78,3 +78,17 @@ def launch_spec(job, name: str, batch: int, chunk_steps: int, resume: str | None
             "ref_batch": int(job.batch_size), "chunk_steps": int(chunk_steps), "resume": resume,
             "lr_scaling": job.lr_scaling, "cwd": job.cwd, "job_dir": str(job_dir.resolve()),
             "control_dir": str((job_dir / "control" / f"launch-{launch:03d}").resolve())}
+
+
+def describe(job) -> str:
+    """What a job trains, in words (the run's output says so per job)."""
+    argv = getattr(job, "argv", None)
+    if argv is None:
+        return f"built-in model {job.application}"
+    if job.application == "model":
+        return "model job: " + " ".join(Path(a).name if a.startswith("/") else a for a in argv[1:])
+    name = " ".join([Path(argv[0]).name, *argv[1:]])
+    if job.elastic:
+        return f"script {name} (elastic: gpuwise.elastic)"
+    return (f"script {name} (rigid: it does not use gpuwise.elastic, so it trains at its own batch and is "
+            "restarted, from its own checkpoints if it writes any, whenever its allocation changes)")
