@@ -133,19 +133,20 @@ def test_user_scripts_and_a_model_job_train_elastically_and_survive_a_preemption
 
     byo = Path(__file__).resolve().parents[1] / "examples" / "byo"
     rows = [{"name": "script", "time": "0", "num_gpus": "1", "entrypoint": "train.py --hidden 32 --seq-len 32",
-             "steps": "40", "batch_size": "8", "min_batch": "4", "max_batch": "32"},
+             "steps": "150", "batch_size": "8", "min_batch": "4", "max_batch": "32"},
             {"name": "model", "time": "3", "num_gpus": "1", "model": "tiny-llama", "data": "data/shakespeare.txt",
-             "steps": "30", "batch_size": "8", "min_batch": "4", "max_batch": "32"}]
+             "steps": "80", "batch_size": "8", "min_batch": "4", "max_batch": "32"}]
     wl = jobs_from_rows(rows, "test", byo)
-    out = execute(CLUSTER, wl, "elastic-dp", _opts(tmp_path, preempt_every_s=8.0, max_preemptions=1), pool=pool,
+    out = execute(CLUSTER, wl, "elastic-dp", _opts(tmp_path, preempt_every_s=1.5, max_preemptions=1), pool=pool,
                   make=_elastic)
     assert out["jobs_completed"] == 2, [j["events"] for j in out["jobs"]]
     for j in out["jobs"]:
         assert j["last_loss"] < j["first_loss"]
         runs = [e for e in j["events"] if e["kind"] in ("start", "rescale")]
-        for e in runs[1:]:   # every restart resumed from the checkpoint the controller recorded
-            assert e["checkpoint"] is not None and e["checkpoint"].endswith(f"step-{e['step']:07d}.pt")
+        for e in runs[1:]:   # every restart after step 0 resumed from the checkpoint the controller recorded
+            assert e["step"] == 0 or e["checkpoint"].endswith(f"step-{e['step']:07d}.pt")
         assert all(f["lost_steps"] <= K for f in j["events"] if f["kind"] == "fault")
         logs = tmp_path / "state" / "jobs" / j["name"] / "logs"
         assert "--- exit 0" in (logs / "rank0.log").read_text()   # stopped by the controller's "done"
-    assert out["preemptions_injected"] == 1 and out["jct_median_error"] is not None
+    assert out["preemptions_injected"] == 1 and out["jct_median_error"] is not None, [j["events"] for j in out["jobs"]]
+    print({j["name"]: [(e["kind"], e.get("gpus"), e.get("batch"), e.get("step")) for e in j["events"]] for j in out["jobs"]})
