@@ -86,7 +86,7 @@ def test_the_runtime_stops_a_script_at_a_boundary_and_resumes_it_at_another_batc
 
 def test_a_row_names_one_thing_to_train_and_a_script_without_the_api_is_rigid(tmp_path):
     plain = tmp_path / "plain.py"
-    plain.write_text("print('hello')\n")
+    plain.write_text("# this script does not use gpuwise.elastic\nimport torch\nprint('from gpuwise import elastic')\n")
     row = {"name": "a", "time": "0", "num_gpus": "1", "steps": "10", "batch_size": "8", "min_batch": "4",
            "max_batch": "32"}
     wl = jobs_from_rows([{**row, "entrypoint": "plain.py --x 1"}], "t", tmp_path)

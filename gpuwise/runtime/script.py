@@ -23,9 +23,22 @@ from gpuwise.elastic import control as ctl
 
 
 def uses_elastic(path: str | Path) -> bool:
-    """Whether a script imports gpuwise.elastic (an elastic job) or not (a rigid one)."""
-    text = Path(path).read_text(encoding="utf-8", errors="replace")
-    return "gpuwise.elastic" in text or "from gpuwise import elastic" in text
+    """Whether a script imports gpuwise.elastic (an elastic job) or not (a rigid one): its imports,
+    parsed (a comment or string naming the module does not count)."""
+    import ast
+
+    try:
+        tree = ast.parse(Path(path).read_text(encoding="utf-8", errors="replace"))
+    except SyntaxError:
+        return False  # it fails at launch; its log says why
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Import) and any(a.name.startswith("gpuwise.elastic") for a in node.names):
+            return True
+        if isinstance(node, ast.ImportFrom) and node.module and (
+                node.module.startswith("gpuwise.elastic")
+                or (node.module == "gpuwise" and any(a.name == "elastic" for a in node.names))):
+            return True
+    return False
 
 
 class ScriptRun:
