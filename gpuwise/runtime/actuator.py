@@ -376,7 +376,11 @@ class RayActuator:
         jr.lost_steps += lost
         jr.faults += 1
         for s in jr.slots:
-            if s.warming is None:  # an injected preemption already restarted its victim
+            if s.warming is not None:  # an injected preemption already restarted its victim
+                pass
+            elif jr.script and jr.js.job.elastic:  # survivors end with the broken group: keep them warm
+                s.warming = s.actor.drain.remote(self.timeouts.teardown_s)
+            else:
                 self.pool.restart(s)
             s.owner = None
         jr.slots, jr.alloc, jr.refs, jr.want, jr.phase = [], None, [], None, "idle"

@@ -22,6 +22,9 @@ from pathlib import Path
 from gpuwise.elastic import control as ctl
 
 
+PG_TIMEOUT_S = 30  # a collective waiting on a lost peer gives up after this (gloo usually sees the loss at once)
+
+
 def uses_elastic(path: str | Path) -> bool:
     """Whether a script imports gpuwise.elastic (an elastic job) or not (a rigid one): its imports,
     parsed (a comment or string naming the module does not count)."""
@@ -51,7 +54,8 @@ class ScriptRun:
                     ctl.ENV_CONTROL: str(self.control), ctl.ENV_JOB_DIR: job["job_dir"],
                     ctl.ENV_RESUME: job.get("resume") or "", ctl.ENV_BATCH: str(job["batch"]),
                     ctl.ENV_REF_BATCH: str(job["ref_batch"]), ctl.ENV_CHUNK: str(job["chunk_steps"]),
-                    ctl.ENV_LR_SCALING: job.get("lr_scaling") or ""}
+                    ctl.ENV_LR_SCALING: job.get("lr_scaling") or "",
+                    "GPUWISE_PG_TIMEOUT_S": str(PG_TIMEOUT_S)}
         self.exit: int | None = None
         self.thread = threading.Thread(target=self._main, name=f"script-{job['name']}", daemon=True)
 

@@ -109,6 +109,17 @@ class SlotWorker:
         self.script.start()
         return self.script.wait(-1, timeout_s) if job["elastic"] else {"kind": "started", "setup_s": 0.0}
 
+    def drain(self, timeout_s: float) -> int:
+        """After a fault took a peer: wait for this slot's script to end (the lost peer breaks its
+        collectives), so the warm process serves again without re-importing torch; a script that does
+        not end in time takes the process with it (Ray restarts the actor)."""
+        if self.script is not None:
+            self.script.thread.join(timeout_s)
+            if self.script.thread.is_alive():
+                os._exit(1)
+        self.teardown()
+        return os.getpid()
+
     def follow(self, after: float, cmd: str | None, timeout_s: float) -> dict:
         """Answer boundary ``after`` with ``cmd`` (rank 0), then wait for the next report or the exit."""
         from gpuwise.elastic.control import send_command
