@@ -78,6 +78,7 @@ def test_the_runtime_stops_a_script_at_a_boundary_and_resumes_it_at_another_batc
     ctl.send_command(run.control, 0, "go")
     chunk2 = run.wait(0, 60)
     assert chunk2["end_step"] == 6 and chunk2["batch"] == 16 and chunk2["samples"] == 3 * 8 + 3 * 16
+    assert chunk["lr_factor"] == 1.0 and chunk2["lr_factor"] == pytest.approx(2 ** 0.5)  # sqrt(16 / 8)
     assert chunk2["loss"][-1] < chunk["loss"][0]                      # it kept training
     ctl.send_command(run.control, 1, "done")
     assert run.wait(1, 60)["exit"] == 0

@@ -184,4 +184,4 @@ class Session:
         return {"kind": "chunk", "boundary": self.boundary, "end_step": self.step, "checkpoint": str(path) if path else None,
                 "step_s": step_s, "sync_s": sync_s, "loss": loss, "big_sq": big_sq, "small_sq": small_sq,
                 "small_batch": [small_b] * len(loss), "batch": b, "world": self.world, "samples": self.offset,
-                "noise_scale": self.phi}
+                "noise_scale": self.phi, "lr_factor": self.opt.factor if self.opt else None}
