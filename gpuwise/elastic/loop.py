@@ -63,6 +63,10 @@ class Session:
             torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
         dist.init_process_group("nccl" if cuda else "gloo", init_method="env://",
                                 timeout=timedelta(seconds=float(os.environ.get("GPUWISE_PG_TIMEOUT_S", "300"))))
+        if self.control is None:  # standalone: leave the group at exit (the runtime's launcher does it there)
+            import atexit
+
+            atexit.register(lambda: dist.is_initialized() and dist.destroy_process_group())
 
     @property
     def device(self) -> torch.device:
