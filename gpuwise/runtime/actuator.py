@@ -160,6 +160,9 @@ class RayActuator:
         for jr in list(self.jobs.values()):
             if jr.phase == "waiting":
                 self._try_setup(jr, now)
+            elif jr.phase == "chunk" and jr.script and not jr.js.job.elastic and jr.want != jr.alloc:
+                jr.refs = []  # a rigid script has no boundary to wait for: it is restarted now
+                self._teardown(jr, now)
         refs = self.in_flight()
         if refs:
             ray.wait(refs, num_returns=1, timeout=max(0.0, wait_s))
