@@ -32,7 +32,7 @@ def main() -> None:
     ap.add_argument("--job-dir", default="gpuwise-job/byo-train")
     args = ap.parse_args()
 
-    elastic.init(job_dir=args.job_dir)
+    s = elastic.init(job_dir=args.job_dir)
     torch.manual_seed(0)
     config = LlamaConfig(vocab_size=BYTE_VOCAB, hidden_size=args.hidden, intermediate_size=2 * args.hidden,
                          num_hidden_layers=args.layers, num_attention_heads=4, num_key_value_heads=2,
@@ -42,7 +42,8 @@ def main() -> None:
     loader = elastic.DataLoader(text_blocks(args.data, args.seq_len), batch_size=args.batch)
 
     for step in elastic.steps(total=args.steps, chunk=args.chunk):
-        loss = model(**loader.batch()).loss
+        batch = {k: v.to(s.device) for k, v in loader.batch().items()}
+        loss = model(**batch).loss
         loss.backward()
         opt.step()
         opt.zero_grad()
