@@ -29,7 +29,7 @@ LAYERS: dict[str, int] = {
     "estimate": 3, "nn": 3, "trace": 3,
     "plan": 4, "policies": 4,
     "control": 5,
-    "sim": 6, "runtime": 6, "validation": 6, "jobqueue": 6,
+    "sim": 6, "runtime": 6, "elastic": 6, "validation": 6, "jobqueue": 6,
     "cli": 7, "service": 7, "__main__": 7,
 }
 

@@ -123,3 +123,35 @@ def test_any_width_resumes_exactly(pool):
     two = get([a.chunk.remote(3, 3, 8, 3e-3, None), b.chunk.remote(3, 3, 8, 3e-3, None)])[0]["loss"]
     get([a.teardown.remote(), b.teardown.remote()])
     assert two == pytest.approx(one, rel=1e-4)
+
+
+def test_user_scripts_and_a_model_job_train_elastically_and_survive_a_preemption(pool, tmp_path):
+    # issue 22: the user's own script (examples/byo/train.py, gpuwise.elastic) and a model + data job
+    # (the bundled transformers trainer) on the slots; elastic DP moves them, one worker is killed;
+    # a script without the API runs beside them as a rigid job
+    pytest.importorskip("transformers")
+    from pathlib import Path
+
+    byo = Path(__file__).resolve().parents[1] / "examples" / "byo"
+    rows = [{"name": "script", "time": "0", "num_gpus": "1", "entrypoint": "train.py --hidden 32 --seq-len 32",
+             "steps": "150", "batch_size": "8", "min_batch": "4", "max_batch": "32"},
+            {"name": "model", "time": "3", "num_gpus": "1", "model": "tiny-llama", "data": "data/shakespeare.txt",
+             "steps": "80", "batch_size": "8", "min_batch": "4", "max_batch": "32"},
+            {"name": "rigid", "time": "4", "num_gpus": "1", "steps": "10", "batch_size": "8",
+             "entrypoint": str(Path(__file__).parent / "data" / "rigid_script.py")}]
+    wl = jobs_from_rows(rows, "test", byo)
+    out = execute(CLUSTER, wl, "elastic-dp", _opts(tmp_path, preempt_every_s=1.5, max_preemptions=1), pool=pool,
+                  make=_elastic)
+    assert out["jobs_completed"] == 3, [j["events"] for j in out["jobs"]]
+    rigid = out["jobs"].pop()                       # no gpuwise.elastic: run to its exit, said so
+    assert "rigid" in rigid["trains"] and rigid["status"] == "done"
+    for j in out["jobs"]:
+        assert j["last_loss"] < j["first_loss"]
+        runs = [e for e in j["events"] if e["kind"] in ("start", "rescale")]
+        for e in runs[1:]:   # every restart after step 0 resumed from the checkpoint the controller recorded
+            assert e["step"] == 0 or e["checkpoint"].endswith(f"step-{e['step']:07d}.pt")
+        assert all(f["lost_steps"] <= K for f in j["events"] if f["kind"] == "fault")
+        logs = tmp_path / "state" / "jobs" / j["name"] / "logs"
+        assert "--- exit 0" in (logs / "rank0.log").read_text()   # stopped by the controller's "done"
+    assert out["preemptions_injected"] == 1 and out["jct_median_error"] is not None, [j["events"] for j in out["jobs"]]
+    print({j["name"]: [(e["kind"], e.get("gpus"), e.get("batch"), e.get("step")) for e in j["events"]] for j in out["jobs"]})

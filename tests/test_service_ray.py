@@ -117,6 +117,34 @@ def ray_server(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
 @pytest.mark.timeout(240)
+def test_ray_backend_trains_a_model_on_the_users_text(ray_server):
+    # issue 22: model + data -- tiny-llama's config, random weights, the bundled text, byte tokens
+    pytest.importorskip("transformers")
+    url, auth, tmp, proc, httpx = ray_server
+    text = ROOT / "examples" / "byo" / "data" / "shakespeare.txt"
+    missing = httpx.post(url + "/v1/jobs", json={**TINY, "data": str(tmp / "nope.txt")}, headers=auth, timeout=60)
+    assert missing.status_code == 422 and "data" in missing.text, missing.text
+    r = httpx.post(url + "/v1/jobs", json={**TINY, "name": "byo", "data": str(text)}, headers=auth, timeout=60)
+    assert r.status_code == 201, r.text
+    jid, job = r.json()["id"], {}
+    for _ in range(1200):            # bounded: 120 s of polls
+        job = httpx.get(f"{url}/v1/jobs/{jid}", headers=auth, timeout=10).json()
+        if job["state"] in ("done", "failed", "cancelled"):
+            break
+        time.sleep(0.1)
+    assert job["state"] == "done", job
+    folder = tmp / "ray-state" / "jobs" / jid          # the job's artifacts: checkpoints and logs
+    assert (folder / "checkpoints" / "step-0000030.pt").exists()
+    log = (folder / "logs" / "rank0.log").read_text()
+    assert "tokenizer bytes" in log and "--- exit 0" in log
+    with sqlite3.connect(tmp / "ray-state" / "state.sqlite") as db:
+        done = dict(db.execute("SELECT kind, detail FROM events WHERE job=?", (jid,)).fetchall())["done"]
+    assert json.loads(done)["loss"] < math.log(256) - 1.0   # below the uniform guess over 256 byte tokens
+
+
+@pytest.mark.slow
+@pytest.mark.xdist_group("ray")
+@pytest.mark.timeout(240)
 def test_ray_backend_trains_a_submitted_job_to_done_and_refuses_one_too_big(ray_server):
     url, auth, tmp, proc, httpx = ray_server
     big = httpx.post(url + "/v1/jobs", json={**TINY, "model": "llama-3.1-8b"}, headers=auth, timeout=60)

@@ -117,8 +117,8 @@ def _print(out: dict) -> None:
     def f(x, fmt="{:.1f}"):
         return "-" if x is None else fmt.format(x)
 
-    print_table("measured vs simulated JCT", ["job", "measured (s)", "simulated (s)", "error", "events"],
-                [(j["name"], f(j["measured_jct_s"]), f(j["simulated_jct_s"]), f(j["jct_error"], "{:.0%}"),
+    print_table("measured vs simulated JCT", ["job", "trains", "measured (s)", "simulated (s)", "error", "events"],
+                [(j["name"], j["trains"], f(j["measured_jct_s"]), f(j["simulated_jct_s"]), f(j["jct_error"], "{:.0%}"),
                   " ".join(e["kind"] + (f"({e['gpus']}x{e['batch']})" if "gpus" in e else "") for e in j["events"]))
                  for j in out["jobs"]])
     print(f"median JCT error of the simulator on the measured models: {f(out['jct_median_error'], '{:.0%}')}")

@@ -48,6 +48,7 @@ class Timeouts:
     setup_s: float = 60.0     # process group + checkpoint load
     chunk_s: float = 120.0    # one chunk of steps
     teardown_s: float = 30.0
+    script_s: float = 3600.0  # a rigid script's whole run (it reports nothing before its exit)
 
 
 @dataclass
@@ -75,10 +76,17 @@ class JobRun:
     reserved_at: float = 0.0              # when the loop reserved ``want``
     overheads: list[float] = field(default_factory=list)  # reservation -> running again (s)
     ckpt_next: str | None = None
+    boundary: int = 0                     # script jobs: the last boundary the script reported
+    launches: int = 0                     # script jobs: launches so far (each has a control folder)
 
     @property
     def name(self) -> str:
         return self.js.name
+
+    @property
+    def script(self) -> bool:
+        """The job runs the user's script (an ``entrypoint`` or a model + data job)."""
+        return getattr(self.js.job, "argv", None) is not None
 
 
 def resume_run(jr: JobRun, row: dict, store: Store) -> None:
@@ -178,6 +186,9 @@ class RayActuator:
         for jr in list(self.jobs.values()):
             if jr.phase == "waiting":
                 self._try_setup(jr, now)
+            elif jr.phase == "chunk" and jr.script and not jr.js.job.elastic and jr.want != jr.alloc:
+                jr.refs = []  # a rigid script has no boundary to wait for: it is restarted now
+                self._teardown(jr, now)
         refs = self.in_flight()
         if refs:
             ray.wait(refs, num_returns=1, timeout=max(0.0, wait_s))
@@ -205,8 +216,16 @@ class RayActuator:
             self.fault(jr, now, f"{phase} failed: {type(e).__name__}")
             return
         jr.refs = []
-        if phase == "setup":
+        if phase == "setup" and jr.script:
+            bad = next((x for x in results if x.get("kind") not in ("ready", "started")), None)
+            if bad is not None:
+                self.fault(jr, now, f"script {bad['kind']} {bad.get('exit', '')} at start (log {bad.get('log')})")
+                return
+            self._started(jr, now, max(x.get("setup_s", 0.0) for x in results))
+        elif phase == "setup":
             self._started(jr, now, max(results))
+        elif phase == "chunk" and jr.script:
+            self._script_boundary(jr, now, results)
         elif phase == "chunk":
             self._chunk_done(jr, now, results[0])
         elif phase == "teardown":
@@ -235,10 +254,51 @@ class RayActuator:
         except Exception as e:
             self.fault(jr, now, f"address failed: {type(e).__name__}")
             return
+        if jr.script:
+            self._launch_script(jr, now, master, port)
+            return
         spec = {"model": jr.js.job.application, "seed": jr.js.job.seed, "lr": jr.js.job.lr}
         jr.refs = [s.actor.setup.remote(spec, r, len(picked), master, port, jr.ckpt, self.timeouts.setup_s)
                    for r, s in enumerate(picked)]
         self._op(jr, "setup", now, self.timeouts.setup_s)
+
+    # -- script jobs: the script runs the steps; boundaries are its reports (gpuwise.runtime.script) --
+    def _launch_script(self, jr: JobRun, now: float, master: str, port: int) -> None:
+        from gpuwise.runtime.script_jobs import launch_spec
+
+        jr.launches, jr.boundary = jr.launches + 1, 0
+        spec = launch_spec(jr.js.job, jr.name, jr.alloc.batch_size or jr.js.job.batch_size, self.k, jr.ckpt,
+                           self.job_dir(jr.name), jr.launches)
+        limit = max(self.timeouts.setup_s, self.timeouts.start_s)  # the first launch imports the script's libraries
+        jr.refs = [s.actor.launch.remote(spec, r, len(jr.slots), master, port, limit) for r, s in enumerate(jr.slots)]
+        self._op(jr, "setup", now, limit + 10.0)
+
+    def job_dir(self, name: str) -> Path:
+        """A job's artifacts: checkpoints/, logs/ and the control folders of its launches."""
+        return self.ckpt_dir.parent / "jobs" / name
+
+    def _script_boundary(self, jr: JobRun, now: float, results: list[dict]) -> None:
+        r = results[0]
+        if not jr.js.job.elastic:  # a rigid script ran to its end
+            codes = [x.get("exit") for x in results]
+            if all(c == 0 for c in codes):
+                jr.js.progress = jr.js.target
+                self.event(jr, now, "done", step=None, rigid=True)
+                self._released(jr, now)
+            else:
+                self.fault(jr, now, f"rigid script exited with {codes} (logs {r.get('log')})")
+            return
+        bad = next((x for x in results if x.get("kind") not in ("chunk", "ready")), None)
+        if bad is not None:
+            self.fault(jr, now, f"script {bad['kind']} {bad.get('exit', '')} at boundary {jr.boundary} (log {bad.get('log')})")
+            return
+        jr.ckpt_next, jr.boundary = r["checkpoint"], r["boundary"]
+        self._chunk_done(jr, now, r)
+
+    def _follow(self, jr: JobRun, now: float, cmd: str | None, phase: str, limit: float) -> None:
+        """Answer the script's last boundary with ``cmd`` (rank 0 reads it) and wait for the next one."""
+        jr.refs = [s.actor.follow.remote(jr.boundary, cmd if r == 0 else None, limit) for r, s in enumerate(jr.slots)]
+        self._op(jr, phase, now, limit + 10.0)
 
     def _op(self, jr: JobRun, phase: str, now: float, limit: float) -> None:
         jr.phase, jr.op_start, jr.deadline = phase, now, now + limit
@@ -262,6 +322,13 @@ class RayActuator:
         batch = int(jr.alloc.batch_size or jr.js.job.batch_size)
         steps = self.k
         jr.chunk = (steps, batch)
+        if jr.script and jr.js.job.elastic:
+            self._follow(jr, now, "go", "chunk", self.timeouts.chunk_s)
+            return
+        if jr.script:  # a rigid script: the next thing it says is its exit
+            jr.boundary = math.inf
+            self._follow(jr, now, None, "chunk", self.timeouts.script_s)
+            return
         ckpt = str(self.ckpt_dir / f"{jr.name}-{jr.step + steps:07d}.pt")
         lr = jr.js.job.lr * math.sqrt(batch / jr.js.job.batch_size)  # square-root LR scaling rule
         jr.refs = [s.actor.chunk.remote(jr.step, steps, batch, lr, ckpt) for s in jr.slots]
@@ -299,6 +366,17 @@ class RayActuator:
             self._launch(jr, now)
 
     def _teardown(self, jr: JobRun, now: float) -> None:
+        if jr.script and jr.js.job.elastic:
+            self._follow(jr, now, "done" if jr.js.progress >= jr.js.target - 1e-9 else "stop", "teardown",
+                         self.timeouts.teardown_s)
+            return
+        if jr.script:  # a rigid script cannot stop at a boundary: restarting its actors ends it
+            self.event(jr, now, "rigid-restart", reason="allocation changed; the script restarts from its own "
+                       "checkpoints, if it writes any")
+            for s in jr.slots:
+                self.pool.restart(s)
+            self._released(jr, now)
+            return
         jr.refs = [s.actor.teardown.remote() for s in jr.slots]
         self._op(jr, "teardown", now, self.timeouts.teardown_s)
 
@@ -329,7 +407,11 @@ class RayActuator:
         jr.faults += 1
         self.store.put(_in_flight(jr.name), None)
         for s in jr.slots:
-            if s.warming is None:  # an injected preemption already restarted its victim
+            if s.warming is not None:  # an injected preemption already restarted its victim
+                pass
+            elif jr.script and jr.js.job.elastic:  # survivors end with the broken group: keep them warm
+                s.warming = s.actor.drain.remote(self.timeouts.teardown_s)
+            else:
                 self.pool.restart(s)
             s.owner = None
         jr.slots, jr.alloc, jr.refs, jr.want, jr.phase = [], None, [], None, "idle"

@@ -3,7 +3,10 @@
 The runtime's Ray workers train only its small CPU models (`gpuwise.runtime.small_models`:
 tiny-llama, tiny-resnet). A job spec whose ``model`` names one of them trains that very model; any
 other model (llama-3.1-8b, resnet50, a config.json of your own) is refused at submission with the
-constraint and what would run -- nothing is silently swapped for a model of another size.
+constraint and what would run -- nothing is silently swapped for a model of another size. A spec with
+``entrypoint`` (the user's script) or ``data`` (``model`` trained on it by the bundled transformers
+trainer) trains that instead of the built-in model's generated data (issue 22); ``model`` still sizes
+the planner's prediction.
 
 What the job becomes (`RunJob`): the reference batch M0 is the spec's ``reference_batch`` or its
 smallest ``global_batch``; the batch range is the spec's ``global_batch`` (a number: fixed at that
@@ -66,6 +69,7 @@ def runnable_spec(spec: JobSpec, cluster: ClusterSpec) -> JobSpec:
     m = runtime_model_of(spec)
     if m is None:
         raise _too_big(spec, cluster)
+    user_training(spec)  # an entrypoint or data that is not there: refused now, not at launch
     tr = spec.training
     par = spec.parallelism
     if 1 not in par.tp or 1 not in par.pp:
@@ -106,6 +110,22 @@ def run_job(spec: JobSpec, name: str, arrival_s: float, num_gpus: int, gpu_type:
     m0 = int(tr.amount_reference_batch())
     samples = tr.amount_samples(token_model=m.kind == "lm")
     lo, hi = tr.batch_range
-    return RunJob(name=name, arrival_s=arrival_s, num_gpus=max(1, min(num_gpus, lo // 2)), application=m.name,
-                  batch_size=m0, gpu_type=gpu_type, min_batch=lo, max_batch=hi,
-                  steps=max(1, math.ceil(samples / m0)), seed=seed)
+    kind = {"application": m.name, **user_training(spec)}
+    return RunJob(name=name, arrival_s=arrival_s, num_gpus=max(1, min(num_gpus, lo // 2)), batch_size=m0,
+                  gpu_type=gpu_type, min_batch=lo, max_batch=hi, steps=max(1, math.ceil(samples / m0)), seed=seed,
+                  **kind)
+
+
+def user_training(spec: JobSpec) -> dict:
+    """The RunJob fields of a spec's ``entrypoint`` or ``model`` + ``data`` (empty: the built-in model);
+    checked as a workload row is (`gpuwise.runtime.script_jobs.job_kind`)."""
+    from pathlib import Path
+
+    from gpuwise.runtime.script_jobs import job_kind
+
+    if not (spec.entrypoint or spec.data):
+        return {}
+    row = {"entrypoint": spec.entrypoint, "data": spec.data, "weights": spec.weights, "tokenizer": spec.tokenizer,
+           "model": None if spec.entrypoint else spec.model}
+    base = Path(spec.source_path).parent if spec.source_path else Path.cwd()
+    return job_kind(row, "job spec", base)

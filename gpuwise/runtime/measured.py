@@ -22,6 +22,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
+from gpuwise.elastic.metrics import gns_moments
 from gpuwise.estimate.pollux_fit import PolluxParams, fit_pollux, predict
 from gpuwise.estimate.stat_efficiency import gain
 from gpuwise.policies.base import JobState, job_batch_range
@@ -36,6 +37,11 @@ PRIOR_PARAMS = PolluxParams(alpha_c=0.01, beta_c=0.002, alpha_n=0.02, beta_n=0.0
 def max_local(app: str) -> int:
     """Per-slot batch limit standing in for GPU memory (the model file's max_local_batch)."""
     return small_model(app).max_local_batch
+
+
+def _limit(job) -> int:
+    """Per-slot batch limit of a job: a script or model job's own, else its small model's."""
+    return getattr(job, "max_local_batch", None) or max_local(job.application)
 
 
 MIN_LOCAL = 2          # two half-batches per rank for the noise estimate
@@ -73,9 +79,8 @@ class JobModel:
                 big_sq: float, small_sq: float, big_b: float, small_b: float) -> None:
         self.points.append((nodes, replicas, local, step_s, sync_s if replicas > 1 else 0.0))
         self.refit()
-        if big_b > small_b:
-            sqr = (big_b * big_sq - small_b * small_sq) / (big_b - small_b)
-            var = (small_sq - big_sq) / (1.0 / small_b - 1.0 / big_b)
+        if (m := gns_moments(big_sq, small_sq, big_b, small_b)) is not None:
+            sqr, var = m
             if self.grad_sqr is None:
                 self.grad_sqr, self.grad_var = sqr, var
             else:
@@ -153,7 +158,7 @@ class MeasuredPerf:
     def batch_range(self, job, gpu_type: str) -> tuple[int, int, int]:
         m0 = int(job.batch_size)
         lo, hi = job_batch_range(job, m0, 4 * m0)
-        return lo, hi, max_local(job.application)
+        return lo, hi, _limit(job)
 
     def fitted(self, job, target: float):
         """The job's current online fit as the shared fitted model (`estimate.job_model.JobModel`): its

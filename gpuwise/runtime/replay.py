@@ -5,7 +5,9 @@ The replay uses the same policy (a fresh instance), the same cluster and arrival
 measured model of every job as ground truth (`MeasuredPerf`, one constant rate per allocation, with the effective noise scale of
 the steps the job trained), the run's faults at their times (losing the steps the run lost) and,
 as the per-allocation-change overhead, the mean measured time from a reservation to the job
-training again (boundary wait + teardown + process-group set-up + checkpoint load).
+training again (boundary wait + teardown + process-group set-up + checkpoint load). A fault's
+recovery beyond that overhead (its workers restart: a new process that re-imports torch) is measured
+too -- fault to training again -- and the replayed job trains no earlier than that after its fault.
 """
 
 from __future__ import annotations
@@ -23,11 +25,24 @@ def replay(cluster, workload, make_policy, run: RunResult) -> dict[str, float | 
 
     models = {n: replace(jr.model, phi_override=jr.model.effective_phi(jr.js.progress), fitter=None, _pending=None)
               for n, jr in run.runs.items()}
-    faults = sorted((e["t"], n, e["lost_steps"] * float(models[n].gain(e.get("batch") or jr.js.job.batch_size)))
-                    for n, jr in run.runs.items() for e in jr.events if e["kind"] == "fault")
+    faults = sorted((e["t"], n, e["lost_steps"] * float(models[n].gain(e.get("batch") or jr.js.job.batch_size)),
+                     _recovery_s(jr, i))
+                    for n, jr in run.runs.items() for i, e in enumerate(jr.events) if e["kind"] == "fault")
     sim = ClusterSimulator(cluster, workload, make_policy(), restart_s=run.sim.restart_s,
                            truth=MeasuredPerf(models), faults=faults).run()
     return {js.name: (js.finish_s - js.submitted_s) if js.status == "done" else None for js in sim.jobs}
+
+
+def _recovery_s(jr, i: int) -> float:
+    """Measured recovery of fault ``jr.events[i]``: seconds until the job trained again (its workers
+    restart: a fresh process re-imports torch), counted at the first fault of a series (a second
+    fault while the job waits to restart finds nothing running, in the run as in the replay)."""
+    runs = ("start", "rescale", "fault")
+    before = next((e for e in reversed(jr.events[:i]) if e["kind"] in runs), None)
+    back = next((e for e in jr.events[i + 1:] if e["kind"] in runs[:2]), None)
+    if back is None or (before is not None and before["kind"] == "fault"):
+        return 0.0
+    return back["t"] - jr.events[i]["t"]
 
 
 def compare(run: RunResult, simulated: dict[str, float | None]) -> tuple[list[dict], float | None]:

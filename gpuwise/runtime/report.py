@@ -55,8 +55,10 @@ def at_time_scale(policy, round_s: float | None):
 
 
 def _job(jr) -> dict:
+    from gpuwise.runtime.script_jobs import describe
+
     js = jr.js
-    return {"status": js.status, "steps": jr.step, "progress": js.progress, "target": js.target,
+    return {"trains": describe(js.job), "status": js.status, "steps": jr.step, "progress": js.progress, "target": js.target,
             "rescales": jr.rescales, "restarts": jr.faults, "lost_steps": jr.lost_steps,
             "noise_scale": jr.model.phi, "first_loss": jr.losses[0][1] if jr.losses else None,
             "last_loss": jr.losses[-1][1] if jr.losses else None, "events": jr.events}
@@ -65,6 +67,9 @@ def _job(jr) -> dict:
 def _assumptions(run: RunResult, opts: RunOptions, policy) -> list[str]:
     return ([f"real PyTorch data-parallel training on Ray slot actors; chunks of {opts.chunk_steps} steps, each "
              "ending in a checkpoint (the checkpoint interval); learning rate scaled with sqrt(batch / M0)",
+             "script and model jobs run the user's script (or the bundled transformers trainer) inside the slot "
+             "actors; those using gpuwise.elastic stop at a boundary on the controller's command and restart at "
+             "the new width from their checkpoint; per-slot batch limit 32 unless the row says",
              "restarts = group rebuilds after faults; rescales = rebuilds that changed a running job's "
              "width or batch; allocation_changes = the simulator's restarts/rescales count",
              "lost steps after a fault = steps of the chunk in flight, estimated from its elapsed time and "

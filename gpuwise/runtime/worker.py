@@ -35,7 +35,7 @@ class SlotWorker:
         torch.set_num_threads(1)  # slots share the machine's cores; one thread each
         self.slot, self.job = slot, None
         self._warm()
-        self.model = self.opt = self.data = None
+        self.model = self.opt = self.data = self.script = None
 
     def _warm(self) -> None:
         """Pay every first-call cost (imports, gloo start-up, kernels, optimizer) while the slot is
@@ -97,7 +97,36 @@ class SlotWorker:
 
         if dist.is_initialized():
             dist.destroy_process_group()
-        self.job = self.model = self.opt = self.data = None
+        self.job = self.model = self.opt = self.data = self.script = None
+
+    def launch(self, job: dict, rank: int, world: int, master: str, port: int, timeout_s: float) -> dict:
+        """Start rank ``rank`` of a script job here (`gpuwise.runtime.script`): an elastic script's
+        ready report (or its exit), or at once for a rigid one."""
+        from gpuwise.runtime.script import ScriptRun
+
+        self.teardown()
+        self.script = ScriptRun(job, rank, world, master, port)
+        self.script.start()
+        return self.script.wait(-1, timeout_s) if job["elastic"] else {"kind": "started", "setup_s": 0.0}
+
+    def drain(self, timeout_s: float) -> int:
+        """After a fault took a peer: wait for this slot's script to end (the lost peer breaks its
+        collectives), so the warm process serves again without re-importing torch; a script that does
+        not end in time takes the process with it (Ray restarts the actor)."""
+        if self.script is not None:
+            self.script.thread.join(timeout_s)
+            if self.script.thread.is_alive():
+                os._exit(1)
+        self.teardown()
+        return os.getpid()
+
+    def follow(self, after: float, cmd: str | None, timeout_s: float) -> dict:
+        """Answer boundary ``after`` with ``cmd`` (rank 0), then wait for the next report or the exit."""
+        from gpuwise.elastic.control import send_command
+
+        if cmd is not None:
+            send_command(self.script.control, int(after), cmd)
+        return self.script.wait(after, timeout_s)
 
     def chunk(self, start: int, steps: int, batch: int, lr: float, ckpt: str | None) -> dict:
         """Steps [start, start+steps) at global batch ``batch``; rank 0 then writes ``ckpt``

@@ -14,6 +14,17 @@ column                  meaning
 ``max_batch``
 ``gpu_type``            optional: only this GPU type
 ``lr``                  optional base learning rate at M0 (default 3e-3; AdamW)
+``entrypoint``          instead of ``application``: your script and its arguments
+                        (``train.py --hidden 64``, relative to the workload file), run on the
+                        allocation's slots with the torch.distributed environment; elastic if it
+                        uses `gpuwise.elastic`, else rigid (fixed batch, restarted on any change)
+``model``, ``data``     instead of ``application``: a model (a preset such as tiny-llama, a
+                        config.json or a cached Hugging Face id) and its text (a .txt, a JSONL of
+                        ``{"text": ...}`` or a saved ``datasets`` folder), trained by the bundled
+                        trainer (`gpuwise.elastic.trainer`); optional ``weights`` (a local model
+                        folder) and ``tokenizer`` (a local tokenizer folder; default: UTF-8 bytes)
+``lr_scaling``          script and model jobs: sqrt (default), linear, adascale or none
+``max_local_batch``     script and model jobs: samples per slot, standing in for GPU memory (32)
 ======================  ==========================================================================
 """
 
@@ -21,15 +32,15 @@ from __future__ import annotations
 
 import csv
 import io
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
-from gpuwise.errors import InputError, unknown_name
+from gpuwise.errors import InputError
 from gpuwise.workload.traces import TraceJob, Workload
 
 COLUMNS = ("name", "time", "num_gpus", "application", "steps", "batch_size", "min_batch", "max_batch",
-           "gpu_type", "lr")
-REQUIRED = ("name", "time", "num_gpus", "application", "steps", "batch_size")
+           "gpu_type", "lr", "entrypoint", "model", "data", "weights", "tokenizer", "lr_scaling", "max_local_batch")
+REQUIRED = ("name", "time", "num_gpus", "steps", "batch_size")
 DEFAULT_LR = 3e-3
 
 
@@ -40,6 +51,11 @@ class RunJob(TraceJob):
     steps: int = 0        # steps at batch_size to do
     lr: float = DEFAULT_LR
     seed: int = 0         # model init and generated data
+    argv: tuple[str, ...] | None = None  # script and model jobs: the script (absolute) and its arguments
+    elastic: bool = True                 # the script uses gpuwise.elastic (else: a rigid job)
+    lr_scaling: str = "sqrt"
+    max_local_batch: int | None = None   # script and model jobs: per-slot batch limit
+    cwd: str | None = None               # where the script's relative paths start (the workload's folder)
 
 
 def _field(r: dict, col: str, where: str, kind, optional: bool = False):
@@ -57,10 +73,12 @@ def _field(r: dict, col: str, where: str, kind, optional: bool = False):
     return v
 
 
-def jobs_from_rows(rows: list[dict], source: str) -> Workload:
+def jobs_from_rows(rows: list[dict], source: str, base: Path | None = None) -> Workload:
+    """``base``: the folder script paths are relative to (default: the current one)."""
     from gpuwise.hardware.cluster import canonical_gpu
-    from gpuwise.runtime.small_models import small_models
+    from gpuwise.runtime.script_jobs import job_kind
 
+    base = Path(base or Path.cwd()).resolve()
     jobs: list[RunJob] = []
     for i, r in enumerate(rows, start=1):
         where = f"{source} row {i}"
@@ -70,17 +88,18 @@ def jobs_from_rows(rows: list[dict], source: str) -> Workload:
         name = _field(r, "name", where, str).strip()
         if any(j.name == name for j in jobs):
             raise InputError(f"{where} column name", name, "give every job a unique name")
-        app = _field(r, "application", where, str).strip()
-        if app not in small_models():
-            raise unknown_name(f"{where} column application", app, small_models())
+        kind = job_kind(r, where, base)
+        kind["max_local_batch"] = _field(r, "max_local_batch", where, int, True) or kind.get("max_local_batch")
         gpu = r.get("gpu_type")
-        jobs.append(RunJob(
+        jobs.append(RunJob(**kind,
             name=name, arrival_s=float(_field(r, "time", where, float)), num_gpus=_field(r, "num_gpus", where, int),
-            application=app, batch_size=_field(r, "batch_size", where, int),
+            batch_size=_field(r, "batch_size", where, int),
             gpu_type=canonical_gpu(str(gpu), f"{where} column gpu_type") if gpu not in (None, "") else None,
             min_batch=_field(r, "min_batch", where, int, True), max_batch=_field(r, "max_batch", where, int, True),
             row=i, steps=_field(r, "steps", where, int), lr=_field(r, "lr", where, float, True) or DEFAULT_LR,
             seed=i))
+        if not jobs[-1].elastic:  # a rigid script trains at the batch it was given
+            jobs[-1] = replace(jobs[-1], min_batch=jobs[-1].batch_size, max_batch=jobs[-1].batch_size)
         if jobs[-1].num_gpus > jobs[-1].batch_size // 2:
             raise InputError(f"{where} column num_gpus", jobs[-1].num_gpus,
                              "each slot needs at least 2 samples of the batch; ask for fewer GPUs")
@@ -100,11 +119,11 @@ def load_run_workload(path: str | Path) -> Workload:
         if not isinstance(data, dict) or not isinstance(data.get("jobs"), list):
             raise InputError(str(p), type(data).__name__, "the file needs a top-level 'jobs:' list")
         return jobs_from_rows([{k: str(v) for k, v in j.items()} if isinstance(j, dict) else j
-                               for j in data["jobs"]], str(p))
+                               for j in data["jobs"]], str(p), p.parent)
     reader = csv.DictReader(io.StringIO(read_text(p, "--workload", "workload CSV"), newline=""))
     rows = [{k.strip(): (v or "").strip() for k, v in r.items() if k is not None} for r in reader]
     missing = [c for c in REQUIRED if c not in (reader.fieldnames or ())]
     if missing:
         raise InputError(f"{p} header", ",".join(reader.fieldnames or ()),
                          f"missing column {missing[0]}; `gpuwise run` needs " + ", ".join(REQUIRED))
-    return jobs_from_rows(rows, str(p))
+    return jobs_from_rows(rows, str(p), p.parent)

@@ -92,8 +92,8 @@ class ClusterSimulator:
         `ground_truth.GroundTruthPerf`); a replacement (e.g. the runtime's measured models) needs
         ``rates``, ``target``, ``batch_range``, ``goodput_grid`` and ``assumptions`` and may set
         ``segmented = False`` (one constant rate per allocation). ``faults``: (time, job name,
-        progress lost) -- a running job loses its GPUs and that much progress (a replayed run's
-        preemptions). ``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
+        progress lost[, recovery s]) -- a running job loses its GPUs and that much progress (a replayed
+        run's preemptions), and trains again no earlier than recovery s after the fault (its workers restart). ``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
         per-job log-normal factor on the true speed that policies do not see; 0 = none);
         ``policy_model``: what policies see -- "oracle" (the measured truth) or "fitted" (the
         shared JobModel fitted on the profiles)."""
@@ -106,6 +106,7 @@ class ClusterSimulator:
                               for t in cluster.gpu_types})
         self.cluster, self.workload, self.policy = cluster, workload, policy
         self.faults = list(faults)
+        self._ready_at: dict[str, float] = {}   # job -> earliest time it trains again after a fault
         self.restart_s, self.seed = float(restart_s), int(seed)
         self.perf = gt.GroundTruthPerf(cluster) if truth is None else truth
         self._segmented = getattr(self.perf, "segmented", True)
@@ -169,7 +170,7 @@ class ClusterSimulator:
 
     def start(self, js: JobState, alloc: Allocation, now: float) -> None:
         """Instant (re)start: progress resumes after ``restart_s``, at the ground-truth rates."""
-        js.run_from = now + self.restart_s
+        js.run_from = max(now + self.restart_s, self._ready_at.pop(js.name, 0.0))
         js.last_update = now
         layout_of = getattr(self.perf, "layout", None)   # truths without layouts (DP profiles) have none
         layout = layout_of(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size) \
@@ -208,10 +209,11 @@ class ClusterSimulator:
         self.loop.complete(js, now)
 
     def _fault(self, now: float, payload) -> None:
-        name, lost = payload
+        name, lost, recovery_s = (*payload, 0.0)[:3]
         js = self.loop.running.get(name)
         if js is None:
             return
+        self._ready_at[name] = now + recovery_s
         self.advance(js, now)
         js.progress = max(0.0, js.progress - lost)
         self.loop.lose(js, now)
@@ -226,8 +228,8 @@ class ClusterSimulator:
         self.loop = loop = ControlLoop(self.cluster, self.policy, self.policy_perf, self, self, self._levels)
         for i, job in enumerate(self.workload.jobs):
             self.engine.schedule(job.arrival_s, "arrive", i)
-        for t, name, lost in self.faults:
-            self.engine.schedule(t, "fault", (name, lost))
+        for t, name, *rest in self.faults:
+            self.engine.schedule(t, "fault", (name, *rest))
         end = self.engine.run({"arrive": self._arrive, "finish": self._finish, "fault": self._fault,
                                "round": lambda now, _: loop.on_round(now),
                                "tick": lambda now, _: loop.on_tick(now)})

@@ -218,6 +218,12 @@ class JobSpec(_Strict):
     budget_usd: Optional[float] = Field(None, gt=0, description="spend at most this many dollars")
     constraints: Constraints = Field(default_factory=Constraints)
     source_path: Optional[str] = Field(None, description="file the spec came from (set by load_job)")
+    # what `serve --backend ray` trains instead of the runtime's built-in model (issue 22); the
+    # planner reads only `model`. Paths are relative to the spec's file (or the server's folder).
+    entrypoint: Optional[str] = Field(None, description="your training script and its arguments (Ray backend)")
+    data: Optional[str] = Field(None, description="text to train `model` on: .txt, JSONL or a saved datasets folder")
+    weights: Optional[str] = Field(None, description="local model folder to start from (with data)")
+    tokenizer: Optional[str] = Field(None, description="local tokenizer folder (with data; default UTF-8 bytes)")
 
     def model_spec(self) -> ModelSpec:
         """Resolve ``model`` (relative config paths are taken from the spec's folder)."""
