@@ -128,8 +128,10 @@ def test_batch_configs_stay_in_range_and_cover_both_searches():
 def test_job_model_best_batch_is_the_best_of_its_candidates():
     jm = JobModel(PolluxStepTime(P), NoiseModel(2000.0, 64, 64 * 20000), 64, 4096, 256)
     c = jm.best_batch(8)
-    grid = np.unique(np.round(np.geomspace(1, 256, 48)).astype(int))
-    cands = batch_configs(8, (64, 4096), tuple(grid.tolist()), max_accum=jm.max_accum)
+    from gpuwise.estimate.job_space import micro_batch_grid
+
+    assert micro_batch_grid(256) == (1, 2, 4, 8, 16, 32, 64, 128, 256) and micro_batch_grid(48)[-2:] == (32, 48)
+    cands = batch_configs(8, (64, 4096), micro_batch_grid(256), max_accum=jm.max_accum)
     st = np.array([jm.step_time(8, None, m, a) for m, a in zip(cands.micro, cands.grad_accum)])
     _, t = best_of(cands.global_batch, st, jm.noise)
     assert jm.time_to_target(8) == pytest.approx(t.min())

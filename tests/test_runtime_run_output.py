@@ -28,7 +28,7 @@ def _resumed(tmp_path, flight, elapsed, points):
     """A job resumed from a real state file whose run stopped with ``flight`` = [from_step, steps, t0]."""
     from gpuwise.policies.base import JobState
     from gpuwise.runtime.actuator import JobRun, resume_run
-    from gpuwise.runtime.measured import JobModel
+    from gpuwise.runtime.measured import OnlineFit
     from gpuwise.runtime.store import Store
     from gpuwise.workload.traces import TraceJob
 
@@ -38,9 +38,9 @@ def _resumed(tmp_path, flight, elapsed, points):
     store.put("elapsed_s", elapsed)
     store.save_job("j", "running", 0.0, None, 1, 0, 0, 3, 10.0, {"points": points})
     jr = JobRun(JobState(job=TraceJob("j", 0.0, 1, "tiny-llama", 16), submitted_s=0.0, target=100.0),
-                JobModel(ref_batch=16))
+                OnlineFit(ref_batch=16))
     resume_run(jr, store.jobs()["j"], store)
-    again = JobRun(jr.js, JobModel(ref_batch=16))            # killed again before any save: no double count
+    again = JobRun(jr.js, OnlineFit(ref_batch=16))            # killed again before any save: no double count
     resume_run(again, store.jobs()["j"], store)
     return jr, again
 

@@ -36,6 +36,7 @@ from typing import Protocol
 import numpy as np
 
 from gpuwise.errors import InputError
+from gpuwise.estimate.job_space import micro_batch_grid
 from gpuwise.estimate.performance import batch_configs, best_of
 from gpuwise.estimate.stat_efficiency import NoiseModel
 
@@ -142,16 +143,15 @@ class JobModel:
     def best_batch(self, gpus: int, nodes: int | None = None) -> BatchChoice | None:
         """Local batch and grad_accum maximising goodput (= reaching the target soonest) on ``gpus`` GPUs
         with the global batch in [min_batch, max_batch] and local batch <= max_local_bsz (Pollux's batch
-        optimisation over a geometric grid and every accumulation count up to max_accum; the shared
-        ``performance.batch_configs``/``best_of``). None if no configuration is allowed, e.g. more
+        optimisation over the powers of two up to the limit, the micro-batches that hit the range's ends,
+        and every accumulation count up to max_accum; the shared ``performance.batch_configs``/``best_of``). None if no configuration is allowed, e.g. more
         replicas than max_batch samples."""
         nodes = self.nodes_for(gpus) if nodes is None else nodes
         key = (gpus, nodes)
         if key in self._cache:
             return self._cache[key]
         reps = self.replicas(gpus)
-        grid = np.unique(np.round(np.geomspace(1, self.max_local_bsz, 48)).astype(int))
-        cands = batch_configs(reps, (self.min_batch, self.max_batch), tuple(grid.tolist()),
+        cands = batch_configs(reps, (self.min_batch, self.max_batch), micro_batch_grid(self.max_local_bsz),
                               max_accum=self.max_accum)
         if not len(cands):
             self._cache[key] = None

@@ -60,6 +60,17 @@ def batch_grid(lo: int, hi: int) -> tuple[int, ...]:
     return tuple(sorted(vals))
 
 
+def micro_batch_grid(limit: int) -> tuple[int, ...]:
+    """Per-GPU micro-batches tried up to ``limit``: the powers of two below it and the limit itself
+    (the fitted JobModel's batch search; the layout search uses MICRO_BATCHES or the spec's own)."""
+    vals = {int(limit)}
+    p = 1
+    while p < limit:
+        vals.add(p)
+        p *= 2
+    return tuple(sorted(vals))
+
+
 def noise_model_for(spec, field_name: str = "training") -> NoiseModel:
     """Steps to target of a JobSpec: its amount at its reference batch, its noise scale (inf = perfect
     scaling when not given) and its learning-rate scaling rule."""

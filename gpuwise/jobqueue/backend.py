@@ -65,7 +65,7 @@ class SimBackend:
         self._base_sim, self._base_wall = float(t), time.monotonic()
 
     def check(self, spec: JobSpec) -> JobSpec:
-        return spec     # any spec the prediction accepts: its speed comes from the same JobModel
+        return spec     # any spec the prediction accepts: its speed comes from the same goodput object
 
     def trace_job(self, row: dict, spec_path: str) -> TraceJob:
         return TraceJob(name=row["id"], arrival_s=row["submitted_sim"] or 0.0, num_gpus=row["request_gpus"],
@@ -94,7 +94,7 @@ class SimBackend:
 
     def describe(self) -> list[str]:
         return [f"sim backend: {self.time_scale:g} simulated seconds per wall second; job speed from the "
-                f"shared JobModel of each job spec (the simulator's ground truth); {self.restart_s:g} s "
+                f"goodput object of each job spec (the simulator's ground truth); {self.restart_s:g} s "
                 "without progress per allocation change"]
 
 

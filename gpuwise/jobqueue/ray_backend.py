@@ -85,13 +85,13 @@ class RayBackend:
 
     def trace_job(self, row: dict, spec_path: str) -> TraceJob:
         from gpuwise.runtime.jobspecs import run_job
-        from gpuwise.runtime.measured import JobModel
+        from gpuwise.runtime.measured import OnlineFit
         from gpuwise.workload.jobspec import parse_job
 
         job = run_job(parse_job(row["spec"]), row["id"], row["submitted_sim"] or 0.0, row["request_gpus"],
                       row["gpu_type"], seed=int(row["id"][:7], 16))
         if job.name not in self.models:
-            self.models[job.name] = JobModel(ref_batch=int(job.batch_size), fitter=self.fitter)
+            self.models[job.name] = OnlineFit(ref_batch=int(job.batch_size), fitter=self.fitter)
         return job
 
     # -- the Backend protocol -----------------------------------------------------------------------

@@ -23,7 +23,7 @@ from typing import Protocol
 
 from gpuwise.control import status as st
 from gpuwise.policies.base import Allocation, JobState
-from gpuwise.runtime.measured import JobModel
+from gpuwise.runtime.measured import OnlineFit
 from gpuwise.runtime.pool import Slot, WorkerPool
 from gpuwise.runtime.store import Store
 
@@ -56,7 +56,7 @@ class JobRun:
     """The runtime's bookkeeping of one job (what policies never see)."""
 
     js: JobState
-    model: JobModel
+    model: OnlineFit
     phase: str = "idle"                   # idle | waiting | setup | chunk | teardown
     want: Allocation | None = None        # allocation the control loop reserved
     alloc: Allocation | None = None       # allocation the process group runs on

@@ -21,7 +21,7 @@ from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.policies.base import JobState, Policy
 from gpuwise.runtime.actuator import JobRun, RayActuator, Timeouts, resume_run
 from gpuwise.runtime.clock import WallClock
-from gpuwise.runtime.measured import JobModel, MeasuredPerf
+from gpuwise.runtime.measured import MeasuredPerf, OnlineFit
 from gpuwise.runtime.pool import WorkerPool
 from gpuwise.runtime.store import Store
 from gpuwise.sim.cluster import SimResult
@@ -100,7 +100,7 @@ def _run_locked(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: 
 
 def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, wall, fitter) -> RunResult:
     clock = WallClock(offset)
-    models = {j.name: JobModel(ref_batch=int(j.batch_size), fitter=fitter) for j in workload.jobs}
+    models = {j.name: OnlineFit(ref_batch=int(j.batch_size), fitter=fitter) for j in workload.jobs}
     perf = MeasuredPerf(models)
     ckpt_dir = opts.state_dir / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)

@@ -49,8 +49,9 @@ EMA = 0.7              # weight of the old value in the noise moving average
 
 
 @dataclass
-class JobModel:
-    """One job's measured points and current model."""
+class OnlineFit:
+    """One job's measured points and its current online fit (Pollux step-time parameters, noise
+    scale); policies read it as the shared fitted model, `MeasuredPerf.fitted`."""
 
     ref_batch: int
     params: PolluxParams = PRIOR_PARAMS
@@ -147,10 +148,10 @@ class MeasuredPerf:
 
     segmented = False  # one constant rate per allocation (for the simulator's replay)
 
-    def __init__(self, models: dict[str, JobModel], restart_s: float = 0.0) -> None:
+    def __init__(self, models: dict[str, OnlineFit], restart_s: float = 0.0) -> None:
         self.models = models
 
-    def model(self, job) -> JobModel:
+    def model(self, job) -> OnlineFit:
         jm = self.models[job.name]
         jm.collect()
         return jm

@@ -19,7 +19,7 @@ Three formats, recognised by their header:
    ``application``         a Pollux application (bert, cifar10, deepspeech2, imagenet, ncf, yolov3)
                            -- or empty for a rigid job with ``duration_s`` or a ``jobspec`` job
    ``jobspec``             a job-spec YAML (gpuwise.workload.jobspec; path relative to this file):
-                           speed from the shared JobModel (analytical step time, the spec's noise
+                           speed from the job's goodput object (the planner's layout search, the spec's noise
                            scale and training amount); batch range from the spec
    ``batch_size``          the user's global batch (application/jobspec jobs; default: the smallest
                            allowed)
@@ -61,7 +61,7 @@ class TraceJob:
     min_batch: int | None = None   # elastic batch range (None: the application's validated range)
     max_batch: int | None = None
     row: int = 0                   # 1-based data row in the source file (for error messages)
-    jobspec: str | None = None     # path of a job-spec YAML (speed from the shared JobModel) or None
+    jobspec: str | None = None     # path of a job-spec YAML (speed from its goodput object) or None
     # moldable jobs of a rental stream (issue 5, built in code by gpuwise.sim.cloud_cluster, not read
     # from files): duration_s is then the single-GPU work in seconds and the job runs at speedup(k) on k
     # GPUs. Policies that do not read it treat the job as rigid on num_gpus.
