@@ -38,6 +38,7 @@ class JobGoodput:
         self.space = space
         # the search's memo: shapes, plan variants that fit, variants that did not, step-time notes
         self.cache: dict = {"_exhaustive": True} if exhaustive else {}
+        self._tables: dict[tuple, np.ndarray] = {}   # policies ask the same table every round
 
     @classmethod
     def from_jobspec(cls, spec, *, require_amount: bool = True, inter_node_gbps: float | None = None) -> "JobGoodput":
@@ -74,13 +75,19 @@ class JobGoodput:
     # -- tables for policies -----------------------------------------------------------------
     def table(self, gpu: str, max_gpus: int, gpus_per_node: int, batches) -> np.ndarray:
         """Goodput (fraction of the job per second) for 1..max_gpus GPUs (rows) x global ``batches``
-        (columns), each at its best layout; 0 where nothing fits or the batch cannot be held."""
-        out = np.zeros((max_gpus, len(batches)))
-        for g in range(1, max_gpus + 1):
-            for j, b in enumerate(batches):
-                opt = self.at_batch(gpu, gpus_per_node, g, int(b))
-                if opt is not None:
-                    out[g - 1, j] = opt.goodput
+        (columns), each at its best layout; 0 where nothing fits or the batch cannot be held. Memoised
+        per (GPU type, counts, node size, batches) and read-only."""
+        key = (gpu, max_gpus, gpus_per_node, tuple(int(b) for b in batches))
+        out = self._tables.get(key)
+        if out is None:
+            out = np.zeros((max_gpus, len(batches)))
+            for g in range(1, max_gpus + 1):
+                for j, b in enumerate(key[3]):
+                    opt = self.at_batch(gpu, gpus_per_node, g, b)
+                    if opt is not None:
+                        out[g - 1, j] = opt.goodput
+            out.flags.writeable = False      # shared by every caller: read-only
+            self._tables[key] = out
         return out
 
     def speedup(self, gpu: str, gpus_per_node: int, gpus: int) -> float:

@@ -29,7 +29,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from functools import lru_cache
+from functools import cached_property, lru_cache
 from pathlib import Path
 
 from gpuwise.errors import InputError
@@ -78,7 +78,7 @@ class ClusterSpec:
     def total_gpus(self) -> int:
         return sum(n.gpus for n in self.nodes)
 
-    @property
+    @cached_property   # asked many times per scheduling round; the nodes never change
     def gpu_types(self) -> tuple[str, ...]:
         seen: dict[str, None] = {}
         for n in self.nodes:
