@@ -48,7 +48,8 @@ def _estimate_json(capsys, spec: Path, gpu: str, gpus: int) -> dict | None:
        seq=st.sampled_from([1024, 4096]), batch=st.sampled_from([32, 64, 128]), lora=st.sampled_from([0, 16]),
        tp=st.sampled_from(["[1]", "[1, 2]", "[1, 2, 4, 8]"]), pp=st.sampled_from(["[1]", "[1, 2]"]),
        zero=st.sampled_from(["[0, 3]", "[1, 2, 3]", "[3]"]),
-       shape=st.sampled_from([("H100-80GB-SXM", 8), ("H100-80GB-SXM", 16), ("A100-80GB-SXM", 4), ("L4", 8)]))
+       shape=st.sampled_from([("H100-80GB-SXM", 8), ("H100-80GB-SXM", 16), ("A100-80GB-SXM", 4), ("L4", 8),
+                              ("H100-80GB-SXM", 12), ("A100-80GB-SXM", 5)]))
 def test_every_caller_gives_the_same_answer_for_a_shape(tmp_path_factory, capsys, model, seq, batch, lora, tp, pp,
                                                         zero, shape):
     """`estimate` (the CLI), the planner's job, the policies' PerfModel and the simulator's ground truth:
@@ -171,3 +172,22 @@ def test_a_fixed_global_batch_stays_fixed_or_its_rounding_is_flagged():
         opt = good.shape("H100-80GB-SXM", gpn, nodes).best
         assert opt.global_batch != 512 and opt.batch_rounded
         assert abs(opt.global_batch / 512 - 1) <= 0.25
+
+
+def test_a_fixed_batch_no_layout_holds_runs_rounded_everywhere(capsys):
+    """A review found `estimate` rounding a fixed batch on 24 GPUs while the policies' exact search
+    gave rate 0, so FIFO held 24 GPUs forever. Now every caller rounds it the same way, flagged."""
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.workload.jobspec import load_job
+
+    good = from_jobspec(load_job(str(PRETRAIN))).goodput
+    planned = good.shape("H100-80GB-SXM", 8, 3).best
+    asked = good.at_batch("H100-80GB-SXM", 8, 24, 512)
+    assert planned.batch_rounded and asked.batch_rounded and asked.config == planned.config
+    est = _estimate_json(capsys, PRETRAIN, "H100", 24)
+    assert est["global_batch"] == planned.global_batch
+    job = TraceJob("pre", 0.0, 24, batch_size=512, jobspec=str(PRETRAIN), gpu_type="H100-80GB-SXM")
+    res = simulate(load_cluster(str(LLM_CLUSTER)), Workload((job,), "t", "gpuwise"), make_policy("fifo"),
+                   restart_s=30.0)
+    j = res.jobs[0]
+    assert j.status == "done" and j.finish_s == pytest.approx(est["compute_hours"] * 3600.0 + 30.0, rel=1e-9)

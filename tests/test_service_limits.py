@@ -209,3 +209,30 @@ def test_token_pages_are_not_cached_and_docs_need_no_cdn(srv):
     assert r.headers["cache-control"] == "no-store" and r.headers["referrer-policy"] == "no-referrer"
     assert httpx.get(srv.url + "/docs").status_code == 404           # Swagger would load from a CDN
     assert httpx.get(srv.url + "/openapi.json").json()["info"]["title"] == "gpuwise"
+
+
+def test_client_named_files_stay_inside_the_inputs_folder(tmp_path):
+    """Issue 23 (a review found it on the Ray backend): a spec's entrypoint/data/weights/tokenizer over the
+    API names a file inside `serve --inputs-dir` only; without one, no client-named file is run or read."""
+    from gpuwise.errors import InputError
+    from gpuwise.service.limits import check_user_paths
+    from gpuwise.workload.jobspec import parse_job
+
+    (tmp_path / "data").mkdir()
+    (tmp_path / "data" / "t.txt").write_text("x")
+    (tmp_path / "train.py").write_text("print(1)")
+    base = {"name": "j", "model": "tiny-llama", "training": {"steps": 10, "reference_batch": 8, "global_batch": 8}}
+    ok = check_user_paths(parse_job({**base, "data": "data/t.txt"}), str(tmp_path))
+    assert ok.data == str((tmp_path / "data" / "t.txt").resolve())
+    run = check_user_paths(parse_job({**base, "entrypoint": "train.py --steps 3"}), str(tmp_path))
+    assert run.entrypoint.endswith("train.py --steps 3") and run.entrypoint.startswith(str(tmp_path.resolve()))
+    (tmp_path / "out").symlink_to("/etc")
+    for field, value, inputs in [("data", "data/t.txt", None), ("data", "/etc/shadow", str(tmp_path)),
+                                 ("data", "../x", str(tmp_path)), ("tokenizer", "out/passwd", str(tmp_path)),
+                                 ("entrypoint", "/usr/lib/python3/http/server.py 8000", str(tmp_path))]:
+        try:
+            check_user_paths(parse_job({**base, field: value}), inputs)
+        except InputError as e:
+            assert e.field == field and "\n" not in str(e)
+        else:
+            raise AssertionError(f"{field}={value} accepted with inputs {inputs}")

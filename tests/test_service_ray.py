@@ -89,7 +89,7 @@ def ray_server(tmp_path_factory):
     db = f"sqlite:///{tmp / 'service.db'}"
     env = {**os.environ, "PYTHONPATH": str(ROOT), "GPUWISE_HOME": str(tmp)}
     proc = subprocess.Popen([sys.executable, "-m", "gpuwise", "serve", "--backend", "ray", "--db", db, "--port", "0",
-                             "--round-s", "0.2"], cwd=tmp, env=env, stdout=subprocess.PIPE,
+                             "--round-s", "0.2", "--inputs-dir", str(ROOT / "examples" / "byo")], cwd=tmp, env=env, stdout=subprocess.PIPE,
                             stderr=subprocess.STDOUT, text=True)
     url, lines, t0 = "", [], time.monotonic()
     for line in proc.stdout:        # ends when the server exits; the test's timeout bounds the wait
@@ -121,10 +121,17 @@ def test_ray_backend_trains_a_model_on_the_users_text(ray_server):
     # issue 22: model + data -- tiny-llama's config, random weights, the bundled text, byte tokens
     pytest.importorskip("transformers")
     url, auth, tmp, proc, httpx = ray_server
-    text = ROOT / "examples" / "byo" / "data" / "shakespeare.txt"
-    missing = httpx.post(url + "/v1/jobs", json={**TINY, "data": str(tmp / "nope.txt")}, headers=auth, timeout=60)
+    # files are named inside the server's --inputs-dir (examples/byo), never by a server path
+    missing = httpx.post(url + "/v1/jobs", json={**TINY, "data": "data/nope.txt"}, headers=auth, timeout=60)
     assert missing.status_code == 422 and "data" in missing.text, missing.text
-    r = httpx.post(url + "/v1/jobs", json={**TINY, "name": "byo", "data": str(text)}, headers=auth, timeout=60)
+    for bad in ("/etc/shadow", "../../README.md", str(ROOT / "examples" / "byo" / "data" / "shakespeare.txt")):
+        r = httpx.post(url + "/v1/jobs", json={**TINY, "data": bad}, headers=auth, timeout=60)
+        assert r.status_code == 422 and "inputs folder" in r.text, (bad, r.text)
+    r = httpx.post(url + "/v1/jobs", json={**TINY, "entrypoint": "/usr/lib/python3/http/server.py 8000"},
+                   headers=auth, timeout=60)
+    assert r.status_code == 422 and "inputs folder" in r.text, r.text
+    r = httpx.post(url + "/v1/jobs", json={**TINY, "name": "byo", "data": "data/shakespeare.txt"}, headers=auth,
+                   timeout=60)
     assert r.status_code == 201, r.text
     jid, job = r.json()["id"], {}
     for _ in range(1200):            # bounded: 120 s of polls

@@ -31,6 +31,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--round-s", type=float, default=0.2, help="seconds between scheduling rounds")
     parser.add_argument("--read-timeout", type=float, default=10.0, metavar="SECONDS",
                         help="a client's request headers, and then its body, must arrive within this (default 10)")
+    parser.add_argument("--inputs-dir", metavar="DIR", default=None,
+                        help="the only folder whose files a submitted job spec may name (entrypoint, data, weights, "
+                             "tokenizer), relative to it; default: none (no client-named file is ever run or read)")
 
 
 def run(args: argparse.Namespace) -> int:
@@ -48,6 +51,8 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--round-s", args.round_s, "give a positive number of seconds")
     if not 0 < args.read_timeout < 3600:
         raise InputError("--read-timeout", args.read_timeout, "give seconds, more than 0 and under 3600")
+    if args.inputs_dir is not None and not os.path.isdir(args.inputs_dir):
+        raise InputError("--inputs-dir", args.inputs_dir, "give an existing folder")
     if args.ray_address and args.backend != "ray":
         raise InputError("--ray-address", args.ray_address, "only the ray backend uses it; add --backend ray")
     default = "ray-local.yaml" if args.backend == "ray" else "service-default.yaml"
@@ -104,7 +109,7 @@ def _serve(args: argparse.Namespace, cluster, sch) -> int:
           f"{sch.policy.name}, store {sch.store.url}", flush=True)
     print(f"gpuwise serve: listening on http://{args.host}:{port} (API /v1, schema /openapi.json, "
           "dashboard / : sign in with a token)", flush=True)
-    app = create_app(sch.store, sch, read_timeout_s=args.read_timeout)
+    app = create_app(sch.store, sch, read_timeout_s=args.read_timeout, inputs_dir=args.inputs_dir)
     server = uvicorn.Server(uvicorn.Config(app, log_level="warning", http=timed_protocol(args.read_timeout),
                                            timeout_keep_alive=5, h11_max_incomplete_event_size=64 * 1024))
     try:

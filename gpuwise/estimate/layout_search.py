@@ -252,15 +252,16 @@ def evaluate_shape(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, cach
         return cache[key]
     if inter_node_gbps is not None and inter_node_gbps != job.inter_node_gbps:
         job = replace(job, inter_node_gbps=inter_node_gbps)
+    lo_hi, targets = (job.batch_range, job.batches) if batch is None else ((batch, batch), (batch,))
     if batch is not None and not _holds_batch(job, gpus, batch):
         res = ShapeResult(None, 0, "batch")
-    elif batch is not None:
-        res = _search(job, gpu, gpus_per_node, nodes, gpus, cache, (batch, batch), (batch,), 0.0)
     else:
-        res = _search(job, gpu, gpus_per_node, nodes, gpus, cache, job.batch_range, job.batches, 0.0)
-        if res.best is None and res.reason == "batch" and job.fixed_batch:
-            res = _search(job, gpu, gpus_per_node, nodes, gpus, cache, job.batch_range, job.batches,
-                          FIXED_BATCH_ROUNDING)
+        res = _search(job, gpu, gpus_per_node, nodes, gpus, cache, lo_hi, targets, 0.0)
+    # the spec's fixed batch, asked for or implied, may be rounded where no layout holds it (flagged on the
+    # option); a batch a policy chooses from a range is held exactly -- so `estimate`, the planner, the
+    # policies and the simulator give one answer for a fixed-batch job on any shape
+    if res.best is None and res.reason == "batch" and job.fixed_batch and batch in (None, job.batch_range[0]):
+        res = _search(job, gpu, gpus_per_node, nodes, gpus, cache, job.batch_range, job.batches, FIXED_BATCH_ROUNDING)
     cache[key] = res
     return res
 

@@ -204,7 +204,8 @@ def batch_configs(replicas: int, batch_range: tuple[int, int], micro_batches: tu
     - dense (``max_accum`` given): every count min_accum..max_accum, each with the ``micro_batches`` that
       land in the range and the micro-batches that hit its two ends (Pollux's batch optimisation;
       JobModel, elastic scheduling);
-    - targets: for each micro-batch, the count closest to each target global batch (the planner's grid of
+    - targets: for each micro-batch, the counts either side of each target global batch (the closest one
+      when lo == hi) (the planner's grid of
       global batches); with lo == hi a global batch within ``tolerance`` of it also counts.
     Arguments are hashable (tuples): results are memoised.
     """
@@ -222,10 +223,14 @@ def batch_configs(replicas: int, batch_range: tuple[int, int], micro_batches: tu
     if len(targets):
         for m in grid:
             for b in targets:
-                a = max(min_accum, round(b / (reps * m)))
-                gb = reps * m * a
-                if lo <= gb <= hi or (lo == hi and abs(gb / lo - 1) <= tolerance):
-                    pairs.append((m, a))
+                q = b / (reps * m)
+                # a range: both neighbours (the nearer may leave the range where the other holds it); a fixed
+                # batch: the nearest only (a rounding must stay as small as it can)
+                near = (round(q),) if lo == hi else (math.floor(q), math.ceil(q))
+                for a in sorted({max(min_accum, x, 1) for x in near}):
+                    gb = reps * m * a
+                    if lo <= gb <= hi or (lo == hi and abs(gb / lo - 1) <= tolerance):
+                        pairs.append((m, a))
         pairs = list(dict.fromkeys(pairs))
     return BatchGrid(reps, tuple(pairs))
 

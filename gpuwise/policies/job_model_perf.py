@@ -130,7 +130,9 @@ class JobModelPerf:
 
     def spec_option(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int, gpus_per_node: int):
         """The goodput object's configuration (layout, micro-batch, step time...) for this placement."""
-        return self.spec_model(job.jobspec).at_batch(gpu_type, gpus_per_node, num_gpus, int(batch), nodes=num_nodes)
+        # the placement's own node size: a job spread over more nodes than it needs pays for it
+        per_node = min(gpus_per_node, -(-num_gpus // max(1, num_nodes)))
+        return self.spec_model(job.jobspec).at_batch(gpu_type, per_node, num_gpus, int(batch), nodes=num_nodes)
 
     @classmethod
     def for_cluster(cls, cluster, **kw) -> "JobModelPerf":

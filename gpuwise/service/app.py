@@ -21,7 +21,8 @@ from gpuwise.errors import InputError
 from gpuwise.jobqueue.admission import Infeasible, QuotaError, prepare
 from gpuwise.jobqueue.scheduler import Scheduler
 from gpuwise.jobqueue.store import IdempotencyConflict, Store, User
-from gpuwise.service.limits import DEFAULT_READ_TIMEOUT_S, Heavy, PrivatePages, echo, read_body
+from gpuwise.service.limits import (DEFAULT_READ_TIMEOUT_S, Heavy, PrivatePages, check_user_paths, echo,
+                                    read_body)
 from gpuwise.service.payloads import event_json, job_json, parse_body, spec_from_body
 
 JOB_BODY = {"requestBody": {"required": True, "content": {
@@ -38,8 +39,10 @@ def _input_error(exc: InputError) -> JSONResponse:
 class _Ctx:
     """What every route needs: the store, the scheduler, and who is asking."""
 
-    def __init__(self, store: Store, scheduler: Scheduler, read_timeout_s: float) -> None:
+    def __init__(self, store: Store, scheduler: Scheduler, read_timeout_s: float,
+                 inputs_dir: str | None = None) -> None:
         self.store, self.scheduler, self.read_timeout_s = store, scheduler, read_timeout_s
+        self.inputs_dir = inputs_dir     # the only folder whose files a job spec may name (serve --inputs-dir)
         self.heavy = Heavy()
 
     @asynccontextmanager
@@ -51,7 +54,8 @@ class _Ctx:
         raw = await read_body(request, self.read_timeout_s)
         ctype = request.headers.get("content-type")
         async with self.heavy.slot():
-            yield await run_in_threadpool(lambda: spec_from_body(parse_body(raw, ctype)))
+            yield await run_in_threadpool(
+                lambda: check_user_paths(spec_from_body(parse_body(raw, ctype)), self.inputs_dir))
 
     def user(self, authorization: str | None) -> User:
         scheme, _, token = (authorization or "").partition(" ")
@@ -76,9 +80,9 @@ class _Ctx:
 
 
 def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True,
-               read_timeout_s: float = DEFAULT_READ_TIMEOUT_S) -> FastAPI:
+               read_timeout_s: float = DEFAULT_READ_TIMEOUT_S, inputs_dir: str | None = None) -> FastAPI:
     """The app; its lifespan starts and stops the scheduler loop (``run_scheduler``); a request body
-    must arrive within ``read_timeout_s``."""
+    must arrive within ``read_timeout_s``; job specs may name files inside ``inputs_dir`` only."""
     @asynccontextmanager
     async def lifespan(_app: FastAPI):
         if run_scheduler:
@@ -101,7 +105,7 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True,
         return _input_error(InputError(field, err.get("input"), err.get("msg", "invalid")))
 
     app.add_middleware(PrivatePages)
-    ctx = _Ctx(store, scheduler, read_timeout_s)
+    ctx = _Ctx(store, scheduler, read_timeout_s, inputs_dir)
     _job_routes(app, ctx)
     _service_routes(app, ctx)
     from gpuwise.service.web import dashboard_routes

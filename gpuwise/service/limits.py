@@ -148,6 +148,38 @@ def check_model(model: Any, field: str = "model") -> None:
                          "reads no file paths")
 
 
+USER_PATH_FIELDS = ("entrypoint", "data", "weights", "tokenizer")
+
+
+def check_user_paths(spec, inputs_dir: str | None):
+    """Files a job spec names over the API (``entrypoint``, ``data``, ``weights``, ``tokenizer``) may only
+    be inside the operator's ``serve --inputs-dir``, named relative to it: no absolute path, no ``..``, no
+    link out of it. Returns the spec with those paths made absolute inside the folder. Without an inputs
+    folder the server runs no client-named file (any path is refused, whether or not it exists)."""
+    import shlex
+    from pathlib import Path, PurePosixPath
+
+    given = {f: getattr(spec, f) for f in USER_PATH_FIELDS if getattr(spec, f, None)}
+    if not given:
+        return spec
+    if inputs_dir is None:
+        f = next(iter(given))
+        raise InputError(f, given[f], "this server runs no files a client names; its operator can allow a "
+                         "folder with gpuwise serve --inputs-dir DIR, then name files relative to it")
+    root = Path(inputs_dir).resolve()
+    fixed = {}
+    for f, value in given.items():
+        argv = shlex.split(value) if f == "entrypoint" else [value]
+        rel = PurePosixPath(argv[0]) if argv else PurePosixPath("")
+        target = (root / rel).resolve()
+        if not argv or rel.is_absolute() or ".." in rel.parts or str(rel).startswith("~") \
+                or not target.is_relative_to(root):
+            raise InputError(f, _short(value), "name a file inside the server's inputs folder, relative to it "
+                             "(no absolute path, no '..')")
+        fixed[f] = shlex.join([str(target), *argv[1:]]) if f == "entrypoint" else str(target)
+    return spec.model_copy(update=fixed)
+
+
 class Heavy:
     """At most `HEAVY_AT_ONCE` CPU-bound requests at once; past `HEAVY_WAITING` waiting, 503."""
 
