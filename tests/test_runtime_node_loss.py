@@ -86,5 +86,6 @@ def test_a_lost_node_rebuilds_its_job_on_what_remains_and_harms_no_other(two_nod
     assert [e["t"] for e in b["events"] if e["kind"] == "done"][0] > lost_at   # it trained through the loss
     assert seen["after"] and 0 not in seen["after"], seen   # nothing reserved or run on the lost node afterwards
     assert any("was lost" in s for s in out["assumptions"])
+    assert all(j["simulated_jct_s"] is not None for j in out["jobs"])   # the replay lost the node too
     print({j: [(e["t"], e["kind"], e.get("gpu_type"), e.get("step"), e.get("reason")) for e in jobs[j]["events"]]
            for j in jobs}, out["lost_nodes"])

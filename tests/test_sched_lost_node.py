@@ -39,3 +39,22 @@ def test_every_policy_plans_on_what_remains_after_a_node_is_lost(name):
     one = _decide(name, ClusterState(make_cluster([("T4", 1, 4)], name="one-node")), perf)
     assert {n: (a.num_gpus, a.batch_size) for n, a in after.items()} == \
         {n: (a.num_gpus, a.batch_size) for n, a in one.items()}
+
+
+def test_the_simulator_replays_a_lost_node():
+    """A replayed run's node loss (`gpuwise.runtime.replay`): the job on the lost node loses its GPUs,
+    restarts on the other type once it is free, and nothing runs on the lost node again."""
+    from gpuwise.sim.cluster import simulate
+    from gpuwise.workload.traces import Workload
+
+    cluster = make_cluster([("V100", 1, 4), ("T4", 1, 4)], name="v100-t4")
+    jobs = [TraceJob(n, 0.0, 4, application="cifar10", batch_size=256, duration_s=3600.0) for n in ("a", "b")]
+    wl = Workload(tuple(jobs), "test", "gpuwise")
+    base = simulate(cluster, wl, make_policy("fifo"))
+    first = {n: u.allocations[0][1] for n, u in base.usage.jobs.items()}
+    assert first == {"a": "V100", "b": "T4"}
+    lost = simulate(cluster, wl, make_policy("fifo"), node_losses=[(600.0, 0)])
+    a = lost.usage.jobs["a"].allocations
+    assert [x[1] for x in a] == ["V100", "T4"] and a[1][0] >= 600.0   # rebuilt on the T4 once b left it
+    done = {js.name: js.finish_s for js in lost.jobs}
+    assert done["a"] > done["b"] and lost.jobs[0].status == "done"
