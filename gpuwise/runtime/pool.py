@@ -161,7 +161,12 @@ class WorkerPool:
         import ray
         from ray.util.placement_group import remove_placement_group
 
-        alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        try:
+            alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        except Exception:  # the GCS did not answer this time (busy, restarting): ask again next poll
+            return []
+        if not alive:      # no answer worth trusting (the head itself is alive while we talk to it)
+            return []
         gone = [i for i, nid in enumerate(self.ray_nodes) if i not in self.lost and nid not in alive]
         for i in gone:
             self.lost.add(i)
