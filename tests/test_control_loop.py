@@ -85,3 +85,34 @@ def test_a_failed_job_is_terminal_and_frees_its_gpus():
     loop.fail(a, 5.0)
     assert a.status == st.FAILED and a.finish_s == 5.0 and loop.state.used() == 0
     assert "a" not in loop.running and "a" not in loop.pending
+
+
+def test_a_lost_node_leaves_the_book_and_no_policy_places_on_it_again():
+    cluster = make_cluster([("T4", 2, 2)], name="t2")   # nodes 0 and 1, 2 GPUs each
+    clock, act = Clock(), Recorder()
+    loop = ControlLoop(cluster, make_policy("fifo"), None, clock, act)
+    a, b = (JobState(job=TraceJob(name=n, arrival_s=0.0, num_gpus=2, duration_s=60.0), submitted_s=0.0,
+                     target=60.0) for n in ("a", "b"))
+    loop.submit(a, 0.0)
+    loop.on_round(0.0)
+    lost = a.allocation.placement[0][0]
+    loop.lose(a, 1.0)               # the actuator loses the node's jobs first ...
+    loop.lose_node(lost, 1.0)       # ... then the node's GPUs leave the book
+    assert loop.state.capacity_by_type() == {"T4": 2} and loop.state.free[lost] == 0
+    assert loop.lost_nodes == [{"t": 1.0, "node": lost, "name": f"T4-{lost}", "gpu_type": "T4", "gpus": 2}]
+    loop.submit(b, 1.0)
+    loop.on_round(1.0)              # two jobs of 2 GPUs, 2 GPUs left: one runs, on the survivor
+    running = [js for js in (a, b) if js.allocation is not None]
+    assert len(running) == 1 and running[0].allocation.placement == ((1 - lost, 2),)
+    loop.lose(running[0], 2.0)
+    assert loop.state.free == [2 if i != lost else 0 for i in range(2)]   # released onto the survivor only
+
+
+def test_a_node_lost_while_booked_counts_its_gpus_once():
+    loop, clock, act, (a, _, _) = _setup()
+    loop.submit(a, 0.0)
+    loop.on_round(0.0)
+    loop.lose_node(0, 1.0)          # booked GPUs stay booked until their job is released
+    assert loop.state.capacity_by_type() == {"T4": 0} and loop.state.free == [-2]
+    loop.lose(a, 1.0)
+    assert loop.state.free == [0] and loop.state.used() == 0

@@ -113,6 +113,8 @@ def _print(out: dict) -> None:
     print(f"{out['policy']} on {out['cluster']}: {out['jobs_completed']} jobs done in {out['makespan_s']:.0f} s, "
           f"{out['rescales']} rescales, {out['restarts']} fault restarts, {out['lost_steps']} steps lost, "
           f"Ray start {out['ray_start_s']:.1f} s")
+    for n in out.get("lost_nodes", []):
+        print(f"node {n['name']} lost at {n['t']:.0f} s: {n['gpus']} {n['gpu_type']} GPUs gone for the rest of the run")
 
     def f(x, fmt="{:.1f}"):
         return "-" if x is None else fmt.format(x)

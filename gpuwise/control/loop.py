@@ -91,6 +91,7 @@ class ControlLoop:
         self._tick_pending = False
         self._on_levels = on_levels
         self.gate = gate
+        self.lost_nodes: list[dict] = []    # nodes whose machine died (`lose_node`), in order
 
     # -- jobs entering and leaving ----------------------------------------------------------
     def submit(self, js: JobState, now: float, new: bool = True) -> None:
@@ -135,6 +136,16 @@ class ControlLoop:
         self.running.pop(js.name, None)
         self.pending[js.name] = js
         js.status = status
+        self.levels(now)
+        self.request_round(now)
+
+    def lose_node(self, node: int, now: float) -> None:
+        """Node ``node``'s machine died (its jobs were already `lose`-d by the actuator): the book
+        drops its GPUs for the rest of the run, so no policy places a job there again."""
+        spec = self.state.spec.nodes[node]
+        self.state.remove_node(node)
+        self.lost_nodes.append({"t": round(now, 3), "node": node, "name": spec.node_id, "gpu_type": spec.gpu,
+                                "gpus": spec.gpus})
         self.levels(now)
         self.request_round(now)
 

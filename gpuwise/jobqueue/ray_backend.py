@@ -58,6 +58,7 @@ class RayBackend:
         self.models: dict = {}
         self.finished_losses: dict[str, list[tuple[int, float]]] = {}   # of jobs done since this start (1000)
         self.perf = MeasuredPerf(self.models)
+        self.lost_nodes: list[tuple[float, int]] = []   # (time, node) of nodes whose machine died
         self._base, self._wall = 0.0, time.monotonic()
         opts.state_dir.mkdir(parents=True, exist_ok=True)
         self.pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address, address_flag="--ray-address")
@@ -150,6 +151,11 @@ class RayBackend:
         if js.allocation is not None:
             js.run_from = math.inf
             self.act.start(js, js.allocation, now)
+
+    def lose_node(self, node: int, now: float) -> None:
+        """A node's machine died. The service's Ray runs on one local node (its loss ends the service);
+        only recorded: the scheduler's book does not shrink here (`gpuwise run` does)."""
+        self.lost_nodes.append((round(now, 3), node))
 
     def complete(self, js: JobState, now: float) -> None:
         jr = self.act.jobs.pop(js.name, None)   # the scheduler saw the target reached; its slots are free now

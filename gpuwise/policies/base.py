@@ -113,7 +113,18 @@ class ClusterState:
         return out
 
     def capacity_by_type(self) -> dict[str, int]:
-        return {t: self.spec.gpus_of_type(t) for t in self.spec.gpu_types}
+        if self.spec.unbounded:
+            return {t: self.spec.gpus_of_type(t) for t in self.spec.gpu_types}
+        out = {t: 0 for t in self.spec.gpu_types}
+        for t, c in zip(self._node_gpu, self.cap):  # a lost node counts no more (`remove_node`)
+            out[t] += c
+        return out
+
+    def remove_node(self, i: int) -> None:
+        """Node ``i`` is gone for good (its machine died): no capacity, nothing placed on it again.
+        GPUs still booked there stay booked (negative free) until their jobs are released."""
+        self.free[i] -= self.cap[i]
+        self.cap[i] = 0
 
     def used(self) -> int:
         return sum(self.cap) - sum(self.free)

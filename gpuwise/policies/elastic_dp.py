@@ -78,10 +78,11 @@ class ElasticDP(Policy):
 
     def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
         shares: dict[str, tuple[str, int, int | None]] = {}
+        cap = view.cluster.capacity_by_type()   # less than the spec's once a node is lost
         for gpu, jobs in self._pools(view, perf).items():
-            if not jobs:
+            K = cap[gpu]
+            if not jobs or K < 1:
                 continue
-            K = view.cluster.spec.gpus_of_type(gpu)
             gpn = view.cluster.spec.max_gpus_per_node(gpu)
             jobs = jobs[:K]  # queue trimming: at most K jobs can each hold a GPU
             tables = [self._table(perf, js, gpu, K, gpn) for js in jobs]

@@ -77,12 +77,12 @@ class Optimus(Policy):
                 f"+GPU steps by largest cut in remaining time; every {self.period_s:g} s; best-fit nodes"]
 
     def schedule(self, now: float, view: SchedView, perf: PerfModel) -> Decision:
-        spec = view.cluster.spec
+        spec, caps = view.cluster.spec, view.cluster.capacity_by_type()   # less once a node is lost
         shares = {}
         for gpu, jobs in type_pools(view, perf).items():
-            if not jobs:
+            cap, gpn = caps[gpu], spec.max_gpus_per_node(gpu)
+            if not jobs or cap < 1:
                 continue
-            cap, gpn = spec.gpus_of_type(gpu), spec.max_gpus_per_node(gpu)
             tb = [remaining_time(js, perf, gpu, cap, gpn) for js in jobs]
             for js, g, (_, batch) in zip(jobs, marginal_gain([t for t, _ in tb], cap), tb):
                 if g:

@@ -114,8 +114,9 @@ class Pollux(Policy):
         shares: dict[str, tuple[str, int, int | None]] = {}
         for js in view.running.values():
             self._held[js.name] = max(self._held.get(js.name, 0), js.allocation.num_gpus)
+        cap = view.cluster.capacity_by_type()   # less than the spec's once a node is lost
         for gpu, jobs in type_pools(view, perf).items():
-            if jobs:
-                shares.update(self.allocate_type(jobs, gpu, spec.gpus_of_type(gpu),
+            if jobs and cap[gpu] >= 1:
+                shares.update(self.allocate_type(jobs, gpu, cap[gpu],
                                                  spec.max_gpus_per_node(gpu), now, perf))
         return Decision(place_shares(view, shares, whole_node_fit))

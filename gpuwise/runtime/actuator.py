@@ -40,6 +40,7 @@ class Owner(Protocol):
     def complete(self, js: JobState, now: float) -> None: ...                 # target reached, slots free
     def lose(self, js: JobState, now: float, status: str = st.PREEMPTED) -> None: ...  # a fault took its workers
     def fail(self, js: JobState, now: float) -> None: ...                     # too many faults: terminal
+    def lose_node(self, node: int, now: float) -> None: ...                   # a node's machine died
 
 
 @dataclass
@@ -49,6 +50,7 @@ class Timeouts:
     chunk_s: float = 120.0    # one chunk of steps
     teardown_s: float = 30.0
     script_s: float = 3600.0  # a rigid script's whole run (it reports nothing before its exit)
+    nodes_s: float = 1.0      # how often Ray's node table is read for dead nodes
 
 
 @dataclass
@@ -150,6 +152,7 @@ class RayActuator:
         self.k, self.timeouts, self.clock = int(chunk_steps), timeouts, clock
         self.jobs: dict[str, JobRun] = {}
         self.loop: Owner | None = None   # set by the owner before the first start
+        self._nodes_at = -math.inf       # when Ray's node table was last read
 
     # -- Actuator protocol (called by the control loop) -------------------------------------------
     def advance(self, js: JobState, now: float) -> None:
@@ -183,6 +186,10 @@ class RayActuator:
     def poll(self, now: float, wait_s: float) -> None:
         import ray
 
+        if now - self._nodes_at >= self.timeouts.nodes_s:
+            self._nodes_at = now
+            for node in self.pool.check_nodes():
+                self.node_lost(node, now)
         for jr in list(self.jobs.values()):
             if jr.phase == "waiting":
                 self._try_setup(jr, now)
@@ -394,6 +401,23 @@ class RayActuator:
             self._try_setup(jr, now)
         else:
             jr.phase = "idle"
+
+    def node_lost(self, node: int, now: float) -> None:
+        """A node's machine died: every job running or reserved there is rebuilt elsewhere from its
+        last checkpoint (a fault), then the owner drops the node's GPUs from its book."""
+        for jr in self.jobs.values():
+            if jr.js.status in st.TERMINAL:
+                continue
+            on = [a for a in (jr.alloc, jr.want) if a is not None and any(i == node for i, _ in a.placement)]
+            if not on:
+                continue
+            self.event(jr, now, "node-lost", node=node, slots=[s.key for s in jr.slots if s.node == node])
+            if jr.phase in ("idle", "waiting"):  # only reserved there: its reservation goes back
+                jr.want, jr.phase = None, "idle"
+                self.loop.lose(jr.js, now, st.PENDING)
+            else:
+                self.fault(jr, now, f"node {node} lost")
+        self.loop.lose_node(node, now)
 
     def fault(self, jr: JobRun, now: float, reason: str) -> None:
         """Restart the group's workers, count the lost steps, and let the policy re-place the job."""

@@ -50,6 +50,7 @@ class RunResult:
     resumed: bool
     preemptions: int
     preemptions_skipped: int = 0       # due while no job was in a chunk with all its workers up
+    lost_nodes: list[dict] = field(default_factory=list)  # nodes whose machine died (ControlLoop.lose_node)
 
 
 def _restore(store: Store, workload: Workload, resume: bool) -> tuple[dict, float]:
@@ -153,7 +154,7 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
     res = SimResult(policy.name, cluster, [jr.js for jr in act.jobs.values()], loop.decision_s, gpus_used,
                     queue_len, end, sum(len(jr.events) for jr in act.jobs.values()), time.perf_counter() - wall, 0,
                     _mean_overhead(act.jobs), [])
-    return RunResult(res, act.jobs, pool.start_s, resume, preempted, skipped)
+    return RunResult(res, act.jobs, pool.start_s, resume, preempted, skipped, loop.lost_nodes)
 
 
 def _mean_overhead(jobs: dict[str, JobRun]) -> float:

@@ -62,6 +62,7 @@ class Slot:
     owner: str | None = None  # job using it
     warming: object = None    # ObjectRef of ready() while the actor (re)starts
     bundle: int = 0           # index in its node's placement group
+    lost: bool = False        # its Ray node is gone: never used again
 
 
 @dataclass
@@ -76,6 +77,8 @@ class WorkerPool:
     start_s: float = 0.0
     head: object = None       # LocalHead when this pool started its own Ray
     address_flag: str = "--address"   # the command's flag that gave `address` (named in errors)
+    ray_nodes: list[str] = field(default_factory=list)  # Ray node id hosting each spec node's group
+    lost: set[int] = field(default_factory=set)          # spec nodes whose Ray node died
 
     def start(self) -> None:
         import ray
@@ -127,12 +130,14 @@ class WorkerPool:
 
     def _place(self) -> None:
         import ray
-        from ray.util.placement_group import placement_group
+        from ray.util.placement_group import placement_group, placement_group_table
 
         for i, node in enumerate(self.cluster.nodes):
             pg = placement_group([{node.gpu: 1, "CPU": CPU_PER_SLOT}] * node.gpus, strategy="STRICT_PACK")
             self.groups.append(pg)
         ray.get([pg.ready() for pg in self.groups], timeout=self.timeout_s)
+        # STRICT_PACK: all of a group's bundles sit on one Ray node, the one whose loss takes them
+        self.ray_nodes = [placement_group_table(pg)["bundles_to_node_id"][0] for pg in self.groups]
         for i, node in enumerate(self.cluster.nodes):
             for j in range(node.gpus):
                 self.slots.append(Slot(f"{i}/{j}", i, node.gpu, self._spawn(i, j), bundle=j))
@@ -149,12 +154,35 @@ class WorkerPool:
             scheduling_strategy=PlacementGroupSchedulingStrategy(self.groups[node], placement_group_bundle_index=bundle),
         ).remote(f"{node}/{bundle}")
 
+    def check_nodes(self) -> list[int]:
+        """Spec nodes whose Ray node died since the last call (Ray's node table): their slots are
+        marked lost and their actors and placement group removed, so Ray does not keep restarting
+        them or reserve their bundles elsewhere; the node is never used again in this run."""
+        import ray
+        from ray.util.placement_group import remove_placement_group
+
+        try:
+            alive = {n["NodeID"] for n in ray.nodes() if n.get("Alive")}
+        except Exception:  # the GCS did not answer this time (busy, restarting): ask again next poll
+            return []
+        if not alive:      # no answer worth trusting (the head itself is alive while we talk to it)
+            return []
+        gone = [i for i, nid in enumerate(self.ray_nodes) if i not in self.lost and nid not in alive]
+        for i in gone:
+            self.lost.add(i)
+            for s in self.slots:
+                if s.node == i:
+                    s.lost, s.warming = True, None
+                    ray.kill(s.actor, no_restart=True)
+            remove_placement_group(self.groups[i])
+        return gone
+
     def free_on(self, node: int) -> list[Slot]:
         import ray
 
         out = []
         for s in self.slots:
-            if s.node != node or s.owner is not None:
+            if s.node != node or s.owner is not None or s.lost:
                 continue
             if s.warming is not None:
                 done, _ = ray.wait([s.warming], timeout=0)
@@ -178,6 +206,8 @@ class WorkerPool:
         """Kill a slot's actor (Ray restarts it: a fresh process that re-imports torch)."""
         import ray
 
+        if slot.lost:
+            return
         ray.kill(slot.actor, no_restart=False)
         slot.warming = slot.actor.ready.remote()
 
@@ -185,7 +215,7 @@ class WorkerPool:
         """Make every slot free again (after a run that shares this pool; workers stay warm)."""
         import ray
 
-        busy = [s for s in self.slots if s.owner is not None]
+        busy = [s for s in self.slots if s.owner is not None and not s.lost]
         for s in busy:
             try:
                 ray.get(s.actor.teardown.remote(), timeout=30.0)
@@ -202,8 +232,9 @@ class WorkerPool:
 
         for s in self.slots:
             ray.kill(s.actor, no_restart=True)
-        for pg in self.groups:
-            remove_placement_group(pg)
+        for i, pg in enumerate(self.groups):
+            if i not in self.lost:
+                remove_placement_group(pg)
         self.slots, self.groups = [], []
         if self.started_here:
             ray.shutdown()

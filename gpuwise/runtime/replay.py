@@ -3,7 +3,8 @@ run measured, and compare each job's simulated JCT with its measured one.
 
 The replay uses the same policy (a fresh instance), the same cluster and arrival times, the final
 measured model of every job as ground truth (`MeasuredPerf`, one constant rate per allocation, with the effective noise scale of
-the steps the job trained), the run's faults at their times (losing the steps the run lost) and,
+the steps the job trained), the run's faults at their times (losing the steps the run lost), the nodes
+it lost (their GPUs gone from then on) and,
 as the per-allocation-change overhead, the mean measured time from a reservation to the job
 training again (boundary wait + teardown + process-group set-up + checkpoint load). A fault's
 recovery beyond that overhead (its workers restart: a new process that re-imports torch) is measured
@@ -29,7 +30,8 @@ def replay(cluster, workload, make_policy, run: RunResult) -> dict[str, float | 
                      _recovery_s(jr, i))
                     for n, jr in run.runs.items() for i, e in enumerate(jr.events) if e["kind"] == "fault")
     sim = ClusterSimulator(cluster, workload, make_policy(), restart_s=run.sim.restart_s,
-                           truth=MeasuredPerf(models), faults=faults).run()
+                           truth=MeasuredPerf(models), faults=faults,
+                           node_losses=[(n["t"], n["node"]) for n in run.lost_nodes]).run()
     return {js.name: (js.finish_s - js.submitted_s) if js.status == "done" else None for js in sim.jobs}
 
 

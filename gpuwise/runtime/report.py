@@ -32,7 +32,7 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
                restarts=sum(jr.faults for jr in run.runs.values()),
                lost_steps=sum(jr.lost_steps for jr in run.runs.values()),
                preemptions_injected=run.preemptions, preemptions_skipped=run.preemptions_skipped,
-               checkpoint_interval_steps=opts.chunk_steps,
+               checkpoint_interval_steps=opts.chunk_steps, lost_nodes=run.lost_nodes,
                ray_start_s=run.startup_s, resumed=run.resumed, jct_median_error=median,
                allocation_changes=out.pop("restarts"))
     out["jobs"] = [{**row, **_job(jr)} for row, jr in zip(rows, run.runs.values())]
@@ -76,6 +76,8 @@ def _assumptions(run: RunResult, opts: RunOptions, policy) -> list[str]:
              "the last measured step time (at most one checkpoint interval)",
              f"simulated JCT: the same policy replayed in gpuwise.sim on the final measured models, with "
              f"{run.sim.restart_s:.1f} s per allocation change (mean measured reservation -> training again)"]
+            + [f"node {n['name']} ({n['gpus']} {n['gpu_type']}) was lost at {n['t']:.0f} s: its jobs were rebuilt "
+               "elsewhere from their last checkpoint and nothing was placed on it again" for n in run.lost_nodes]
             + ([f"{run.preemptions_skipped} preemptions due by --preempt-every were skipped: no job was "
                 "training with all its workers up at that moment"] if run.preemptions_skipped else [])
             + MeasuredPerf({}).assumptions(()) + policy.describe())

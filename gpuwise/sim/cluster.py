@@ -87,13 +87,15 @@ class ClusterSimulator:
 
     def __init__(self, cluster: ClusterSpec, workload: Workload, policy: Policy,
                  restart_s: float = DEFAULT_RESTART_S, seed: int = 0, speed_noise: float = 0.0,
-                 policy_model: str = "oracle", truth=None, faults=()) -> None:
+                 policy_model: str = "oracle", truth=None, faults=(), node_losses=()) -> None:
         """``truth``: the ground-truth speed model (default: the Pollux profiles,
         `ground_truth.GroundTruthPerf`); a replacement (e.g. the runtime's measured models) needs
         ``rates``, ``target``, ``batch_range``, ``goodput_grid`` and ``assumptions`` and may set
         ``segmented = False`` (one constant rate per allocation). ``faults``: (time, job name,
         progress lost[, recovery s]) -- a running job loses its GPUs and that much progress (a replayed
-        run's preemptions), and trains again no earlier than recovery s after the fault (its workers restart). ``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
+        run's preemptions), and trains again no earlier than recovery s after the fault (its workers restart).
+        ``node_losses``: (time, node) -- the node's machine dies (a replayed run's lost Ray node): its jobs
+        lose their GPUs (their lost progress comes with their faults) and its GPUs leave the book. ``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
         per-job log-normal factor on the true speed that policies do not see; 0 = none);
         ``policy_model``: what policies see -- "oracle" (the measured truth) or "fitted" (the
         shared JobModel fitted on the profiles)."""
@@ -106,6 +108,7 @@ class ClusterSimulator:
                               for t in cluster.gpu_types})
         self.cluster, self.workload, self.policy = cluster, workload, policy
         self.faults = list(faults)
+        self.node_losses = list(node_losses)
         self._ready_at: dict[str, float] = {}   # job -> earliest time it trains again after a fault
         self.restart_s, self.seed = float(restart_s), int(seed)
         self.perf = gt.GroundTruthPerf(cluster) if truth is None else truth
@@ -219,6 +222,13 @@ class ClusterSimulator:
         self.loop.lose(js, now)
         self.stop(js, now)
 
+    def _node_lost(self, now: float, node: int) -> None:
+        for js in [js for js in self.loop.running.values() if any(i == node for i, _ in js.allocation.placement)]:
+            self.advance(js, now)
+            self.loop.lose(js, now)
+            self.stop(js, now)
+        self.loop.lose_node(node, now)
+
     def run(self) -> SimResult:
         wall = time.perf_counter()
         self.engine = Engine()
@@ -230,7 +240,10 @@ class ClusterSimulator:
             self.engine.schedule(job.arrival_s, "arrive", i)
         for t, name, *rest in self.faults:
             self.engine.schedule(t, "fault", (name, *rest))
+        for t, node in self.node_losses:   # after a fault at the same time (it carries the lost progress)
+            self.engine.schedule(t, "node-lost", node)
         end = self.engine.run({"arrive": self._arrive, "finish": self._finish, "fault": self._fault,
+                               "node-lost": self._node_lost,
                                "round": lambda now, _: loop.on_round(now),
                                "tick": lambda now, _: loop.on_tick(now)})
         apps = {j.application for j in self.workload.jobs if j.application}
