@@ -40,8 +40,11 @@ every ``period_s`` while jobs run (so rule 4 follows training progress).
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from typing import Callable
+
+import numpy as np
 
 from gpuwise.policies.base import Allocation, ClusterState, Decision, JobState, PerfModel, Policy, SchedView
 from gpuwise.policies.knapsack import configurations
@@ -96,6 +99,11 @@ def job_plans(js: JobState, shapes: dict[str, tuple[int, int]], perf: PerfModel,
     out = [p for p in out if job.rigid or p.goodput / p.gpus >= min_efficiency * best_eff[p.gpu]]
     out.sort(key=lambda p: (-p.goodput, p.gpus))
     return out
+
+
+def _smallest(plans: list[Plan], types: tuple[str, ...]) -> tuple[float, ...]:
+    """The fewest GPUs of any plan on each type (inf where none): which jobs free GPUs could start."""
+    return tuple(min((p.gpus for p in plans if p.gpu == t), default=math.inf) for t in types)
 
 
 class Frenzy(Policy):
@@ -180,8 +188,14 @@ class Frenzy(Policy):
         state = view.cluster.copy()
         caps = self._caps(view)
         out: dict[str, Allocation | None] = {}
-        queue = [(js, [p for p in self.plans(js, view, perf) if js.job.rigid or p.gpus <= caps[p.gpu]])
-                 for js in view.pending.values()]
+        types = tuple(state.free_by_type())
+        queue = []
+        for js in view.pending.values():
+            plans = [p for p in self.plans(js, view, perf) if js.job.rigid or p.gpus <= caps[p.gpu]]
+            queue.append((js, plans, len(queue)))
+        # the fewest GPUs of any plan per type (inf where none), one row per waiting job: which jobs the
+        # free GPUs could start (rule 3 re-admits the whole queue after each shrink)
+        self._smallest = np.array([_smallest(plans, types) for _, plans, _ in queue], float).reshape(-1, len(types))
         queue = self._admit(queue, state, out)
         if self.rescale and self.share and queue:
             over = sorted((js for js in view.running.values()
@@ -196,16 +210,24 @@ class Frenzy(Policy):
             self._grow(view, perf, state, out)
         return Decision(out)
 
-    @staticmethod
-    def _admit(queue: list[tuple[JobState, list[Plan]]], state: ClusterState, out: dict) -> list:
+    def _admit(self, queue: list[tuple[JobState, list[Plan], int]], state: ClusterState, out: dict) -> list:
         """Rules 1-2: each waiting job (arrival order) takes its fastest plan within its share
-        (``queue`` holds those plans) that whole-node placement can realise now; returns the jobs
-        still waiting."""
+        (``queue`` holds those plans, and the job's row of ``self._smallest``) that whole-node placement
+        can realise now; returns the jobs still waiting. Only jobs with a plan no larger than some type's
+        free GPUs are tried (one vectorised test)."""
         free = state.free_by_type()
-        left = []
-        for i, (js, plans) in enumerate(queue):
+        if not queue:
+            return []
+        room = np.array([free[t] for t in free], float)
+        rows = self._smallest[[q[2] for q in queue]]
+        tried = np.flatnonzero((rows <= room).any(axis=1))
+        left, last = [], 0
+        for i in tried:
             if not any(free.values()):
-                return left + queue[i:]
+                break
+            left += queue[last:i]
+            last = i + 1
+            js, plans, _ = queue[i]
             for p in plans:  # fastest first
                 if p.gpus > free[p.gpu]:
                     continue
@@ -216,8 +238,8 @@ class Frenzy(Policy):
                     free[p.gpu] -= p.gpus
                     break
             else:
-                left.append((js, plans))
-        return left
+                left.append(queue[i])
+        return left + queue[last:]
 
     def _speed(self, js: JobState, plans: list[Plan], perf: PerfModel) -> float:
         """Predicted goodput of a running job where it is, at this stage of its training."""
