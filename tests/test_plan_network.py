@@ -25,3 +25,23 @@ def test_zero3_lora_over_one_gpu_vms_is_slower_than_one_host():
     host = good.shape("L4", 8, 1, inter_node_gbps=12.5).best
     vms = good.shape("L4", 1, 8, inter_node_gbps=12.5 / 8).best
     assert vms.plan.zero == 3 and vms.step_time_s > 2 * host.step_time_s
+
+
+def test_estimate_prices_small_vms_network_as_plan_does(capsys):
+    """A review found `estimate --gpu L4 --gpus 8 --nodes 8` timing eight 1-GPU VMs on an 8-GPU host's
+    network (15.5 s/step) while `plan` gives that shape 51.8 s: both now use the VM's NIC share."""
+    import json
+
+    from gpuwise.cli.main import main
+
+    assert main(["estimate", str(LORA), "--gpu", "L4", "--gpus", "8", "--nodes", "8", "--json"]) == 0
+    est = json.loads(capsys.readouterr().out)
+    good = from_jobspec(load_job(LORA)).goodput
+    vms = good.shape("L4", 1, 8, inter_node_gbps=node_network_for_l4()).best
+    assert est["step_time_s"] == vms.step_time_s and est["plan"]["zero"] == vms.plan.zero
+
+
+def node_network_for_l4() -> float:
+    from gpuwise.plan.offerings import vm_network_gbps
+
+    return vm_network_gbps("L4", 1, load_catalog())

@@ -66,6 +66,20 @@ def _positive(name: str, value: int | float | None, allow_zero: bool = False) ->
         raise InputError(name, value, "must be a finite number " + (">= 0" if allow_zero else "> 0"))
 
 
+def _small_vm_network(args, gpu, gpus_per_node: int) -> None:
+    """Without --inter-node-gbps, a node smaller than its GPU's largest catalog host gets that host's NIC
+    share, as `plan` prices the same shape (e.g. ZeRO-3 over eight 1-GPU L4 VMs)."""
+    if args.inter_node_gbps is not None:
+        return
+    from gpuwise.estimate.step_time import default_inter_node_gbps
+    from gpuwise.hardware.catalog import load_catalog
+    from gpuwise.plan.offerings import vm_network_gbps
+
+    share = vm_network_gbps(gpu.name, gpus_per_node, load_catalog())
+    if share is not None and share < default_inter_node_gbps(gpu)[0]:
+        args.inter_node_gbps = share
+
+
 def _layout(args, default_gpn: int | None = None) -> tuple[int, int]:
     from gpuwise.errors import InputError
 
@@ -103,6 +117,7 @@ def _from_flags(args):
 
     args.seq_len = seq_len_for(model, args.seq_len)
     gpn, nodes = _layout(args)
+    _small_vm_network(args, gpu, gpn)
     width = args.tp * args.pp * args.cp
     if args.gpus % width:
         raise InputError("--gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")
@@ -142,6 +157,7 @@ def _from_spec(args):
     gpu = user_gpu(args.gpu, "--gpu")
     t = job.training
     gpn, nodes = _layout(args, min(job.parallelism.gpus_per_node or 8, args.gpus))
+    _small_vm_network(args, gpu, gpn)
     pj = from_jobspec(job, gpus=[gpu.name], require_amount=False, inter_node_gbps=args.inter_node_gbps)
     res = pj.goodput.shape(gpu.name, gpn, nodes, gpus=args.gpus)
     if res.best is None:

@@ -190,18 +190,32 @@ NODE_NETWORK_NOTE = ("inter-node bandwidth per node = the GPU class's full-node 
                      "DeepVM's AWS table lists 10-25 Gb/s for 1-GPU g5/g4dn VMs)")
 
 
-def node_network(offs: list[RegionOffering], market: list[Offering]) -> dict[tuple[str, int], float]:
-    """(GPU, GPUs per node) -> NIC bandwidth in GB/s of the offerings' node shapes (see NODE_NETWORK_NOTE):
-    ZeRO-3 over eight 1-GPU VMs then pays for their network, not for an 8-GPU host's."""
-    from gpuwise.estimate.step_time import default_inter_node_gbps
-    from gpuwise.hardware.gpus import get_gpu
-
+def _largest_nodes(market: list[Offering]) -> dict[str, float]:
+    """GPU -> the most GPUs one catalog node of it holds (the host a smaller VM is a share of)."""
     full: dict[str, float] = {}
     for o in market:
         if o.gpus_per_node >= 1:
             full[o.gpu] = max(full.get(o.gpu, 0.0), o.gpus_per_node)
-    out = {}
-    for o in offs:
-        host = max(full.get(o.gpu, 0.0), o.gpus_per_node)
-        out[(o.gpu, o.gpus_per_node)] = default_inter_node_gbps(get_gpu(o.gpu))[0] * o.gpus_per_node / host
-    return out
+    return full
+
+
+def _share_gbps(gpu: str, gpus_per_node: int, full: dict[str, float]) -> float:
+    from gpuwise.estimate.step_time import default_inter_node_gbps
+    from gpuwise.hardware.gpus import get_gpu
+
+    host = max(full.get(gpu, 0.0), gpus_per_node)
+    return default_inter_node_gbps(get_gpu(gpu))[0] * gpus_per_node / host
+
+
+def node_network(offs: list[RegionOffering], market: list[Offering]) -> dict[tuple[str, int], float]:
+    """(GPU, GPUs per node) -> NIC bandwidth in GB/s of the offerings' node shapes (see NODE_NETWORK_NOTE):
+    ZeRO-3 over eight 1-GPU VMs then pays for their network, not for an 8-GPU host's."""
+    full = _largest_nodes(market)
+    return {(o.gpu, o.gpus_per_node): _share_gbps(o.gpu, o.gpus_per_node, full) for o in offs}
+
+
+def vm_network_gbps(gpu: str, gpus_per_node: int, catalog) -> float | None:
+    """The node network `plan` gives a ``gpus_per_node``-GPU node of ``gpu`` (its share of the largest
+    catalog host's NIC), for `estimate` on the same shape; None when the catalog has no such GPU."""
+    full = _largest_nodes(getattr(catalog, "market", None) or catalog.offerings)
+    return _share_gbps(gpu, gpus_per_node, full) if gpu in full else None
