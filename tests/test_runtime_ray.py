@@ -142,7 +142,8 @@ def test_user_scripts_and_a_model_job_train_elastically_and_survive_a_preemption
     wl = jobs_from_rows(rows, "test", byo)
     out = execute(CLUSTER, wl, "elastic-dp", _opts(tmp_path, preempt_every_s=1.5, max_preemptions=1), pool=pool,
                   make=_elastic)
-    assert out["jobs_completed"] == 3, [j["events"] for j in out["jobs"]]
+    # the message names each job's status and last events (a run seen once with 2 of 3 done under load)
+    assert out["jobs_completed"] == 3, [(j["name"], j["status"], j["events"][-4:]) for j in out["jobs"]]
     rigid = out["jobs"].pop()                       # no gpuwise.elastic: run to its exit, said so
     assert "rigid" in rigid["trains"] and rigid["status"] == "done"
     for j in out["jobs"]:
