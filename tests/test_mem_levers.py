@@ -250,3 +250,18 @@ def test_trace_runs_optimizer_in_backward_and_agrees_with_the_analytic_model():
     traced = trace_memory(spec, cfg).peak_allocated_bytes
     assert estimate_memory(spec, cfg, context=False).allocated == pytest.approx(traced, rel=0.01)
     assert estimate_memory(spec, replace(cfg, optimizer_in_backward=False), context=False).allocated > 1.1 * traced
+
+
+def test_cpu_offload_without_zero3_in_a_spec_names_the_lever():
+    """A review found `estimate` blaming memory for a spec with cpu_offload and ZeRO 1/2 only."""
+    import pytest
+
+    from gpuwise.errors import InputError
+    from gpuwise.workload.jobspec import parse_job
+
+    data = {"name": "o", "model": "gpt2", "training": {"tokens": 1e6, "seq_len": 512, "global_batch": 8,
+                                                      "cpu_offload": True}, "parallelism": {"zero": [1, 2]}}
+    with pytest.raises(InputError) as e:
+        parse_job(data)
+    assert e.value.field == "training.cpu_offload" and "ZeRO 3" in str(e.value) and "\n" not in str(e.value)
+    assert parse_job({**data, "parallelism": {"zero": [3]}}).training.cpu_offload

@@ -304,6 +304,11 @@ def parse_job(data: Any, source_path: str | None = None) -> JobSpec:
         spec = JobSpec.model_validate({**data, "source_path": source_path})
     except ValidationError as exc:
         raise _to_input_error(exc, data) from None
+    if spec.training.cpu_offload and 3 not in spec.parallelism.zero:
+        # FSDP CPU offload shards through ZeRO-3: without it no layout could run, and the search would
+        # only say "does not fit"
+        raise InputError("training.cpu_offload", True, f"FSDP CPU offload needs ZeRO 3; allow it in "
+                         f"parallelism.zero (now {spec.parallelism.zero}) or drop cpu_offload")
     return spec
 
 
