@@ -64,6 +64,15 @@ def test_offerings_file_is_planned_on(tmp_path, capsys):
     assert (ch["cloud"], ch["region"], ch["instance_type"], ch["usd_per_gpu_hour"]) == ("user", "dc1", "onprem", 0.5)
 
 
+def test_own_offerings_survive_the_specs_cloud_constraint(tmp_path, capsys):
+    """A review found `--cloud aws` (like a spec's constraints.clouds) silently dropping the user's own
+    --offerings rows while the assumptions still named them: they are what the user asked to plan on."""
+    f = tmp_path / "mine.csv"
+    f.write_text("gpu,gpus_per_node,price,name,region\nH100,8,0.5,onprem,dc1\n")
+    d = _plan_json(capsys, "--offerings", str(f), "--cloud", "aws")
+    assert (d["chosen"]["cloud"], d["chosen"]["instance_type"]) == ("user", "onprem")
+
+
 @pytest.mark.parametrize("args,needle", [
     (["--price", "H100"], "--price: 'H100' is invalid; write GPU=USD"),
     (["--price", "H100=-3"], "give a price above 0"),

@@ -107,7 +107,19 @@ class JobGoodput:
         read_s = option.checkpoint_gb / (self.space.checkpoint_write_gbps * max(1, option.nodes))
         return self.space.restart_s + read_s
 
-    # -- what it assumes -----------------------------------------------------------------------
+    # -- what it searched, and what it assumes -----------------------------------------------------
+    def searched_shapes(self) -> dict[tuple[str, int, int], ShapeResult]:
+        """(GPU, GPUs per node, nodes) -> result, for every whole-node shape searched over the batch grid."""
+        return {k[:3]: v for k, v in self.cache.items()
+                if isinstance(v, ShapeResult) and k[4] is None and k[3] == k[1] * k[2]}
+
+    def step_notes(self) -> list[str]:
+        """The step-time model's assumptions on the shapes timed so far (pipeline bubbles left out)."""
+        return list(self.cache.get("_step_notes", ()))
+
+    def checkpoint_note(self) -> str | None:
+        return self.cache.get("_checkpoint_note")
+
     def assumptions(self) -> list[str]:
         sp = self.space
         out = list(sp.assumptions)
@@ -115,7 +127,7 @@ class JobGoodput:
             out.append(f"layouts: tp {list(sp.tp)}, pp {list(sp.pp)}, ZeRO {list(sp.zero)}, each with the lightest "
                        f"of recompute {', '.join(recompute_variants(sp.model, sp.base))} that fits; micro-batches "
                        f"{list(sp.micro_batches)}; global batches {list(sp.batches)}")
-        if self.cache.get("_checkpoint_note"):
-            out.append(self.cache["_checkpoint_note"])
-        out += [f"step time: {n}" for n in self.cache.get("_step_notes", ())]
+        if self.checkpoint_note():
+            out.append(self.checkpoint_note())
+        out += [f"step time: {n}" for n in self.step_notes()]
         return out

@@ -119,6 +119,7 @@ class Catalog:
     files: dict[str, Path] = field(default_factory=dict)   # cloud -> path of the vms.csv read
     market: list[Offering] | None = None   # the rows before prices the user gave (None: `offerings`)
     notes: list[str] = field(default_factory=list)         # provenance of prices the user gave
+    user_offerings: frozenset = frozenset()   # the user's own --offerings rows (the spec's clouds/regions keep them)
 
     def cpu_instances(self, cloud: str | None = None) -> list[Offering]:
         """CPU-only instance types (no accelerator) of one or all clouds, read on first use.

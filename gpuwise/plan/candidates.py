@@ -21,7 +21,7 @@ import numpy as np
 
 from gpuwise.estimate.goodput import JobGoodput
 from gpuwise.estimate.job_space import FIXED_BATCH_ROUNDING
-from gpuwise.estimate.layout_search import RunOption, ShapeResult, evaluate_shape, recompute_variants  # noqa: F401
+from gpuwise.estimate.layout_search import RunOption, recompute_variants
 from gpuwise.plan.job import PlanJob
 from gpuwise.plan.offerings import (NODE_NETWORK_NOTE, RegionOffering, columns, filter_offerings, node_counts,
                                     node_network, region_offerings, spot_floors, spot_outliers)
@@ -96,7 +96,6 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
     rows, _ = filter_offerings(catalog, job.clouds, job.regions, job.gpus)
     offs = region_offerings(rows)
     good = JobGoodput(job.space, exhaustive=True) if exhaustive else job.goodput
-    cache = good.cache
     nic = None if job.inter_node_gbps else node_network(offs, _market(catalog))
     options, r_idx, n_col, o_idx, per_row = _shape_rows(job, offs, good, nic)
     off_cols = columns(offs)
@@ -150,13 +149,11 @@ def generate(job: PlanJob, catalog, exhaustive: bool = False) -> CandidateSet:
         ok &= cost <= job.budget_usd
     cs = CandidateSet(offs, options, off_i, opt_i, nodes, gpn * nodes, spot, node_price, hourly, time_h, t10,
                       t90, cost, c10, c90, n_pre, interval, rate, prob, ok, evaluated,
-                      {k[:3]: v for k, v in cache.items() if isinstance(v, ShapeResult) and k[4] is None
-                       and k[3] == k[1] * k[2]})
+                      good.searched_shapes())
     # the floors come from the whole catalog, so that --cloud or --gpu does not move them
     cs.spot_floors = spot_floors(region_offerings(_market(catalog)))
     cs.outlier = spot & spot_outliers(offs, cs.spot_floors)[off_i] if off_i.size else np.zeros(0, bool)
-    cs.assumptions = _assumptions(job, catalog, offs, cs, sources, list(cache.get("_step_notes", ())),
-                                  cache.get("_checkpoint_note"))
+    cs.assumptions = _assumptions(job, catalog, offs, cs, sources, good.step_notes(), good.checkpoint_note())
     return cs
 
 

@@ -6,7 +6,7 @@ from dataclasses import dataclass
 
 from gpuwise.errors import InputError
 from gpuwise.estimate.goodput import JobGoodput
-from gpuwise.estimate.job_space import MICRO_BATCHES, JobSpace, batch_grid  # noqa: F401  (re-exported)
+from gpuwise.estimate.job_space import JobSpace
 
 
 @dataclass(frozen=True)

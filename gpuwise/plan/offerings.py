@@ -80,14 +80,17 @@ def filter_offerings(catalog, clouds: list[str], regions: list[str], gpus: list[
     want_gpus = []
     for g in gpus:
         want_gpus.append(user_gpu(g, "constraints.gpus / --gpu").name)   # InputError with the closest names if unknown
+    # the user's own --offerings rows are what they asked to plan on: the spec's clouds and regions
+    # (which name the catalog's) do not filter them out
+    own = getattr(catalog, "user_offerings", frozenset())
     rows = [o for o in catalog.offerings
-            if (not want_clouds or o.cloud in want_clouds) and (not want_gpus or o.gpu in want_gpus)]
+            if (not want_clouds or o.cloud in want_clouds or o in own) and (not want_gpus or o.gpu in want_gpus)]
     if regions:
         known = {o.region for o in rows}
         for r in regions:
             if r not in known:
                 raise unknown_name("constraints.regions", r, known or catalog.regions())
-        rows = [o for o in rows if o.region in set(regions)]
+        rows = [o for o in rows if o.region in set(regions) or o in own]
     return rows, want_gpus
 
 

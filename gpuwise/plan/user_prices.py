@@ -126,6 +126,7 @@ def with_user_prices(catalog, prices: list[str] | None = None, offerings: str | 
         rows = _price_rows(rows, given)
         notes += [f"your price: {g} on demand ${usd:.2f}/GPU-h on every offering of it (--price); its spot "
                   "prices are the catalog's (add --no-spot to plan on your price alone)" for g, usd in given.items()]
+    extra: list = []
     if offerings:
         extra = load_offerings(offerings)
         rows += extra
@@ -135,4 +136,5 @@ def with_user_prices(catalog, prices: list[str] | None = None, offerings: str | 
         notes.append(f"your prices: {len(extra)} offering{'s' if len(extra) != 1 else ''} from --offerings "
                      f"{offerings} (USD per GPU-hour as given; never flagged as outliers)")
     return dc_replace(catalog, offerings=rows, dates=dates, sources=sources, notes=notes,
-                      market=catalog.market if catalog.market is not None else list(catalog.offerings))
+                      market=catalog.market if catalog.market is not None else list(catalog.offerings),
+                      user_offerings=catalog.user_offerings | frozenset(extra))
