@@ -191,3 +191,21 @@ def test_a_fixed_batch_no_layout_holds_runs_rounded_everywhere(capsys):
                    restart_s=30.0)
     j = res.jobs[0]
     assert j.status == "done" and j.finish_s == pytest.approx(est["compute_hours"] * 3600.0 + 30.0, rel=1e-9)
+
+
+def test_the_service_backend_and_the_simulator_start_a_job_on_the_same_layout():
+    """The job service's sim backend and the simulator start jobs through one function: the allocation
+    carries the goodput object's layout in both, and the API's allocation JSON shows it."""
+    from gpuwise.jobqueue.backend import SimBackend
+    from gpuwise.jobqueue.record import alloc_from_json, alloc_json
+    from gpuwise.policies.base import Allocation, JobState
+
+    cluster = load_cluster(str(LLM_CLUSTER))
+    job = TraceJob("pre", 0.0, 16, batch_size=512, jobspec=str(PRETRAIN), gpu_type="H100-80GB-SXM")
+    js = JobState(job, 0.0, 1.0)
+    js.allocation = alloc = Allocation("H100-80GB-SXM", ((0, 8), (1, 8)), 512)
+    backend = SimBackend(cluster)
+    backend.launch(js, alloc, 0.0)
+    want = backend.perf.specs.spec_layout(job, "H100-80GB-SXM", 16, 2, 512, 8)
+    assert want and js.allocation.layout == want and js.rates[0] > 0
+    assert alloc_json(js.allocation)["layout"] == want and alloc_from_json(alloc_json(js.allocation)) == alloc

@@ -16,7 +16,7 @@ import numpy as np
 from gpuwise.errors import InputError
 from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.policies.base import Allocation, JobState
-from gpuwise.sim.cluster import DEFAULT_RESTART_S, accrue
+from gpuwise.sim.cluster import DEFAULT_RESTART_S, accrue, begin
 from gpuwise.workload.jobspec import JobSpec
 from gpuwise.workload.traces import TraceJob
 
@@ -79,7 +79,7 @@ class SimBackend:
         pass
 
     def launch(self, js: JobState, alloc: Allocation, now: float) -> None:
-        rates = self.perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
+        rates = begin(js, alloc, self.perf)
         js.rates = rates
         js.measured_speed = float(np.mean(rates)) / js.target
         js.run_from = now + self.restart_s

@@ -21,13 +21,15 @@ J = s.jobs
 
 def alloc_json(a: Allocation | None) -> dict | None:
     return None if a is None else {"gpu_type": a.gpu_type, "placement": [list(p) for p in a.placement],
-                                   "gpus": a.num_gpus, "nodes": a.num_nodes, "batch_size": a.batch_size}
+                                   "gpus": a.num_gpus, "nodes": a.num_nodes, "batch_size": a.batch_size,
+                                   "layout": a.layout}
 
 
 def alloc_from_json(d: dict | None) -> Allocation | None:
     if not d:
         return None
-    return Allocation(d["gpu_type"], tuple((int(i), int(g)) for i, g in d["placement"]), d.get("batch_size"))
+    return Allocation(d["gpu_type"], tuple((int(i), int(g)) for i, g in d["placement"]), d.get("batch_size"),
+                      d.get("layout"))
 
 
 def event(conn, job_id: str, at_sim: float | None, kind: str, detail: dict | None = None) -> None:

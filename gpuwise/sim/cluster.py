@@ -82,6 +82,17 @@ def accrue(js: JobState, now: float, constant: bool = True) -> None:
     js.last_update = now
 
 
+def begin(js: JobState, alloc: Allocation, perf) -> np.ndarray:
+    """A (re)started job's progress rates on ``alloc`` from ``perf`` (a ground truth), and its allocation
+    annotated with the layout it runs with (job-spec jobs; ``perf.layout``). Shared by the simulator
+    and the job service's sim backend."""
+    layout_of = getattr(perf, "layout", None)   # truths without layouts (DP profiles) have none
+    layout = layout_of(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size) if layout_of else None
+    if layout is not None and js.allocation is not None:
+        js.allocation = replace(js.allocation, layout=layout)
+    return perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
+
+
 class ClusterSimulator:
     """One policy on one cluster and one workload."""
 
@@ -175,13 +186,8 @@ class ClusterSimulator:
         """Instant (re)start: progress resumes after ``restart_s``, at the ground-truth rates."""
         js.run_from = max(now + self.restart_s, self._ready_at.pop(js.name, 0.0))
         js.last_update = now
-        layout_of = getattr(self.perf, "layout", None)   # truths without layouts (DP profiles) have none
-        layout = layout_of(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size) \
-            if layout_of else None
-        if layout is not None:
-            js.allocation = replace(js.allocation, layout=layout)   # the allocation carries its layout
-        self.usage.started(js.name, alloc.gpu_type, alloc.num_gpus, now, layout)
-        rates = self.perf.rates(js.job, alloc.gpu_type, alloc.num_gpus, alloc.num_nodes, alloc.batch_size)
+        rates = begin(js, alloc, self.perf)   # the allocation carries its layout from here on
+        self.usage.started(js.name, alloc.gpu_type, alloc.num_gpus, now, js.allocation.layout)
         if self._noise is not None:
             rates = rates * self._noise[js.job_index]
         js.rates = rates
