@@ -272,19 +272,29 @@ def test_plan_as_a_service_matches_the_cli(server):
 def test_200_concurrent_submissions_recorded_once(server):
     client = httpx.Client(timeout=120, limits=httpx.Limits(max_connections=50))
 
-    def one(i: int) -> tuple[int, str]:
+    def one(i: int) -> tuple[int, str, int]:
+        """POST with the key; a connection the server closed while idle (the keep-alive race: it
+        closes after 5 s idle just as the pool reuses it) is retried, as a client with a key may."""
         body = {"preset": "resnet18-cifar10", "amount": {"samples": 20000}, "global_batch": 128,
                 "name": f"burst-{i}"}
-        r = client.post(server.url + "/v1/jobs", json=body,
-                        headers={**auth(server, "dave"), "Idempotency-Key": f"burst-{i}"})
-        return r.status_code, r.json()["id"]
+        for attempt in range(1, 4):
+            try:
+                r = client.post(server.url + "/v1/jobs", json=body,
+                                headers={**auth(server, "dave"), "Idempotency-Key": f"burst-{i}"})
+                return r.status_code, r.json()["id"], attempt
+            except (httpx.ReadError, httpx.WriteError, httpx.RemoteProtocolError):
+                if attempt == 3:
+                    raise
+        raise AssertionError("unreachable")
 
     with client, ThreadPoolExecutor(50) as pool:
         first = list(pool.map(one, range(200)))
         again = list(pool.map(one, range(0, 200, 10)))     # client retries with the same keys
-    assert {s for s, _ in first} == {201} and {s for s, _ in again} == {200}
-    ids = [j for _, j in first]
-    assert len(set(ids)) == 200 and [j for _, j in again] == ids[::10]
+    # a first try answers 201; a transport retry may find its first try recorded (200), never a new job
+    assert all(s == 201 if n == 1 else s in (200, 201) for s, _, n in first)
+    assert {s for s, _, _ in again} == {200}
+    ids = [j for _, j, _ in first]
+    assert len(set(ids)) == 200 and [j for _, j, _ in again] == ids[::10]
     jobs = httpx.get(server.url + "/v1/jobs?limit=100000", headers=auth(server, "dave")).json()["jobs"]
     names = [j["name"] for j in jobs if j["name"].startswith("burst-")]
     assert max(sum(j["gpus"] for j in jobs), 0) <= 1                      # dave's quota holds
