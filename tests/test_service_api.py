@@ -10,17 +10,16 @@ from __future__ import annotations
 
 import json
 import os
-import shutil
 import signal
-import struct
 import subprocess
 import sys
 import time
-import zlib
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import pytest
+from chromium_shot import chromium, png_pixels
+from chromium_shot import shoot as shoot_page
 
 httpx = pytest.importorskip("httpx")
 
@@ -301,43 +300,6 @@ def test_200_concurrent_submissions_recorded_once(server):
     assert sorted(names) == sorted(f"burst-{i}" for i in range(200))
 
 
-def _png(path: Path) -> tuple[int, int, set]:
-    """Width, height and the set of distinct pixels of an 8-bit RGB/RGBA PNG (own decoder: no Pillow)."""
-    data = path.read_bytes()
-    assert data[:8] == b"\x89PNG\r\n\x1a\n"
-    pos, idat, w, h, bpp = 8, b"", 0, 0, 3
-    while pos < len(data):
-        n, kind = struct.unpack(">I4s", data[pos:pos + 8])
-        chunk = data[pos + 8:pos + 8 + n]
-        if kind == b"IHDR":
-            w, h, depth, color = struct.unpack(">IIBB", chunk[:10])
-            assert depth == 8 and color in (2, 6)
-            bpp = 3 if color == 2 else 4
-        elif kind == b"IDAT":
-            idat += chunk
-        pos += 12 + n
-    raw, stride, prev, pixels = zlib.decompress(idat), w * bpp, bytearray(w * bpp), set()
-    for y in range(h):
-        f, line = raw[y * (stride + 1)], bytearray(raw[y * (stride + 1) + 1:(y + 1) * (stride + 1)])
-        for i in range(stride):
-            a = line[i - bpp] if i >= bpp else 0
-            b, c = prev[i], prev[i - bpp] if i >= bpp else 0
-            if f == 1:
-                line[i] = (line[i] + a) & 255
-            elif f == 2:
-                line[i] = (line[i] + b) & 255
-            elif f == 3:
-                line[i] = (line[i] + (a + b) // 2) & 255
-            elif f == 4:
-                p = a + b - c
-                pa, pb, pc = abs(p - a), abs(p - b), abs(p - c)
-                line[i] = (line[i] + (a if pa <= pb and pa <= pc else b if pb <= pc else c)) & 255
-        if y % 4 == 0:
-            pixels.update(bytes(line[i:i + 3]) for i in range(0, stride, bpp * 4))
-        prev = line
-    return w, h, pixels
-
-
 def test_sign_in_cookie_job_page_and_cancel_button(server, monkeypatch, capsys):
     """The token goes in a form body into an HttpOnly, SameSite=Strict cookie; the cancel button needs
     that cookie and the page's CSRF field; the CLI takes the short id the pages show."""
@@ -395,29 +357,21 @@ def test_sign_in_cookie_job_page_and_cancel_button(server, monkeypatch, capsys):
 def test_dashboard_in_headless_chromium(server, tmp_path):
     """The main page and a job page, rendered and shot by headless Chromium. GPUWISE_SCREENSHOTS=DIR
     keeps the two screenshots there (docs/img holds the ones the docs show)."""
-    chromium = shutil.which("chromium") or shutil.which("chromium-browser")
-    if chromium is None:
-        pytest.skip("chromium not installed (.ci/run installs it)")
+    chromium()
     jid = submit_yaml(server, "root").json()["id"]
     for _ in range(4):                  # five rows of its own, whichever tests ran before on this server
         assert submit_yaml(server, "root").status_code in (200, 201)
     wait_for(server, "root", jid, ("done",))
-    flags = ["--headless", "--no-sandbox", "--disable-gpu", "--hide-scrollbars", f"--user-data-dir={tmp_path / 'p'}"]
 
     def shoot(path: str, name: str, size: str) -> tuple[str, Path]:
         shot = tmp_path / name
-        dom = subprocess.run([chromium, *flags, f"--window-size={size}", f"--screenshot={shot}", "--dump-dom",
-                              f"{server.url}{path}?token={server.tokens['root']}"], capture_output=True,
-                             text=True, timeout=120).stdout
-        if os.environ.get("GPUWISE_SCREENSHOTS"):
-            shutil.copy(shot, Path(os.environ["GPUWISE_SCREENSHOTS"]) / name)
-        return dom, shot
+        return shoot_page(f"{server.url}{path}?token={server.tokens['root']}", shot, size, tmp_path / "p"), shot
 
     dom, shot = shoot("/", "dashboard.png", "1200,900")
     assert f'id="job-{jid}"' in dom and f'href="/jobs/{jid}"' in dom and 'id="usage"' in dom
     assert 'id="jct-bars"' in dom and 'id="usage-A100-40GB-SXM"' in dom       # matplotlib's SVG, inline
     assert dom.count('<tr class="job') >= 5
-    w, h, pixels = _png(shot)
+    w, h, pixels = png_pixels(shot)
     assert (w, h) == (1200, 900)
     assert len(pixels) > 20                       # text, bars and lines, not a blank page
     dom, shot = shoot(f"/jobs/{jid}", "job.png", "1200,1100")
@@ -425,7 +379,7 @@ def test_dashboard_in_headless_chromium(server, tmp_path):
                  'id="logs"', "Logs are unavailable", "this backend trains nothing"):
         assert part in dom, part
     assert dom.count('<tr class="event"') >= 4     # submitted, allocated, running, done
-    assert len(_png(shot)[2]) > 20
+    assert len(png_pixels(shot)[2]) > 20
     # no token -> 401 page (the sign-in form), not the jobs
     r = httpx.get(server.url + "/")
     assert r.status_code == 401 and 'action="/login"' in r.text and "job-" not in r.text

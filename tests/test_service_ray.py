@@ -19,6 +19,7 @@ import time
 from pathlib import Path
 
 import pytest
+from chromium_shot import chromium, png_pixels, shoot
 
 from gpuwise.data import data_path
 from gpuwise.errors import Infeasible, InputError
@@ -147,6 +148,16 @@ def test_ray_backend_trains_a_model_on_the_users_text(ray_server):
     with sqlite3.connect(tmp / "ray-state" / "state.sqlite") as db:
         done = dict(db.execute("SELECT kind, detail FROM events WHERE job=?", (jid,)).fetchall())["done"]
     assert json.loads(done)["loss"] < math.log(256) - 1.0   # below the uniform guess over 256 byte tokens
+    # its loss curve on the dashboard, rendered by a real browser: one point per reported step, drawn
+    chromium()
+    shot = tmp / "byo-job.png"
+    dom = shoot(f"{url}/jobs/{jid}?token={auth['Authorization'].split()[1]}", shot, "1200,1100", tmp / "chrome")
+    assert '<g id="loss-curve"' in dom and "30 steps reported by the backend" in dom, dom[-2000:]
+    curve = dom[dom.index('<g id="loss-curve"'):]
+    path = curve[curve.index(' d="') + 4:]
+    assert path[:path.index('"')].count("L") == 29                 # 30 losses: a move and 29 line segments
+    w, h, pixels = png_pixels(shot, every=1)
+    assert (w, h) == (1200, 1100) and bytes.fromhex("2ca02c") in pixels   # the curve's colour (C2) is on screen
 
 
 @pytest.mark.slow
