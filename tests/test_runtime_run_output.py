@@ -54,3 +54,18 @@ def test_steps_redone_after_a_stopped_run_count_as_lost(tmp_path):
 def test_a_chunk_that_reached_its_checkpoint_loses_nothing(tmp_path):
     jr, _ = _resumed(tmp_path, [10, 10, 80.0], 106.5, [[1, 1, 16.0, 1.0, 0.0]])
     assert jr.lost_steps == 3
+
+
+def test_each_steps_loss_is_kept_in_the_state_file_and_a_retrained_step_replaces_its_loss(tmp_path):
+    """The dashboard's loss curve reads the state file: it survives a restart of whoever wrote it."""
+    from gpuwise.runtime.store import Store
+
+    store = Store(tmp_path)
+    store.record_losses("a", [(0, 4.0), (1, 3.5), (2, 3.1)])
+    store.record_losses("b", [(0, 9.0)])
+    store.record_losses("a", [(2, 3.0), (3, 2.8)])       # step 2 trained again after a fault
+    store.close()
+    again = Store(tmp_path)
+    assert again.losses("a") == [(0, 4.0), (1, 3.5), (2, 3.0), (3, 2.8)] and again.losses("b") == [(0, 9.0)]
+    assert again.losses("nobody") == []
+    again.close()

@@ -56,7 +56,6 @@ class RayBackend:
 
         self.cluster, self.opts = cluster, opts
         self.models: dict = {}
-        self.finished_losses: dict[str, list[tuple[int, float]]] = {}   # of jobs done since this start (1000)
         self.perf = MeasuredPerf(self.models)
         self.lost_nodes: list[tuple[float, int]] = []   # (time, node) of nodes whose machine died
         self._base, self._wall = 0.0, time.monotonic()
@@ -121,10 +120,9 @@ class RayBackend:
         self.act.advance(js, now)
 
     def losses(self, job: str) -> list[tuple[int, float]]:
-        """(step, training loss) of a job trained since this server started (the dashboard's curve);
-        kept in memory only: the runtime's state file records checkpoints, not every step's loss."""
-        jr = self.act.jobs.get(job)
-        return list(jr.losses) if jr is not None else list(self.finished_losses.get(job, ()))
+        """(step, training loss) of each step the job trained (the dashboard's curve), from the runtime's
+        state file: it survives a server restart; a step trained again after a fault shows its new loss."""
+        return self.store.losses(job)
 
     def describe(self) -> list[str]:
         where = self.opts.address or f"a private local head ({self.cluster.total_gpus} CPU slot workers)"
@@ -158,11 +156,7 @@ class RayBackend:
         self.lost_nodes.append((round(now, 3), node))
 
     def complete(self, js: JobState, now: float) -> None:
-        jr = self.act.jobs.pop(js.name, None)   # the scheduler saw the target reached; its slots are free now
-        if jr is not None:
-            self.finished_losses[js.name] = jr.losses
-            if len(self.finished_losses) > 1000:     # bounded: the newest finished jobs' curves
-                self.finished_losses.pop(next(iter(self.finished_losses)))
+        self.act.jobs.pop(js.name, None)   # the scheduler saw the target reached; its slots are free now
         self.models.pop(js.name, None)
 
     def fail(self, js: JobState, now: float) -> None:

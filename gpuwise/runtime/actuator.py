@@ -360,7 +360,9 @@ class RayActuator:
         self.store.record_checkpoint(jr.name, jr.step, js.progress, jr.ckpt, now)  # now it counts
         if old and old != jr.ckpt:
             Path(old).unlink(missing_ok=True)  # the manifest keeps the history; disk keeps the last
-        jr.losses += list(zip(range(jr.step - n, jr.step), r["loss"]))
+        chunk = list(zip(range(jr.step - n, jr.step), r["loss"]))
+        jr.losses += chunk
+        self.store.record_losses(jr.name, chunk)
         self.advance(js, now)
         js.measured_speed = n * float(jr.model.gain(batch)) / max(1e-9, now - jr.op_start) / js.target
         self.save(jr)

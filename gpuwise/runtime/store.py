@@ -8,6 +8,7 @@ and resumes it from there; finished jobs stay finished.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import sqlite3
 from pathlib import Path
@@ -26,6 +27,8 @@ CREATE TABLE IF NOT EXISTS checkpoints (
     PRIMARY KEY (job, step));
 CREATE TABLE IF NOT EXISTS events (
     job TEXT NOT NULL, t REAL NOT NULL, kind TEXT NOT NULL, detail TEXT NOT NULL);
+CREATE TABLE IF NOT EXISTS losses (
+    job TEXT NOT NULL, step INTEGER NOT NULL, loss REAL NOT NULL, PRIMARY KEY (job, step));
 """
 
 
@@ -53,7 +56,7 @@ class Store:
 
     def reset(self) -> None:
         with self.db:
-            for t in ("meta", "jobs", "checkpoints", "events"):
+            for t in ("meta", "jobs", "checkpoints", "events", "losses"):
                 self.db.execute(f"DELETE FROM {t}")
 
     # -- jobs -----------------------------------------------------------------------------------
@@ -79,6 +82,17 @@ class Store:
     def last_checkpoint(self, job: str) -> tuple[int, float, str] | None:
         return self.db.execute("SELECT step, progress, path FROM checkpoints WHERE job=? ORDER BY step DESC "
                                "LIMIT 1", (job,)).fetchone()
+
+    def record_losses(self, job: str, losses: list[tuple[int, float]]) -> None:
+        """Each step's training loss; a step trained again after a fault replaces the lost run's."""
+        with self.db:
+            self.db.executemany("INSERT OR REPLACE INTO losses VALUES (?,?,?)", [(job, s, v) for s, v in losses])
+
+    def losses(self, job: str) -> list[tuple[int, float]]:
+        """Read on a connection of its own: the service's page threads read while its scheduler
+        thread writes on ``self.db`` (WAL: readers never block the writer)."""
+        with contextlib.closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10.0)) as db:
+            return db.execute("SELECT step, loss FROM losses WHERE job=? ORDER BY step", (job,)).fetchall()
 
     def event(self, job: str, t: float, kind: str, detail: dict) -> None:
         self.db.execute("INSERT INTO events VALUES (?,?,?,?)", (job, t, kind, json.dumps(detail)))

@@ -116,7 +116,7 @@ def render_job(row: dict, owner: str, events: list[dict], clock_s: float, losses
     if losses is None:
         loss_note = "this backend trains nothing, so no losses; jobs on the ray backend report them"
     elif not losses:
-        loss_note = "no losses in memory: the server keeps those of jobs trained since it started"
+        loss_note = "no losses recorded yet: the first arrive with the first checkpoint"
     else:
         loss_note = f"{len(losses)} steps reported by the backend's workers"
     msg = f'<p class="err">{escape(row["message"])}</p>' if row["message"] else ""
