@@ -69,3 +69,27 @@ def test_each_steps_loss_is_kept_in_the_state_file_and_a_retrained_step_replaces
     assert again.losses("a") == [(0, 4.0), (1, 3.5), (2, 3.0), (3, 2.8)] and again.losses("b") == [(0, 9.0)]
     assert again.losses("nobody") == []
     again.close()
+
+
+def test_a_jobs_artifacts_are_its_files_and_nothing_a_link_or_a_path_reaches_outside(tmp_path):
+    from gpuwise.runtime.artifacts import artifact_file, list_artifacts, log_tails
+
+    job = tmp_path / "jobs" / "j"
+    (job / "checkpoints").mkdir(parents=True)
+    (job / "logs").mkdir()
+    (job / "control").mkdir()
+    (job / "checkpoints" / "step-0000010.pt").write_bytes(b"x" * 100)
+    (job / "logs" / "rank0.log").write_text("line\n" * 3000)
+    (job / "control" / "go").write_text("go")
+    secret = tmp_path / "secret.txt"
+    secret.write_text("server's own file")
+    (job / "logs" / "leak.log").symlink_to(secret)                # a script's link must not be followed
+    (job / "checkpoints" / "dir").symlink_to(tmp_path, target_is_directory=True)
+    listed = {a.path: a.bytes for a in list_artifacts(job)}
+    assert listed == {"checkpoints/step-0000010.pt": 100, "logs/rank0.log": 15000}
+    assert artifact_file(job, "logs/rank0.log") == job / "logs" / "rank0.log"
+    for bad in ("logs/leak.log", "checkpoints/dir/secret.txt", "../secret.txt", "logs/../../secret.txt",
+                "/etc/passwd", "control/go", "", "logs", "logs//rank0.log", "logs\\rank0.log"):
+        assert artifact_file(job, bad) is None, bad
+    tails = log_tails(job, max_bytes=100)
+    assert list(tails) == ["rank0.log"] and tails["rank0.log"] == "line\n" * 20

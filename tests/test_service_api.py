@@ -147,9 +147,13 @@ def test_users_are_isolated(server):
     assert submit_yaml(server, "alice").status_code == 201
     assert httpx.post(server.url + "/v1/jobs", content=SPEC.read_bytes(),
                       headers={"Content-Type": "application/yaml"}).status_code == 401
-    for path in (f"/v1/jobs/{jid}", f"/v1/jobs/{jid}/events"):
+    for path in (f"/v1/jobs/{jid}", f"/v1/jobs/{jid}/events", f"/v1/jobs/{jid}/artifacts"):
         assert httpx.get(server.url + path, headers=auth(server, "bob")).status_code == 404
         assert httpx.get(server.url + path, headers=auth(server, "root")).status_code == 200
+    files = httpx.get(f"{server.url}/v1/jobs/{jid}/artifacts", headers=auth(server, "alice")).json()
+    assert files["artifacts"] == [] and "keeps no artifacts" in files["note"]      # the sim backend trains nothing
+    assert httpx.get(f"{server.url}/v1/jobs/{jid}/artifacts/logs/rank0.log",
+                     headers=auth(server, "alice")).status_code == 404
     assert httpx.delete(f"{server.url}/v1/jobs/{jid}", headers=auth(server, "bob")).status_code == 404
     bob = httpx.get(server.url + "/v1/jobs", headers=auth(server, "bob")).json()["jobs"]
     assert all(j["user"] == "bob" for j in bob)

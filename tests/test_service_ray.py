@@ -143,16 +143,29 @@ def test_ray_backend_trains_a_model_on_the_users_text(ray_server):
     assert job["state"] == "done", job
     folder = tmp / "ray-state" / "jobs" / jid          # the job's artifacts: checkpoints and logs
     assert (folder / "checkpoints" / "step-0000030.pt").exists()
-    log = (folder / "logs" / "rank0.log").read_text()
-    assert "tokenizer bytes" in log and "--- exit 0" in log
+    for _ in range(300):     # "done" comes at the last boundary; the script's exit line just after (<= 30 s)
+        log = (folder / "logs" / "rank0.log").read_text()
+        if "--- exit" in log:
+            break
+        time.sleep(0.1)
+    assert "tokenizer bytes" in log and "--- exit 0" in log, log[-2000:]
     with sqlite3.connect(tmp / "ray-state" / "state.sqlite") as db:
         done = dict(db.execute("SELECT kind, detail FROM events WHERE job=?", (jid,)).fetchall())["done"]
     assert json.loads(done)["loss"] < math.log(256) - 1.0   # below the uniform guess over 256 byte tokens
+    # its artifacts over the API: listed, one downloadable; nothing outside the job's folder
+    listed = httpx.get(f"{url}/v1/jobs/{jid}/artifacts", headers=auth, timeout=30).json()["artifacts"]
+    paths = {a["path"] for a in listed}
+    assert {"checkpoints/step-0000030.pt", "logs/rank0.log"} <= paths and all(a["bytes"] > 0 for a in listed), paths
+    got = httpx.get(f"{url}/v1/jobs/{jid}/artifacts/logs/rank0.log", headers=auth, timeout=30)
+    assert got.status_code == 200 and "--- exit 0" in got.text
+    for bad in ("../../state.sqlite", "control", "logs/../../../state.sqlite", "/etc/passwd"):
+        assert httpx.get(f"{url}/v1/jobs/{jid}/artifacts/{bad}", headers=auth, timeout=30).status_code == 404, bad
     # its loss curve on the dashboard, rendered by a real browser: one point per reported step, drawn
     chromium()
     shot = tmp / "byo-job.png"
     dom = shoot(f"{url}/jobs/{jid}?token={auth['Authorization'].split()[1]}", shot, "1200,1100", tmp / "chrome")
     assert '<g id="loss-curve"' in dom and "30 steps reported by the backend" in dom, dom[-2000:]
+    assert "tokenizer bytes" in dom and f'href="/jobs/{jid}/files/logs/rank0.log"' in dom     # its log and files
     curve = dom[dom.index('<g id="loss-curve"'):]
     path = curve[curve.index(' d="') + 4:]
     assert path[:path.index('"')].count("L") == 29                 # 30 losses: a move and 29 line segments
@@ -198,7 +211,7 @@ def test_ray_backend_trains_a_submitted_job_to_done_and_refuses_one_too_big(ray_
         events = dict(db.execute("SELECT kind, detail FROM events WHERE job=?", (jid,)).fetchall())
     assert steps[-1] == 30 and all(s % 10 == 0 for s in steps), steps
     assert json.loads(events["done"])["loss"] < math.log(64) - 0.3, events
-    assert any((tmp / "ray-state" / "checkpoints").glob(f"{jid}-*.pt"))
+    assert (tmp / "ray-state" / "jobs" / jid / "checkpoints" / "step-0000030.pt").exists()   # the last one kept
     page = httpx.get(f"{url}/jobs/{jid}", headers=auth, timeout=30).text     # the dashboard's loss curve
     assert '<g id="loss-curve"' in page and "30 steps reported by the backend" in page, page[-2000:]
     # SIGTERM: a graceful exit that ends the workers and the private Ray head (its watcher process

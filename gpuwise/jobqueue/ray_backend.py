@@ -63,11 +63,9 @@ class RayBackend:
         self.pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address, address_flag="--ray-address")
         self.pool.start()
         self.store = Store(opts.state_dir)
-        ckpt = opts.state_dir / "checkpoints"
-        ckpt.mkdir(exist_ok=True)
         # the online Pollux fits run in a process of their own, off the scheduler's thread
         self.fitter = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        self.act = RayActuator(self.pool, self.store, ckpt, opts.chunk_steps, Timeouts(), self)
+        self.act = RayActuator(self.pool, self.store, opts.state_dir / "jobs", opts.chunk_steps, Timeouts(), self)
         self.act.loop = self
 
     # -- clock ----------------------------------------------------------------------------------
@@ -123,6 +121,10 @@ class RayBackend:
         """(step, training loss) of each step the job trained (the dashboard's curve), from the runtime's
         state file: it survives a server restart; a step trained again after a fault shows its new loss."""
         return self.store.losses(job)
+
+    def artifacts_dir(self, job: str) -> Path:
+        """The job's folder of checkpoints and logs (gpuwise.runtime.artifacts lists and opens it)."""
+        return self.act.job_dir(job)
 
     def describe(self) -> list[str]:
         where = self.opts.address or f"a private local head ({self.cluster.total_gpus} CPU slot workers)"

@@ -146,9 +146,9 @@ def _first_error(done: list) -> str | None:
 
 
 class RayActuator:
-    def __init__(self, pool: WorkerPool, store: Store, ckpt_dir: Path, chunk_steps: int,
+    def __init__(self, pool: WorkerPool, store: Store, jobs_dir: Path, chunk_steps: int,
                  timeouts: Timeouts, clock) -> None:
-        self.pool, self.store, self.ckpt_dir = pool, store, ckpt_dir
+        self.pool, self.store, self.jobs_dir = pool, store, jobs_dir
         self.k, self.timeouts, self.clock = int(chunk_steps), timeouts, clock
         self.jobs: dict[str, JobRun] = {}
         self.loop: Owner | None = None   # set by the owner before the first start
@@ -281,8 +281,8 @@ class RayActuator:
         self._op(jr, "setup", now, limit + 10.0)
 
     def job_dir(self, name: str) -> Path:
-        """A job's artifacts: checkpoints/, logs/ and the control folders of its launches."""
-        return self.ckpt_dir.parent / "jobs" / name
+        """A job's artifacts: checkpoints/, logs/ (script jobs) and the control folders of its launches."""
+        return self.jobs_dir / name
 
     def _script_boundary(self, jr: JobRun, now: float, results: list[dict]) -> None:
         r = results[0]
@@ -336,7 +336,9 @@ class RayActuator:
             jr.boundary = math.inf
             self._follow(jr, now, None, "chunk", self.timeouts.script_s)
             return
-        ckpt = str(self.ckpt_dir / f"{jr.name}-{jr.step + steps:07d}.pt")
+        folder = self.job_dir(jr.name) / "checkpoints"
+        folder.mkdir(parents=True, exist_ok=True)
+        ckpt = str(folder / f"step-{jr.step + steps:07d}.pt")
         lr = jr.js.job.lr * math.sqrt(batch / jr.js.job.batch_size)  # square-root LR scaling rule
         jr.refs = [s.actor.chunk.remote(jr.step, steps, batch, lr, ckpt) for s in jr.slots]
         jr.ckpt_next = ckpt

@@ -103,9 +103,7 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
     clock = WallClock(offset)
     models = {j.name: OnlineFit(ref_batch=int(j.batch_size), fitter=fitter) for j in workload.jobs}
     perf = MeasuredPerf(models)
-    ckpt_dir = opts.state_dir / "checkpoints"
-    ckpt_dir.mkdir(parents=True, exist_ok=True)
-    act = RayActuator(pool, store, ckpt_dir, opts.chunk_steps, opts.timeouts, clock)
+    act = RayActuator(pool, store, opts.state_dir / "jobs", opts.chunk_steps, opts.timeouts, clock)
     gpus_used, queue_len = TimeAverage(start=offset, sample_every=0.0), TimeAverage(start=offset, sample_every=0.0)
 
     def levels(now: float, used: int, waiting: int) -> None:

@@ -32,12 +32,14 @@ from __future__ import annotations
 
 import csv
 import io
+import re
 from dataclasses import dataclass, replace
 from pathlib import Path
 
 from gpuwise.errors import InputError
 from gpuwise.workload.traces import TraceJob, Workload
 
+SAFE_NAME = re.compile(r"[A-Za-z0-9][A-Za-z0-9._-]{0,99}")
 COLUMNS = ("name", "time", "num_gpus", "application", "steps", "batch_size", "min_batch", "max_batch",
            "gpu_type", "lr", "entrypoint", "model", "data", "weights", "tokenizer", "lr_scaling", "max_local_batch")
 REQUIRED = ("name", "time", "num_gpus", "steps", "batch_size")
@@ -86,6 +88,9 @@ def jobs_from_rows(rows: list[dict], source: str, base: Path | None = None) -> W
         if extra:
             raise InputError(f"{where} column {extra[0]}", r[extra[0]], "unknown column; valid: " + ", ".join(COLUMNS))
         name = _field(r, "name", where, str).strip()
+        if not SAFE_NAME.fullmatch(name):    # it names the job's folder of checkpoints and logs
+            raise InputError(f"{where} column name", name, "use letters, digits, '.', '_' and '-' (at most 100, "
+                             "starting with a letter or digit): the name is the job's artifact folder")
         if any(j.name == name for j in jobs):
             raise InputError(f"{where} column name", name, "give every job a unique name")
         kind = job_kind(r, where, base)

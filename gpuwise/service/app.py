@@ -111,6 +111,9 @@ def create_app(store: Store, scheduler: Scheduler, run_scheduler: bool = True,
     from gpuwise.service.web import dashboard_routes
 
     dashboard_routes(app, ctx)
+    from gpuwise.service.artifact_routes import artifact_routes
+
+    artifact_routes(app, ctx)
     return app
 
 

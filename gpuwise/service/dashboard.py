@@ -17,6 +17,7 @@ STYLE = """body{font-family:sans-serif;margin:20px;background:#fff;color:#222}
 table{border-collapse:collapse} td,th{border-bottom:1px solid #ddd;padding:3px 8px;font-size:13px;text-align:left}
 .charts{display:flex;gap:16px;flex-wrap:wrap} .chart svg{display:block;height:auto;max-width:100%}
 h2{font-size:17px;margin:14px 0 6px} .muted{color:#666} .err{color:#b00020}
+pre.log{max-height:22em;overflow:auto;background:#f6f6f6;padding:6px;font-size:12px;white-space:pre-wrap}
 form.inline{display:inline} button{font-size:13px;padding:3px 10px}
 nav{float:right;font-size:13px}"""
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import time
 from html import escape
+from urllib.parse import quote
 
 from gpuwise.jobqueue.store import ACTIVE
 from gpuwise.service.charts import loss_figure, progress_figure, svg
@@ -107,9 +108,26 @@ def _cancel_form(row: dict, csrf: str, signed_in: bool) -> str:
             f'</form>{hint}')
 
 
+def _files_section(job_id: str, files: tuple[list, dict[str, str]] | None) -> str:
+    """The job's logs (each rank's tail) and its artifacts, linked for download."""
+    if files is None:
+        return ('<h2>Logs</h2><p id="logs" class="muted">Logs are unavailable: this backend trains nothing and '
+                "keeps no worker logs. The events above are the job's record.</p>")
+    artifacts, tails = files
+    logs = "".join(f'<h3>{escape(name)}</h3><pre class="log">{escape(text)}</pre>' for name, text in tails.items())
+    if not tails:
+        logs = ('<p class="muted">No log files: the runtime\'s built-in models log no output; script and '
+                "model+data jobs write logs/rank&lt;r&gt;.log.</p>")
+    rows = "".join(f'<li><a href="/jobs/{quote(job_id)}/files/{quote(a.path)}">{escape(a.path)}</a> '
+                   f'<span class="muted">{a.bytes / 2**20:.2f} MiB</span></li>' for a in artifacts)
+    return (f'<h2>Logs</h2><div id="logs">{logs}</div>'
+            f'<h2>Artifacts ({len(artifacts)})</h2><ul id="artifacts">{rows or "<li>none yet</li>"}</ul>')
+
+
 def render_job(row: dict, owner: str, events: list[dict], clock_s: float, losses: list[tuple[int, float]] | None,
-               csrf: str, signed_in: str | None = None) -> str:
-    """The whole page. ``losses`` None: the backend reports none (the sim backend trains nothing)."""
+               csrf: str, signed_in: str | None = None, files: tuple[list, dict[str, str]] | None = None) -> str:
+    """The whole page. ``losses`` None: the backend reports none (the sim backend trains nothing);
+    ``files`` None: it keeps no artifacts."""
     c = compare(row, events, clock_s)
     pred = (c["finish_pred"] and (row["started_sim"], c["finish_pred"])) or None
     proj = (clock_s, float(row["progress"]), c["eta"]) if c["projected"] else None
@@ -131,7 +149,6 @@ restarts {row["restarts"]} {_cancel_form(row, csrf, signed_in is not None)}</p>{
 {svg(progress_figure(_progress_points(row, clock_s), pred, proj), "progress")}</div>
 <div><h2>Training loss</h2>{svg(loss_figure(losses or []), "loss")}<p class="muted">{loss_note}</p></div></div>
 <h2>Events ({len(events)})</h2>{_events_table(events)}
-<h2>Logs</h2><p id="logs" class="muted">Logs are unavailable: the job store keeps no worker logs. The events
-above are the job's record.</p>"""
+{_files_section(row["id"], files)}"""
     return page(f"gpuwise: {row['name']}", body, refresh_s=10 if row["state"] in ACTIVE else None,
                 signed_in=signed_in, csrf=csrf)

@@ -81,6 +81,12 @@ def _who(ctx: Any, request: Request, token: str | None) -> tuple[User, str, str]
         return page
 
 
+def signed_in_user(ctx: Any, request: Request, token: str | None) -> User | HTMLResponse:
+    """The dashboard's user (cookie, or an old link's ?token=), or the sign-in page (401)."""
+    found = _who(ctx, request, token)
+    return found if isinstance(found, Response) else found[0]
+
+
 async def _form_user(ctx: Any, request: Request) -> tuple[User, dict[str, str]] | Response:
     """The signed-in user of a state-changing form post, or the page that refuses it."""
     tok = request.cookies.get(COOKIE, "")
@@ -159,7 +165,17 @@ def _page_routes(app: FastAPI, ctx: Any) -> None:
         losses = getattr(ctx.scheduler.backend, "losses", None)
         return _html(render_job(row, ctx.names().get(row["user_id"], "?"), ctx.store.events(row["id"]),
                                 ctx.scheduler.backend.now(), losses(row["id"]) if losses else None,
-                                csrf_token(tok), u.name if where == "cookie" else None))
+                                csrf_token(tok), u.name if where == "cookie" else None,
+                                files=_job_files(ctx, row["id"])))
+
+
+def _job_files(ctx: Any, job_id: str) -> tuple[list, dict[str, str]] | None:
+    """(artifacts, log tails) of the job for its page; None where the backend keeps none."""
+    from gpuwise.runtime.artifacts import list_artifacts, log_tails
+    from gpuwise.service.artifact_routes import job_folder
+
+    folder = job_folder(ctx, job_id)
+    return None if folder is None else (list_artifacts(folder), log_tails(folder))
 
 
 def _cancel_route(app: FastAPI, ctx: Any) -> None:
