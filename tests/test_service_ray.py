@@ -118,7 +118,7 @@ def ray_server(tmp_path_factory):
 @pytest.mark.slow
 @pytest.mark.xdist_group("ray")
 @pytest.mark.timeout(240)
-def test_ray_backend_trains_a_model_on_the_users_text(ray_server):
+def test_ray_backend_trains_a_model_on_the_users_text(ray_server, monkeypatch, capsys):
     # issue 22: model + data -- tiny-llama's config, random weights, the bundled text, byte tokens
     pytest.importorskip("transformers")
     url, auth, tmp, proc, httpx = ray_server
@@ -160,6 +160,20 @@ def test_ray_backend_trains_a_model_on_the_users_text(ray_server):
     assert got.status_code == 200 and "--- exit 0" in got.text
     for bad in ("../../state.sqlite", "control", "logs/../../../state.sqlite", "/etc/passwd"):
         assert httpx.get(f"{url}/v1/jobs/{jid}/artifacts/{bad}", headers=auth, timeout=30).status_code == 404, bad
+    # gpuwise jobs ID --logs: the run against its prediction, its events, files and log (in-process CLI)
+    from gpuwise.cli.main import main
+
+    monkeypatch.setenv("GPUWISE_TOKEN", auth["Authorization"].split()[1])
+    monkeypatch.setenv("GPUWISE_SERVER", url)
+    capsys.readouterr()
+    assert main(["jobs", jid[:8], "--logs"]) == 0
+    out = capsys.readouterr().out
+    for part in ("predicted vs actual", "run time (s)", "events (the last", "done", "checkpoints/step-0000030.pt",
+                 "--- rank0.log (tail) ---", "--- exit 0"):
+        assert part in out, (part, out[-3000:])
+    assert main(["jobs", jid, "--json"]) == 0
+    one = json.loads(capsys.readouterr().out)
+    assert one["compare"]["run_act"] > 0 and one["events"][-1]["kind"] == "done" and len(one["artifacts"]) >= 2
     # its loss curve on the dashboard, rendered by a real browser: one point per reported step, drawn
     chromium()
     shot = tmp / "byo-job.png"

@@ -1,9 +1,13 @@
 """`gpuwise jobs [ID]`: your jobs on a gpuwise server (an admin sees everyone's), or one of them by
-its id or a unique start of it (the dashboard's short id)."""
+its id or a unique start of it (the dashboard's short id): then also its predicted vs actual run,
+its events and its artifacts, and with ``--logs`` the tail of each worker log."""
 
 from __future__ import annotations
 
 import argparse
+
+SHOWN_EVENTS = 15      # the newest events printed for one job (--json has them all)
+SHOWN_FILES = 10
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -11,6 +15,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="only this job: its id or a unique start of it (the dashboard's short id)")
     parser.add_argument("--server", metavar="URL", default=None, help="server (as gpuwise submit)")
     parser.add_argument("--state", default=None, help="only jobs in this state (queued, running, done...)")
+    parser.add_argument("--logs", action="store_true", help="with ID: also print the tail of each worker log")
     parser.add_argument("--json", action="store_true", help="print the server's JSON answer")
 
 
@@ -24,12 +29,56 @@ def _render(res: dict) -> None:
     print_table(f"{len(rows)} jobs", ["id", "name", "user", "state", "GPUs", "progress", "JCT s"], rows)
 
 
+def _num(v, fmt: str) -> str:
+    return "-" if v is None else format(v, fmt)
+
+
+def _render_one(res: dict) -> None:
+    from gpuwise.cli.output import print_table
+
+    _render({"jobs": [res]})
+    c = res.get("compare") or {}
+    act = "projected" if c.get("projected") else ("actual" if res["state"] == "done" else "so far")
+    print_table("predicted vs " + act, ["", "predicted", act],
+                [["GPUs", c.get("gpus_pred", "-"), c.get("gpus_act", "-")],
+                 ["run time (s)", _num(c.get("run_pred"), ",.0f"), _num(c.get("run_act"), ",.0f")],
+                 ["cost (USD)", _num(c.get("cost_pred"), ",.2f"), _num(c.get("cost_act"), ",.2f")]])
+    events = res["events"][-SHOWN_EVENTS:]
+    print_table(f"events (the last {len(events)} of {len(res['events'])})", ["backend s", "event", "detail"],
+                [[_num(e["at_s"], ",.1f"), e["kind"], "" if e["detail"] is None else str(e["detail"])[:100]]
+                 for e in events])
+    files = res["artifacts"]
+    if files:
+        print_table(f"artifacts ({len(files)}; download: GET /v1/jobs/{res['id']}/artifacts/PATH)",
+                    ["path", "MiB"], [[a["path"], f"{a['bytes'] / 2**20:.2f}"] for a in files[:SHOWN_FILES]])
+    else:
+        print(f"artifacts: none ({res['artifacts_note']})")
+    for name, text in (res.get("logs") or {}).items():
+        print(f"--- {name} (tail) ---\n{text.rstrip()}")
+
+
+def _details(args: argparse.Namespace, job: dict) -> dict:
+    """The job with its events, artifacts (and, with --logs, its log tails) added."""
+    from gpuwise.service.client import call
+
+    job["events"] = call("GET", args.server, f"/v1/jobs/{job['id']}/events")["events"]
+    files = call("GET", args.server, f"/v1/jobs/{job['id']}/artifacts")
+    job["artifacts"], job["artifacts_note"] = files["artifacts"], files["note"]
+    if args.logs:
+        job["logs"] = call("GET", args.server, f"/v1/jobs/{job['id']}/logs")["logs"]
+    return job
+
+
 def run(args: argparse.Namespace) -> int:
     from gpuwise.cli.service_call import answer
     from gpuwise.service.client import job_id
 
     if args.id is not None:
-        return answer("jobs", args, "GET", lambda: f"/v1/jobs/{job_id(args.server, args.id)}",
-                      lambda job: _render({"jobs": [job]}))
+        return answer("jobs", args, "GET", lambda: f"/v1/jobs/{job_id(args.server, args.id)}", _render_one,
+                      enrich=lambda job: _details(args, job))
+    if args.logs:
+        from gpuwise.errors import InputError
+
+        raise InputError("--logs", True, "give a job ID: gpuwise jobs ID --logs")
     path = "/v1/jobs" + (f"?state={args.state}" if args.state else "")
     return answer("jobs", args, "GET", path, _render)

@@ -149,9 +149,16 @@ def _job_routes(app: FastAPI, ctx: _Ctx) -> None:
 
     @app.get("/v1/jobs/{job_id}", tags=["jobs"])
     def get_job(job_id: str, u: User = Depends(user)) -> dict[str, Any]:
+        from gpuwise.service.job_page import compare
+
         row = ctx.visible(job_id, u)
         hist = [event_json(e) for e in ctx.store.allocation_history(job_id)]
-        return job_json(row, ctx.names().get(row["user_id"]), hist)
+        out = job_json(row, ctx.names().get(row["user_id"]), hist)
+        # predicted vs actual (or projected from the measured speed): what the dashboard's table shows
+        c = compare(row, ctx.store.events(row["id"]), ctx.scheduler.backend.now())
+        out["compare"] = {k: c[k] for k in ("gpus_pred", "gpus_act", "run_pred", "run_act", "cost_pred",
+                                            "cost_act", "projected")}
+        return out
 
     @app.get("/v1/jobs/{job_id}/events", tags=["jobs"])
     def job_events(job_id: str, u: User = Depends(user)) -> dict[str, Any]:

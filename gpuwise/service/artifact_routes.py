@@ -51,6 +51,17 @@ def artifact_routes(app: FastAPI, ctx: Any) -> None:
         note = f"the newest {MAX_LISTED} only" if len(found) == MAX_LISTED else "checkpoints/ and logs/"
         return {"id": row["id"], "artifacts": [a.to_json() for a in found], "note": note}
 
+    @app.get("/v1/jobs/{job_id}/logs", tags=["jobs"])
+    def job_logs(job_id: str, u: User = Depends(user)) -> dict[str, Any]:
+        """The last 8 KiB of each worker log (logs/rank<r>.log), by file name."""
+        from gpuwise.runtime.artifacts import LOG_TAIL_BYTES, log_tails
+
+        row = ctx.visible(job_id, u)
+        folder = job_folder(ctx, row["id"])
+        if folder is None:
+            return {"id": row["id"], "logs": {}, "note": NO_ARTIFACTS}
+        return {"id": row["id"], "logs": log_tails(folder), "note": f"the last {LOG_TAIL_BYTES} bytes of each"}
+
     @app.get("/v1/jobs/{job_id}/artifacts/{path:path}", tags=["jobs"])
     def get_job_artifact(job_id: str, path: str, u: User = Depends(user)) -> FileResponse:
         return _file(ctx, ctx.visible(job_id, u), path)
