@@ -6,8 +6,8 @@ loop, driven round by round in this process) and its real app (FastAPI's TestCli
 tiny-llama jobs, one per node. The second node is removed mid-chunk: the service's capacity shrinks
 (/v1/cluster, /v1/health, the dashboard), the job that was there gets a node-lost event and finishes
 on the head from its last checkpoint, the other trains on untouched, nothing is placed on the dead
-node again, a job only the dead node could run is refused naming it, and a restart on the same
-store keeps the node lost (Ray still lacks it).
+node again, a job only the dead node could run is refused naming it (one already queued for it is
+failed, naming it), and a restart on the same store keeps the node lost (Ray still lacks it).
 """
 
 from __future__ import annotations
@@ -26,9 +26,10 @@ from gpuwise.jobqueue.scheduler import open_queue  # noqa: E402
 
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("ray"), pytest.mark.timeout(150)]
 
-CLUSTER = make_cluster([("V100", 1, 1), ("T4", 1, 1)], name="test-two-nodes")   # node 0: the second Ray node
+V100 = "V100-16GB-SXM2"   # canonical: the name a job spec's constraints.gpus resolves to
+CLUSTER = make_cluster([(V100, 1, 1), ("T4", 1, 1)], name="test-two-nodes")   # node 0: the second Ray node
 MB = 1024 * 1024
-JOB = {"model": "tiny-llama", "training": {"samples": 1600, "global_batch": 8}, "constraints": {"max_gpus": 1}}
+JOB = {"model": "tiny-llama", "training": {"samples": 1200, "global_batch": 8}, "constraints": {"max_gpus": 1}}
 
 
 @pytest.fixture(scope="module")
@@ -42,7 +43,7 @@ def two_nodes():
     cluster = Cluster(initialize_head=True, head_node_args={"num_cpus": 1, "resources": {"T4": 1},
                                                             "object_store_memory": 80 * MB, "include_dashboard": False})
     try:
-        second = cluster.add_node(num_cpus=1, resources={"V100": 1}, object_store_memory=80 * MB)
+        second = cluster.add_node(num_cpus=1, resources={V100: 1}, object_store_memory=80 * MB)
         yield cluster, second
     finally:
         ray.shutdown()
@@ -78,6 +79,8 @@ def test_a_node_lost_under_the_service_shrinks_its_cluster_and_moves_only_its_jo
     try:
         with TestClient(create_app(store, sch, run_scheduler=False)) as client:
             ids = [client.post("/v1/jobs", json={**JOB, "name": n}, headers=auth).json()["id"] for n in "ab"]
+            pinned = client.post("/v1/jobs", json={**JOB, "name": "v", "constraints": {"gpus": ["V100"], "max_gpus": 1}},
+                                 headers=auth).json()["id"]     # queued behind a and b, for the V100 only
             assert client.get("/v1/health").json()["capacity"] == {"gpus": 2, "spec_gpus": 2, "lost_gpus": 0,
                                                                     "lost_nodes": []}
             deadline = time.monotonic() + 110
@@ -108,15 +111,17 @@ def test_a_node_lost_under_the_service_shrinks_its_cluster_and_moves_only_its_jo
         survivor = next(j for j in ids if j != victim)
         # the service's view shrank: /v1/cluster, /v1/health and the dashboard
         cl, health = seen["cluster"], seen["health"]
-        assert {g["gpu"]: g["total"] for g in cl["gpu_types"]} == {"V100": 0, "T4": 1}
+        assert {g["gpu"]: g["total"] for g in cl["gpu_types"]} == {V100: 0, "T4": 1}
         assert [n["lost"] for n in cl["nodes"]] == [True, False] and cl["nodes"][0]["gpus"] == 0
         cap = health["capacity"]
         assert (cap["gpus"], cap["spec_gpus"], cap["lost_gpus"]) == (1, 2, 1)
-        assert [(d["node"], d["name"], d["gpu_type"]) for d in cap["lost_nodes"]] == [(0, "V100-0", "V100")]
-        assert "nodes lost: V100-0 (1 V100" in seen["page"] and "1 of 2 GPUs remain" in seen["page"]
+        assert [(d["node"], d["name"], d["gpu_type"]) for d in cap["lost_nodes"]] == [(0, f"{V100}-0", V100)]
+        assert f"nodes lost: {V100}-0 (1 {V100}" in seen["page"] and "1 of 2 GPUs remain" in seen["page"]
         # a job only the lost node could run is refused, naming the lost capacity (not queued forever)
         assert seen["v100"].status_code == 422, seen["v100"].text
-        assert "V100-0" in seen["v100"].text and "1 of 2 GPUs remain" in seen["v100"].text
+        assert f"{V100}-0" in seen["v100"].text and "1 of 2 GPUs remain" in seen["v100"].text
+        row = store.job(pinned)     # one queued for the V100 before the loss: failed, not left waiting forever
+        assert row["state"] == "failed" and f"no {V100} GPUs remain" in row["message"] and f"{V100}-0" in row["message"]
         # the victim: a node-lost event, queued, then placed on the survivor, done from its checkpoint
         kinds = [e["kind"] for e in events[victim]]
         assert kinds.count("node-lost") == 1 and kinds[-1] == "done", kinds
@@ -127,7 +132,7 @@ def test_a_node_lost_under_the_service_shrinks_its_cluster_and_moves_only_its_jo
         rt = sch.backend.store.jobs()
         assert rt[victim]["faults"] == 1 and rt[victim]["lost_steps"] <= k, rt[victim]   # one interval at most
         starts = [e for e in sch.backend.store.events(victim) if e["kind"] in ("start", "rescale")]
-        assert starts[0]["gpu_type"] == "V100" and starts[-1]["gpu_type"] == "T4", starts
+        assert starts[0]["gpu_type"] == V100 and starts[-1]["gpu_type"] == "T4", starts
         assert starts[-1]["step"] % k == 0 and starts[-1]["step"] > seen["removed_at_step"] - k   # its checkpoint
         # the other job: one allocation, no fault, trained through the loss
         assert [e["kind"] for e in events[survivor]] == ["submitted", "allocated", "running", "done"], events[survivor]
@@ -140,7 +145,7 @@ def test_a_node_lost_under_the_service_shrinks_its_cluster_and_moves_only_its_jo
     sch = open_queue(db, CLUSTER, backend="ray", ray_address=ray_cluster.address)
     try:
         snap = sch.snapshot()
-        assert {g["gpu"]: g["total"] for g in snap["gpu_types"]} == {"V100": 0, "T4": 1}
+        assert {g["gpu"]: g["total"] for g in snap["gpu_types"]} == {V100: 0, "T4": 1}
         assert snap["capacity"]["lost_nodes"] == cap["lost_nodes"] and len(sch.backend.pool.slots) == 1
         assert sch.surviving()[0].total_gpus == 1
     finally:

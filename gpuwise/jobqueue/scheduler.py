@@ -253,6 +253,8 @@ class Scheduler:
         self.last_event = max(self.last_event, top or 0)
         for _, job_id in cancels:
             self._drop(job_id, now)
+        if new and self.loop.lost_nodes:   # admitted against the full cluster just before a loss
+            self._strand(now)
 
     def _drop(self, job_id: str, now: float) -> None:
         js = self.jobs.get(job_id)
@@ -335,6 +337,22 @@ class Scheduler:
             self._lost_seen += 1
             for jid in gone:
                 self._drop(jid, now)
+            self._strand(now)
+
+    def _strand(self, now: float) -> None:
+        """Waiting jobs pinned to a GPU type no node has any more: failed, the lost nodes named (they
+        would otherwise wait forever; a new such job is refused at submission)."""
+        cap = self.state.capacity_by_type()
+        stuck = [js for js in self.loop.pending.values() if js.job.gpu_type and not cap.get(js.job.gpu_type)]
+        if not stuck:
+            return
+        why = f"no {', '.join(sorted({js.job.gpu_type for js in stuck}))} GPUs remain ({self.surviving()[1]})"
+        gone = rec.record_polled(self.store, now, [], stuck, [], [], why)
+        for js in stuck:
+            if js.name not in gone:
+                self.loop.fail(js, now)
+        for jid in gone:
+            self._drop(jid, now)
 
     def surviving(self) -> tuple[ClusterSpec, str]:
         """The cluster a new job is admitted against (the nodes still alive) and, when nodes were lost,
