@@ -163,7 +163,7 @@ class RayBackend:
 
     def lose_node(self, node: int, now: float) -> None:
         """A node's machine died (its jobs already faulted): queued for the scheduler, which drops the
-        node's slots from its book (`Scheduler.lose_nodes`)."""
+        node's slots from its book (`Scheduler._lose_nodes`)."""
         self.lost_nodes.append((round(now, 3), node))
 
     def complete(self, js: JobState, now: float) -> None:
