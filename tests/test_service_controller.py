@@ -7,7 +7,9 @@ simulated seconds per wall second keeps it still between jumps).
 - statuses are the control loop's `Status` members, recorded as the service's states;
 - a round that raises is a job event and a health item (/v1/health, the dashboard), retried after
   a backoff, and the jobs are scheduled once it works again;
-- Sia's solver outcomes reach the dashboard's data.
+- Sia's solver outcomes reach the dashboard's data;
+- a node lost (as the Ray backend reports it) leaves the book through the loop's ``lose_node``, its
+  job is queued again, a job pinned to its GPU type fails naming it, and a restart keeps it lost.
 """
 
 from __future__ import annotations
@@ -150,4 +152,51 @@ def test_sia_solver_outcomes_reach_the_dashboard_data(tmp_path):
     snap = sch.snapshot()
     assert snap["solver"]["rounds"] == 1 and snap["solver"]["by_status"] == {"optimal": 1}
     assert "sia: 1 HiGHS solves (1 optimal)" in render("ann", store.jobs(), [], [], snap, {user.id: "ann"})
+    store.close()
+
+
+def test_a_lost_node_shrinks_the_book_requeues_its_job_and_stays_lost_after_a_restart(tmp_path):
+    """The scheduler's half of a node loss (the Ray half, with a real dying node: test_service_node_loss):
+    the sim backend reports node 0 lost as the Ray backend does (``lost_nodes``)."""
+    from gpuwise.errors import InputError
+    from gpuwise.jobqueue.admission import prepare
+
+    v100 = "V100-16GB-SXM2"
+    cluster = make_cluster([(v100, 1, 4), ("T4", 1, 4)])
+    store = Store(f"sqlite:///{tmp_path / 's.db'}")
+    user, _ = store.create_token("ann")
+
+    def scheduler():
+        sch = Scheduler(store, SimBackend(cluster, time_scale=1e-6), Fifo(), tmp_path / "specs", period_s=0.01)
+        sch.restore()
+        return sch
+
+    sch = scheduler()
+    pinned = LONG.model_copy(update={"constraints": LONG.constraints.model_copy(update={"gpus": ["V100"]})})
+    ids = [admit(store, cluster, user, s, clock=sch.backend.now).job["id"] for s in (LONG, LONG, pinned)]
+    _at(sch, 1.0)
+    on, off, waiting = ids
+    assert store.job(on)["allocation"]["placement"] == [[0, 4]] and store.job(off)["allocation"]["placement"] == [[1, 4]]
+    sch.backend.lost_nodes.append((2.0, 0))
+    _at(sch, 2.0)
+    _at(sch, 3.0)
+    assert store.job(on)["state"] == "queued" and store.job(on)["allocation"] is None
+    ev = store.events(on)[-1]
+    assert ev["kind"] == "node-lost" and ev["detail"]["name"] == f"{v100}-0" and ev["detail"]["was"]["gpus"] == 4
+    assert [e["kind"] for e in store.events(off)] == ["submitted", "allocated"]   # untouched (still starting)
+    assert store.job(off)["allocation"]["placement"] == [[1, 4]]
+    row = store.job(waiting)
+    assert row["state"] == "failed" and f"no {v100} GPUs remain" in row["message"] and f"{v100}-0" in row["message"]
+    snap = sch.snapshot()
+    assert {g["gpu"]: g["total"] for g in snap["gpu_types"]} == {v100: 0, "T4": 4}
+    assert snap["capacity"]["gpus"] == 4 and snap["capacity"]["lost_gpus"] == 4 and snap["nodes"][0]["lost"]
+    assert all(i != 0 for js in sch.loop.running.values() for i, _ in js.allocation.placement)
+    sch = scheduler()                          # a restart on the same store: node 0 stays lost
+    assert [d["node"] for d in sch.capacity()["lost_nodes"]] == [0]
+    assert sch.state.capacity_by_type() == {v100: 0, "T4": 4} and off in sch.loop.running and on in sch.loop.pending
+    alive, lost = sch.surviving()
+    assert alive.total_gpus == 4 and f"{v100}-0" in lost and "4 of 8 GPUs remain" in lost
+    with pytest.raises(InputError) as refused:   # only the lost node had its GPU type: refused, naming it
+        prepare(alive, user, pinned, check=sch.backend.check, lost=lost)
+    assert refused.value.field == "constraints.gpus" and f"lost: node {v100}-0" in str(refused.value)
     store.close()

@@ -68,6 +68,12 @@ class Gate(Protocol):
         ...
 
 
+def lost_node(cluster: ClusterSpec, node: int, now: float) -> dict:
+    """The record of a node whose machine died at ``now`` (`ControlLoop.lost_nodes`)."""
+    spec = cluster.nodes[node]
+    return {"t": round(now, 3), "node": node, "name": spec.node_id, "gpu_type": spec.gpu, "gpus": spec.gpus}
+
+
 class ControlLoop:
     """Pending and running jobs, the reservation book, and the policy's rounds."""
 
@@ -142,10 +148,8 @@ class ControlLoop:
     def lose_node(self, node: int, now: float) -> None:
         """Node ``node``'s machine died (its jobs were already `lose`-d by the actuator): the book
         drops its GPUs for the rest of the run, so no policy places a job there again."""
-        spec = self.state.spec.nodes[node]
         self.state.remove_node(node)
-        self.lost_nodes.append({"t": round(now, 3), "node": node, "name": spec.node_id, "gpu_type": spec.gpu,
-                                "gpus": spec.gpus})
+        self.lost_nodes.append(lost_node(self.state.spec, node, now))
         self.levels(now)
         self.request_round(now)
 

@@ -28,11 +28,13 @@ a machine's idle GPUs cost nothing, so the cost of a run is the GPU-seconds allo
 from __future__ import annotations
 
 import math
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from functools import cached_property, lru_cache
 from pathlib import Path
 
 from gpuwise.errors import InputError
+
 
 def canonical_gpu(name: str, field_name: str = "gpu") -> str:
     """Canonical GPU type name (gpuwise/data/gpus.csv); unknown -> InputError with the closest names."""
@@ -98,6 +100,18 @@ class ClusterSpec:
         for n in self.nodes:
             groups[(n.gpu, n.gpus)] = groups.get((n.gpu, n.gpus), 0) + 1
         return " + ".join(f"{c}x{g} {t}" for (t, g), c in groups.items())
+
+
+def surviving(spec: ClusterSpec, lost: Iterable[int]) -> ClusterSpec:
+    """``spec`` without the nodes (indices) whose machines died: what a new job can still be placed on.
+    The node list is renumbered, so use it for sizes and types, never for placements."""
+    gone = set(lost)
+    if not gone:
+        return spec
+    names = ", ".join(spec.nodes[i].node_id for i in sorted(gone))
+    return ClusterSpec(name=f"{spec.name} (without lost {names})",
+                       nodes=tuple(n for i, n in enumerate(spec.nodes) if i not in gone),
+                       inter_node_gbps=spec.inter_node_gbps, intra_node=dict(spec.intra_node))
 
 
 def unbounded_cluster(types: list[tuple[str, int]], name: str = "cloud",

@@ -12,6 +12,7 @@ import threading
 from dataclasses import dataclass
 from typing import Any, Callable
 
+from gpuwise import errors
 from gpuwise.errors import InputError
 from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.jobqueue.store import Store, User
@@ -78,7 +79,7 @@ class Prepared:
 
 def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, clock: Callable[[], float] | None,
           idempotency_key: str | None = None, objective: str = "time",
-          check: Callable[[JobSpec], JobSpec] | None = None) -> Admitted:
+          check: Callable[[JobSpec, ClusterSpec], JobSpec] | None = None) -> Admitted:
     """Record ``spec`` for ``user`` as a queued job; raises Infeasible or QuotaError instead.
     ``clock``: the backend's clock, read when the job is recorded (its arrival time); ``check``: the
     backend's `Backend.check` (the spec as it runs it, or InputError when it cannot)."""
@@ -87,18 +88,26 @@ def admit(store: Store, cluster: ClusterSpec, user: User, spec: JobSpec, *, cloc
 
 
 def prepare(cluster: ClusterSpec, user: User, spec: JobSpec, *, idempotency_key: str | None = None,
-            objective: str = "time", check: Callable[[JobSpec], JobSpec] | None = None) -> Prepared:
-    """Validate, predict and check the quota of ``spec`` (see `admit`), recording nothing."""
+            objective: str = "time", check: Callable[[JobSpec, ClusterSpec], JobSpec] | None = None,
+            lost: str = "") -> Prepared:
+    """Validate, predict and check the quota of ``spec`` (see `admit`), recording nothing. ``cluster``:
+    the nodes still alive; ``lost``: what died (`Scheduler.surviving`), named in a refusal."""
     if idempotency_key is not None and not (0 < len(idempotency_key) <= 128):
         raise InputError("Idempotency-Key", idempotency_key, "give 1 to 128 characters")
-    if check is not None:
-        spec = check(spec)
-    pred = predict_cached(spec, cluster, objective)
+    try:
+        if check is not None:
+            spec = check(spec, cluster)
+        pred = predict_cached(spec, cluster, objective)
+    except InputError as exc:   # bad input, or a job the surviving nodes cannot run (lost ones named)
+        if not lost:
+            raise
+        kind = errors.Infeasible if isinstance(exc, errors.Infeasible) else InputError
+        raise kind(exc.field, exc.value, f"{exc.fix} ({lost})") from None
     if pred.chosen is None:
         reasons = "; ".join(f"{o.gpu}: {o.reason}" for o in pred.options)
         raise Infeasible(f"{spec.name} fits on no GPU type of cluster {cluster.name} ({reasons}); "
                          "nearest feasible: a smaller model, more memory-saving options (recompute, ZeRO, "
-                         "a smaller micro_batch) or a cluster with larger GPUs")
+                         "a smaller micro_batch) or a cluster with larger GPUs" + (f" ({lost})" if lost else ""))
     fewest = min(o.min_gpus for o in pred.feasible)
     if user.quota_gpus is not None and fewest > user.quota_gpus:
         raise QuotaError(f"{spec.name} needs at least {fewest} GPUs; user {user.name}'s quota is "

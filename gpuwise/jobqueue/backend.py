@@ -29,10 +29,12 @@ class Backend(Protocol):
     name: str
     cluster: ClusterSpec
     perf: object                                  # the PerfModel policies see
+    lost_nodes: list[tuple[float, int]]           # (time, cluster node) of machines that died, in order
 
     def now(self) -> float: ...                   # backend clock, seconds
     def set_clock(self, t: float) -> None: ...    # resume the clock where the store left it
-    def check(self, spec: JobSpec) -> JobSpec: ...  # at submission: the spec as run (InputError: cannot run it)
+    def check(self, spec: JobSpec, cluster: ClusterSpec | None = None) -> JobSpec: ...
+    # at submission: the spec as run on ``cluster`` (the surviving nodes; InputError: cannot run it)
     def trace_job(self, row: dict, spec_path: str) -> TraceJob: ...  # a recorded job as policies see it
     def launch(self, js: JobState, alloc: Allocation, now: float) -> None: ...  # start / rescale / resume
     def stop(self, js: JobState, now: float) -> None: ...                       # release (preempt, cancel)
@@ -56,6 +58,7 @@ class SimBackend:
             raise InputError("--time-scale", time_scale, "give a positive number of simulated seconds per second")
         self.cluster, self.time_scale, self.restart_s = cluster, float(time_scale), float(restart_s)
         self.perf = GroundTruthPerf(cluster)
+        self.lost_nodes: list[tuple[float, int]] = []   # simulated machines never die
         self._base_sim, self._base_wall = 0.0, time.monotonic()
 
     def now(self) -> float:
@@ -64,7 +67,7 @@ class SimBackend:
     def set_clock(self, t: float) -> None:
         self._base_sim, self._base_wall = float(t), time.monotonic()
 
-    def check(self, spec: JobSpec) -> JobSpec:
+    def check(self, spec: JobSpec, cluster: ClusterSpec | None = None) -> JobSpec:
         return spec     # any spec the prediction accepts: its speed comes from the same goodput object
 
     def trace_job(self, row: dict, spec_path: str) -> TraceJob:
@@ -99,8 +102,9 @@ class SimBackend:
 
 
 def make_backend(name: str, cluster: ClusterSpec, time_scale: float = 60.0, state_dir: Path | None = None,
-                 address: str | None = None) -> Backend:
-    """``state_dir``: the Ray backend's runtime state (checkpoints); ``address``: an existing Ray cluster."""
+                 address: str | None = None, lost: tuple[int, ...] = ()) -> Backend:
+    """``state_dir``: the Ray backend's runtime state (checkpoints); ``address``: an existing Ray cluster;
+    ``lost``: nodes the store records as lost (the Ray backend starts no workers there)."""
     if name == "sim":
         return SimBackend(cluster, time_scale)
     if name == "ray":
@@ -108,5 +112,5 @@ def make_backend(name: str, cluster: ClusterSpec, time_scale: float = 60.0, stat
 
         if state_dir is None:
             raise InputError("--db", None, "the Ray backend keeps checkpoints next to the store; give a file store")
-        return RayBackend(cluster, RayOptions(Path(state_dir), address))
+        return RayBackend(cluster, RayOptions(Path(state_dir), address, lost=tuple(lost)))
     raise InputError("--backend", name, "use " + " or ".join(BACKENDS))

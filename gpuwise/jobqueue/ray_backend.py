@@ -10,7 +10,12 @@ owner:
   ``chunk_steps`` steps each ending in a checkpoint, teardowns; ``poll`` adds GPU(slot)-seconds;
 - ``stop`` = release at the next chunk boundary;
 - the actuator's reports: ``confirm`` marks the job running (the scheduler records it), a fault or
-  a start that timed out restarts it on the allocation it holds, from its last checkpoint.
+  a start that timed out restarts it on the allocation it holds, from its last checkpoint;
+- a Ray node that died (``lose_node``): queued in ``lost_nodes`` for the scheduler, which drops the
+  node from its book through the control loop's ``lose_node`` (as `gpuwise run` does) and puts the
+  jobs that held slots there back in the queue; they restart elsewhere from their last checkpoint
+  (``lose`` does not restart them on the dead slots). Nodes lost before a restart (``lost``, from
+  the store) get no workers.
 
 Which jobs run, and what they train: `gpuwise.runtime.jobspecs` (the runtime's small models only;
 other models are refused at submission). Policies see the runtime's measured models
@@ -39,6 +44,7 @@ class RayOptions:
     state_dir: Path
     address: str | None = None     # an existing Ray cluster (None: a private local head)
     chunk_steps: int = 10          # steps between checkpoints (and rescale points)
+    lost: tuple[int, ...] = ()     # cluster nodes recorded lost before this start: no workers there
 
 
 class RayBackend:
@@ -57,10 +63,11 @@ class RayBackend:
         self.cluster, self.opts = cluster, opts
         self.models: dict = {}
         self.perf = MeasuredPerf(self.models)
-        self.lost_nodes: list[tuple[float, int]] = []   # (time, node) of nodes whose machine died
+        self.lost_nodes: list[tuple[float, int]] = []   # (time, node) of nodes whose machine died (this start)
         self._base, self._wall = 0.0, time.monotonic()
         opts.state_dir.mkdir(parents=True, exist_ok=True)
-        self.pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address, address_flag="--ray-address")
+        self.pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address, address_flag="--ray-address",
+                               lost=set(opts.lost))
         self.pool.start()
         self.store = Store(opts.state_dir)
         # the online Pollux fits run in a process of their own, off the scheduler's thread
@@ -76,10 +83,10 @@ class RayBackend:
         self._base, self._wall = float(t), time.monotonic()
 
     # -- admission and jobs -----------------------------------------------------------------------
-    def check(self, spec: JobSpec) -> JobSpec:
+    def check(self, spec: JobSpec, cluster: ClusterSpec | None = None) -> JobSpec:
         from gpuwise.runtime.jobspecs import runnable_spec
 
-        return runnable_spec(spec, self.cluster)
+        return runnable_spec(spec, cluster or self.cluster)
 
     def trace_job(self, row: dict, spec_path: str) -> TraceJob:
         from gpuwise.runtime.jobspecs import run_job
@@ -147,14 +154,16 @@ class RayBackend:
             self.act.start(js, js.allocation, now)
 
     def lose(self, js: JobState, now: float, status: str = st.PREEMPTED) -> None:
-        """A fault restarted the job's workers: start again on the same slots, from the last checkpoint."""
-        if js.allocation is not None:
+        """A fault restarted the job's workers: start again on the same slots, from the last checkpoint;
+        unless the slots were on a node that died: the scheduler re-queues the job (`lose_node`)."""
+        a = js.allocation
+        if a is not None and not any(i in self.pool.lost for i, _ in a.placement):
             js.run_from = math.inf
-            self.act.start(js, js.allocation, now)
+            self.act.start(js, a, now)
 
     def lose_node(self, node: int, now: float) -> None:
-        """A node's machine died. The service's Ray runs on one local node (its loss ends the service);
-        only recorded: the scheduler's book does not shrink here (`gpuwise run` does)."""
+        """A node's machine died (its jobs already faulted): queued for the scheduler, which drops the
+        node's slots from its book (`Scheduler._lose_nodes`)."""
         self.lost_nodes.append((round(now, 3), node))
 
     def complete(self, js: JobState, now: float) -> None:

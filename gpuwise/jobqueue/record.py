@@ -132,3 +132,20 @@ def record_round_failure(store: Store, now: float, job_ids: list[str], error: st
     with store.write() as conn:
         for jid in job_ids:
             event(conn, jid, now, "round_failed", {"error": error, "consecutive": consecutive})
+
+
+def record_node_lost(store: Store, now: float, lost: list[dict], hit: list[JobState]) -> set[str]:
+    """A node whose machine died (the last of ``lost``; all of them are kept in the store's meta, so a
+    restart does not bring them back) and the jobs that held GPUs there: queued again to restart
+    elsewhere from their last checkpoint, a ``node-lost`` event each; returns the ids no longer active."""
+    gone: set[str] = set()
+    with store.write() as conn:
+        store.set_meta(conn, "lost_nodes", lost)
+        for js in hit:
+            if conn.execute(_cond(js.name).values(state=st.SERVICE_STATE[st.PREEMPTED], allocation=None,
+                                                  run_from=None, progress=fraction(js))).rowcount:
+                event(conn, js.name, now, "node-lost", {**lost[-1], "was": alloc_json(js.allocation),
+                                                        "resume_progress": fraction(js)})
+            else:
+                gone.add(js.name)
+    return gone

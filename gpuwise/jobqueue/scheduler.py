@@ -20,6 +20,13 @@ round that raises is a job event (``round_failed``, on the jobs it was deciding 
 item (`health`, shown by /v1/health and the dashboard); it is retried with a backoff that doubles
 up to ``MAX_BACKOFF_S``, never silently.
 
+A node whose machine died (the Ray backend's ``lost_nodes``) goes through the loop's ``lose_node``,
+as under `gpuwise run`: its GPUs leave the book (policies, quotas, /v1/cluster, /v1/health and the
+dashboard see the smaller cluster), the jobs that held GPUs there are queued again with a
+``node-lost`` event and restart elsewhere from their last checkpoint, and a new job is admitted
+against the surviving nodes (`surviving`). Lost nodes are kept in the store: a restart does not
+bring them back.
+
 Restart: `restore` rebuilds the jobs from the store, puts running ones back on the GPUs they held
 (recorded progress, a `resumed` event, the restart cost of the backend) and continues the clock
 where it was recorded, under the policy recorded at first start.
@@ -36,8 +43,9 @@ from pathlib import Path
 from sqlalchemy import select, update
 
 from gpuwise.control import status as st
-from gpuwise.control.loop import ControlLoop
+from gpuwise.control.loop import ControlLoop, lost_node
 from gpuwise.errors import InputError
+from gpuwise.hardware.cluster import ClusterSpec, surviving
 from gpuwise.jobqueue import record as rec
 from gpuwise.jobqueue import schema as s
 from gpuwise.jobqueue.backend import Backend
@@ -132,6 +140,7 @@ class Scheduler:
         self._users: dict = {}
         self._gone: set[str] = set()
         self._usage: dict[str, int] | None = None
+        self._lost_seen = 0                       # backend.lost_nodes already applied (`_lose_nodes`)
         self._hold_until = 0.0                    # monotonic: no round before (backoff after a failure)
         self._lock = threading.Lock()
         self._stop = threading.Event()
@@ -189,6 +198,7 @@ class Scheduler:
     def restore(self) -> list[str]:
         """Rebuild from the store after a (re)start; returns the ids of resumed running jobs."""
         here = self._check_restore()
+        lost = recorded_lost(self.store, self.backend.cluster)    # before the cluster is recorded again
         self.backend.set_clock(float(self.store.meta("clock", 0.0) or 0.0))
         with self.store.read() as conn:
             self.last_event = conn.execute(select(s.events.c.id).order_by(s.events.c.id.desc()).limit(1)).scalar() or 0
@@ -198,12 +208,15 @@ class Scheduler:
             self.store.set_meta(conn, "policy", self.policy.name)
             self.store.set_meta(conn, "backend", self.backend.name)
             self.store.set_meta(conn, "cluster", here)
+            self.store.set_meta(conn, "lost_nodes", lost)
             for row in rows:
                 a = rec.alloc_from_json(row["allocation"])
                 if a is not None:
                     rec.event(conn, row["id"], now, "resumed", {**rec.alloc_json(a), "progress": row["progress"]})
                     conn.execute(update(s.jobs).where(s.jobs.c.id == row["id"]).values(
                         state=st.SERVICE_STATE[st.STARTING], restarts=row["restarts"] + 1))
+        for d in lost:     # gone before this start: out of the book before any job is put back
+            self.loop.lose_node(d["node"], d["t"])
         resumed = []
         self._users = self.store.users()
         for row in rows:
@@ -240,6 +253,8 @@ class Scheduler:
         self.last_event = max(self.last_event, top or 0)
         for _, job_id in cancels:
             self._drop(job_id, now)
+        if new and self.loop.lost_nodes:   # admitted against the full cluster just before a loss
+            self._strand(now)
 
     def _drop(self, job_id: str, now: float) -> None:
         js = self.jobs.get(job_id)
@@ -266,6 +281,7 @@ class Scheduler:
             now = self.backend.now()
             self._pick_up(now)
             self.backend.tick(now)
+            self._lose_nodes(now)
             self._poll(now)
             self.health.recovered("poll")
             self._run_due(now)
@@ -303,6 +319,58 @@ class Scheduler:
                 self.loop.complete(js, now)
         for jid in gone:
             self._drop(jid, now)
+
+    def _lose_nodes(self, now: float) -> None:
+        """Nodes the backend saw die since the last call: recorded first (the lost nodes in the store's
+        meta, a node-lost event on each job that held GPUs there), then the loop drops the jobs' GPUs
+        (`ControlLoop.lose`: they wait again) and the node (`ControlLoop.lose_node`)."""
+        for t, node in self.backend.lost_nodes[self._lost_seen:]:
+            on = [js for js in self.loop.running.values()
+                  if js.status not in st.TERMINAL and js.progress < js.target * (1 - 1e-9)
+                  and any(i == node for i, _ in js.allocation.placement)]
+            lost = [*self.loop.lost_nodes, lost_node(self.backend.cluster, node, t)]
+            gone = rec.record_node_lost(self.store, now, lost, on)
+            for js in on:
+                if js.name not in gone:
+                    self.loop.lose(js, now, st.PREEMPTED)
+            self.loop.lose_node(node, t)
+            self._lost_seen += 1
+            for jid in gone:
+                self._drop(jid, now)
+            self._strand(now)
+
+    def _strand(self, now: float) -> None:
+        """Waiting jobs pinned to a GPU type no node has any more: failed, the lost nodes named (they
+        would otherwise wait forever; a new such job is refused at submission)."""
+        cap = self.state.capacity_by_type()
+        stuck = [js for js in self.loop.pending.values() if js.job.gpu_type and not cap.get(js.job.gpu_type)]
+        if not stuck:
+            return
+        why = f"no {', '.join(sorted({js.job.gpu_type for js in stuck}))} GPUs remain ({self.surviving()[1]})"
+        gone = rec.record_polled(self.store, now, [], stuck, [], [], why)
+        for js in stuck:
+            if js.name not in gone:
+                self.loop.fail(js, now)
+        for jid in gone:
+            self._drop(jid, now)
+
+    def surviving(self) -> tuple[ClusterSpec, str]:
+        """The cluster a new job is admitted against (the nodes still alive) and, when nodes were lost,
+        a sentence naming them (said in a refusal)."""
+        lost = list(self.loop.lost_nodes)
+        if not lost:
+            return self.backend.cluster, ""
+        left = surviving(self.backend.cluster, [d["node"] for d in lost])
+        names = ", ".join(f'node {d["name"]} ({d["gpus"]} {d["gpu_type"]}) at {d["t"]:.0f} s' for d in lost)
+        return left, (f"lost: {names}; {left.total_gpus} of {self.backend.cluster.total_gpus} GPUs remain"
+                      f" ({left.describe() or 'none'})")
+
+    def capacity(self) -> dict:
+        """GPUs the cluster has now against its spec, and the nodes lost (/v1/health, /v1/cluster)."""
+        lost = list(self.loop.lost_nodes)
+        total = self.backend.cluster.total_gpus
+        gone = sum(d["gpus"] for d in lost)
+        return {"gpus": total - gone, "spec_gpus": total, "lost_gpus": gone, "lost_nodes": lost}
 
     def _run_due(self, now: float) -> None:
         """The loop's rounds and ticks that are due; a failing round is reported and retried later."""
@@ -375,18 +443,28 @@ class Scheduler:
         """Cluster view for the API and the dashboard: GPUs per type, free and used, the clock, the
         controller's health and the policy's solver outcomes."""
         with self._lock:
+            dead = {d["node"] for d in self.loop.lost_nodes}
             free = self.state.free_by_type()
             cap = self.state.capacity_by_type()
             return {"name": self.backend.cluster.name, "backend": self.backend.name, "policy": self.policy.name,
                     "clock_s": self.backend.now(), "describe": self.backend.cluster.describe(),
                     "gpu_types": [{"gpu": t, "total": cap[t], "free": free[t], "used": cap[t] - free[t]}
                                   for t in cap],
-                    "nodes": [{"index": i, "node": n.node_id, "gpu": n.gpu, "gpus": n.gpus,
-                               "free": self.state.free[i]} for i, n in enumerate(self.backend.cluster.nodes)],
+                    "nodes": [{"index": i, "node": n.node_id, "gpu": n.gpu, "gpus": self.state.cap[i],
+                               "free": max(0, self.state.free[i]), "lost": i in dead}
+                              for i, n in enumerate(self.backend.cluster.nodes)],
+                    "capacity": self.capacity(),
                     "active_jobs": len(self.jobs), "backend_notes": self.backend.describe(),
                     "last_round_s": self.health.last_round_s, "rounds": self.health.rounds,
                     "health": self.health.to_json(),
                     "solver": self.policy.solver.summary() if self.policy.solver is not None else None}
+
+
+def recorded_lost(store: Store, cluster: ClusterSpec) -> list[dict]:
+    """The nodes the store records as lost (`ControlLoop.lost_nodes`), if it was scheduled on this
+    very cluster (another cluster starts with all its nodes)."""
+    here = [[n.node_id, n.gpu, n.gpus] for n in cluster.nodes]
+    return list(store.meta("lost_nodes") or []) if store.meta("cluster") == here else []
 
 
 def open_queue(db: str | None, cluster, backend: str = "sim", policy: str | None = None,
@@ -406,7 +484,8 @@ def open_queue(db: str | None, cluster, backend: str = "sim", policy: str | None
         from gpuwise.jobqueue.store import default_url
 
         home = Path(default_url().removeprefix("sqlite:///")).parent
-    be = make_backend(backend, cluster, time_scale, state_dir=home / "ray-state", address=ray_address)
+    lost = tuple(d["node"] for d in recorded_lost(store, cluster))
+    be = make_backend(backend, cluster, time_scale, state_dir=home / "ray-state", address=ray_address, lost=lost)
     try:
         sch = Scheduler(store, be, pol, home / "specs", period_s)
         sch.restore()

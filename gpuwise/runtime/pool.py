@@ -78,7 +78,8 @@ class WorkerPool:
     head: object = None       # LocalHead when this pool started its own Ray
     address_flag: str = "--address"   # the command's flag that gave `address` (named in errors)
     ray_nodes: list[str] = field(default_factory=list)  # Ray node id hosting each spec node's group
-    lost: set[int] = field(default_factory=set)          # spec nodes whose Ray node died
+    lost: set[int] = field(default_factory=set)          # spec nodes whose Ray node died (given at start:
+                                                         # known lost before, never placed; gpuwise serve)
 
     def start(self) -> None:
         import ray
@@ -120,26 +121,30 @@ class WorkerPool:
     def _check_resources(self) -> None:
         import ray
 
-        have = ray.cluster_resources()
+        from gpuwise.hardware.cluster import surviving
+
+        have, need = ray.cluster_resources(), surviving(self.cluster, self.lost)
         for t in self.cluster.gpu_types:
-            if have.get(t, 0) < self.cluster.gpus_of_type(t):
+            if have.get(t, 0) < need.gpus_of_type(t):
                 raise InputError(self.address_flag, self.address or "local",
                                  f"the Ray cluster advertises {have.get(t, 0):g} '{t}' resources, the cluster "
-                                 f"spec needs {self.cluster.gpus_of_type(t)}; start its nodes with "
+                                 f"spec needs {need.gpus_of_type(t)}; start its nodes with "
                                  f"ray start --resources '{{\"{t}\": N}}'")
 
     def _place(self) -> None:
         import ray
         from ray.util.placement_group import placement_group, placement_group_table
 
-        for i, node in enumerate(self.cluster.nodes):
-            pg = placement_group([{node.gpu: 1, "CPU": CPU_PER_SLOT}] * node.gpus, strategy="STRICT_PACK")
-            self.groups.append(pg)
-        ray.get([pg.ready() for pg in self.groups], timeout=self.timeout_s)
+        for i, node in enumerate(self.cluster.nodes):   # a node known lost gets no group (None)
+            self.groups.append(None if i in self.lost else placement_group(
+                [{node.gpu: 1, "CPU": CPU_PER_SLOT}] * node.gpus, strategy="STRICT_PACK"))
+        live = [pg for pg in self.groups if pg is not None]
+        ray.get([pg.ready() for pg in live], timeout=self.timeout_s)
         # STRICT_PACK: all of a group's bundles sit on one Ray node, the one whose loss takes them
-        self.ray_nodes = [placement_group_table(pg)["bundles_to_node_id"][0] for pg in self.groups]
+        self.ray_nodes = [None if pg is None else placement_group_table(pg)["bundles_to_node_id"][0]
+                          for pg in self.groups]
         for i, node in enumerate(self.cluster.nodes):
-            for j in range(node.gpus):
+            for j in range(0 if i in self.lost else node.gpus):
                 self.slots.append(Slot(f"{i}/{j}", i, node.gpu, self._spawn(i, j), bundle=j))
         ray.get([s.actor.ready.remote() for s in self.slots], timeout=self.timeout_s)  # warm: torch imported
 

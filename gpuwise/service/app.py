@@ -128,9 +128,10 @@ def _job_routes(app: FastAPI, ctx: _Ctx) -> None:
         from starlette.concurrency import run_in_threadpool
 
         try:
+            alive, lost = ctx.scheduler.surviving()     # a node lost: admitted against the rest
             async with ctx.spec(request) as spec:       # CPU-bound: in a heavy slot
-                job = await run_in_threadpool(prepare, ctx.scheduler.backend.cluster, u, spec,
-                                              idempotency_key=idempotency_key, check=ctx.scheduler.backend.check)
+                job = await run_in_threadpool(prepare, alive, u, spec, idempotency_key=idempotency_key,
+                                              check=ctx.scheduler.backend.check, lost=lost)
             res = await run_in_threadpool(job.record, ctx.store, ctx.scheduler.backend.now)   # group commit
         except QuotaError as exc:
             raise HTTPException(403, str(exc)) from None
@@ -181,7 +182,7 @@ def _service_routes(app: FastAPI, ctx: _Ctx) -> None:
     async def health() -> dict[str, Any]:       # on the event loop: never queued behind the thread pool
         h = ctx.scheduler.health.to_json()     # failing rounds show here (ok false), never only in a log
         return {"ok": h["ok"], "backend": ctx.scheduler.backend.name, "policy": ctx.scheduler.policy.name,
-                "scheduler": h}
+                "scheduler": h, "capacity": ctx.scheduler.capacity()}   # lost nodes: fewer GPUs, named
 
     @app.get("/v1/cluster", tags=["cluster"])
     def cluster(_u: User = Depends(user)) -> dict[str, Any]:

@@ -58,12 +58,16 @@ def _job_rows(rows: list[dict], names: dict[int, str]) -> str:
 
 
 def _controller_line(snap: dict) -> str:
-    """Failing scheduling rounds and the policy's solver outcomes (Sia, MILP), when there are any."""
+    """Failing scheduling rounds, lost nodes and the policy's solver outcomes (Sia, MILP), when there are any."""
     from gpuwise.sim.metrics import solver_line
 
     h, parts = snap.get("health") or {}, []
     if h.get("consecutive_failures"):
         parts.append(f'scheduling rounds failing ({h["consecutive_failures"]} in a row): {h["last_error"]}')
+    cap = snap.get("capacity") or {}
+    if cap.get("lost_nodes"):
+        names = ", ".join(f'{d["name"]} ({d["gpus"]} {d["gpu_type"]}, at {d["t"]:.0f} s)' for d in cap["lost_nodes"])
+        parts.append(f'nodes lost: {names}; {cap["gpus"]} of {cap["spec_gpus"]} GPUs remain')
     line = solver_line(snap["policy"], snap.get("solver"))
     if line:
         parts.append(line)
