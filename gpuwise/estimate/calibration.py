@@ -110,6 +110,11 @@ class Calibration:
 
     types: dict[str, TypeCalibration] = field(default_factory=dict)
 
+    def calibrated(self, gpu: str) -> bool:
+        """Whether step times on ``gpu`` are corrected (MIN_STEPS measured steps there)."""
+        t = self.types.get(gpu)
+        return t is not None and t.step_factor is not None
+
     def factor(self, gpu: str) -> float:
         t = self.types.get(gpu)
         return 1.0 if t is None or t.step_factor is None else t.step_factor

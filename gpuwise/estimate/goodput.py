@@ -87,8 +87,11 @@ class JobGoodput:
                 step_s: float, peak_gib: float | None = None) -> Observation:
         """Record ``steps`` steps measured at ``step_s`` s each (and the CUDA reserved peak ``peak_gib``,
         None off CUDA) on ``gpus`` GPUs of type ``gpu`` over ``nodes`` nodes at global batch ``batch``,
-        next to the uncalibrated prediction there, and refit the calibration. Returns the observation."""
-        opt = self.predicted_at_batch(gpu, gpus_per_node, gpus, batch, nodes)
+        next to the uncalibrated prediction there, and refit the calibration. Returns the observation.
+        A batch the GPUs do not share evenly (the runtime gives some ranks one sample more) is predicted
+        at ``gpus`` x its largest share: the slowest rank sets a synchronous step."""
+        opt = self.predicted_at_batch(gpu, gpus_per_node, gpus, batch, nodes) or \
+            self.predicted_at_batch(gpu, gpus_per_node, gpus, gpus * math.ceil(batch / gpus), nodes)
         obs = Observation(gpu, int(gpus), int(nodes), int(batch), int(steps), float(step_s),
                           None if opt is None else opt.step_time_s, peak_gib,
                           None if opt is None else opt.memory_reserved_gib)

@@ -68,7 +68,7 @@ class RayBackend:
         ckpt.mkdir(exist_ok=True)
         # the online Pollux fits run in a process of their own, off the scheduler's thread
         self.fitter = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        self.act = RayActuator(self.pool, self.store, ckpt, opts.chunk_steps, Timeouts(), self)
+        self.act = RayActuator(self.pool, self.store, ckpt, opts.chunk_steps, Timeouts(), self, self.perf.goodputs)
         self.act.loop = self
 
     # -- clock ----------------------------------------------------------------------------------
@@ -87,12 +87,15 @@ class RayBackend:
     def trace_job(self, row: dict, spec_path: str) -> TraceJob:
         from gpuwise.runtime.jobspecs import run_job
         from gpuwise.runtime.measured import OnlineFit
+        from gpuwise.runtime.measurements import job_goodput
         from gpuwise.workload.jobspec import parse_job
 
-        job = run_job(parse_job(row["spec"]), row["id"], row["submitted_sim"] or 0.0, row["request_gpus"],
+        spec = parse_job(row["spec"])
+        job = run_job(spec, row["id"], row["submitted_sim"] or 0.0, row["request_gpus"],
                       row["gpu_type"], seed=int(row["id"][:7], 16))
         if job.name not in self.models:
             self.models[job.name] = OnlineFit(ref_batch=int(job.batch_size), fitter=self.fitter)
+            self.perf.goodputs[job.name] = job_goodput(job, spec)   # the spec as checked at submission
         return job
 
     # -- the Backend protocol -----------------------------------------------------------------------
@@ -164,6 +167,7 @@ class RayBackend:
             if len(self.finished_losses) > 1000:     # bounded: the newest finished jobs' curves
                 self.finished_losses.pop(next(iter(self.finished_losses)))
         self.models.pop(js.name, None)
+        self.perf.goodputs.pop(js.name, None)
 
     def fail(self, js: JobState, now: float) -> None:
         js.status = st.FAILED
