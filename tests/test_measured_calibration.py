@@ -145,3 +145,23 @@ def test_validate_runs_rejects_a_bad_file_with_exit_2(tmp_path, capsys, rows, he
     assert needle in err and len(err.splitlines()) == 1
     assert main(["validate", "runs", str(tmp_path / "nope.csv")]) == 2
     assert "give a measurements.csv" in capsys.readouterr().err
+
+
+def test_the_runtime_log_writes_rows_that_validate_and_resume_the_calibration(tmp_path, capsys):
+    from gpuwise.runtime.measurements import COLUMNS, MeasurementLog
+
+    job = RunJob(name="lm", arrival_s=0, num_gpus=1, batch_size=8, application="tiny-llama", steps=200,
+                 min_batch=8, max_batch=32)
+    log = MeasurementLog(tmp_path / "measurements.csv")
+    first = job_goodput(job)
+    pred = first.predicted_at_batch(GPU, 3, 3, 9).step_time_s
+    log.record(job, GPU, "cpu", 3, 1, 8, 5, 50 * pred, None, first, 3)   # batch 8 on 3: predicted at 3 x 3
+    log.record(job, GPU, "cpu", 3, 1, 8, 5, 70 * pred, None, first, 3)
+    assert first.calibration.factor(GPU) == pytest.approx(60.0)            # median of 5 x 50 and 5 x 70
+    again = job_goodput(job)
+    assert log.replay("lm", again) == 2 and again.calibration.factor(GPU) == pytest.approx(60.0)
+    assert main(["validate", "runs", str(log.path), "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert [r["predicted_step_s"] for r in rows] == pytest.approx([pred, pred], rel=1e-5)
+    assert rows[1]["calibrated_step_s"] == pytest.approx(50 * pred, rel=1e-5)   # from row 1 only
+    assert log.path.read_text().splitlines()[0] == ",".join(COLUMNS)

@@ -95,7 +95,8 @@ class RayBackend:
                       row["gpu_type"], seed=int(row["id"][:7], 16))
         if job.name not in self.models:
             self.models[job.name] = OnlineFit(ref_batch=int(job.batch_size), fitter=self.fitter)
-            self.perf.goodputs[job.name] = job_goodput(job, spec)   # the spec as checked at submission
+            good = self.perf.goodputs[job.name] = job_goodput(job, spec)   # the spec as checked at submission
+            self.act.measurements.replay(job.name, good)   # chunks measured before a restart of the server
         return job
 
     # -- the Backend protocol -----------------------------------------------------------------------

@@ -109,6 +109,9 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
     ckpt_dir = opts.state_dir / "checkpoints"
     ckpt_dir.mkdir(parents=True, exist_ok=True)
     act = RayActuator(pool, store, ckpt_dir, opts.chunk_steps, opts.timeouts, clock, perf.goodputs)
+    if resume:   # the goodput objects' calibration continues from the chunks measured before the stop
+        for name, good in perf.goodputs.items():
+            act.measurements.replay(name, good)
     gpus_used, queue_len = TimeAverage(start=offset, sample_every=0.0), TimeAverage(start=offset, sample_every=0.0)
 
     def levels(now: float, used: int, waiting: int) -> None:

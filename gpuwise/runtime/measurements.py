@@ -104,9 +104,30 @@ class MeasurementLog:
                "predicted_step_s": _num(obs.predicted_step_s if obs else None), "measured_step_s": _num(step_s),
                "predicted_peak_gib": _num(obs.predicted_peak_gib if obs else None), "measured_peak_gib": _num(peak_gib),
                "commit": source_commit(), "time_utc": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())}
-        new = not self.path.exists()
+        new = not self.path.exists() or self.path.stat().st_size == 0
         with self.path.open("a", newline="") as f:
             w = csv.DictWriter(f, COLUMNS)
             if new:
                 w.writeheader()
             w.writerow(row)
+
+    def replay(self, name: str, good) -> int:
+        """Feed ``good`` the chunks of job ``name`` this file already holds (a resumed run or a restarted
+        server: the calibration continues where it was); returns how many. Unreadable rows are skipped:
+        the file is validation output, not the run's state."""
+        if good is None or not self.path.is_file():
+            return 0
+        n = 0
+        with self.path.open(newline="") as f:
+            for r in csv.DictReader(f):
+                if r.get("job") != name:
+                    continue
+                try:
+                    gpus, nodes = int(r["gpus"]), int(r["nodes"])
+                    peak = float(r["measured_peak_gib"]) if r.get("measured_peak_gib") else None
+                    good.observe(r["gpu_type"], math.ceil(gpus / max(1, nodes)), gpus, nodes, int(r["batch"]),
+                                 int(r["steps"]), float(r["measured_step_s"]), peak)
+                    n += 1
+                except (KeyError, TypeError, ValueError):
+                    continue
+        return n
