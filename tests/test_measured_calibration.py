@@ -102,6 +102,28 @@ def test_the_runtimes_policies_read_the_same_calibrated_object(good):
     assert perf.calibrated(job, GPU) is None
 
 
+def test_a_calibrated_spec_model_is_what_the_simulators_policies_read():
+    """JobModelPerf (the simulator's and the sim service's policies) reads the goodput object it holds:
+    calibrating that object changes the policies' table and the placement's option alike."""
+    from gpuwise.policies.job_model_perf import JobModelPerf
+    from gpuwise.runtime.measurements import runtime_spec
+    from gpuwise.workload.traces import TraceJob
+
+    run = RunJob(name="lm", arrival_s=0, num_gpus=1, batch_size=8, application="tiny-llama", steps=200,
+                 min_batch=8, max_batch=32)
+    perf = JobModelPerf(specs={"lm": runtime_spec(run)}, gpus_per_node={GPU: 3})
+    job = TraceJob(name="lm", arrival_s=0.0, num_gpus=1, jobspec="lm")
+    js = JobState(job=job, submitted_s=0.0, target=1.0, last_update=0.0)
+    batches = (8, 16, 32)
+    before = np.array(perf.goodput_grid(js, GPU, 3, 3, batches))
+    good = perf.spec_model("lm")
+    good.observe(GPU, 3, 2, 1, 16, 10, 2 * good.predicted_at_batch(GPU, 3, 2, 16).step_time_s)
+    after = perf.goodput_grid(js, GPU, 3, 3, batches)
+    assert np.allclose(after, before / 2) and np.allclose(after, good.table(GPU, 3, 3, batches))
+    assert perf.spec_option(job, GPU, 2, 1, 16, 3) == good.at_batch(GPU, 2, 2, 16, nodes=1)   # its node size: 2
+    assert any("scaled by 2 " in a for a in perf.spec_assumptions())
+
+
 def _write(path, rows, header="job,model,entrypoint,gpu_type,device,gpus,nodes,batch,steps,predicted_step_s,"
                               "measured_step_s,predicted_peak_gib,measured_peak_gib,commit,time_utc"):
     path.write_text(header + "\n" + "\n".join(rows) + "\n")

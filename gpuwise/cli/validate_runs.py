@@ -5,10 +5,10 @@ from __future__ import annotations
 import argparse
 
 ASSUMPTIONS = [
-    "predicted: the job's goodput object, uncalibrated (nothing in it fitted on these rows); calibrated: the "
-    "median measured/predicted step-time factor of the job's earlier rows only (estimate.calibration)",
-    "CPU rows: the slot workers' CPU step time against the GPU roofline of the slot's GPU type, which does not "
-    "model CPU workers: their error is not an accuracy of the GPU model",
+    ("predicted: the job's goodput object, uncalibrated (nothing in it fitted on these rows); calibrated: the "
+     "median measured/predicted step-time factor of the job's earlier rows only (estimate.calibration)"),
+    ("CPU rows: the slot workers' CPU step time against the GPU roofline of the slot's GPU type, which does not "
+     "model CPU workers: their error is not an accuracy of the GPU model"),
     "peak memory: torch.cuda.max_memory_reserved against the predicted reserved peak, CUDA rows only",
 ]
 

@@ -217,9 +217,9 @@ class MeasuredPerf:
         return [f"speed: per-job online Pollux fit of measured step and sync times (prior before the first "
                 f"chunk: {PRIOR_PARAMS}); efficiency: Pollux/AdaScale gain with the measured gradient noise "
                 f"scale (EMA {EMA}); progress counted in steps at the job's requested batch",
-                "jobs with a goodput object (a job spec or a built-in model): policies read its table calibrated on "
-                "the measured step times (median measured/predicted per GPU type, estimate.calibration) while "
-                "the Pollux fit has one configuration",
+                ("jobs with a goodput object (a job spec or a built-in model): policies read its table calibrated on "
+                 "the measured step times (median measured/predicted per GPU type, estimate.calibration) while "
+                 "the Pollux fit has one configuration"),
                 *(f"{name}: {n}" for name, good in sorted(self.goodputs.items()) if good is not None
                   for n in good.calibration.notes()),
                 "the fake GPU types are the same CPU cores: one speed model per job for every type; per-slot "

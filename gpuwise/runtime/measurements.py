@@ -78,7 +78,7 @@ def source_commit() -> str:
     """The project's git commit (empty outside a checkout)."""
     try:
         out = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=Path(__file__).parent, capture_output=True,
-                             text=True, timeout=5)
+                             text=True, timeout=5, check=False)
         return out.stdout.strip() if out.returncode == 0 else ""
     except (OSError, subprocess.SubprocessError):
         return ""

@@ -96,6 +96,16 @@ def _records(path: Path) -> list[dict]:
     return list(reader)
 
 
+def _row(r: dict, where: str) -> RunRow:
+    def get(col: str, kind, optional: bool = False):
+        return _value(r.get(col), kind, where, col, optional)
+
+    return RunRow(get("job", str), str(r.get("model") or ""), get("gpu_type", str), str(r.get("device") or ""),
+                  get("gpus", int), get("nodes", int), get("batch", int), get("steps", int),
+                  get("predicted_step_s", float, True), get("measured_step_s", float),
+                  get("predicted_peak_gib", float, True), get("measured_peak_gib", float, True))
+
+
 def load_runs(path: str | Path) -> list[RunRow]:
     """The rows of a measurements file (or of ``measurements.csv`` in a run's state folder), each with its
     calibrated prediction from the earlier rows of its job; InputError when missing or malformed."""
@@ -106,12 +116,7 @@ def load_runs(path: str | Path) -> list[RunRow]:
         raise InputError("PATH", str(path), "give a measurements.csv (or the run's state folder that holds one)")
     rows, seen = [], {}
     for i, r in enumerate(_records(p), start=1):
-        where = f"{p} row {i}"
-        get = lambda col, kind, opt=False: _value(r.get(col), kind, where, col, opt)  # noqa: E731
-        row = RunRow(get("job", str), str(r.get("model") or ""), get("gpu_type", str), str(r.get("device") or ""),
-                     get("gpus", int), get("nodes", int), get("batch", int), get("steps", int),
-                     get("predicted_step_s", float, True), get("measured_step_s", float),
-                     get("predicted_peak_gib", float, True), get("measured_peak_gib", float, True))
+        row = _row(r, f"{p} row {i}")
         earlier = seen.setdefault(row.job, [])
         cal = fit_calibration(earlier)
         if row.predicted_step_s is not None and cal.calibrated(row.gpu_type):
