@@ -74,6 +74,13 @@ def test_elastic_dp_rescales_width_and_batch_and_the_simulator_agrees(pool, tmp_
         for e in evs[1:]:
             assert e["checkpoint"] is not None and e["checkpoint"].endswith(f"{e['step']:07d}.pt")
     assert out["jct_median_error"] is not None and out["jct_median_error"] < 0.5
+    # every chunk's measured step time is written as validation data, next to the goodput object's prediction
+    from gpuwise.validation.runs import load_runs
+
+    rows = load_runs(tmp_path / "state")
+    assert {r.job for r in rows} == {"long", "short"} and all(r.measured_step_s > 0 and r.device == "cpu" for r in rows)
+    assert sum(r.predicted_step_s is not None for r in rows) >= len(rows) / 2
+    assert all(r.measured_peak_gib is None for r in rows)      # no CUDA here: no peak memory measured
 
 
 def test_preemptions_are_recovered_with_bounded_lost_steps(pool, tmp_path):

@@ -124,4 +124,6 @@ def _print(out: dict) -> None:
                   " ".join(e["kind"] + (f"({e['gpus']}x{e['batch']})" if "gpus" in e else "") for e in j["events"]))
                  for j in out["jobs"]])
     print(f"median JCT error of the simulator on the measured models: {f(out['jct_median_error'], '{:.0%}')}")
+    print(f"measured step times per chunk, next to the predicted ones: {out['measurements']} "
+          "(gpuwise validate runs)")
     print_assumptions(out["assumptions"])

@@ -8,11 +8,14 @@ import importlib
 TARGETS = {
     "memory": "validate_memory",          # memory estimator vs measured peak memory
     "throughput": "validate_throughput",  # fitted + analytical step-time models vs measurements
+    "runs": "validate_runs",              # the goodput object vs a run's measurements.csv
 }
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("what", choices=sorted(TARGETS), help="which estimator to validate")
+    parser.add_argument("path", nargs="?", default=None, metavar="PATH",
+                        help="runs only: a run's measurements.csv (or its state folder)")
     parser.add_argument("--against", choices=("measured", "trace"), default="measured",
                         help="memory only: the bundled measured rows (default) or the traced grid")
     parser.add_argument("--grid", default=None, metavar="CSV",

@@ -185,7 +185,13 @@ class Session:
         else:
             path = None
         self._apply_lr()  # AdaScale follows the new noise estimate
-        return {"kind": "chunk", "boundary": self.boundary, "end_step": self.step, "checkpoint": str(path) if path else None,
+        dev = self.device
+        peak = None
+        if dev.type == "cuda":   # the chunk's caching-allocator peak (the runtime's measured peak memory)
+            peak = torch.cuda.max_memory_reserved(dev)
+            torch.cuda.reset_peak_memory_stats(dev)
+        return {"device": torch.cuda.get_device_name(dev) if dev.type == "cuda" else dev.type, "peak_bytes": peak,
+                "kind": "chunk", "boundary": self.boundary, "end_step": self.step, "checkpoint": str(path) if path else None,
                 "step_s": step_s, "sync_s": sync_s, "loss": loss, "big_sq": big_sq, "small_sq": small_sq,
                 "small_batch": [small_b] * len(loss), "batch": b, "world": self.world, "samples": self.offset,
                 "noise_scale": self.phi, "lr_factor": self.opt.factor if self.opt else None}

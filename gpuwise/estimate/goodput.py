@@ -17,6 +17,11 @@ Answers are memoised per shape, so a policy asking every count of a 2,000-GPU cl
 pays for each shape once. Goodput is the fraction of the whole job done per second (1 / time to
 target), which is what every policy compares.
 
+Measured calibration: ``observe`` takes what the runtime measured on a shape (step seconds, CUDA peak
+memory) and refits the job's `gpuwise.estimate.calibration.Calibration`; from then on every answer
+(``shape``, ``at_batch``, ``best``, ``table``, ``speedup``) is the calibrated one and ``assumptions``
+say by how much and from how many steps. The search itself (and its memo) stays uncalibrated.
+
 Jobs fitted on measured profiles (Pollux applications, the runtime's online fit) keep their fitted
 data-parallel step-time model in `gpuwise.estimate.job_model.JobModel`: they have no layout to search.
 """
@@ -24,9 +29,11 @@ data-parallel step-time model in `gpuwise.estimate.job_model.JobModel`: they hav
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import numpy as np
 
+from gpuwise.estimate.calibration import Calibration, Observation, fit_calibration
 from gpuwise.estimate.job_space import JobSpace, space_from_jobspec
 from gpuwise.estimate.layout_search import RunOption, ShapeResult, evaluate_shape, recompute_variants
 
@@ -39,6 +46,8 @@ class JobGoodput:
         # the search's memo: shapes, plan variants that fit, variants that did not, step-time notes
         self.cache: dict = {"_exhaustive": True} if exhaustive else {}
         self._tables: dict[tuple, np.ndarray] = {}   # policies ask the same table every round
+        self.observations: list[Observation] = []    # what the runtime measured (see ``observe``)
+        self.calibration = Calibration()              # fitted on them (empty: the identity)
 
     @classmethod
     def from_jobspec(cls, spec, *, require_amount: bool = True, inter_node_gbps: float | None = None) -> "JobGoodput":
@@ -57,15 +66,39 @@ class JobGoodput:
               inter_node_gbps: float | None = None) -> ShapeResult:
         """The fastest configuration over the job's batch grid on ``gpus`` GPUs (default: every GPU of
         ``nodes`` nodes of ``gpus_per_node``) of type ``gpu``, with the shape's node network
-        ``inter_node_gbps`` (None: the job's); ``best`` None when nothing fits."""
-        return evaluate_shape(self.space, gpu, gpus_per_node, nodes, self.cache, gpus,
-                              inter_node_gbps=inter_node_gbps)
+        ``inter_node_gbps`` (None: the job's); ``best`` None when nothing fits. Calibrated."""
+        res = evaluate_shape(self.space, gpu, gpus_per_node, nodes, self.cache, gpus, inter_node_gbps=inter_node_gbps)
+        best = self.calibration.apply(res.best)
+        return res if best is res.best else replace(res, best=best)
 
     def at_batch(self, gpu: str, gpus_per_node: int, gpus: int, batch: int, nodes: int | None = None) -> RunOption | None:
         """The fastest layout holding exactly global batch ``batch`` on ``gpus`` GPUs (packed onto the
-        fewest nodes unless ``nodes`` is given); None when none fits or none holds that batch."""
+        fewest nodes unless ``nodes`` is given); None when none fits or none holds that batch. Calibrated."""
+        return self.calibration.apply(self.predicted_at_batch(gpu, gpus_per_node, gpus, batch, nodes))
+
+    def predicted_at_batch(self, gpu: str, gpus_per_node: int, gpus: int, batch: int,
+                           nodes: int | None = None) -> RunOption | None:
+        """``at_batch`` without the measured calibration: the analytic model's own answer."""
         nodes = nodes or math.ceil(gpus / gpus_per_node)
         return evaluate_shape(self.space, gpu, gpus_per_node, nodes, self.cache, gpus, int(batch)).best
+
+    # -- measurements --------------------------------------------------------------------------
+    def observe(self, gpu: str, gpus_per_node: int, gpus: int, nodes: int, batch: int, steps: int,
+                step_s: float, peak_gib: float | None = None) -> Observation:
+        """Record ``steps`` steps measured at ``step_s`` s each (and the CUDA reserved peak ``peak_gib``,
+        None off CUDA) on ``gpus`` GPUs of type ``gpu`` over ``nodes`` nodes at global batch ``batch``,
+        next to the uncalibrated prediction there, and refit the calibration. Returns the observation.
+        A batch the GPUs do not share evenly (the runtime gives some ranks one sample more) is predicted
+        at ``gpus`` x its largest share: the slowest rank sets a synchronous step."""
+        opt = self.predicted_at_batch(gpu, gpus_per_node, gpus, batch, nodes) or \
+            self.predicted_at_batch(gpu, gpus_per_node, gpus, gpus * math.ceil(batch / gpus), nodes)
+        obs = Observation(gpu, int(gpus), int(nodes), int(batch), int(steps), float(step_s),
+                          None if opt is None else opt.step_time_s, peak_gib,
+                          None if opt is None else opt.memory_reserved_gib)
+        self.observations.append(obs)
+        self.calibration = fit_calibration(self.observations)
+        self._tables.clear()      # the tables were calibrated with the old fit
+        return obs
 
     def best(self, gpu: str, gpus_per_node: int, gpus: int, nodes: int | None = None) -> RunOption | None:
         """``shape`` for a GPU count packed onto the fewest nodes: the best option, or None."""
@@ -110,7 +143,7 @@ class JobGoodput:
     # -- what it searched, and what it assumes -----------------------------------------------------
     def searched_shapes(self) -> dict[tuple[str, int, int], ShapeResult]:
         """(GPU, GPUs per node, nodes) -> result, for every whole-node shape searched over the batch grid."""
-        return {k[:3]: v for k, v in self.cache.items()
+        return {k[:3]: replace(v, best=self.calibration.apply(v.best)) for k, v in self.cache.items()
                 if isinstance(v, ShapeResult) and k[4] is None and k[3] == k[1] * k[2]}
 
     def step_notes(self) -> list[str]:
@@ -130,4 +163,5 @@ class JobGoodput:
         if self.checkpoint_note():
             out.append(self.checkpoint_note())
         out += [f"step time: {n}" for n in self.step_notes()]
+        out += [f"measured calibration: {n}" for n in self.calibration.notes()]
         return out

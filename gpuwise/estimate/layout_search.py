@@ -44,6 +44,7 @@ class RunOption:
     config: TrainingConfig | None = None   # the full training configuration (recompute, sp, ...)
     memory_required_gib: float | None = None   # allocated + context + NCCL: what must fit (MemoryEstimate.required)
     batch_rounded: bool = False   # the fixed global batch could not be held exactly on this shape (see evaluate_shape)
+    memory_reserved_gib: float | None = None   # the caching allocator's peak (torch.cuda.max_memory_reserved)
 
     @property
     def gpus(self) -> int:
@@ -304,7 +305,7 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
         best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, gb,
                          st.step_time_s, float(time_s[k]) / 3600.0, getattr(st, "mfu", None),
                          mem.per_gpu_gib, ckpt.gb, len(configs), c, mem.required / 2 ** 30,
-                         batch_rounded=gb not in targets)
+                         batch_rounded=gb not in targets, memory_reserved_gib=mem.reserved / 2 ** 30)
     return ShapeResult(best, len(configs), None if best else ("batch" if any_fit else "memory"))
 
 

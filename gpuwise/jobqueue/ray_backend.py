@@ -72,7 +72,8 @@ class RayBackend:
         self.store = Store(opts.state_dir)
         # the online Pollux fits run in a process of their own, off the scheduler's thread
         self.fitter = ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn"))
-        self.act = RayActuator(self.pool, self.store, opts.state_dir / "jobs", opts.chunk_steps, Timeouts(), self)
+        self.act = RayActuator(self.pool, self.store, opts.state_dir / "jobs", opts.chunk_steps, Timeouts(), self,
+                               self.perf.goodputs)
         self.act.loop = self
 
     # -- clock ----------------------------------------------------------------------------------
@@ -91,12 +92,16 @@ class RayBackend:
     def trace_job(self, row: dict, spec_path: str) -> TraceJob:
         from gpuwise.runtime.jobspecs import run_job
         from gpuwise.runtime.measured import OnlineFit
+        from gpuwise.runtime.measurements import job_goodput
         from gpuwise.workload.jobspec import parse_job
 
-        job = run_job(parse_job(row["spec"]), row["id"], row["submitted_sim"] or 0.0, row["request_gpus"],
+        spec = parse_job(row["spec"])
+        job = run_job(spec, row["id"], row["submitted_sim"] or 0.0, row["request_gpus"],
                       row["gpu_type"], seed=int(row["id"][:7], 16))
         if job.name not in self.models:
             self.models[job.name] = OnlineFit(ref_batch=int(job.batch_size), fitter=self.fitter)
+            good = self.perf.goodputs[job.name] = job_goodput(job, spec)   # the spec as checked at submission
+            self.act.measurements.replay(job.name, good)   # chunks measured before a restart of the server
         return job
 
     # -- the Backend protocol -----------------------------------------------------------------------
@@ -169,6 +174,7 @@ class RayBackend:
     def complete(self, js: JobState, now: float) -> None:
         self.act.jobs.pop(js.name, None)   # the scheduler saw the target reached; its slots are free now
         self.models.pop(js.name, None)
+        self.perf.goodputs.pop(js.name, None)
 
     def fail(self, js: JobState, now: float) -> None:
         js.status = st.FAILED

@@ -147,8 +147,13 @@ def _first_error(done: list) -> str | None:
 
 class RayActuator:
     def __init__(self, pool: WorkerPool, store: Store, jobs_dir: Path, chunk_steps: int,
-                 timeouts: Timeouts, clock) -> None:
+                 timeouts: Timeouts, clock, goodputs: dict | None = None) -> None:
+        from gpuwise.runtime.measurements import FILE, MeasurementLog
+
         self.pool, self.store, self.jobs_dir = pool, store, jobs_dir
+        # jobs' goodput objects (the policies' too: MeasuredPerf.goodputs), calibrated with every chunk
+        self.goodputs = {} if goodputs is None else goodputs
+        self.measurements = MeasurementLog(jobs_dir.parent / FILE)
         self.k, self.timeouts, self.clock = int(chunk_steps), timeouts, clock
         self.jobs: dict[str, JobRun] = {}
         self.loop: Owner | None = None   # set by the owner before the first start
@@ -355,6 +360,7 @@ class RayActuator:
         wall_step = max(mean(r["step_s"]), (now - jr.op_start) / n)
         jr.model.observe(a.num_nodes, a.num_gpus, batch / a.num_gpus, wall_step, mean(r["sync_s"]),
                          mean(r["big_sq"]), mean(r["small_sq"]), batch, mean(r["small_batch"]))
+        self._measured(jr, batch, n, mean(r["step_s"]), r)
         js.progress = min(js.target, js.progress + n * float(jr.model.gain(batch)))
         jr.model.trained[batch] = jr.model.trained.get(batch, 0) + n
         jr.step = r["end_step"]
@@ -375,6 +381,13 @@ class RayActuator:
             self._teardown(jr, now)
         else:
             self._launch(jr, now)
+
+    def _measured(self, jr: JobRun, batch: int, steps: int, step_s: float, r: dict) -> None:
+        """One chunk's in-worker step time (and CUDA peak) to the job's goodput object and measurements.csv."""
+        a, peak = jr.alloc, r.get("peak_bytes")
+        gpn = max((g for _, g in a.placement), default=a.num_gpus)
+        self.measurements.record(jr.js.job, a.gpu_type, r.get("device") or "", a.num_gpus, a.num_nodes, batch, steps,
+                                 step_s, None if peak is None else peak / 2 ** 30, self.goodputs.get(jr.name), gpn)
 
     def _teardown(self, jr: JobRun, now: float) -> None:
         if jr.script and jr.js.job.elastic:

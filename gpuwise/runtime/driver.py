@@ -56,6 +56,7 @@ class RunResult:
 def _restore(store: Store, workload: Workload, resume: bool) -> tuple[dict, float]:
     if not resume:
         store.reset()
+        (store.path.parent / "measurements.csv").unlink(missing_ok=True)   # a new run's validation rows
         store.put("workload", workload.source)
         return {}, 0.0
     return store.jobs(), float(store.get("elapsed_s", 0.0))
@@ -101,9 +102,14 @@ def _run_locked(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: 
 
 def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, wall, fitter) -> RunResult:
     clock = WallClock(offset)
+    from gpuwise.runtime.measurements import job_goodput
+
     models = {j.name: OnlineFit(ref_batch=int(j.batch_size), fitter=fitter) for j in workload.jobs}
-    perf = MeasuredPerf(models)
-    act = RayActuator(pool, store, opts.state_dir / "jobs", opts.chunk_steps, opts.timeouts, clock)
+    perf = MeasuredPerf(models, goodputs={j.name: job_goodput(j) for j in workload.jobs})
+    act = RayActuator(pool, store, opts.state_dir / "jobs", opts.chunk_steps, opts.timeouts, clock, perf.goodputs)
+    if resume:   # the goodput objects' calibration continues from the chunks measured before the stop
+        for name, good in perf.goodputs.items():
+            act.measurements.replay(name, good)
     gpus_used, queue_len = TimeAverage(start=offset, sample_every=0.0), TimeAverage(start=offset, sample_every=0.0)
 
     def levels(now: float, used: int, waiting: int) -> None:

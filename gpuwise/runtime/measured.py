@@ -10,6 +10,14 @@ Before a job's first chunk the model is a prior (stated in the assumptions): a s
 PRIOR_PARAMS and phi = M0. After one point the prior's compute terms are scaled to match it; from
 two distinct configurations on the fit takes over (with its own weak priors).
 
+Jobs with a goodput object (`gpuwise.runtime.measurements.job_goodput`: a job spec's, or a built-in
+model's) have a second, measured model: the goodput object the planner and the policies ask, its
+step time calibrated on the measured chunks (`gpuwise.estimate.calibration`). Policies read it
+while it is calibrated on the GPU type and the Pollux fit is still its prior scaled to one
+configuration (the goodput object then knows how step time moves with width and batch from its
+layout/roofline model, the prior only from hand-set constants); from two measured configurations
+on, the Pollux fit of the measurements themselves.
+
 The fake GPU types of one machine are the same CPU cores, so a job has one model for all types.
 `MeasuredPerf` is a `gpuwise.policies.base.PerfModel`; with ``segmented = False`` it is also the
 ground truth the simulator replays a finished run on (`gpuwise.runtime.replay`).
@@ -148,8 +156,17 @@ class MeasuredPerf:
 
     segmented = False  # one constant rate per allocation (for the simulator's replay)
 
-    def __init__(self, models: dict[str, OnlineFit], restart_s: float = 0.0) -> None:
+    def __init__(self, models: dict[str, OnlineFit], restart_s: float = 0.0, goodputs: dict | None = None) -> None:
         self.models = models
+        self.goodputs = {} if goodputs is None else goodputs   # job name -> calibrated JobGoodput (or None)
+
+    def calibrated(self, job, gpu_type: str):
+        """The job's goodput object where policies read it (see the module docstring), else None."""
+        good = self.goodputs.get(job.name)
+        if good is None or not good.calibration.calibrated(gpu_type):
+            return None
+        fit = self.models[job.name]
+        return good if len({p[:3] for p in fit.points}) < 2 else None
 
     def model(self, job) -> OnlineFit:
         jm = self.models[job.name]
@@ -176,9 +193,13 @@ class MeasuredPerf:
     def goodput_grid(self, js: JobState, gpu_type: str, max_gpus: int, gpus_per_node: int,
                      batches: tuple[int, ...], accumulate: bool = False) -> np.ndarray:
         g = np.arange(1, max_gpus + 1, dtype=float)[:, None]
+        local = np.asarray(batches, float)[None, :] / g
+        good = self.calibrated(js.job, gpu_type)
+        if good is not None:   # the goodput object's calibrated table; local batches within the slot limit
+            table = good.table(gpu_type, max_gpus, gpus_per_node, batches)
+            return np.where((local >= MIN_LOCAL) & (accumulate | (local <= _limit(js.job))), table, 0.0)
         table = self.fitted(js.job, js.target).goodput_table(g, np.ceil(g / max(1, gpus_per_node)), batches,
                                                              accumulate=accumulate)
-        local = np.asarray(batches, float)[None, :] / g
         return np.where(local >= MIN_LOCAL, table, 0.0)   # two half-batches per rank for the noise estimate
 
     # -- the simulator's ground-truth interface (replay) ---------------------------------------
@@ -196,6 +217,11 @@ class MeasuredPerf:
         return [f"speed: per-job online Pollux fit of measured step and sync times (prior before the first "
                 f"chunk: {PRIOR_PARAMS}); efficiency: Pollux/AdaScale gain with the measured gradient noise "
                 f"scale (EMA {EMA}); progress counted in steps at the job's requested batch",
+                ("jobs with a goodput object (a job spec or a built-in model): policies read its table calibrated on "
+                 "the measured step times (median measured/predicted per GPU type, estimate.calibration) while "
+                 "the Pollux fit has one configuration"),
+                *(f"{name}: {n}" for name, good in sorted(self.goodputs.items()) if good is not None
+                  for n in good.calibration.notes()),
                 "the fake GPU types are the same CPU cores: one speed model per job for every type; per-slot "
                 f"batch limits {({n: m.max_local_batch for n, m in small_models().items()})} (max_local_batch) stand in "
                 "for GPU memory"]

@@ -34,7 +34,8 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
                preemptions_injected=run.preemptions, preemptions_skipped=run.preemptions_skipped,
                checkpoint_interval_steps=opts.chunk_steps, lost_nodes=run.lost_nodes,
                ray_start_s=run.startup_s, resumed=run.resumed, jct_median_error=median,
-               allocation_changes=out.pop("restarts"))
+               allocation_changes=out.pop("restarts"),
+               measurements=str(opts.state_dir / "measurements.csv"))   # per chunk: `gpuwise validate runs`
     out["jobs"] = [{**row, **_job(jr)} for row, jr in zip(rows, run.runs.values())]
     out["jobs_unfinished"] = sum(jr.js.status not in TERMINAL for jr in run.runs.values())
     out["assumptions"] = _assumptions(run, opts, policy)

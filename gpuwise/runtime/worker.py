@@ -135,8 +135,14 @@ class SlotWorker:
 
         for g in self.opt.param_groups:
             g["lr"] = lr
+        device = next(self.model.parameters()).device
+        if device.type == "cuda":
+            torch.cuda.reset_peak_memory_stats(device)
         rows = [self._step(s, batch) for s in range(start, start + steps)]
         out = {k: [r[k] for r in rows] for k in rows[0]}
+        # where the steps ran, and the caching allocator's peak on CUDA (the measured peak memory)
+        out["device"] = torch.cuda.get_device_name(device) if device.type == "cuda" else device.type
+        out["peak_bytes"] = torch.cuda.max_memory_reserved(device) if device.type == "cuda" else None
         if ckpt and self.rank == 0:
             tmp = ckpt + ".tmp"
             torch.save({"model": self.model.state_dict(), "opt": self.opt.state_dict(),
