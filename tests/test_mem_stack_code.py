@@ -49,3 +49,61 @@ def test_litgpt_unties_gemma_output_layer():
     lit = estimate_memory(spec, TrainingConfig(**{**cfg.__dict__, "stack": "litgpt"}))
     ref = estimate_memory(spec, cfg)
     assert lit.params - ref.params == spec.vocab_size * spec.hidden
+
+
+def test_fsdp1_no_sync_accumulates_unsharded_gradients():
+    spec = load_model("llama-2-7b")
+    base = dict(micro_batch=4, seq_len=512, precision="bf16", recompute="full")
+    from gpuwise.workload.training import ParallelPlan
+
+    def est(stack, accum):
+        return estimate_memory(spec, TrainingConfig(**base, stack=stack, grad_accum=accum,
+                                                    plan=ParallelPlan(dp=4, zero=3)))
+    n = param_counts(spec).total
+    lit4, lit1, ref4 = est("litgpt", 4), est("litgpt", 1), est("pytorch", 4)
+    assert abs(lit4.gradients - 2 * n) < 1e6            # every unit's unsharded bf16 gradient
+    assert lit1.gradients < 2 * n / 3                   # no accumulation: nothing kept unsharded
+    assert ref4.gradients < 2 * n / 3                   # FSDP2 accumulates sharded gradients
+
+
+def test_ctx_attribute_outlives_backward_while_loss_is_referenced():
+    """The mechanism behind the previous step's 4-bit inputs at the loss boundary, in real torch autograd:
+    a tensor kept as a ctx attribute (bitsandbytes < 0.43.2 MatMul4Bit) survives backward; save_for_backward
+    does not."""
+    import gc
+    import weakref
+
+    import torch
+
+    class CtxAttr(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, w):
+            ctx.tensors = (a, w)
+            return a @ w.t()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g @ ctx.tensors[1], None
+
+    class Saved(CtxAttr):
+        @staticmethod
+        def forward(ctx, a, w):
+            ctx.save_for_backward(a, w)
+            return a @ w.t()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g @ ctx.saved_tensors[1], None
+
+    w, x = torch.randn(16, 16), torch.randn(4, 16, requires_grad=True)
+    alive = {}
+    for fn in (CtxAttr, Saved):
+        a = x * 2
+        ref = weakref.ref(a)
+        loss = fn.apply(a, w).sum()
+        del a
+        loss.backward()
+        gc.collect()
+        alive[fn.__name__] = ref() is not None
+        del loss
+    assert alive == {"CtxAttr": True, "Saved": False}

@@ -357,6 +357,7 @@ class _Geometry:
         self.fsdp = fsdp = zero >= 3 and sem.framework == "torch"
         self.autocast = autocast = sem.framework == "torch" and zero == 0 and sem.compute > 0
         self.pp_fsdp = fsdp and pp > 1
+        self.no_sync = fsdp and code.fsdp_unsharded_accum and not self.pp_fsdp     # FSDP1 no_sync accumulation
         self.t5 = spec.family == "t5"
         enc_rep = counts.layer_replicated * 2 // 3 if self.t5 else 0        # t5 encoder: 2 of the 3 norms
         self.enc_b = self._block(counts.encoder_layer, enc_rep, 1)
@@ -492,6 +493,10 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
         if in_bwd or cfg.activation_offload:
             fixed = _lever_fixed(fixed, m, sem, geo, cfg)
+        if geo.no_sync and micro > 1 and not host_states:
+            # FSDP1 no_sync: the micro-batches before the syncing one accumulate unsharded gradients (parameter
+            # dtype), alive from the first backward to the syncing micro-batch's reduce-scatter
+            fixed = {**fixed, "acc_grads": m["trainable"] * sem.gradients}
         held = in_flight(schedule, p.pp, i, micro)
         out.append(StageLoad(
             weights=0.0 if host_states else m["w_bytes"] / z3, grads=grads, optimizer=opt,

@@ -21,6 +21,7 @@ class ModelCode:
     norm_fp32_input: bool       # norms keep a float32 copy of their input
     kv_expanded: bool           # GQA K and V kept at query-head width
     nf4_dequant_copies: int     # 16-bit copies of a 4-bit weight its matmul materialises (dequantise, cast)
+    fsdp_unsharded_accum: bool  # FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)
     separate_lm_head: bool      # the output layer is its own matrix even for tied checkpoints
     source: str
 
@@ -32,6 +33,7 @@ def _rows() -> dict[str, ModelCode]:
         return {r["stack"]: ModelCode(r["stack"], float(r["nf4_bytes"]), r["nf4_output_layer"] == "quantised",
                                       r["nf4_keeps_input"] == "yes", r["norm_fp32_input"] == "yes",
                                       r["kv_expanded"] == "yes", int(r["nf4_dequant_copies"]),
+                                      r["fsdp_no_sync"] == "unsharded",
                                       r["separate_lm_head"] == "yes", r["source"])
                 for r in rows}
 
@@ -56,6 +58,8 @@ def describe(stack: str) -> str:
         parts.append("GQA K/V kept expanded to every query head")
     if c.nf4_dequant_copies > 1:
         parts.append(f"{c.nf4_dequant_copies} 16-bit copies of a 4-bit weight per matmul")
+    if c.fsdp_unsharded_accum:
+        parts.append("FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)")
     if c.separate_lm_head:
         parts.append("own lm_head matrix (no weight tying)")
     return f"{c.stack} model code: " + "; ".join(parts) + f" ({c.source.split(':')[0]})"
