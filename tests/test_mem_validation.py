@@ -33,8 +33,14 @@ def test_headline_is_external_measured_rows_per_stack(report):
     assert n == len(ext) >= 25 and all(r.kind == "external" for r in ext)
     assert not any(r.kind == "external" for r in report.rows if r.source.startswith(("allocator", "megatron_korth")))
     stacks = report.by_stack()
-    assert stacks["litgpt"][0] >= 20 and stacks["hf-trainer"][0] == 2 and stacks["pytorch"][0] >= 4
+    # hf-trainer: the HF-docs BERT rows and the Vertex OpenLLaMA-7B PEFT rows
+    assert stacks["litgpt"][0] >= 20 and stacks["hf-trainer"][0] == 9 and stacks["pytorch"][0] >= 4
     assert sum(v[0] for v in stacks.values()) == n and med <= mx
+    sources = report.by_source()
+    assert sum(v[0] for v in sources.values()) == n
+    assert sources["vertex_openllama7b_lora_qlora_a100_40g.csv"][0] == 7      # rows #1/#2 restate #4/#6: counted once
+    checks = report.checks()
+    assert checks["unsloth_readme_max_context.csv"][0] == 9 and checks["litgpt_config_hub_finetune.csv"] == (5, 5)
     assert any("fitted on" in a and "allocator_reserved_vs_allocated.csv" in a for a in report.assumptions)
 
 

@@ -91,6 +91,22 @@ class ValidationReport:
         return {s: _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind == kind
                              and r.stack == s]) for s in stacks}
 
+    def by_source(self, kind: str = "external") -> dict[str, tuple[int, float | None, float | None]]:
+        """{source file: (rows, median, max |error|)} over compared rows of `kind`."""
+        files = sorted({r.source.split(" ", 1)[0] for r in self.rows if r.kind == kind and r.error is not None})
+        return {f: _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind == kind
+                             and r.source.split(" ", 1)[0] == f]) for f in files}
+
+    def checks(self, kind: str = "external") -> dict[str, tuple[int, int]]:
+        """{source file: (checked rows, passed)} of `kind`."""
+        out: dict[str, tuple[int, int]] = {}
+        for r in self.rows:
+            if r.kind == kind and r.status == "checked":
+                f = r.source.split(" ", 1)[0]
+                n, ok = out.get(f, (0, 0))
+                out[f] = (n + 1, ok + bool(r.passed))
+        return out
+
     def consistency(self) -> tuple[int, float | None, float | None]:
         """(rows, median, max |error|) of the consistency checks (formula-derived and in-sample rows)."""
         return _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind != "external"])
@@ -226,9 +242,11 @@ def validate_memory() -> ValidationReport:
     """Every bundled measured row: compared, checked or not modelled (with the reason)."""
     from gpuwise.estimate.overhead import describe
 
+    from gpuwise.validation.memory_external import unsloth_rows, vertex_rows
     from gpuwise.validation.memory_stacks import litgpt_rows, torchao_rows
 
-    rows = litgpt_rows() + torchao_rows() + _bert_rows() + _peft_rows() + _megatron_rows() + _allocator_rows()
+    rows = (litgpt_rows() + torchao_rows() + vertex_rows() + unsloth_rows() + _bert_rows() + _peft_rows()
+            + _megatron_rows() + _allocator_rows())
     return ValidationReport(tuple(rows), (*FITTED_ON, describe(),
                                           "Megatron rows: fp16 + Adam with an fp32 gradient buffer (18 B/param), "
                                           f"vocabulary {MEGATRON_VOCAB}, no flash attention, allocated tensors only "
