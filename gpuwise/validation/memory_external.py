@@ -117,3 +117,84 @@ def unsloth_rows() -> list:
         out.append(ValidationRow(label, f"longest context that fits: fits, +{MAX_CONTEXT_MARGIN:.0%} does not",
                                  float(ctx), pred, "tokens", "checked", note, passed=ok, stack="hf-trainer"))
     return out
+
+
+SWIFT_CSV = "ms_swift_benchmark_a100.csv"
+SWIFT_MODELS = {"qwen-7b-chat": "qwen-7b"}      # Qwen-7B-Chat has Qwen-7B's structure
+# swift's LoRA targets -> gpuwise lora_targets (DEFAULT for Qwen is the fused c_attn: q, k and v)
+SWIFT_TARGETS = {"DEFAULT": "q,k,v", "DEFAULT (c_attn)": "q,k,v", "ALL (all linear)": "all-linear"}
+
+
+def _swift_config(r: dict[str, str]) -> TrainingConfig:
+    lora = r["sft_type"] == "lora"
+    fa, gc = r["flash_attn"] == "true", r["gradient_checkpointing"] == "true"
+    # the source's own ablation: with flash attention, checkpointing on and off reserve the same (27.74 vs 27.71
+    # GiB), so on that path it did not take effect; without flash attention it did (37.70 vs 57.67 GiB)
+    recompute = "full" if gc and (not fa or not lora) else "none"
+    return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["max_length"]),
+                          grad_accum=int(r["grad_accum_steps"]), precision="bf16-mixed" if lora else "bf16",
+                          stack="hf-trainer", lora_rank=int(r["lora_rank"]) if lora else 0,
+                          lora_targets=SWIFT_TARGETS.get(r["lora_target_modules"], "q,k,v"),
+                          quantize="nf4" if r["quantization"] == "int4 (bnb)" else None, recompute=recompute,
+                          flash_attention=fa)
+
+
+def _swift_unmodelled(r: dict[str, str]) -> str:
+    if r["model"] not in SWIFT_MODELS:
+        return f"no gpuwise preset for {r['model']} (Qwen-1.8/14/72B, Yi, Baichuan2, ChatGLM3, openbuddy-zephyr: " \
+               "structures not bundled)"
+    if "gptq" in r["quantization"]:
+        return f"GPTQ {r['quantization'].split()[0]} base: gpuwise's 4-bit base is NF4 only"
+    if int(r["num_gpus"]) > 1:
+        return "two GPUs as a layer-wise device_map split in one process (naive model parallel), not a gpuwise layout"
+    return ""
+
+
+SWIFT_GPU = "A100-80GB-SXM"       # "A100", 80 GB implied by values up to 78.8 GiB
+# a reserved peak this close to the device's memory is capped by it (the caching allocator frees its cache and
+# retries before it fails): such a row says the run fit, not how much it needed
+SWIFT_NEAR_CAPACITY = 1 - HEADROOM_FRACTION
+
+
+def _swift_key(r: dict[str, str]) -> tuple:
+    """A row's configuration and reading (the qwen-7b-chat LoRA baseline is repeated in several sections)."""
+    return tuple(v for k, v in r.items() if k not in ("section", "notes", "source", "trainable_params_M",
+                                                       "train_samples_per_s", "lora_target_modules"))
+
+
+def ms_swift_rows() -> list:
+    """ms-swift rows: reserved peak per GPU vs the estimate's reserved (allocated + allocator slack); a repeated
+    row is counted once; a reading at the device's capacity is checked against `fits`."""
+    from gpuwise.validation.memory import ValidationRow, _read
+
+    out, seen, gpu = [], set(), get_gpu(SWIFT_GPU)
+    for r in _read(SWIFT_CSV):
+        label = (f"{SWIFT_CSV} {r['model']} {r['sft_type']} {r['quantization']} len {r['max_length']} batch "
+                 f"{r['micro_batch_size']} accum {r['grad_accum_steps']} FA {r['flash_attn']} GC "
+                 f"{r['gradient_checkpointing']} r{r['lora_rank'] or '-'} {r['lora_target_modules'] or ''}").strip()
+        why = _swift_unmodelled(r) or ("repeats an earlier row (same configuration and reading): counted once"
+                                       if _swift_key(r) in seen else "")
+        seen.add(_swift_key(r))
+        measured = float(r["gpu_memory_gib_reserved_per_gpu_max"]) if r["gpu_memory_gib_reserved_per_gpu_max"] else None
+        if why:
+            out.append(ValidationRow(label, "peak reserved per GPU", measured, None, "GiB", "not modelled", why,
+                                     stack="hf-trainer"))
+            continue
+        cfg = _swift_config(r)
+        est = estimate_memory(SWIFT_MODELS[r["model"]], cfg)
+        note = ("HF Trainer + PEFT, " + ("bf16 autocast over a bf16 base, LoRA on q,k,v (swift's c_attn; gpuwise "
+                "counts separate q/k/v adapters)" if cfg.lora_rank else "pure bf16 weights and AdamW states "
+                "(swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
+                + ("; gradient checkpointing on but without effect with flash attention (the source's ablation: "
+                   "27.74 vs 27.71 GiB)" if cfg.lora_rank and r["gradient_checkpointing"] == "true"
+                   and cfg.flash_attention else "")
+                + ("; bnb NF4 base (bitsandbytes 0.41.3)" if cfg.quantize else "")
+                + "; reserved = max_memory_reserved (reserved_gib)")
+        if measured >= SWIFT_NEAR_CAPACITY * gpu.total_gib:
+            out.append(ValidationRow(label, f"ran on {gpu.name} (reserved {measured:.2f} GiB: at capacity)", measured,
+                                     est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
+                                     passed=est.fits(gpu), stack="hf-trainer"))
+            continue
+        out.append(ValidationRow(label, "peak reserved per GPU", measured, est.reserved / GIB, "GiB", "compared", note,
+                                 stack="hf-trainer"))
+    return out
