@@ -44,6 +44,8 @@ def test_headline_is_external_measured_rows_per_stack(report):
     # ms-swift: the repeated qwen-7b-chat LoRA baseline counts once; readings at the device's capacity are checks
     swift = [r for r in report.rows if r.source.startswith("ms_swift")]
     assert sum("counted once" in r.note for r in swift) == 5 and checks["ms_swift_benchmark_a100.csv"][0] == 2
+    # universal-llm-trainer: rows of models with a preset are compared or (at the card's capacity / OOM) checked
+    assert sources["universal_llm_trainer_gpu_test.csv"][0] == 35 and checks["universal_llm_trainer_gpu_test.csv"][0] == 4
     assert any("fitted on" in a and "allocator_reserved_vs_allocated.csv" in a for a in report.assumptions)
 
 

@@ -198,3 +198,61 @@ def ms_swift_rows() -> list:
         out.append(ValidationRow(label, "peak reserved per GPU", measured, est.reserved / GIB, "GiB", "compared", note,
                                  stack="hf-trainer"))
     return out
+
+
+ULT_CSV = "universal_llm_trainer_gpu_test.csv"
+ULT_MODELS = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 3 8B": "llama-3-8b", "Llama 2 13B": "llama-2-13b",
+              "Gemma 7B": "gemma-7b", "Llama 3.1 70B": "llama-3.1-70b"}
+ULT_GPUS = {"H100": "H100-80GB-SXM", "A100": "A100-80GB-SXM"}      # 80 GB (the source); the RTX Pro 6000 has no row
+
+
+def _ult_config(r: dict[str, str]) -> TrainingConfig:
+    from gpuwise.workload.training import ParallelPlan
+
+    lora = r["method"] in ("LoRA", "QLoRA")
+    fsdp = r["fsdp"] == "True"
+    return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["seq_len"]),
+                          grad_accum=int(r["grad_accum"]), precision="bf16", stack="hf-trainer",
+                          lora_rank=int(r["lora_r"]) if lora else 0, lora_targets="all-linear",
+                          quantize="nf4" if r["method"] == "QLoRA" else None, recompute="full",
+                          cpu_offload=fsdp and r["fsdp_cpu_offload"] == "True",
+                          plan=ParallelPlan(dp=int(r["num_gpus"]), zero=3 if fsdp else 0))
+
+
+def universal_trainer_rows() -> list:
+    """universal-llm-trainer rows: "Peak Mem." (tool not stated) vs the device total per GPU; readings at the card's
+    capacity are checked against `fits`."""
+    from gpuwise.validation.memory import ValidationRow, _read
+
+    out = []
+    for r in _read(ULT_CSV):
+        label = f"{ULT_CSV} {r['gpu']} {r['model']} {r['method']}" + (" FSDP+offload" if r["fsdp"] == "True" else "")
+        model = ULT_MODELS.get(r["model"])
+        if model is None:
+            out.append(ValidationRow(label, "peak memory", None, None, "GiB", "not modelled",
+                                     f"no gpuwise preset for {r['model']}", stack="pytorch"))
+            continue
+        est = estimate_memory(model, _ult_config(r))
+        note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
+                "checkpointed, sdpa (no s^2 kept), batch 2 x 8192 packed" + ("; LoRA r8 all linear" if "LoRA" in
+                r["method"] else "") + ("; NF4 + double quantisation" if r["method"] == "QLoRA" else "")
+                + ("; FSDP CPU offload of params, grads and optimizer state" if r["fsdp"] == "True" else "")
+                + "; tool not stated: compared with per_gpu_gib")
+        gpu = get_gpu(ULT_GPUS[r["gpu"]]) if r["gpu"] in ULT_GPUS else None
+        if r["oom"]:
+            out.append(ValidationRow(label, f"reported OOM on {gpu.name if gpu else r['gpu']}", None,
+                                     est.required / GIB, "GiB", "checked" if gpu else "not modelled",
+                                     note + ("; " + est.fit_text(gpu) if gpu else "; no gpuwise GPU row for it"),
+                                     passed=(not est.fits(gpu)) if gpu else None, stack="pytorch")
+                       if gpu else ValidationRow(label, "reported OOM", None, None, "GiB", "not modelled",
+                                                 f"no gpuwise GPU row for {r['gpu']}", stack="pytorch"))
+            continue
+        measured = float(r["peak_memory_gib"])
+        if gpu is not None and measured >= (1 - HEADROOM_FRACTION) * gpu.total_gib:
+            out.append(ValidationRow(label, f"ran on {gpu.name} (peak {measured:g} GiB: at capacity)", measured,
+                                     est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
+                                     passed=est.fits(gpu), stack="pytorch"))
+            continue
+        out.append(ValidationRow(label, "peak memory vs device total", measured, est.per_gpu_gib, "GiB", "compared",
+                                 note, stack="pytorch"))
+    return out
