@@ -71,7 +71,7 @@ def run(args: argparse.Namespace) -> int:
             "headline": _stat(head), "by_stack": {k: _stat(v) for k, v in rep.by_stack().items()},
             "by_source": {k: _stat(v) for k, v in rep.by_source().items()},
             "checks_by_source": {k: {"checked": n, "passed": ok} for k, (n, ok) in rep.checks().items()},
-            "consistency_checks": _stat(cons),
+            "consistency_checks": _stat(cons), "allocator_slack_loso": _stat(rep.loso()),
             "compared": head[0], "median_abs_error": head[1], "max_abs_error": head[2],
             "target_median_abs_error": 0.08, "meets_target": head[1] is not None and head[1] <= 0.08,
             "checks_failed": sum(r.status == "checked" and not r.passed for r in rep.rows),
@@ -84,13 +84,17 @@ def run(args: argparse.Namespace) -> int:
     _table(rep, "external", "Memory estimator vs external measured rows, by stack (the headline; no constant is "
                             "fitted on them)", notes)
     _table(rep, "consistency", "Consistency checks, not in the headline: formula-derived rows (Korthikanti et al. "
-                               "2022) and in-sample rows (the allocator slack is fitted on them)", notes)
+                               "2022), in-sample rows (the allocator slack is fitted on them) and the slack's "
+                               "leave-one-source-out rows", notes)
     print("Notes:")
     for i, n in enumerate(notes, 1):
         print(f"  [{i}] {n}")
     for stack, (n, med, mx) in rep.by_stack().items():
         if n:
             print(f"  {stack}: {n} external rows, median |error| {_pct(med)}, max {_pct(mx)}")
+    n_l, med_l, mx_l = rep.loso()
+    print(f"  allocator slack (the only fitted memory constant), leave-one-source-out: {n_l} rows, median |error| "
+          f"{_pct(med_l)}, max {_pct(mx_l)}")
     checks = rep.checks()
     for src in sorted(set(rep.by_source()) | set(checks)):
         n, med, mx = rep.by_source().get(src, (0, None, None))
