@@ -51,7 +51,7 @@ def describe(stack: str) -> str:
         return ""
     parts = [f"NF4 {c.nf4_bytes:.4g} B/param" + (" incl. the output layer" if c.nf4_output_layer else "")]
     if c.nf4_keeps_input:
-        parts.append("each frozen 4-bit linear keeps its input (bitsandbytes < 0.43.2)")
+        parts.append("each frozen 4-bit linear keeps its input, the previous step's until the next loss (bitsandbytes < 0.43.2)")
     if c.norm_fp32_input:
         parts.append("norms keep a float32 copy of their input")
     if c.kv_expanded:
