@@ -53,7 +53,7 @@ def test_litgpt_unties_gemma_output_layer():
 
 def test_fsdp1_no_sync_accumulates_unsharded_gradients():
     spec = load_model("llama-2-7b")
-    base = dict(micro_batch=4, seq_len=512, precision="bf16", recompute="full")
+    base = {"micro_batch": 4, "seq_len": 512, "precision": "bf16", "recompute": "full"}
     from gpuwise.workload.training import ParallelPlan
 
     def est(stack, accum):

@@ -23,9 +23,9 @@ from gpuwise.estimate.levers import ACT_OFFLOAD_RESIDENT, blocked, check_levers,
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
-from gpuwise.estimate.stack_code import describe as describe_code, model_code
 from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
                                        nccl_bytes)
+from gpuwise.estimate.stack_code import describe as describe_code, model_code
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model, param_count, param_counts
