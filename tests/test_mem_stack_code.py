@@ -14,7 +14,9 @@ def _qlora(stack: str, **kw) -> TrainingConfig:
 
 def test_litgpt_nf4_layout_and_default_unchanged():
     lit, ref = model_code("litgpt"), model_code("pytorch")
-    assert ref.stack == "default" and not ref.nf4_keeps_input and ref.nf4_bytes < 0.52
+    from gpuwise.estimate.lora import NF4_BYTES
+
+    assert ref.stack == "default" and not ref.nf4_keeps_input and ref.nf4_bytes == NF4_BYTES
     assert lit.nf4_bytes == 0.5 + 4 / 64 and lit.nf4_output_layer and lit.nf4_keeps_input
     spec = load_model("llama-2-7b")
     c = param_counts(spec)
