@@ -135,7 +135,8 @@ def test_validate_memory_json_and_human(capsys):
     # the headline is the external measured rows; formula-derived and in-sample rows are consistency checks
     assert out["median_abs_error"] == out["headline"]["median_abs_error"] and out["not_modelled"] > 0
     assert out["consistency_checks"]["median_abs_error"] <= 0.08 and "litgpt" in out["by_stack"]
-    assert {r["kind"] for r in out["rows"]} == {"external", "in-sample", "formula"}
+    assert {r["kind"] for r in out["rows"]} == {"external", "in-sample", "formula", "loso"}
+    assert out["allocator_slack_loso"]["rows"] == 13 and "by_source" in out
     assert all(r["note"] for r in out["rows"] if r["status"] == "not modelled")
     assert main(["validate", "memory"]) == 0
     text = capsys.readouterr().out

@@ -69,7 +69,9 @@ def run(args: argparse.Namespace) -> int:
                       "passed": r.passed, "note": r.note} for r in rep.rows],
             # the headline: external measured rows only; formula-derived and in-sample rows are consistency checks
             "headline": _stat(head), "by_stack": {k: _stat(v) for k, v in rep.by_stack().items()},
-            "consistency_checks": _stat(cons),
+            "by_source": {k: _stat(v) for k, v in rep.by_source().items()},
+            "checks_by_source": {k: {"checked": n, "passed": ok} for k, (n, ok) in rep.checks().items()},
+            "consistency_checks": _stat(cons), "allocator_slack_loso": _stat(rep.loso()),
             "compared": head[0], "median_abs_error": head[1], "max_abs_error": head[2],
             "target_median_abs_error": 0.08, "meets_target": head[1] is not None and head[1] <= 0.08,
             "checks_failed": sum(r.status == "checked" and not r.passed for r in rep.rows),
@@ -82,13 +84,23 @@ def run(args: argparse.Namespace) -> int:
     _table(rep, "external", "Memory estimator vs external measured rows, by stack (the headline; no constant is "
                             "fitted on them)", notes)
     _table(rep, "consistency", "Consistency checks, not in the headline: formula-derived rows (Korthikanti et al. "
-                               "2022) and in-sample rows (the allocator slack is fitted on them)", notes)
+                               "2022), in-sample rows (the allocator slack is fitted on them) and the slack's "
+                               "leave-one-source-out rows", notes)
     print("Notes:")
     for i, n in enumerate(notes, 1):
         print(f"  [{i}] {n}")
     for stack, (n, med, mx) in rep.by_stack().items():
         if n:
             print(f"  {stack}: {n} external rows, median |error| {_pct(med)}, max {_pct(mx)}")
+    n_l, med_l, mx_l = rep.loso()
+    print(f"  allocator slack (the only fitted memory constant), leave-one-source-out: {n_l} rows, median |error| "
+          f"{_pct(med_l)}, max {_pct(mx_l)}")
+    checks = rep.checks()
+    for src in sorted(set(rep.by_source()) | set(checks)):
+        n, med, mx = rep.by_source().get(src, (0, None, None))
+        c, ok = checks.get(src, (0, 0))
+        print(f"  source {_SHORT.get(src, src)}: {n} compared" + (f", median |error| {_pct(med)}, max {_pct(mx)}"
+                                                                   if n else "") + (f"; checks {ok}/{c} pass" if c else ""))
     failed = sum(r.status == "checked" and not r.passed for r in rep.rows)
     n_nm = sum(r.status == "not modelled" for r in rep.rows)
     print(f"headline (external measured rows): {head[0]} compared; median |error| {_pct(head[1])} "
@@ -101,7 +113,10 @@ def run(args: argparse.Namespace) -> int:
 
 _SHORT = {"megatron_korthikanti2022_via_calculon.csv": "Korthikanti22", "peft_readme_memory_a100_80gb.csv": "PEFT",
           "hf_transformers_docs_bert_large_memory.csv": "HF-docs bert-large",
-          "allocator_reserved_vs_allocated.csv": "allocator", "litgpt_config_hub_finetune.csv": "LitGPT hub"}
+          "allocator_reserved_vs_allocated.csv": "allocator", "litgpt_config_hub_finetune.csv": "LitGPT hub",
+          "vertex_openllama7b_lora_qlora_a100_40g.csv": "Vertex openllama-7b", "unsloth_readme_max_context.csv":
+          "Unsloth README", "torchao_optim_readme_benchmarks.csv": "torchao README",
+          "ms_swift_benchmark_a100.csv": "ms-swift", "universal_llm_trainer_gpu_test.csv": "universal-llm-trainer"}
 
 
 def _table(rep, which: str, title: str, notes: list[str]) -> None:

@@ -67,12 +67,15 @@ class ActivationSetting:
     autocast: bool = False    # torch.autocast over fp32 weights: the residual stream and the norms stay
     #                           fp32 and every linear keeps its own 16-bit cast of its input (autocast
     #                           caches casts of weights only), so q, k and v each hold a copy
+    frozen_keeps_inputs: bool = False  # frozen linears keep their input anyway (bitsandbytes < 0.43.2 4-bit matmul)
+    norm_fp32: bool = False   # norms upcast and keep a float32 copy of their input (LitGPT RMSNorm x.float())
+    kv_expanded: bool = False # GQA K/V expanded to every query head before attention (kept at query width)
 
 
 def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
     """True if autograd keeps the input of a linear layer that feeds `modules`: a trainable base, or a
     LoRA adapter on one of them."""
-    return not st.frozen_base or bool(st.adapted.intersection(modules))
+    return not st.frozen_base or st.frozen_keeps_inputs or bool(st.adapted.intersection(modules))
 
 
 def _gemm_input_bytes(st: ActivationSetting) -> float:
@@ -113,7 +116,8 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
     h, dq, dkv = spec.hidden, spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
     kv_len = st.seq_len if kv_len is None else kv_len
     replicated = h * _gemm_input_bytes(st) + h * mask    # QKV input (norm output) + output-dropout mask
-    split = (dq + 2 * dkv) * e                       # Q, K, V
+    kv = dq if st.kv_expanded else dkv               # K/V expanded to every query head (LitGPT) or not
+    split = (dq + 2 * kv) * e                        # Q, K, V
     if _keeps_input(st, "o") or st.flash:
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
     if st.recompute == "selective":
@@ -121,7 +125,7 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
     elif st.flash:
         split += spec.n_heads * 4                    # float32 log-sum-exp per head
     elif st.hf_eager:
-        split += 2 * (dq - dkv) * e                  # K and V repeated to every query head, kept by the matmuls
+        split += 2 * (dq - kv) * e                   # K and V repeated to every query head, kept by the matmuls
         # float32 softmax output, and what the probs@V matmul reads: the dropout output (+ its mask),
         # or without dropout the 16-bit cast of the softmax (no copy in fp32)
         after = (1 + e) if mask else (e if e < 4 else 0)
@@ -191,7 +195,10 @@ def residual_bytes(st: ActivationSetting) -> int:
 
 
 def _norm_input_bytes(st: ActivationSetting) -> int:
-    """Bytes per value a norm keeps of its input: the residual stream's, or a low-precision norm's 16-bit cast."""
+    """Bytes per value a norm keeps of its input: the residual stream's, a low-precision norm's 16-bit cast, or
+    the float32 copy a norm that upcasts its input keeps (LitGPT's RMSNorm)."""
+    if st.norm_fp32:
+        return 4
     return st.bytes_per_value if st.low_norms else residual_bytes(st)
 
 
@@ -331,6 +338,21 @@ def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool =
         return 0.0
     tokens = st.micro_batch * st.seq_len / st.cp
     return tokens * spec.vocab_size * _loss_bytes(loss, st.bytes_per_value)[1] / st.tp
+
+
+def quant_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """Inputs one layer's frozen 4-bit linears hold as autograd-function attributes (bitsandbytes < 0.43.2
+    MatMul4Bit: ctx.tensors = (A, B)). Backward releases saved tensors, not ctx attributes, so these stay
+    alive while the step's graph is referenced: the training loop's `loss` of step n-1 is replaced only
+    after step n's forward, so at step n's loss boundary the previous step's inputs are alive too.
+    Per layer: attention input, output-projection input, MLP input (shared with attention in single-norm
+    parallel blocks), down-projection input (every routed expert)."""
+    tokens = st.micro_batch * st.seq_len / st.cp
+    k = spec.experts_per_token if spec.n_experts > 1 else 1
+    dq = spec.n_heads * spec.head_dim
+    rep = spec.hidden * (1 + (0 if _norms(spec) == 1 else k))          # column-parallel inputs (whole)
+    split = dq + k * spec.ffn_hidden                                    # row-parallel inputs (split over tp)
+    return tokens * st.bytes_per_value * (rep + split / st.tp)
 
 
 def embedding_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

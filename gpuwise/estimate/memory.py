@@ -25,6 +25,7 @@ from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
 from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
                                        nccl_bytes)
+from gpuwise.estimate.stack_code import describe as describe_code, model_code
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model, param_count, param_counts
@@ -218,6 +219,14 @@ def _explicit_estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, c
                           peak_phase="loss boundary")
 
 
+def stack_model(spec: ModelSpec, stack: str) -> ModelSpec:
+    """The model as the stack's own model code builds it: a stack whose model class always has its own output
+    matrix (data/stacks/model_code.csv separate_lm_head, LitGPT) unties a tied checkpoint's embedding."""
+    if spec.tied_embeddings and spec.is_transformer and model_code(stack).separate_lm_head:
+        return replace(spec, tied_embeddings=False)
+    return spec
+
+
 def _shard_group(cfg: TrainingConfig) -> int:
     """ZeRO / FSDP shard over dp x cp (context-parallel ranks hold the same weights)."""
     return cfg.plan.dp * cfg.plan.cp
@@ -285,7 +294,7 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     stages only (the estimate is the largest peak over all stages): O(1) in pp where the estimate is
     O(pp), so searches over layouts evaluate in full only those whose bound beats their best so far.
     Equal to `required` whenever one of those stages holds the peak (stage 0 under 1F1B, usually)."""
-    spec = load_model(model)
+    spec = stack_model(load_model(model), cfg.stack)
     check_config(spec, cfg)
     if not spec.is_transformer or blocked(cfg):
         return _estimate(spec, cfg, False, True, 1, True).required
@@ -299,7 +308,7 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
 def saved_activation_bytes(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     """Bytes one micro-batch's forward saves for backward on the first pipeline stage (what activation
     offload copies to the host and back)."""
-    spec = load_model(model)
+    spec = stack_model(load_model(model), cfg.stack)
     if not spec.is_transformer:
         return 0.0
     base = replace(cfg, activation_offload=False)
@@ -331,16 +340,24 @@ class _Geometry:
     def __init__(self, spec: ModelSpec, sem: StateSemantics, lm_head: bool, micro_batch: int, seq_len: int,
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
                  tp: int, pp: int, cp: int, sp: bool, zero: int, loss: str = "eager",
-                 lora_targets: str = "q,v", low_norms: bool = False, compiled: bool = False, float8: bool = False):
+                 lora_targets: str = "q,v", low_norms: bool = False, compiled: bool = False, float8: bool = False,
+                 stack: str = "pytorch"):
         self.spec, self.sem, self.lm_head, self.tp, self.pp, self.recompute = spec, sem, lm_head, tp, pp, recompute
+        code = model_code(stack)                                        # the stack's own model / 4-bit code
         self.counts = counts = param_counts(spec)
         self.lora = lora = lora_rank > 0
         self.adapters_per_block = adapter_params(spec, lora_rank, lora_targets) / attention_blocks(spec) if lora else 0.0
         self.frozen_other = 4 if precision == "fp32" else 2           # frozen base: 16-bit unless fp32
-        self.frozen_linear = NF4_BYTES if quantize == "nf4" else self.frozen_other
+        self.frozen_linear = code.nf4_bytes if quantize == "nf4" else self.frozen_other
+        # the output layer is a 4-bit linear too where the stack quantises every torch.nn.Linear (LitGPT)
+        self.head_linear = self.frozen_linear if quantize == "nf4" and code.nf4_output_layer else self.frozen_other
+        # a 4-bit output layer is dequantised to 16-bit for its matmul just before the loss (nf4_dequant_copies)
+        self.head_dequant = (code.nf4_dequant_copies * 2 * spec.vocab_size * spec.hidden / tp
+                             if self.head_linear != self.frozen_other and lm_head else 0.0)
         self.fsdp = fsdp = zero >= 3 and sem.framework == "torch"
         self.autocast = autocast = sem.framework == "torch" and zero == 0 and sem.compute > 0
         self.pp_fsdp = fsdp and pp > 1
+        self.no_sync = fsdp and code.fsdp_unsharded_accum and not self.pp_fsdp     # FSDP1 no_sync accumulation
         self.t5 = spec.family == "t5"
         enc_rep = counts.layer_replicated * 2 // 3 if self.t5 else 0        # t5 encoder: 2 of the 3 norms
         self.enc_b = self._block(counts.encoder_layer, enc_rep, 1)
@@ -351,7 +368,9 @@ class _Geometry:
                                         compiled=compiled, fp8_inputs=precision == "fp8",
                                         adapted=lora_modules(lora_targets) if lora else frozenset(),
                                         sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
-                                        hf_eager=sem.framework != "megatron")
+                                        hf_eager=sem.framework != "megatron",
+                                        frozen_keeps_inputs=quantize == "nf4" and code.nf4_keeps_input,
+                                        norm_fp32=code.norm_fp32_input, kv_expanded=code.kv_expanded)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
         self.loss = "megatron" if sem.framework == "megatron" and loss == "eager" else loss
         self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)
@@ -377,6 +396,15 @@ class _Geometry:
         ad = blocks * self.adapters_per_block / self.tp
         return split + n_rep + ad, split * self.frozen_linear + n_rep * self.frozen_other + ad * self.sem.weights, ad
 
+    def _stale_inputs(self, n_layers: int) -> float:
+        """The previous step's 4-bit-linear inputs still held at the loss boundary (activations.quant_input_bytes:
+        the stage's layers and the output layer's input), where the stack's bitsandbytes keeps them."""
+        st = self.st
+        if not st.frozen_keeps_inputs:
+            return 0.0
+        head = st.micro_batch * st.seq_len / st.cp * self.spec.hidden * st.bytes_per_value if self.lm_head else 0.0
+        return n_layers * act.quant_input_bytes(self.spec, st) + head + self.head_dequant
+
     def stage(self, i: int) -> tuple[dict, dict]:
         """(StageLoad fields that do not depend on dp / grad_accum / offloading, the numbers the others
         are made from) of stage i; built on first use (long pipelines evaluate only the stages asked for)."""
@@ -398,6 +426,8 @@ class _Geometry:
                 flat += spec.vocab_size * spec.hidden / tp       # output layer's copy of the embedding
         n_stage = enc_i * enc_b[0] + dec_i * dec_b[0] + flat
         w_bytes = enc_i * enc_b[1] + dec_i * dec_b[1] + flat * (self.frozen_other if lora else sem.weights)
+        if last and lora:                                # a quantised output layer (head_linear) instead of 16-bit
+            w_bytes += counts.lm_head / tp * (self.head_linear - self.frozen_other)
         trainable = enc_i * enc_b[2] + dec_i * dec_b[2] + (0.0 if lora else flat)
         big = max(enc_b[0] if enc_i else 0.0, dec_b[0] if dec_i else 0.0)
         big_train = max(enc_b[2] if enc_i else 0.0, dec_b[2] if dec_i else 0.0)
@@ -422,7 +452,8 @@ class _Geometry:
             bwd_temp=self.bwd,
             emb=_embedding_bytes(spec, st) if first else 0.0,
             head_keep=_head_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
-            loss_temp=_loss_transient_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
+            loss_temp=(_loss_transient_bytes(spec, st, self.lm_head, self.loss) + self._stale_inputs(n_i)) if last
+            else 0.0,
             head_grad=out_w * sem.compute if root_bwd and last else 0.0,
             embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
                         + big_train * sem.reduce if root_bwd and first and self.lm_head else
@@ -445,7 +476,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     lev = resolve(cfg)
     geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
                     cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp, p.zero,
-                    lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile, cfg.float8)
+                    lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile, cfg.float8, cfg.stack)
     n_shard = _shard_group(cfg)
     z3 = n_shard if p.zero >= 3 else 1
     z2 = n_shard if p.zero >= 2 else 1
@@ -462,6 +493,10 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
         if in_bwd or cfg.activation_offload:
             fixed = _lever_fixed(fixed, m, sem, geo, cfg)
+        if geo.no_sync and micro > 1 and not host_states:
+            # FSDP1 no_sync: the micro-batches before the syncing one accumulate unsharded gradients (parameter
+            # dtype), alive from the first backward to the syncing micro-batch's reduce-scatter
+            fixed = {**fixed, "acc_grads": m["trainable"] * sem.gradients}
         held = in_flight(schedule, p.pp, i, micro)
         out.append(StageLoad(
             weights=0.0 if host_states else m["w_bytes"] / z3, grads=grads, optimizer=opt,
@@ -594,7 +629,10 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
     if lora:
         out.append(f"LoRA rank {cfg.lora_rank}: {targets_text(cfg.lora_targets)}; frozen base (16-bit unless fp32); inputs that feed "
                    "only frozen matrices are not kept for backward")
-    if cfg.quantize:
+    code = describe_code(cfg.stack)
+    if code:
+        out.append(code)
+    if cfg.quantize and not code:
         out.append(f"NF4 base: {NF4_BYTES:.3f} B per linear-layer weight (QLoRA double quantisation); "
                    "embeddings, norms and output layer in 16-bit")
     if cfg.offload_optimizer:
@@ -629,7 +667,7 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
         allocated-tensor peaks; the allocator slack is always included in `overhead`; compare
         `allocated` with torch.cuda.max_memory_allocated)
     """
-    spec = load_model(model)
+    spec = stack_model(load_model(model), cfg.stack)
     est = _estimate(spec, cfg, fp32_grads, lm_head, interleave, context)
     if gpu is not None:
         est = replace(est, notes=est.notes + (est.fit_text(gpu),))

@@ -60,11 +60,14 @@ class ValidationRow:
 # external:  measured in public runs that no constant of the memory model was fitted on (the headline)
 # in-sample: measured rows a constant was fitted on (the allocator slack: allocator_reserved_vs_allocated.csv)
 # formula:   outputs of a published formula, not measurements (Korthikanti et al. 2022 via Calculon)
-KINDS = ("external", "in-sample", "formula")
+# loso:      a fitted constant refitted without one source and scored on that source's rows (leave-one-source-out)
+KINDS = ("external", "in-sample", "formula", "loso")
 # which rows each constant of the memory model was fitted on (printed with every validation table)
 FITTED_ON = ("allocator slack FRAGMENTATION (overhead.py): the 13 use=fit rows of "
-             "measured/allocator_reserved_vs_allocated.csv (in-sample rows below); no other memory constant is "
-             "fitted on a measured row (the rest are framework accounting: model_states.py, activations.py)",)
+             "measured/allocator_reserved_vs_allocated.csv (in-sample rows below; its leave-one-source-out rows "
+             "refit it without each source repository); no other memory constant is "
+             "fitted on a measured row (the rest are framework accounting: model_states.py, activations.py, and the "
+             "stacks' own code read into data/stacks/model_code.csv)",)
 
 
 def _summary(errors: list[float]) -> tuple[int, float | None, float | None]:
@@ -91,9 +94,29 @@ class ValidationReport:
         return {s: _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind == kind
                              and r.stack == s]) for s in stacks}
 
+    def by_source(self, kind: str = "external") -> dict[str, tuple[int, float | None, float | None]]:
+        """{source file: (rows, median, max |error|)} over compared rows of `kind`."""
+        files = sorted({r.source.split(" ", 1)[0] for r in self.rows if r.kind == kind and r.error is not None})
+        return {f: _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind == kind
+                             and r.source.split(" ", 1)[0] == f]) for f in files}
+
+    def checks(self, kind: str = "external") -> dict[str, tuple[int, int]]:
+        """{source file: (checked rows, passed)} of `kind`."""
+        out: dict[str, tuple[int, int]] = {}
+        for r in self.rows:
+            if r.kind == kind and r.status == "checked":
+                f = r.source.split(" ", 1)[0]
+                n, ok = out.get(f, (0, 0))
+                out[f] = (n + 1, ok + bool(r.passed))
+        return out
+
     def consistency(self) -> tuple[int, float | None, float | None]:
         """(rows, median, max |error|) of the consistency checks (formula-derived and in-sample rows)."""
-        return _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind != "external"])
+        return _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind in ("in-sample", "formula")])
+
+    def loso(self) -> tuple[int, float | None, float | None]:
+        """(rows, median, max |error|) of the leave-one-source-out rows of the fitted allocator slack."""
+        return _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind == "loso"])
 
     @property
     def median_abs_error(self) -> float:
@@ -226,9 +249,13 @@ def validate_memory() -> ValidationReport:
     """Every bundled measured row: compared, checked or not modelled (with the reason)."""
     from gpuwise.estimate.overhead import describe
 
+    from gpuwise.validation.memory_external import (ms_swift_rows, universal_trainer_rows, unsloth_rows,
+                                                     vertex_rows)
     from gpuwise.validation.memory_stacks import litgpt_rows, torchao_rows
 
-    rows = litgpt_rows() + torchao_rows() + _bert_rows() + _peft_rows() + _megatron_rows() + _allocator_rows()
+    rows = (litgpt_rows() + torchao_rows() + vertex_rows() + unsloth_rows() + ms_swift_rows() + universal_trainer_rows()
+            + _bert_rows() + _peft_rows()
+            + _megatron_rows() + _allocator_rows() + _loso_rows())
     return ValidationReport(tuple(rows), (*FITTED_ON, describe(),
                                           "Megatron rows: fp16 + Adam with an fp32 gradient buffer (18 B/param), "
                                           f"vocabulary {MEGATRON_VOCAB}, no flash attention, allocated tensors only "
@@ -255,8 +282,35 @@ def calibrate_overhead() -> float:
     (`use=fit` rows): predicted reserved = (1 + f) x allocated; minimises the summed squared relative
     error of reserved, sum ((1 + f) / q_i - 1)^2 with q_i = reserved_i / allocated_i, so
     1 + f = sum(1 / q_i) / sum(1 / q_i^2)."""
-    q = [_allocator_ratio(r) for r in _read(ALLOCATOR_CSV) if r["use"] == "fit"]
+    return _fit_fraction([_allocator_ratio(r) for r in _read(ALLOCATOR_CSV) if r["use"] == "fit"])
+
+
+def _source_repo(url: str) -> str:
+    """owner/name of a GitHub URL (the source a row was read from)."""
+    parts = url.split("github.com/", 1)[-1].split("/")
+    return "/".join(parts[:2])
+
+
+def _fit_fraction(q: list[float]) -> float:
+    """The least-squares slack fraction of `calibrate_overhead` on reserved/allocated ratios q."""
     return sum(1 / x for x in q) / sum(1 / (x * x) for x in q) - 1
+
+
+def _loso_rows() -> list[ValidationRow]:
+    """The allocator slack refitted without each source (repository) of its fit rows and scored on that source's
+    rows: the out-of-sample error of the only memory constant fitted on measured rows."""
+    fit = [r for r in _read(ALLOCATOR_CSV) if r["use"] == "fit"]
+    out = []
+    for src in sorted({_source_repo(r["source_url"]) for r in fit}):
+        rest = [_allocator_ratio(r) for r in fit if _source_repo(r["source_url"]) != src]
+        f = _fit_fraction(rest)
+        for r in (r for r in fit if _source_repo(r["source_url"]) == src):
+            out.append(ValidationRow(f"{ALLOCATOR_CSV} {r['model']} (held out: {src})",
+                                     f"peak reserved from {r['metric']}, slack refitted without {src}",
+                                     float(r["reserved"]), float(r["allocated"]) * (1 + f), r["unit"], "compared",
+                                     f"LEAVE-ONE-SOURCE-OUT: slack {f:.1%} fitted on the {len(rest)} fit rows of the "
+                                     f"other sources (all rows: {calibrate_overhead():.1%})", kind="loso"))
+    return out
 
 
 def _allocator_rows() -> list[ValidationRow]:

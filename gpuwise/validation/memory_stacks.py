@@ -23,7 +23,8 @@ LITGPT_TARGETS = {"query+value": "q,v", "query+key+value+projection+mlp+head": "
 def litgpt_config(r: dict[str, str]) -> TrainingConfig:
     """The run of one LitGPT config-hub row."""
     devices = int(r["devices_in_config"])
-    return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["max_seq_length"]), precision="bf16",
+    accum = max(1, int(r["global_batch_size"] or 0) // (int(r["micro_batch_size"]) * devices))
+    return TrainingConfig(micro_batch=int(r["micro_batch_size"]), grad_accum=accum, seq_len=int(r["max_seq_length"]), precision="bf16",
                           stack="litgpt", lora_rank=int(r["lora_r"] or 0),
                           lora_targets=LITGPT_TARGETS.get(r["lora_targets"], "q,v"),
                           quantize="nf4" if r["quantize"] == "bnb.nf4" else None,

@@ -1,0 +1,65 @@
+"""How a training stack's own model and quantisation code stores tensors (data/stacks/model_code.csv):
+the NF4 weight layout, whether a frozen 4-bit linear keeps its input, whether norms keep a float32
+copy of their input, whether grouped-query K/V are kept expanded, whether the output layer has its own
+matrix. Stacks without a row use the `default` row (gpuwise's reference accounting)."""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuwise.data import data_path
+
+
+@dataclass(frozen=True)
+class ModelCode:
+    stack: str
+    nf4_bytes: float            # bytes per parameter of a 4-bit frozen linear weight (codes + block constants)
+    nf4_output_layer: bool      # the output layer is quantised too
+    nf4_keeps_input: bool       # a frozen 4-bit linear keeps its input for backward (bitsandbytes < 0.43.2)
+    norm_fp32_input: bool       # norms keep a float32 copy of their input
+    kv_expanded: bool           # GQA K and V kept at query-head width
+    nf4_dequant_copies: int     # 16-bit copies of a 4-bit weight its matmul materialises (dequantise, cast)
+    fsdp_unsharded_accum: bool  # FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)
+    separate_lm_head: bool      # the output layer is its own matrix even for tied checkpoints
+    source: str
+
+
+@lru_cache(maxsize=1)
+def _rows() -> dict[str, ModelCode]:
+    with open(data_path("stacks", "model_code.csv"), newline="", encoding="utf-8") as f:
+        rows = csv.DictReader(line for line in f if not line.startswith("#"))
+        return {r["stack"]: ModelCode(r["stack"], float(r["nf4_bytes"]), r["nf4_output_layer"] == "quantised",
+                                      r["nf4_keeps_input"] == "yes", r["norm_fp32_input"] == "yes",
+                                      r["kv_expanded"] == "yes", int(r["nf4_dequant_copies"]),
+                                      r["fsdp_no_sync"] == "unsharded",
+                                      r["separate_lm_head"] == "yes", r["source"])
+                for r in rows}
+
+
+def model_code(stack: str) -> ModelCode:
+    """The stack's row, or the default row for stacks that match gpuwise's reference accounting."""
+    rows = _rows()
+    return rows.get(stack, rows["default"])
+
+
+def describe(stack: str) -> str:
+    """One assumption line naming what differs from the reference (empty for the default row)."""
+    c = model_code(stack)
+    if c.stack == "default":
+        return ""
+    parts = [f"NF4 {c.nf4_bytes:.4g} B/param" + (" incl. the output layer" if c.nf4_output_layer else "")]
+    if c.nf4_keeps_input:
+        parts.append("each frozen 4-bit linear keeps its input, the previous step's until the next loss (bitsandbytes < 0.43.2)")
+    if c.norm_fp32_input:
+        parts.append("norms keep a float32 copy of their input")
+    if c.kv_expanded:
+        parts.append("GQA K/V kept expanded to every query head")
+    if c.nf4_dequant_copies > 1:
+        parts.append(f"{c.nf4_dequant_copies} 16-bit copies of a 4-bit weight per matmul")
+    if c.fsdp_unsharded_accum:
+        parts.append("FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)")
+    if c.separate_lm_head:
+        parts.append("own lm_head matrix (no weight tying)")
+    return f"{c.stack} model code: " + "; ".join(parts) + f" ({c.source.split(':')[0]})"

@@ -1,0 +1,258 @@
+"""External measured memory rows of Hugging Face + PEFT runs (gpuwise/data/measured/), as ValidationRows of
+gpuwise.validation.memory. No constant of the memory model is fitted on any of them.
+
+- vertex_openllama7b_lora_qlora_a100_40g.csv (Vertex AI Model Garden report, OpenLLaMA-7B = the LLaMA-7B
+  architecture): "peak GPU memory" (tool not stated) compared with the estimate's device total per GPU
+  (per_gpu_gib), GB read as 1e9 bytes; its "fits" / OOM statements are checked against `fits`. Settings not in
+  the report are the libraries' defaults, chosen before comparing: HF Trainer fp16 AMP over the fp16 base
+  (fp16-mixed), no gradient checkpointing for LoRA (Trainer default), gradient checkpointing for QLoRA (PEFT
+  prepare_model_for_kbit_training default), eager attention (transformers' LLaMA of 2023), PEFT's default
+  LoRA targets for LLaMA (q_proj, v_proj), NF4 with the default stack's layout.
+- unsloth_readme_max_context.csv (Unsloth README): the longest context of a "Hugging Face + FA2" 4-bit QLoRA run
+  that fits in a VRAM size is a boundary point: the estimate must fit there and must not fit at +25%
+  (MAX_CONTEXT_MARGIN); the README's OOM entries must not fit at 512 tokens. Assumed: bf16 autocast, gradient
+  checkpointing of every block (the README states neither), flash attention, batch 1, all linear targets.
+"""
+
+from __future__ import annotations
+
+from gpuwise.estimate.memory import HEADROOM_FRACTION, estimate_memory
+from gpuwise.estimate.overhead import GIB
+from gpuwise.hardware.gpus import get_gpu
+from gpuwise.workload.training import TrainingConfig
+
+VERTEX_CSV = "vertex_openllama7b_lora_qlora_a100_40g.csv"
+# the report's machine types: a2-highgpu-1g = one A100-40GB SXM; Google Cloud's V100 is the 16 GB SXM2
+VERTEX_GPUS = {"A100 40GB": "A100-40GB-SXM", "V100": "V100-16GB-SXM2"}
+# statements that restate another row approximately ("~28G", "~7G" in the key takeaways: rows 4 and 6)
+VERTEX_RESTATED = {"1": "4", "2": "6"}
+UNSLOTH_CSV = "unsloth_readme_max_context.csv"
+MAX_CONTEXT_MARGIN = 0.25      # a context this much longer than the largest that fit must not fit (chosen a priori)
+UNSLOTH_MODELS = {"Llama 3.1 (8B) Instruct": "llama-3.1-8b", "Llama 3.3 (70B) Instruct": "llama-3.1-70b"}
+
+
+def _vertex_config(r: dict[str, str]) -> TrainingConfig:
+    q = r["method"].startswith("QLoRA")
+    return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["max_seq_len"]),
+                          precision="fp16-mixed", stack="hf-trainer", lora_rank=int(r["lora_rank"]),
+                          quantize="nf4" if q else None, recompute="full" if q else "none", flash_attention=False)
+
+
+def vertex_rows() -> list:
+    from gpuwise.validation.memory import ValidationRow, _read
+
+    out = []
+    for r in _read(VERTEX_CSV):
+        label = f"{VERTEX_CSV} #{r['statement_id']} {r['method'].split(' [')[0]} r{r['lora_rank']} batch " \
+                f"{r['micro_batch_size']} x {r['max_seq_len']} {r['gpu'].split(' (')[0]}"
+        kind = r["measurement"]
+        if kind == "training throughput":
+            out.append(ValidationRow(label, kind, float(r["value"]), None, r["unit"], "not modelled",
+                                     "a throughput, not memory (see gpuwise validate throughput)", stack="hf-trainer"))
+            continue
+        if r["statement_id"] in VERTEX_RESTATED:
+            out.append(ValidationRow(label, kind, None, None, "GB", "not modelled", "approximate restatement of row #"
+                                     f"{VERTEX_RESTATED[r['statement_id']]} (counted once)", stack="hf-trainer"))
+            continue
+        est = estimate_memory("llama-7b", _vertex_config(r))
+        note = ("HF PEFT: fp16-mixed, LoRA q,v, eager attention; " + ("QLoRA NF4 + gradient checkpointing (PEFT "
+                "prepare_model_for_kbit_training default)" if r["method"].startswith("QLoRA") else
+                "no gradient checkpointing (Trainer default)") + "; not stated in the report")
+        if kind == "peak GPU memory" and r["value"] != "OOM":
+            out.append(ValidationRow(label, "peak GPU memory vs device total", float(r["value"]) * 1e9 / GIB,
+                                     est.per_gpu_gib, "GiB", "compared", note + "; tool not stated: compared with "
+                                     "per_gpu_gib (reserved + CUDA context)", stack="hf-trainer"))
+            continue
+        gpu = get_gpu(next(v for k, v in VERTEX_GPUS.items() if r["gpu"].startswith(k)))
+        oom = r["value"] == "OOM"
+        out.append(ValidationRow(label, f"{'reported OOM' if oom else 'reported to fit'} on {gpu.name}", None,
+                                 est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
+                                 passed=est.fits(gpu) != oom, stack="hf-trainer"))
+    return out
+
+
+def _unsloth_config(model: str, seq: int) -> TrainingConfig:
+    return TrainingConfig(micro_batch=1, seq_len=seq, precision="bf16-mixed", stack="hf-trainer", lora_rank=32,
+                          lora_targets="all-linear", quantize="nf4", recompute="full")
+
+
+def _fits_vram(model: str, seq: int, vram_gib: float) -> bool:
+    """The estimate's fit rule (required <= device less HEADROOM_FRACTION) for a VRAM size without a named GPU."""
+    return estimate_memory(model, _unsloth_config(model, seq)).required / GIB <= vram_gib * (1 - HEADROOM_FRACTION)
+
+
+def max_context(model: str, vram_gib: float, hi: int = 1 << 20) -> int:
+    """The longest context (to 16 tokens) whose estimate fits in `vram_gib` (0: not even 16 tokens)."""
+    lo = 16
+    if not _fits_vram(model, lo, vram_gib):
+        return 0
+    while hi - lo > 16:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if _fits_vram(model, mid, vram_gib) else (lo, mid)
+    return lo
+
+
+def unsloth_rows() -> list:
+    from gpuwise.validation.memory import ValidationRow, _read
+
+    out = []
+    for r in _read(UNSLOTH_CSV):
+        label = f"{UNSLOTH_CSV} {r['model']} {r['framework']} {r['gpu_vram_gb']} GB"
+        if not r["framework"].startswith("Hugging Face"):
+            out.append(ValidationRow(label, "longest context that fits", None, None, "tokens", "not modelled",
+                                     "Unsloth's own kernels and offloaded checkpointing are not a gpuwise stack",
+                                     stack="unsloth"))
+            continue
+        model, vram = UNSLOTH_MODELS[r["model"]], float(r["gpu_vram_gb"])
+        pred = max_context(model, vram)
+        note = ("HF + FA2 4-bit QLoRA r32 all linear, batch 1; assumed: bf16 autocast, every block checkpointed "
+                f"(not stated); {vram:g} GiB less {HEADROOM_FRACTION:.0%} headroom; estimate's longest context {pred}")
+        if r["oom"]:
+            ok = not _fits_vram(model, 512, vram)
+            out.append(ValidationRow(label, "reported OOM (no context fits): 512 tokens must not fit", None, pred,
+                                     "tokens", "checked", note, passed=ok, stack="hf-trainer"))
+            continue
+        ctx = int(r["max_context_tokens_that_fit"])
+        ok = _fits_vram(model, ctx, vram) and not _fits_vram(model, int(ctx * (1 + MAX_CONTEXT_MARGIN)), vram)
+        out.append(ValidationRow(label, f"longest context that fits: fits, +{MAX_CONTEXT_MARGIN:.0%} does not",
+                                 float(ctx), pred, "tokens", "checked", note, passed=ok, stack="hf-trainer"))
+    return out
+
+
+SWIFT_CSV = "ms_swift_benchmark_a100.csv"
+SWIFT_MODELS = {"qwen-7b-chat": "qwen-7b"}      # Qwen-7B-Chat has Qwen-7B's structure
+# swift's LoRA targets -> gpuwise lora_targets (DEFAULT for Qwen is the fused c_attn: q, k and v)
+SWIFT_TARGETS = {"DEFAULT": "q,k,v", "DEFAULT (c_attn)": "q,k,v", "ALL (all linear)": "all-linear"}
+
+
+def _swift_config(r: dict[str, str]) -> TrainingConfig:
+    lora = r["sft_type"] == "lora"
+    fa, gc = r["flash_attn"] == "true", r["gradient_checkpointing"] == "true"
+    # the source's own ablation: with flash attention, checkpointing on and off reserve the same (27.74 vs 27.71
+    # GiB), so on that path it did not take effect; without flash attention it did (37.70 vs 57.67 GiB)
+    recompute = "full" if gc and (not fa or not lora) else "none"
+    return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["max_length"]),
+                          grad_accum=int(r["grad_accum_steps"]), precision="bf16-mixed" if lora else "bf16",
+                          stack="hf-trainer", lora_rank=int(r["lora_rank"]) if lora else 0,
+                          lora_targets=SWIFT_TARGETS.get(r["lora_target_modules"], "q,k,v"),
+                          quantize="nf4" if r["quantization"] == "int4 (bnb)" else None, recompute=recompute,
+                          flash_attention=fa)
+
+
+def _swift_unmodelled(r: dict[str, str]) -> str:
+    if r["model"] not in SWIFT_MODELS:
+        return f"no gpuwise preset for {r['model']} (Qwen-1.8/14/72B, Yi, Baichuan2, ChatGLM3, openbuddy-zephyr: " \
+               "structures not bundled)"
+    if "gptq" in r["quantization"]:
+        return f"GPTQ {r['quantization'].split()[0]} base: gpuwise's 4-bit base is NF4 only"
+    if int(r["num_gpus"]) > 1:
+        return "two GPUs as a layer-wise device_map split in one process (naive model parallel), not a gpuwise layout"
+    return ""
+
+
+SWIFT_GPU = "A100-80GB-SXM"       # "A100", 80 GB implied by values up to 78.8 GiB
+# a reserved peak this close to the device's memory is capped by it (the caching allocator frees its cache and
+# retries before it fails): such a row says the run fit, not how much it needed
+SWIFT_NEAR_CAPACITY = 1 - HEADROOM_FRACTION
+
+
+def _swift_key(r: dict[str, str]) -> tuple:
+    """A row's configuration and reading (the qwen-7b-chat LoRA baseline is repeated in several sections)."""
+    return tuple(v for k, v in r.items() if k not in ("section", "notes", "source", "trainable_params_M",
+                                                       "train_samples_per_s", "lora_target_modules"))
+
+
+def ms_swift_rows() -> list:
+    """ms-swift rows: reserved peak per GPU vs the estimate's reserved (allocated + allocator slack); a repeated
+    row is counted once; a reading at the device's capacity is checked against `fits`."""
+    from gpuwise.validation.memory import ValidationRow, _read
+
+    out, seen, gpu = [], set(), get_gpu(SWIFT_GPU)
+    for r in _read(SWIFT_CSV):
+        label = (f"{SWIFT_CSV} {r['model']} {r['sft_type']} {r['quantization']} len {r['max_length']} batch "
+                 f"{r['micro_batch_size']} accum {r['grad_accum_steps']} FA {r['flash_attn']} GC "
+                 f"{r['gradient_checkpointing']} r{r['lora_rank'] or '-'} {r['lora_target_modules'] or ''}").strip()
+        why = _swift_unmodelled(r) or ("repeats an earlier row (same configuration and reading): counted once"
+                                       if _swift_key(r) in seen else "")
+        seen.add(_swift_key(r))
+        measured = float(r["gpu_memory_gib_reserved_per_gpu_max"]) if r["gpu_memory_gib_reserved_per_gpu_max"] else None
+        if why:
+            out.append(ValidationRow(label, "peak reserved per GPU", measured, None, "GiB", "not modelled", why,
+                                     stack="hf-trainer"))
+            continue
+        cfg = _swift_config(r)
+        est = estimate_memory(SWIFT_MODELS[r["model"]], cfg)
+        note = ("HF Trainer + PEFT, " + ("bf16 autocast over a bf16 base, LoRA on q,k,v (swift's c_attn; gpuwise "
+                "counts separate q/k/v adapters)" if cfg.lora_rank else "pure bf16 weights and AdamW states "
+                "(swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
+                + ("; gradient checkpointing on but without effect with flash attention (the source's ablation: "
+                   "27.74 vs 27.71 GiB)" if cfg.lora_rank and r["gradient_checkpointing"] == "true"
+                   and cfg.flash_attention else "")
+                + ("; bnb NF4 base (bitsandbytes 0.41.3)" if cfg.quantize else "")
+                + "; reserved = max_memory_reserved (reserved_gib)")
+        if measured >= SWIFT_NEAR_CAPACITY * gpu.total_gib:
+            out.append(ValidationRow(label, f"ran on {gpu.name} (reserved {measured:.2f} GiB: at capacity)", measured,
+                                     est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
+                                     passed=est.fits(gpu), stack="hf-trainer"))
+            continue
+        out.append(ValidationRow(label, "peak reserved per GPU", measured, est.reserved / GIB, "GiB", "compared", note,
+                                 stack="hf-trainer"))
+    return out
+
+
+ULT_CSV = "universal_llm_trainer_gpu_test.csv"
+ULT_MODELS = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 3 8B": "llama-3-8b", "Llama 2 13B": "llama-2-13b",
+              "Gemma 7B": "gemma-7b", "Llama 3.1 70B": "llama-3.1-70b"}
+ULT_GPUS = {"H100": "H100-80GB-SXM", "A100": "A100-80GB-SXM"}      # 80 GB (the source); the RTX Pro 6000 has no row
+
+
+def _ult_config(r: dict[str, str]) -> TrainingConfig:
+    from gpuwise.workload.training import ParallelPlan
+
+    lora = r["method"] in ("LoRA", "QLoRA")
+    fsdp = r["fsdp"] == "True"
+    return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["seq_len"]),
+                          grad_accum=int(r["grad_accum"]), precision="bf16", stack="hf-trainer",
+                          lora_rank=int(r["lora_r"]) if lora else 0, lora_targets="all-linear",
+                          quantize="nf4" if r["method"] == "QLoRA" else None, recompute="full",
+                          cpu_offload=fsdp and r["fsdp_cpu_offload"] == "True",
+                          plan=ParallelPlan(dp=int(r["num_gpus"]), zero=3 if fsdp else 0))
+
+
+def universal_trainer_rows() -> list:
+    """universal-llm-trainer rows: "Peak Mem." (tool not stated) vs the device total per GPU; readings at the card's
+    capacity are checked against `fits`."""
+    from gpuwise.validation.memory import ValidationRow, _read
+
+    out = []
+    for r in _read(ULT_CSV):
+        label = f"{ULT_CSV} {r['gpu']} {r['model']} {r['method']}" + (" FSDP+offload" if r["fsdp"] == "True" else "")
+        model = ULT_MODELS.get(r["model"])
+        if model is None:
+            out.append(ValidationRow(label, "peak memory", None, None, "GiB", "not modelled",
+                                     f"no gpuwise preset for {r['model']}", stack="pytorch"))
+            continue
+        est = estimate_memory(model, _ult_config(r))
+        note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
+                "checkpointed, sdpa (no s^2 kept), batch 2 x 8192 packed" + ("; LoRA r8 all linear" if "LoRA" in
+                r["method"] else "") + ("; NF4 + double quantisation" if r["method"] == "QLoRA" else "")
+                + ("; FSDP CPU offload of params, grads and optimizer state" if r["fsdp"] == "True" else "")
+                + "; tool not stated: compared with per_gpu_gib")
+        gpu = get_gpu(ULT_GPUS[r["gpu"]]) if r["gpu"] in ULT_GPUS else None
+        if r["oom"]:
+            out.append(ValidationRow(label, f"reported OOM on {gpu.name if gpu else r['gpu']}", None,
+                                     est.required / GIB, "GiB", "checked" if gpu else "not modelled",
+                                     note + ("; " + est.fit_text(gpu) if gpu else "; no gpuwise GPU row for it"),
+                                     passed=(not est.fits(gpu)) if gpu else None, stack="pytorch")
+                       if gpu else ValidationRow(label, "reported OOM", None, None, "GiB", "not modelled",
+                                                 f"no gpuwise GPU row for {r['gpu']}", stack="pytorch"))
+            continue
+        measured = float(r["peak_memory_gib"])
+        if gpu is not None and measured >= (1 - HEADROOM_FRACTION) * gpu.total_gib:
+            out.append(ValidationRow(label, f"ran on {gpu.name} (peak {measured:g} GiB: at capacity)", measured,
+                                     est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
+                                     passed=est.fits(gpu), stack="pytorch"))
+            continue
+        out.append(ValidationRow(label, "peak memory vs device total", measured, est.per_gpu_gib, "GiB", "compared",
+                                 note, stack="pytorch"))
+    return out

@@ -1,0 +1,111 @@
+"""The stack model-code rows (data/stacks/model_code.csv) change only the stacks they name, by their mechanism."""
+
+from gpuwise.estimate import activations as act
+from gpuwise.estimate.memory import estimate_memory
+from gpuwise.estimate.stack_code import model_code
+from gpuwise.workload.models import load_model, param_counts
+from gpuwise.workload.training import TrainingConfig
+
+
+def _qlora(stack: str, **kw) -> TrainingConfig:
+    return TrainingConfig(micro_batch=2, seq_len=512, precision="bf16", stack=stack, lora_rank=32,
+                          lora_targets="q,v", quantize="nf4", **kw)
+
+
+def test_litgpt_nf4_layout_and_default_unchanged():
+    lit, ref = model_code("litgpt"), model_code("pytorch")
+    from gpuwise.estimate.lora import NF4_BYTES
+
+    assert ref.stack == "default" and not ref.nf4_keeps_input and ref.nf4_bytes == NF4_BYTES
+    assert lit.nf4_bytes == 0.5 + 4 / 64 and lit.nf4_output_layer and lit.nf4_keeps_input
+    spec = load_model("llama-2-7b")
+    c = param_counts(spec)
+    a, b = estimate_memory(spec, _qlora("litgpt")), estimate_memory(spec, _qlora("pytorch"))
+    # weights: linears (incl. lm_head under litgpt) at 0.5625 B; embedding, norms, adapters in 16-bit
+    linear = c.n_layers * (c.layer - c.layer_replicated)
+    expect_lit = (linear + c.lm_head) * 0.5625
+    expect_ref = linear * ref.nf4_bytes + c.lm_head * 2
+    assert abs((a.parameters - b.parameters) - (expect_lit - expect_ref)) < 1e6
+
+
+def test_bnb_kept_inputs_only_under_quantisation():
+    spec = load_model("llama-2-7b")
+    lora = TrainingConfig(micro_batch=2, seq_len=512, precision="bf16", stack="litgpt", lora_rank=32)
+    q = estimate_memory(spec, _qlora("litgpt"))
+    lo = estimate_memory(spec, lora)
+    st = act.ActivationSetting(micro_batch=2, seq_len=512)
+    per_layer = act.quant_input_bytes(spec, st)
+    # (3h + f) 16-bit values per token and layer: attention, output-projection, MLP and down-projection inputs
+    assert per_layer == 1024 * 2 * (3 * 4096 + 11008)
+    # the previous step's inputs (32 layers + lm_head input) and two 16-bit copies of the dequantised lm_head
+    stale = 32 * per_layer + 1024 * 4096 * 2 + 2 * 2 * 32000 * 4096
+    assert abs(q.temporaries - lo.temporaries - stale) < 1e3
+    # this step's MLP and down-projection inputs are kept for backward under bitsandbytes 0.42
+    assert abs(q.activations - lo.activations - 32 * 1024 * 2 * (4096 + 11008)) < 1e3
+
+
+def test_litgpt_unties_gemma_output_layer():
+    spec = load_model("gemma-2b")
+    assert spec.tied_embeddings
+    cfg = TrainingConfig(micro_batch=1, seq_len=512, precision="bf16", lora_rank=8)
+    lit = estimate_memory(spec, TrainingConfig(**{**cfg.__dict__, "stack": "litgpt"}))
+    ref = estimate_memory(spec, cfg)
+    assert lit.params - ref.params == spec.vocab_size * spec.hidden
+
+
+def test_fsdp1_no_sync_accumulates_unsharded_gradients():
+    spec = load_model("llama-2-7b")
+    base = {"micro_batch": 4, "seq_len": 512, "precision": "bf16", "recompute": "full"}
+    from gpuwise.workload.training import ParallelPlan
+
+    def est(stack, accum):
+        return estimate_memory(spec, TrainingConfig(**base, stack=stack, grad_accum=accum,
+                                                    plan=ParallelPlan(dp=4, zero=3)))
+    n = param_counts(spec).total
+    lit4, lit1, ref4 = est("litgpt", 4), est("litgpt", 1), est("pytorch", 4)
+    assert abs(lit4.gradients - 2 * n) < 1e6            # every unit's unsharded bf16 gradient
+    assert lit1.gradients < 2 * n / 3                   # no accumulation: nothing kept unsharded
+    assert ref4.gradients < 2 * n / 3                   # FSDP2 accumulates sharded gradients
+
+
+def test_ctx_attribute_outlives_backward_while_loss_is_referenced():
+    """The mechanism behind the previous step's 4-bit inputs at the loss boundary, in real torch autograd:
+    a tensor kept as a ctx attribute (bitsandbytes < 0.43.2 MatMul4Bit) survives backward; save_for_backward
+    does not."""
+    import gc
+    import weakref
+
+    import torch
+
+    class CtxAttr(torch.autograd.Function):
+        @staticmethod
+        def forward(ctx, a, w):
+            ctx.tensors = (a, w)
+            return a @ w.t()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g @ ctx.tensors[1], None
+
+    class Saved(CtxAttr):
+        @staticmethod
+        def forward(ctx, a, w):
+            ctx.save_for_backward(a, w)
+            return a @ w.t()
+
+        @staticmethod
+        def backward(ctx, g):
+            return g @ ctx.saved_tensors[1], None
+
+    w, x = torch.randn(16, 16), torch.randn(4, 16, requires_grad=True)
+    alive = {}
+    for fn in (CtxAttr, Saved):
+        a = x * 2
+        ref = weakref.ref(a)
+        loss = fn.apply(a, w).sum()
+        del a
+        loss.backward()
+        gc.collect()
+        alive[fn.__name__] = ref() is not None
+        del loss
+    assert alive == {"CtxAttr": True, "Saved": False}
