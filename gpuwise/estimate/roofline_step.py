@@ -106,9 +106,56 @@ def _op_efficiency(arch: str, stack: str) -> OpEfficiency:
     t = _eff_table()
     if (arch, stack) in t or ("default", stack) in t:
         return t.get((arch, stack), t.get(("default", stack)))
-    row = t.get((arch, fallback), t["default", fallback])
-    return replace(row, fitted_on=f"no {stack} row is fitted: the {fallback} row stands in; {row.fitted_on}",
-                   points=0 if not row.points else row.points)
+    return scaled_efficiency(base_efficiency(arch, stack), stack_factor(stack))
+
+
+def base_efficiency(arch: str, stack: str) -> OpEfficiency:
+    """The op_efficiency.csv row a stack without rows of its own is timed with (the stack it names in stacks.csv)."""
+    from gpuwise.workload.stacks import stack_row
+
+    fallback = stack_row(stack).efficiency
+    t = _eff_table()
+    return t.get((arch, fallback), t["default", fallback])
+
+
+@dataclass(frozen=True)
+class StackFactor:
+    """One row of calibration/stack_efficiency.csv: a stack's multiplicative kernel efficiency."""
+
+    stack: str
+    factor: float
+    points: int
+    sources: str
+    fitted_on: str
+
+
+@lru_cache(maxsize=1)
+def _stack_factors() -> dict[str, StackFactor]:
+    return {r["stack"]: StackFactor(r["stack"], float(r["factor"]), int(r["points"]), r["sources"], r["fitted_on"])
+            for r in read_commented_csv(data_path("calibration", "stack_efficiency.csv"))}
+
+
+def stack_factor(stack: str) -> StackFactor:
+    """The stack's fitted factor, or the stated default row (factor 1.0) for a stack without measured rows."""
+    t = _stack_factors()
+    if stack in t:
+        return t[stack]
+    d = t["default"]
+    return replace(d, stack=stack, fitted_on=f"no {stack} rows are measured: default factor {d.factor:g} ({d.fitted_on})")
+
+
+MAX_TENSOR_EFFICIENCY = 0.95   # a scaled GEMM / attention efficiency never exceeds this share of peak
+
+
+def scaled_efficiency(row: OpEfficiency, f: StackFactor) -> OpEfficiency:
+    """``row`` (another stack's fitted efficiencies) timed for stack ``f.stack``: GEMM and flash-attention efficiency
+    x ``f.factor`` (capped), the rest unchanged; says so in ``fitted_on``."""
+    how = (f"GEMM and attention x {f.factor:.3f}: stack factor fitted on {f.points} measured {f.stack} rows ({f.sources}; "
+           "calibration/stack_efficiency.csv)" if f.points else f.fitted_on)
+    return replace(row, stack=f.stack, gemm=min(MAX_TENSOR_EFFICIENCY, row.gemm * f.factor),
+                   attention=min(MAX_TENSOR_EFFICIENCY, row.attention * f.factor),
+                   fitted_on=f"no {f.stack} row is fitted: the {row.stack} row stands in, {how}; {row.stack} row: "
+                             f"{row.fitted_on}")
 
 
 @dataclass(frozen=True)
@@ -260,11 +307,37 @@ def _kernel_levers(cfg: TrainingConfig, hw: Hardware, op_time: tuple) -> tuple:
     return gemm + attn + mem, (gemm, attn, mem), layers, launch
 
 
+# Unmerged LoRA adapters (PEFT): per target and token, forward reads the input for dropout and writes it, the A
+# matmul reads it again, the B matmul writes its output, and the sum with the frozen output reads two outputs and
+# writes one: ~3 input-width + 4 output-width values, taken as 3.5 per adapter dimension (d_in + d_out); backward
+# moves twice that (the MEM class ratio). Kernels: dropout, A, B, scale, add forward per target (x2 backward).
+LORA_VALUES_PER_DIM = 3.5
+LORA_KERNELS_PER_TARGET = 5
+
+
+def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
+    """Seconds per micro-step of the unmerged LoRA adapters' memory-bound ops and launches (0 without LoRA): rank
+    r << width, so their matmuls are bound by moving the activations, not by FLOPs."""
+    if cfg.lora_rank <= 0 and not cfg.quantize:
+        return 0.0
+    from gpuwise.estimate.lora import adapter_params, lora_modules
+
+    p = cfg.plan
+    layers = (model.n_layers + model.n_encoder_layers) / p.pp
+    dims = adapter_params(model, 1, cfg.lora_targets) / max(1, model.n_layers + model.n_encoder_layers)
+    phases = 3.0 + reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)  # fwd, bwd (2x), re-run
+    tokens = cfg.micro_batch * cfg.seq_len / p.cp
+    t_mem = layers * phases * tokens * dims / p.tp * LORA_VALUES_PER_DIM * _value_bytes(cfg) / (hw.hbm_bytes_s * eff.memory)
+    return t_mem + layers * phases * len(lora_modules(cfg.lora_targets)) * LORA_KERNELS_PER_TARGET * eff.launch_s
+
+
 def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
     busiest GPU."""
     p, vb = cfg.plan, _value_bytes(cfg)
     t_micro, by_class, layers, launch_s = _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))
+    t_lora = lora_adapter_s(model, cfg, hw, eff)
+    t_micro, by_class = t_micro + t_lora, (by_class[GEMM], by_class[ATTN], by_class[MEM] + t_lora)
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
     t_tp = 0.0
     if p.tp > 1:

@@ -177,7 +177,9 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1), cfg.lora_targets))
         assumptions.append(f"LoRA: {trainable:,} adapter parameters ({trainable / param_count(model):.3%} of the weights) "
                            "are updated and synchronised; frozen GEMMs "
-                           "skip their weight gradient")
+                           "skip their weight gradient; the unmerged adapters' dropout, A/B matmuls and add are timed as "
+                           "memory-bound (3.5 activation values per adapter dimension per token forward, twice that "
+                           "backward, 5 kernels per target)")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
     assumptions.append(eff.text)
     if cfg.compile or cfg.float8 or cfg.async_tp or cfg.precision == "fp8":
