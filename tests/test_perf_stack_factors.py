@@ -91,3 +91,21 @@ def test_external_rows_carry_attribution_and_no_held_back_source():
     from gpuwise.workload.stacks import stack_names
 
     assert set(stacks) - {"default"} <= set(stack_names())
+
+
+def test_long_sequence_attention_is_more_efficient_and_says_so():
+    """Flash-attention efficiency grows with the keys per query tile (fixed cost per tile): a 1B-class model at 64k
+    tokens is timed with a higher attention rate than at 4k, a 512-token one with a lower; causal work counts the
+    diagonal tiles."""
+    from gpuwise.estimate.op_inventory import attended_keys
+    from gpuwise.estimate.roofline_step import attention_scale
+
+    scales = [attention_scale(s, True) for s in (512, 2048, 4096, 32768, 65536)]
+    assert scales == sorted(scales) and scales[2] == pytest.approx(1.0) and 1.05 < scales[-1] < 1.2
+    assert attended_keys(65536, True) == pytest.approx(65536 / 2, rel=0.01) and attended_keys(128, True) == 128
+    spec = load_model("llama-3.1-8b")
+    small = spec.__class__(**{**spec.__dict__, "name": "small", "n_layers": 16, "hidden": 2048, "n_heads": 16,
+                              "n_kv_heads": 8, "head_dim": 128, "ffn_hidden": 8192})
+    est = analytical_step_time(small, TrainingConfig(micro_batch=1, seq_len=65536, plan=ParallelPlan(dp=8)),
+                               get_gpu("H100"), 8)
+    assert any(a.startswith("flash attention at 65,536 tokens: 1.11x") for a in est.assumptions)

@@ -158,6 +158,24 @@ def scaled_efficiency(row: OpEfficiency, f: StackFactor) -> OpEfficiency:
                              f"{row.fitted_on}")
 
 
+# Flash-attention efficiency grows with the keys each query block sweeps: per query tile the kernel has a fixed cost
+# (load Q, rescale and write O and the log-sum-exp; in backward write dQ) besides the work per key tile, so its
+# efficiency is e x ctx / (ctx + ATTN_CTX_HALF). op_efficiency.csv's attention constants are the kernels' fwd+bwd rates
+# at 2k-8k causal tokens (ATTN_REF_SEQ = 4096 taken as the reference). ATTN_CTX_HALF = two 128-key tiles of fixed work
+# per query tile: a stated assumption, not fitted (it puts a 512-token causal kernel at ~0.6x and a 32k-64k one at
+# ~1.1x of the reference rate).
+ATTN_CTX_HALF = 256.0
+ATTN_REF_SEQ = 4096
+
+
+def attention_scale(seq_len: float, causal: bool) -> float:
+    """Flash-attention efficiency at ``seq_len`` relative to the 2k-8k reference of op_efficiency.csv."""
+    from gpuwise.estimate.op_inventory import attended_keys
+
+    ctx, ref = attended_keys(seq_len, causal), attended_keys(ATTN_REF_SEQ, causal)
+    return (ctx / (ctx + ATTN_CTX_HALF)) / (ref / (ref + ATTN_CTX_HALF))
+
+
 @dataclass(frozen=True)
 class Hardware:
     """What the roofline needs of a GPU and its cluster."""
@@ -247,6 +265,8 @@ def linear_rows(model: ModelSpec, seq_len: int, tp: int, cp: int, sp: bool, pp: 
     """Work at micro-batch 1 and 2 gives each row's per-sample and fixed (weight) parts exactly."""
     tab = op_table(model)
     w1, w2 = (micro_step_work(tab, b, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash) for b in (1, 2))
+    if flash:
+        eff = replace(eff, attention=min(MAX_TENSOR_EFFICIENCY, eff.attention * attention_scale(seq_len, tab.causal)))
     weight = np.where(tab.scope == 0, w1.layers, w1.head)[:, None]
     zero = np.zeros_like(w1.flops)
     flop_s = (row_times(replace_work(w1, w1.flops, zero, zero), hw, eff) * weight).ravel()

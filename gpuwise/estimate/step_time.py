@@ -182,6 +182,14 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                            "backward, 5 kernels per target)")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
     assumptions.append(eff.text)
+    if cfg.flash_attention:
+        from gpuwise.estimate.op_inventory import CAUSAL_TILE
+        from gpuwise.estimate.roofline_step import ATTN_CTX_HALF, attention_scale
+
+        assumptions.append(f"flash attention at {cfg.seq_len:,} tokens: {attention_scale(cfg.seq_len, True):.2f}x the "
+                           f"2k-8k rate above (efficiency ~ keys/(keys + {ATTN_CTX_HALF:g}) per query tile, assumed); a "
+                           f"causal mask computes the {CAUSAL_TILE}-key tiles on and below the diagonal, "
+                           f"(seq + {CAUSAL_TILE}) / 2 keys per query")
     if cfg.compile or cfg.float8 or cfg.async_tp or cfg.precision == "fp8":
         from gpuwise.estimate.levers import kernel_note
 
