@@ -109,3 +109,18 @@ def test_long_sequence_attention_is_more_efficient_and_says_so():
     est = analytical_step_time(small, TrainingConfig(micro_batch=1, seq_len=65536, plan=ParallelPlan(dp=8)),
                                get_gpu("H100"), 8)
     assert any(a.startswith("flash attention at 65,536 tokens: 1.11x") for a in est.assumptions)
+
+
+def test_calibration_loso_transfers_a_pair_left_without_rows():
+    """Leaving out Korthikanti (the only Ampere megatron fit rows) refits without them; the pair's GEMM efficiency
+    then comes from the three fitted pairs around it, never from the optimiser's starting point."""
+    from dataclasses import replace as swap
+
+    from gpuwise.validation.steptime_fit import fit_op_efficiency, measured_runs
+
+    runs = [swap(r, split="heldout") if r.source == "korthikanti-tab5" else r for r in measured_runs()]
+    effs = fit_op_efficiency(runs)
+    am = effs["Ampere", "megatron"]
+    assert am.points == 0 and "transferred" in am.fitted_on
+    expect = effs["Hopper", "megatron"].gemm * effs["Ampere", "pytorch"].gemm / effs["Hopper", "pytorch"].gemm
+    assert am.gemm == pytest.approx(min(0.92, expect))

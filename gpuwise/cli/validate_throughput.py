@@ -148,7 +148,9 @@ STACK_ASSUMPTIONS = [
     "measures gets the stated default factor 1.0, so its LOSO error is the error of an unfitted stack; the in-sample "
     "column uses the stored factor fitted on all of the stack's rows (consistency, not accuracy)",
     "calibration sources (pytorch, megatron rows of op_efficiency.csv): LOSO = op_efficiency refitted without the "
-    "source (its rows all held out); in-sample = the stored fit",
+    "source (its rows all held out); a (generation, stack) pair left without fit rows takes gemm[a', s] x gemm[a, s'] / "
+    "gemm[a', s'] from the three fitted pairs around it (separable generation x stack); stored fit = the bundled "
+    "op_efficiency.csv (fit rows in-sample, held-out rows out of sample)",
     "ms-swift: samples/s with unknown tokens per sample (its implied tokens/s at max_length would exceed the A100's "
     "peak), so only ratios to the qwen-7b-chat LoRA row at the same max_length are checked; never fitted on",
 ]
@@ -196,7 +198,7 @@ def _print_stacks(st: dict) -> None:
                          f"{i['max_error']:.1%}" if i else "-"))
     for k, v in st["ratio_checks"].items():
         if k != "all":
-            rows.append((f"{k} (ratios, factor-free)", "hf-trainer", v["points"], f"{v['median_error']:.1%}",
+            rows.append((f"{k} (ratios to its baseline row)", "hf-trainer", v["points"], f"{v['median_error']:.1%}",
                          f"{v['max_error']:.1%}", "", "-", "-"))
     print_table("Step time across stacks: tokens/s/GPU per source, leave-one-source-out (headline) vs the stored fit",
                 ["source", "stack", "points", "LOSO median", "LOSO max", "LOSO signed", "stored-fit median",
