@@ -124,3 +124,25 @@ def test_calibration_loso_transfers_a_pair_left_without_rows():
     assert am.points == 0 and "transferred" in am.fitted_on
     expect = effs["Hopper", "megatron"].gemm * effs["Ampere", "pytorch"].gemm / effs["Hopper", "pytorch"].gemm
     assert am.gemm == pytest.approx(min(0.92, expect))
+
+
+def test_async_tp_overlaps_only_inside_a_node_and_keeps_one_chunk_exposed():
+    from gpuwise.estimate.roofline_step import tp_exposed_s
+
+    assert tp_exposed_s(1.0, 5.0, 8, False) == 1.0                       # no AsyncTP: all exposed
+    assert tp_exposed_s(1.0, 5.0, 8, True) == pytest.approx(1 / 8)        # hidden but the pipeline fill
+    assert tp_exposed_s(3.0, 1.0, 4, True) == pytest.approx(2.0 + 0.75)   # comm-bound: the excess stays
+    l70 = load_model("llama-3.1-70b")
+    h100 = get_gpu("H100")
+
+    def est(tp, async_tp, per_node=8):
+        cfg = TrainingConfig(micro_batch=1, seq_len=8192, async_tp=async_tp,
+                             plan=ParallelPlan(dp=2, tp=tp, sp=True, zero=1))
+        return analytical_step_time(l70, cfg, h100, per_node)
+
+    on, off = est(8, True), est(8, False)
+    assert on.comm_s < off.comm_s and "chunked by AsyncTP" in " ".join(on.assumptions)
+    assert "exposed (no AsyncTP" in " ".join(off.assumptions)
+    across_on, across_off = est(8, True, per_node=4), est(8, False, per_node=4)
+    assert across_on.step_time_s == pytest.approx(across_off.step_time_s)
+    assert "needs the TP group inside one node" in " ".join(across_on.assumptions)

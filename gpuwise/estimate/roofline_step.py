@@ -9,7 +9,8 @@ elementwise FLOPs run on the vector (non-tensor) units. Efficiencies per GPU arc
 Communication (ring collectives, ``comm.py``), with these overlap assumptions:
 - tensor parallel: 8 all-gather/reduce-scatter-sized transfers of the micro-batch's activations per
   layer (Megatron with sequence parallelism: 2 AG + 2 RS forward, as many backward; without SP the
-  2 + 2 all-reduces move the same volume), +4 with full recompute; not overlapped with compute.
+  2 + 2 all-reduces move the same volume), +4 with full recompute; exposed, unless AsyncTP is on and the
+  TP group fits in a node: then chunked against the GEMMs (``tp_exposed_s``).
 - context parallel: ring exchange of each rank's K/V chunk, (cp-1) steps forward and twice that
   backward (K/V and their gradients), overlapped with the attention core of the same layer.
 - pipeline: 1F1B with ``v`` virtual stages: bubble = (pp-1)/v micro-steps of the busiest stage
@@ -351,6 +352,22 @@ def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpE
     return t_mem + layers * phases * len(lora_modules(cfg.lora_targets)) * LORA_KERNELS_PER_TARGET * eff.launch_s
 
 
+def tp_overlap_possible(tp: int, hw: Hardware) -> bool:
+    """AsyncTP (PyTorch SymmetricMemory micro-pipelining, Transformer Engine userbuffers) needs the TP group's
+    peer-to-peer NVLink: the group must fit inside one node."""
+    return 1 < tp <= max(hw.gpus_per_node, 1)
+
+
+def tp_exposed_s(t_tp: float, gemm_s: float, tp: int, overlapped: bool) -> float:
+    """Exposed seconds of a micro-step's TP collectives (``t_tp``). Without AsyncTP all of them (each all-gather /
+    reduce-scatter sits between the GEMMs that consume / produce it). With it, each collective is cut into ``tp``
+    chunks pipelined against the chunks of its GEMM: only the comm beyond the GEMM time, plus one chunk to fill the
+    pipeline, stays exposed -- max(0, t_tp - gemm_s) + t_tp / tp (``gemm_s``: the micro-step's GEMM time)."""
+    if not overlapped or t_tp <= 0:
+        return t_tp
+    return max(0.0, t_tp - gemm_s) + t_tp / tp
+
+
 def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
     busiest GPU."""
@@ -364,10 +381,7 @@ def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEff
         # re-run block forwards repeat their 4 forward transfers (full: every block; layer-K: every K-th)
         units = TP_TRANSFERS + 4 * reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)
         t_tp = layers * units * comm.ring_gather_s(tokens * model.hidden * vb, p.tp, group_gbps(p.tp, 1, hw))
-        if cfg.async_tp:        # collectives decomposed and overlapped with the GEMMs they feed (levers.py)
-            from gpuwise.estimate.levers import ASYNC_TP_OVERLAP
-
-            t_tp = max(0.0, t_tp - ASYNC_TP_OVERLAP * by_class[GEMM])
+        t_tp = tp_exposed_s(t_tp, by_class[GEMM], p.tp, cfg.async_tp and tp_overlap_possible(p.tp, hw))
     t_cp = 0.0
     if p.cp > 1:
         kv = model.n_kv_heads * (model.head_dim or model.hidden // model.n_heads)

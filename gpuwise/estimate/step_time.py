@@ -197,7 +197,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         if (cfg.float8 or cfg.precision == "fp8") and not gpu.fp8_tflops:
             assumptions.append(f"{gpu.name} has no fp8 tensor cores (FP8 training needs compute capability 8.9+): "
                                "timed as bf16")
-    assumptions.append("tensor-parallel transfers (8 per layer, activation-sized) not overlapped; context-parallel "
+    assumptions.append(_tp_note(cfg, gpus_per_node) + "context-parallel "
                        "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
                        "(FSDP: 80% of each); ring collectives at "
                        f"{comm.LINK_EFFICIENCY:.0%} of link bandwidth")
@@ -214,6 +214,19 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         tokens_per_s=fl.tokens / step if token else samples_s, gpus=plan.gpus, nodes=nodes,
         sample_unit=model.sample_unit, flops_efficiency=fl.hardware_flops / plan.gpus / (r.compute_s * peak),
         assumptions=assumptions)
+
+
+def _tp_note(cfg: TrainingConfig, gpus_per_node: int) -> str:
+    """How the step time treats the tensor-parallel collectives (roofline_step.tp_exposed_s)."""
+    tp = cfg.plan.tp
+    if tp <= 1:
+        return "no tensor parallelism; "
+    head = "tensor-parallel transfers (8 per layer, activation-sized) "
+    if not cfg.async_tp:
+        return head + "exposed (no AsyncTP: each collective sits between the GEMMs around it); "
+    if tp > gpus_per_node:
+        return head + f"exposed: AsyncTP needs the TP group inside one node (tp {tp} > {gpus_per_node} GPUs per node); "
+    return head + f"chunked by AsyncTP against their GEMMs: exposed = comm beyond the GEMM time + 1/{tp} of it; "
 
 
 def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: float | None, r,
