@@ -8,6 +8,9 @@
   cross-GPU ratios and 1->8 GPU scaling.
 - Transformer per-op roofline: tokens/s/GPU on public runs (gpuwise/data/calibration/transformer_throughput.csv
   + Korthikanti Table 5), per source and per size class, fit rows and held-out rows apart.
+- Step time across stacks (headline: leave-one-source-out): external rows (gpuwise/data/measured/
+  external_throughput.csv) under the per-stack factors of calibration/stack_efficiency.csv, and the calibration
+  sources under op_efficiency refitted without them (gpuwise.validation.stack_efficiency).
 """
 
 from __future__ import annotations
@@ -41,7 +44,8 @@ ASSUMPTIONS = (
     "AMP/FP32, 8-GPU DGX, TF32) are out of sample",
     "transformer tokens/s/GPU: per-op roofline with a GEMM efficiency per GPU generation and software stack "
     "(pytorch, megatron), one shared launch cost and GEMM half-width, attention fixed per generation and stack "
-    "from kernel benchmarks (FlashAttention-2/3 papers), "
+    "from kernel benchmarks (FlashAttention-2/3 papers) at 2k-8k tokens and scaled by keys/(keys+256) per query "
+    "tile (assumed, not fitted), "
     "fitted on the split=fit rows (counted per source and stack in the next line); HBM efficiency 0.85 fixed "
     "from published copy-kernel rates; every other row is held out",
     "stacks: PyTorch FSDP / FlashAttention runs reach about half of NeMo's GEMM efficiency on H100 (IBM MFU "
