@@ -146,3 +146,14 @@ def test_async_tp_overlaps_only_inside_a_node_and_keeps_one_chunk_exposed():
     across_on, across_off = est(8, True, per_node=4), est(8, False, per_node=4)
     assert across_on.step_time_s == pytest.approx(across_off.step_time_s)
     assert "needs the TP group inside one node" in " ".join(across_on.assumptions)
+
+
+def test_validate_throughput_stack_section_reports_loso_and_stored_fit_per_source():
+    from gpuwise.cli.validate_throughput import _stack_section
+
+    st = _stack_section()
+    assert set(st["external_loso"]) == {"all", "internevo", "llm.c", "universal-llm-trainer"}
+    assert {"korthikanti-tab5", "ibm-fsdp-blog", "dgxc-llama3.1"} <= set(st["calibration_loso"])
+    assert st["external_in_sample"]["all"]["median_error"] < st["external_loso"]["all"]["median_error"]
+    assert all(r["how"] == "loso-default" for r in st["runs"]) and len(st["runs"]) == 73
+    assert st["factors"]["default"]["factor"] == 1.0
