@@ -1,5 +1,5 @@
 """Per-stack kernel efficiency factors (calibration/stack_efficiency.csv) fitted on the external measured rows
-(measured/external_throughput.csv: InternEvo, llm.c, universal-llm-trainer; ms-swift as ratios only), scored
+(calibration/external_throughput.csv: InternEvo, llm.c, universal-llm-trainer; ms-swift as ratios only), scored
 leave-one-source-out; stacks without rows fall back to the stated default and say so."""
 
 import numpy as np
@@ -80,7 +80,7 @@ def test_lora_adapters_cost_time_growing_with_their_targets():
     assert allin.step_time_s > qv.step_time_s and qv.step_time_s < full.step_time_s
 
 def test_external_rows_carry_attribution_and_no_held_back_source():
-    rows = read_commented_csv(data_path("measured", "external_throughput.csv"))
+    rows = read_commented_csv(data_path("calibration", "external_throughput.csv"))
     assert len(rows) > 100
     for r in rows:
         assert " @ " in r["ref"] and len(r["ref"].split(" @ ")[1]) >= 7, r["ref"]

@@ -8,7 +8,7 @@
   cross-GPU ratios and 1->8 GPU scaling.
 - Transformer per-op roofline: tokens/s/GPU on public runs (gpuwise/data/calibration/transformer_throughput.csv
   + Korthikanti Table 5), per source and per size class, fit rows and held-out rows apart.
-- Step time across stacks (headline: leave-one-source-out): external rows (gpuwise/data/measured/
+- Step time across stacks (headline: leave-one-source-out): external rows (gpuwise/data/calibration/
   external_throughput.csv) under the per-stack factors of calibration/stack_efficiency.csv, and the calibration
   sources under op_efficiency refitted without them (gpuwise.validation.stack_efficiency).
 """
@@ -146,7 +146,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 STACK_ASSUMPTIONS = [
-    "stacks (headline = leave-one-source-out): external rows of gpuwise/data/measured/external_throughput.csv "
+    "stacks (headline = leave-one-source-out): external rows of gpuwise/data/calibration/external_throughput.csv "
     "(InternEvo, llm.c, universal-llm-trainer) scored with their stack's factor (calibration/stack_efficiency.csv: GEMM "
     "and attention efficiency x factor on the pytorch rows) refitted WITHOUT the scored source; a stack no other source "
     "measures gets the stated default factor 1.0, so its LOSO error is the error of an unfitted stack; the in-sample "

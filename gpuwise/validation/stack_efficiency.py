@@ -1,6 +1,6 @@
 """Per-stack kernel efficiency of the transformer step-time model, fitted and scored on external measured runs.
 
-Rows: ``gpuwise/data/measured/external_throughput.csv`` (InternEvo, llm.c, ms-swift, universal-llm-trainer; the
+Rows: ``gpuwise/data/calibration/external_throughput.csv`` (InternEvo, llm.c, ms-swift, universal-llm-trainer; the
 file's header says how each source maps to a configuration). A stack without op_efficiency.csv rows of its own is
 timed with the rows of the stack it names (stacks.csv) times one factor on its GEMM and attention efficiencies
 (``roofline_step.scaled_efficiency``). The factor of a stack is fitted by one rule (``fit_stack_factor``) on that
@@ -45,7 +45,7 @@ def _run(r: dict) -> MeasuredRun:
 
 @lru_cache(maxsize=1)
 def _all_runs() -> tuple[tuple[MeasuredRun, str], ...]:
-    return tuple((_run(r), r["unit"]) for r in read_commented_csv(data_path("measured", "external_throughput.csv")))
+    return tuple((_run(r), r["unit"]) for r in read_commented_csv(data_path("calibration", "external_throughput.csv")))
 
 
 def external_runs() -> tuple[MeasuredRun, ...]:
@@ -176,7 +176,7 @@ def write_stack_efficiency() -> dict[str, float]:
         sources = " ".join(sorted({r.source for r in rs}))
         single = "; one source only: not validated out of sample" if " " not in sources else ""
         kept.append(f"{stack},{k:.3f},{len(rs)},{sources},\"median rule on all {len(rs)} {stack} rows of "
-                    f"measured/external_throughput.csv ({sources}){single}\"")
+                    f"calibration/external_throughput.csv ({sources}){single}\"")
     with open(path, "w") as fh:
         fh.write("\n".join(kept) + "\n")
     from gpuwise.estimate.roofline_step import _op_efficiency, _stack_factors
