@@ -6,7 +6,11 @@ import numpy as np
 import pytest
 
 from gpuwise.data import data_path, read_commented_csv
-from gpuwise.estimate.roofline_step import base_efficiency, op_efficiency_for, stack_factor
+from gpuwise.estimate.roofline_step import (
+    base_efficiency,
+    op_efficiency_for,
+    stack_factor,
+)
 from gpuwise.estimate.step_time import analytical_step_time
 from gpuwise.hardware.gpus import get_gpu
 from gpuwise.validation import stack_efficiency as se

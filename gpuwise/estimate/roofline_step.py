@@ -103,7 +103,7 @@ def op_efficiency_for(gpu: GpuSpec, stack: str = "pytorch") -> OpEfficiency:
 def _op_efficiency(arch: str, stack: str) -> OpEfficiency:
     from gpuwise.workload.stacks import stack_row
 
-    fallback = stack_row(stack).efficiency          # InputError naming the stacks
+    stack_row(stack)                                 # InputError naming the stacks
     t = _eff_table()
     if (arch, stack) in t or ("default", stack) in t:
         return t.get((arch, stack), t.get(("default", stack)))

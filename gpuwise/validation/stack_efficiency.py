@@ -85,7 +85,11 @@ def _arch(run: MeasuredRun) -> str:
 
 def predict_with_factor(run: MeasuredRun, factor: float) -> float:
     """Predicted tokens/s/GPU of ``run`` with its stack's base rows x ``factor``."""
-    from gpuwise.estimate.roofline_step import StackFactor, base_efficiency, scaled_efficiency
+    from gpuwise.estimate.roofline_step import (
+        StackFactor,
+        base_efficiency,
+        scaled_efficiency,
+    )
 
     eff = scaled_efficiency(base_efficiency(_arch(run), run.cfg.stack), StackFactor(run.cfg.stack, factor, 1, "", ""))
     return predict(run, eff)
@@ -124,7 +128,7 @@ def fitted_factors(runs=None) -> dict[str, tuple[float, list[MeasuredRun]]]:
 
 def in_sample_errors(runs=None) -> list[ScoredRun]:
     out = []
-    for stack, (k, rs) in fitted_factors(runs).items():
+    for k, rs in fitted_factors(runs).values():
         out += [ScoredRun(r, predict_with_factor(r, k), k, "in-sample") for r in rs]
     return out
 
@@ -170,7 +174,8 @@ def summary(errors) -> dict[str, dict]:
 def write_stack_efficiency() -> dict[str, float]:
     """Rewrite calibration/stack_efficiency.csv's fitted rows (comments and the default row kept)."""
     path = data_path("calibration", "stack_efficiency.csv")
-    kept = [ln for ln in open(path).read().splitlines() if ln.startswith(("#", "stack,", "default,"))]
+    with open(path) as fh:
+        kept = [ln for ln in fh.read().splitlines() if ln.startswith(("#", "stack,", "default,"))]
     fits = fitted_factors()
     for stack, (k, rs) in sorted(fits.items()):
         sources = " ".join(sorted({r.source for r in rs}))
