@@ -152,7 +152,6 @@ _LOSS_TEXT = {
 # Step-time assumptions of the kernel levers (stated, not calibrated):
 COMPILE_MEM_FRACTION = 0.6    # torch.compile: memory-bound (elementwise, norm) time left after inductor's fusion
 FP8_CAST_FRACTION = 0.15      # FP8 GEMMs: amax, scale and cast kernels, as a share of the bf16 GEMM time
-ASYNC_TP_OVERLAP = 0.8        # AsyncTP: share of the micro-step's GEMM time that can hide TP collectives
 
 
 def kernel_note(cfg: TrainingConfig) -> str:
@@ -177,8 +176,9 @@ def _kernel_note(compiled: bool, float8: bool, te_fp8: bool, async_tp: bool) -> 
     if not (float8 or te_fp8):
         parts.append("no FP8 (add --float8 or --precision fp8)")
     if async_tp:
-        parts.append(f"AsyncTP: tensor-parallel collectives hidden behind up to {ASYNC_TP_OVERLAP:.0%} of the "
-                     "micro-step's GEMM time")
+        parts.append("AsyncTP: each tensor-parallel all-gather / reduce-scatter cut into tp chunks pipelined "
+                     "against its GEMM (exposed: the comm beyond the GEMM time + one chunk; needs the TP group inside "
+                     "one NVLink node, otherwise exposed)")
     return "; ".join(parts)
 
 

@@ -10,7 +10,7 @@ table evaluates with numpy for any (micro-batch, sequence, tp, cp, sp) at once:
     bytes = t * (b_tok + b_ctx * ctx) / split + b_w / w_split
 
 with t = micro_batch * seq_len / cp tokens on this GPU, ctx = keys each query attends to (causal:
-seq_len / 2), ``split`` = tp for tensor-parallel ops (and for sequence-parallel elementwise ops when
+(seq_len + 128) / 2, the tiles a flash kernel computes, ``attended_keys``), ``split`` = tp for tensor-parallel ops (and for sequence-parallel elementwise ops when
 SP is on), ``b_w`` = weight bytes read once per micro-step (divided by tp). Backward rows are the
 forward rows times per-class factors (GEMMs: dgrad + wgrad = 2x; attention: FlashAttention's backward
 recomputes the scores, 2.5x FLOPs; elementwise: read the saved input and the incoming gradient and
@@ -147,6 +147,18 @@ def recomputed_share(tab: OpTable, recompute: str) -> np.ndarray:
     return np.zeros(len(tab))
 
 
+CAUSAL_TILE = 128   # key/query tile of flash-attention kernels (FlashAttention-2/3, cuDNN: 64-128; 128 at head dim 128)
+
+
+def attended_keys(seq_len: float, causal: bool) -> float:
+    """Keys per query whose scores the attention kernel computes: all of them without a mask; with a causal mask a
+    tiled kernel skips the tiles above the diagonal but computes the diagonal tiles whole, n(n+1)/2 of n^2 tiles
+    (n = seq_len / CAUSAL_TILE): (seq_len + tile) / 2 -- half at long sequences, more at short ones."""
+    if not causal:
+        return float(seq_len)
+    return min(float(seq_len), (seq_len + CAUSAL_TILE) / 2.0)
+
+
 @dataclass(frozen=True)
 class MicroStepWork:
     """FLOPs, bytes and kernels of one micro-step on one GPU, per row, split by phase."""
@@ -166,7 +178,7 @@ def micro_step_work(tab: OpTable, micro_batch: float, seq_len: float, tp: int = 
     """Per-row work of one micro-step on one GPU of the busiest pipeline stage (the last: its layers
     plus the LM head and loss). ``frozen_base`` (LoRA/QLoRA): GEMMs skip their weight gradient."""
     t = micro_batch * seq_len / cp
-    ctx = seq_len / 2.0 if tab.causal else float(seq_len)
+    ctx = attended_keys(seq_len, tab.causal)
     split = np.where(tab.tp_split > 0, tp, np.where((tab.sp_split > 0) & sp, tp, 1)).astype(float)
     fwd_f = t * (tab.f_tok + tab.f_ctx * ctx) / split
     fwd_b = (t * (tab.b_tok + tab.b_ctx * ctx) / split + tab.w_params / tp) * value_bytes

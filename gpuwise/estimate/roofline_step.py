@@ -9,7 +9,8 @@ elementwise FLOPs run on the vector (non-tensor) units. Efficiencies per GPU arc
 Communication (ring collectives, ``comm.py``), with these overlap assumptions:
 - tensor parallel: 8 all-gather/reduce-scatter-sized transfers of the micro-batch's activations per
   layer (Megatron with sequence parallelism: 2 AG + 2 RS forward, as many backward; without SP the
-  2 + 2 all-reduces move the same volume), +4 with full recompute; not overlapped with compute.
+  2 + 2 all-reduces move the same volume), +4 with full recompute; exposed, unless AsyncTP is on and the
+  TP group fits in a node: then chunked against the GEMMs (``tp_exposed_s``).
 - context parallel: ring exchange of each rank's K/V chunk, (cp-1) steps forward and twice that
   backward (K/V and their gradients), overlapped with the attention core of the same layer.
 - pipeline: 1F1B with ``v`` virtual stages: bubble = (pp-1)/v micro-steps of the busiest stage
@@ -102,13 +103,78 @@ def op_efficiency_for(gpu: GpuSpec, stack: str = "pytorch") -> OpEfficiency:
 def _op_efficiency(arch: str, stack: str) -> OpEfficiency:
     from gpuwise.workload.stacks import stack_row
 
-    fallback = stack_row(stack).efficiency          # InputError naming the stacks
+    stack_row(stack)                                 # InputError naming the stacks
     t = _eff_table()
     if (arch, stack) in t or ("default", stack) in t:
         return t.get((arch, stack), t.get(("default", stack)))
-    row = t.get((arch, fallback), t["default", fallback])
-    return replace(row, fitted_on=f"no {stack} row is fitted: the {fallback} row stands in; {row.fitted_on}",
-                   points=0 if not row.points else row.points)
+    return scaled_efficiency(base_efficiency(arch, stack), stack_factor(stack))
+
+
+def base_efficiency(arch: str, stack: str) -> OpEfficiency:
+    """The op_efficiency.csv row a stack without rows of its own is timed with (the stack it names in stacks.csv)."""
+    from gpuwise.workload.stacks import stack_row
+
+    fallback = stack_row(stack).efficiency
+    t = _eff_table()
+    return t.get((arch, fallback), t["default", fallback])
+
+
+@dataclass(frozen=True)
+class StackFactor:
+    """One row of calibration/stack_efficiency.csv: a stack's multiplicative kernel efficiency."""
+
+    stack: str
+    factor: float
+    points: int
+    sources: str
+    fitted_on: str
+
+
+@lru_cache(maxsize=1)
+def _stack_factors() -> dict[str, StackFactor]:
+    return {r["stack"]: StackFactor(r["stack"], float(r["factor"]), int(r["points"]), r["sources"], r["fitted_on"])
+            for r in read_commented_csv(data_path("calibration", "stack_efficiency.csv"))}
+
+
+def stack_factor(stack: str) -> StackFactor:
+    """The stack's fitted factor, or the stated default row (factor 1.0) for a stack without measured rows."""
+    t = _stack_factors()
+    if stack in t:
+        return t[stack]
+    d = t["default"]
+    return replace(d, stack=stack, fitted_on=f"no {stack} rows are measured: default factor {d.factor:g} ({d.fitted_on})")
+
+
+MAX_TENSOR_EFFICIENCY = 0.95   # a scaled GEMM / attention efficiency never exceeds this share of peak
+
+
+def scaled_efficiency(row: OpEfficiency, f: StackFactor) -> OpEfficiency:
+    """``row`` (another stack's fitted efficiencies) timed for stack ``f.stack``: GEMM and flash-attention efficiency
+    x ``f.factor`` (capped), the rest unchanged; says so in ``fitted_on``."""
+    how = (f"GEMM and attention x {f.factor:.3f}: stack factor fitted on {f.points} measured {f.stack} rows ({f.sources}; "
+           "calibration/stack_efficiency.csv)" if f.points else f.fitted_on)
+    return replace(row, stack=f.stack, gemm=min(MAX_TENSOR_EFFICIENCY, row.gemm * f.factor),
+                   attention=min(MAX_TENSOR_EFFICIENCY, row.attention * f.factor),
+                   fitted_on=f"no {f.stack} row is fitted: the {row.stack} row stands in, {how}; {row.stack} row: "
+                             f"{row.fitted_on}")
+
+
+# Flash-attention efficiency grows with the keys each query block sweeps: per query tile the kernel has a fixed cost
+# (load Q, rescale and write O and the log-sum-exp; in backward write dQ) besides the work per key tile, so its
+# efficiency is e x ctx / (ctx + ATTN_CTX_HALF). op_efficiency.csv's attention constants are the kernels' fwd+bwd rates
+# at 2k-8k causal tokens (ATTN_REF_SEQ = 4096 taken as the reference). ATTN_CTX_HALF = two 128-key tiles of fixed work
+# per query tile: a stated assumption, not fitted (it puts a 512-token causal kernel at ~0.6x and a 32k-64k one at
+# ~1.1x of the reference rate).
+ATTN_CTX_HALF = 256.0
+ATTN_REF_SEQ = 4096
+
+
+def attention_scale(seq_len: float, causal: bool) -> float:
+    """Flash-attention efficiency at ``seq_len`` relative to the 2k-8k reference of op_efficiency.csv."""
+    from gpuwise.estimate.op_inventory import attended_keys
+
+    ctx, ref = attended_keys(seq_len, causal), attended_keys(ATTN_REF_SEQ, causal)
+    return (ctx / (ctx + ATTN_CTX_HALF)) / (ref / (ref + ATTN_CTX_HALF))
 
 
 @dataclass(frozen=True)
@@ -200,6 +266,8 @@ def linear_rows(model: ModelSpec, seq_len: int, tp: int, cp: int, sp: bool, pp: 
     """Work at micro-batch 1 and 2 gives each row's per-sample and fixed (weight) parts exactly."""
     tab = op_table(model)
     w1, w2 = (micro_step_work(tab, b, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash) for b in (1, 2))
+    if flash:
+        eff = replace(eff, attention=min(MAX_TENSOR_EFFICIENCY, eff.attention * attention_scale(seq_len, tab.causal)))
     weight = np.where(tab.scope == 0, w1.layers, w1.head)[:, None]
     zero = np.zeros_like(w1.flops)
     flop_s = (row_times(replace_work(w1, w1.flops, zero, zero), hw, eff) * weight).ravel()
@@ -260,21 +328,60 @@ def _kernel_levers(cfg: TrainingConfig, hw: Hardware, op_time: tuple) -> tuple:
     return gemm + attn + mem, (gemm, attn, mem), layers, launch
 
 
+# Unmerged LoRA adapters (PEFT): per target and token, forward reads the input for dropout and writes it, the A
+# matmul reads it again, the B matmul writes its output, and the sum with the frozen output reads two outputs and
+# writes one: ~3 input-width + 4 output-width values, taken as 3.5 per adapter dimension (d_in + d_out); backward
+# moves twice that (the MEM class ratio). Kernels: dropout, A, B, scale, add forward per target (x2 backward).
+LORA_VALUES_PER_DIM = 3.5
+LORA_KERNELS_PER_TARGET = 5
+
+
+def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
+    """Seconds per micro-step of the unmerged LoRA adapters' memory-bound ops and launches (0 without LoRA): rank
+    r << width, so their matmuls are bound by moving the activations, not by FLOPs."""
+    if cfg.lora_rank <= 0 and not cfg.quantize:
+        return 0.0
+    from gpuwise.estimate.lora import adapter_params, lora_modules
+
+    p = cfg.plan
+    layers = (model.n_layers + model.n_encoder_layers) / p.pp
+    dims = adapter_params(model, 1, cfg.lora_targets) / max(1, model.n_layers + model.n_encoder_layers)
+    phases = 3.0 + reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)  # fwd, bwd (2x), re-run
+    tokens = cfg.micro_batch * cfg.seq_len / p.cp
+    t_mem = layers * phases * tokens * dims / p.tp * LORA_VALUES_PER_DIM * _value_bytes(cfg) / (hw.hbm_bytes_s * eff.memory)
+    return t_mem + layers * phases * len(lora_modules(cfg.lora_targets)) * LORA_KERNELS_PER_TARGET * eff.launch_s
+
+
+def tp_overlap_possible(tp: int, hw: Hardware) -> bool:
+    """AsyncTP (PyTorch SymmetricMemory micro-pipelining, Transformer Engine userbuffers) needs the TP group's
+    peer-to-peer NVLink: the group must fit inside one node."""
+    return 1 < tp <= max(hw.gpus_per_node, 1)
+
+
+def tp_exposed_s(t_tp: float, gemm_s: float, tp: int, overlapped: bool) -> float:
+    """Exposed seconds of a micro-step's TP collectives (``t_tp``). Without AsyncTP all of them (each all-gather /
+    reduce-scatter sits between the GEMMs that consume / produce it). With it, each collective is cut into ``tp``
+    chunks pipelined against the chunks of its GEMM: only the comm beyond the GEMM time, plus one chunk to fill the
+    pipeline, stays exposed -- max(0, t_tp - gemm_s) + t_tp / tp (``gemm_s``: the micro-step's GEMM time)."""
+    if not overlapped or t_tp <= 0:
+        return t_tp
+    return max(0.0, t_tp - gemm_s) + t_tp / tp
+
+
 def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
     """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
     busiest GPU."""
     p, vb = cfg.plan, _value_bytes(cfg)
     t_micro, by_class, layers, launch_s = _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))
+    t_lora = lora_adapter_s(model, cfg, hw, eff)
+    t_micro, by_class = t_micro + t_lora, (by_class[GEMM], by_class[ATTN], by_class[MEM] + t_lora)
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
     t_tp = 0.0
     if p.tp > 1:
         # re-run block forwards repeat their 4 forward transfers (full: every block; layer-K: every K-th)
         units = TP_TRANSFERS + 4 * reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)
         t_tp = layers * units * comm.ring_gather_s(tokens * model.hidden * vb, p.tp, group_gbps(p.tp, 1, hw))
-        if cfg.async_tp:        # collectives decomposed and overlapped with the GEMMs they feed (levers.py)
-            from gpuwise.estimate.levers import ASYNC_TP_OVERLAP
-
-            t_tp = max(0.0, t_tp - ASYNC_TP_OVERLAP * by_class[GEMM])
+        t_tp = tp_exposed_s(t_tp, by_class[GEMM], p.tp, cfg.async_tp and tp_overlap_possible(p.tp, hw))
     t_cp = 0.0
     if p.cp > 1:
         kv = model.n_kv_heads * (model.head_dim or model.hidden // model.n_heads)

@@ -177,9 +177,19 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1), cfg.lora_targets))
         assumptions.append(f"LoRA: {trainable:,} adapter parameters ({trainable / param_count(model):.3%} of the weights) "
                            "are updated and synchronised; frozen GEMMs "
-                           "skip their weight gradient")
+                           "skip their weight gradient; the unmerged adapters' dropout, A/B matmuls and add are timed as "
+                           "memory-bound (3.5 activation values per adapter dimension per token forward, twice that "
+                           "backward, 5 kernels per target)")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
     assumptions.append(eff.text)
+    if cfg.flash_attention:
+        from gpuwise.estimate.op_inventory import CAUSAL_TILE
+        from gpuwise.estimate.roofline_step import ATTN_CTX_HALF, attention_scale
+
+        assumptions.append(f"flash attention at {cfg.seq_len:,} tokens: {attention_scale(cfg.seq_len, True):.2f}x the "
+                           f"2k-8k rate above (efficiency ~ keys/(keys + {ATTN_CTX_HALF:g}) per query tile, assumed); a "
+                           f"causal mask computes the {CAUSAL_TILE}-key tiles on and below the diagonal, "
+                           f"(seq + {CAUSAL_TILE}) / 2 keys per query")
     if cfg.compile or cfg.float8 or cfg.async_tp or cfg.precision == "fp8":
         from gpuwise.estimate.levers import kernel_note
 
@@ -187,7 +197,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         if (cfg.float8 or cfg.precision == "fp8") and not gpu.fp8_tflops:
             assumptions.append(f"{gpu.name} has no fp8 tensor cores (FP8 training needs compute capability 8.9+): "
                                "timed as bf16")
-    assumptions.append("tensor-parallel transfers (8 per layer, activation-sized) not overlapped; context-parallel "
+    assumptions.append(_tp_note(cfg, gpus_per_node) + "context-parallel "
                        "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
                        "(FSDP: 80% of each); ring collectives at "
                        f"{comm.LINK_EFFICIENCY:.0%} of link bandwidth")
@@ -204,6 +214,19 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         tokens_per_s=fl.tokens / step if token else samples_s, gpus=plan.gpus, nodes=nodes,
         sample_unit=model.sample_unit, flops_efficiency=fl.hardware_flops / plan.gpus / (r.compute_s * peak),
         assumptions=assumptions)
+
+
+def _tp_note(cfg: TrainingConfig, gpus_per_node: int) -> str:
+    """How the step time treats the tensor-parallel collectives (roofline_step.tp_exposed_s)."""
+    tp = cfg.plan.tp
+    if tp <= 1:
+        return "no tensor parallelism; "
+    head = "tensor-parallel transfers (8 per layer, activation-sized) "
+    if not cfg.async_tp:
+        return head + "exposed (no AsyncTP: each collective sits between the GEMMs around it); "
+    if tp > gpus_per_node:
+        return head + f"exposed: AsyncTP needs the TP group inside one node (tp {tp} > {gpus_per_node} GPUs per node); "
+    return head + f"chunked by AsyncTP against their GEMMs: exposed = comm beyond the GEMM time + 1/{tp} of it; "
 
 
 def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: float | None, r,

@@ -174,8 +174,12 @@ def fit_op_efficiency(runs=None) -> dict:
     hi = np.array([0.92, 0.92, 0.92, 0.92, 50.0, 3000.0])
     sol = least_squares(resid, x0, bounds=(lo, hi), x_scale=np.array([0.1, 0.1, 0.1, 0.1, 2, 100]))
     effs = _effs(sol.x, base)
+    counts = {key: sum(1 for k in keys if k == key) for key in FITTED}
     for key in FITTED:
         own = [r for r, k in zip(runs, keys) if k == key]
+        if not own:     # no data constrains this GEMM efficiency (a left-out source's only rows)
+            effs[key] = _transferred(key, effs, counts, base)
+            continue
         sources = " ".join(sorted({r.source for r in own}))
         effs[key] = replace(effs[key], points=len(own),
                             fitted_on=f"GEMM efficiency on {len(own)} split=fit {key[0]} {key[1]} rows ({sources}); "
@@ -184,6 +188,21 @@ def fit_op_efficiency(runs=None) -> dict:
                                       f"{MEMORY_EFFICIENCY} fixed from "
                                       "published STREAM-type copy rates")
     return effs
+
+
+def _transferred(key: tuple[str, str], effs: dict, counts: dict, base: dict):
+    """GEMM efficiency of an (architecture, stack) pair without fit rows, from the three fitted pairs around it as if
+    architecture and stack were separable factors: gemm[a, s] = gemm[a', s] x gemm[a, s'] / gemm[a', s']; the stated
+    default row of the stack when those are not all fitted either."""
+    (arch, stack), (arch2,), (stack2,) = key, set(ARCHS) - {key[0]}, {s for _, s in FITTED} - {key[1]}
+    around = ((arch2, stack), (arch, stack2), (arch2, stack2))
+    if all(counts[k] for k in around):
+        g = min(0.92, effs[around[0]].gemm * effs[around[1]].gemm / effs[around[2]].gemm)
+        return replace(effs[key], gemm=g, points=0,
+                       fitted_on=f"no split=fit {arch} {stack} rows: transferred as {arch2} {stack} x {arch} {stack2} / "
+                                 f"{arch2} {stack2}")
+    return replace(base["default", stack], architecture=arch, points=0,
+                   fitted_on=f"no split=fit {arch} {stack} rows: the default {stack} row")
 
 
 def write_op_efficiency(effs: dict) -> None:
