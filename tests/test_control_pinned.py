@@ -9,6 +9,9 @@ Regenerated for issue 20 (one job model): job-spec jobs now run at their goodput
 range and the powers of two between them) instead of 12 geometric points: pollux-4x elastic-dp completes
 155 jobs (157 before), mean JCT 3055 s (3080 s); jobspec-mix and small-hetero elastic-dp/frenzy moved
 by under 2% in mean JCT.
+Regenerated for issue 21 (step time across stacks: causal attention's diagonal tiles, attention efficiency
+by key length, op_efficiency refitted by its rule): jobspec-mix moved by under 0.2% in mean JCT
+(elastic-dp 1129.6 -> 1130.0 s, frenzy 534.5 -> 535.3 s) and its assumptions' wording; nothing else.
 """
 
 from __future__ import annotations

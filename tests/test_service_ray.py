@@ -168,12 +168,16 @@ def test_ray_backend_trains_a_model_on_the_users_text(ray_server, monkeypatch, c
     capsys.readouterr()
     assert main(["jobs", jid[:8], "--logs"]) == 0
     out = capsys.readouterr().out
-    for part in ("predicted vs actual", "run time (s)", "events (the last", "done", "checkpoints/step-0000030.pt",
+    for part in ("predicted vs actual", "run time (s)", "measured vs predicted per step", "step time (s)",
+                 "CPU slot workers", "events (the last", "done", "checkpoints/step-0000030.pt",
                  "--- rank0.log (tail) ---", "--- exit 0"):
         assert part in out, (part, out[-3000:])
     assert main(["jobs", jid, "--json"]) == 0
     one = json.loads(capsys.readouterr().out)
     assert one["compare"]["run_act"] > 0 and one["events"][-1]["kind"] == "done" and len(one["artifacts"]) >= 2
+    m = one["measured"]                     # 30 steps in chunks of 10, each measured against the goodput object
+    assert m["chunks"] >= 3 and m["steps"] >= 30 and m["last"]["device"] == "cpu", m
+    assert m["last"]["predicted_step_s"] > 0 and m["last"]["measured_step_s"] > 0 and m["last"]["measured_peak_gib"] is None
     # its loss curve on the dashboard, rendered by a real browser: one point per reported step, drawn
     chromium()
     shot = tmp / "byo-job.png"
@@ -228,6 +232,7 @@ def test_ray_backend_trains_a_submitted_job_to_done_and_refuses_one_too_big(ray_
     assert (tmp / "ray-state" / "jobs" / jid / "checkpoints" / "step-0000030.pt").exists()   # the last one kept
     page = httpx.get(f"{url}/jobs/{jid}", headers=auth, timeout=30).text     # the dashboard's loss curve
     assert '<g id="loss-curve"' in page and "30 steps reported by the backend" in page, page[-2000:]
+    assert 'id="measured"' in page and "steps measured on cpu" in page, page[-3000:]
     # SIGTERM: a graceful exit that ends the workers and the private Ray head (its watcher process
     # names the server's pid; it ends the head's process group and then itself)
     assert _head(proc.pid) is not None

@@ -43,6 +43,15 @@ def _render_one(res: dict) -> None:
                 [["GPUs", c.get("gpus_pred", "-"), c.get("gpus_act", "-")],
                  ["run time (s)", _num(c.get("run_pred"), ",.0f"), _num(c.get("run_act"), ",.0f")],
                  ["cost (USD)", _num(c.get("cost_pred"), ",.2f"), _num(c.get("cost_act"), ",.2f")]])
+    m = res.get("measured")
+    if m:
+        last = m["last"]
+        peak = "-" if last["measured_peak_gib"] is None else f'{last["measured_peak_gib"]:.2f}'
+        print_table(f'measured vs predicted per step (last chunk: {last["gpus"]} x {last["gpu_type"]}, batch '
+                    f'{last["batch"]}; {m["chunks"]} chunks on {last["device"]})', ["", "predicted", "measured"],
+                    [["step time (s)", _num(last["predicted_step_s"], ".3g"), _num(last["measured_step_s"], ".3g")],
+                     ["peak memory (GiB)", _num(last["predicted_peak_gib"], ".2f"), peak]])
+        print(f'  {m["note"]}' + "".join(f"\n  {n}" for n in m["calibration"]))
     events = res["events"][-SHOWN_EVENTS:]
     print_table(f"events (the last {len(events)} of {len(res['events'])})", ["backend s", "event", "detail"],
                 [[_num(e["at_s"], ",.1f"), e["kind"], "" if e["detail"] is None else str(e["detail"])[:100]]

@@ -147,8 +147,9 @@ class JobGoodput:
                 if isinstance(v, ShapeResult) and k[4] is None and k[3] == k[1] * k[2]}
 
     def step_notes(self) -> list[str]:
-        """The step-time model's assumptions on the shapes timed so far (pipeline bubbles left out)."""
-        return list(self.cache.get("_step_notes", ()))
+        """The step-time model's assumptions on the shapes timed so far (pipeline bubbles left out), sorted:
+        the same set in the same order whichever shapes the search happened to time first."""
+        return sorted(self.cache.get("_step_notes", ()))
 
     def checkpoint_note(self) -> str | None:
         return self.cache.get("_checkpoint_note")

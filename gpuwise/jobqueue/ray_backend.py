@@ -134,6 +134,11 @@ class RayBackend:
         state file: it survives a server restart; a step trained again after a fault shows its new loss."""
         return self.store.losses(job)
 
+    def measured(self, job: str) -> dict | None:
+        """The job's measured-vs-predicted summary (gpuwise.runtime.measurements.summarise), or None
+        before its first chunk."""
+        return self.store.peek(f"measured:{job}")
+
     def artifacts_dir(self, job: str) -> Path:
         """The job's folder of checkpoints and logs (gpuwise.runtime.artifacts lists and opens it)."""
         return self.act.job_dir(job)

@@ -386,8 +386,13 @@ class RayActuator:
         """One chunk's in-worker step time (and CUDA peak) to the job's goodput object and measurements.csv."""
         a, peak = jr.alloc, r.get("peak_bytes")
         gpn = max((g for _, g in a.placement), default=a.num_gpus)
-        self.measurements.record(jr.js.job, a.gpu_type, r.get("device") or "", a.num_gpus, a.num_nodes, batch, steps,
-                                 step_s, None if peak is None else peak / 2 ** 30, self.goodputs.get(jr.name), gpn)
+        from gpuwise.runtime.measurements import summarise
+
+        good = self.goodputs.get(jr.name)
+        row = self.measurements.record(jr.js.job, a.gpu_type, r.get("device") or "", a.num_gpus, a.num_nodes, batch,
+                                       steps, step_s, None if peak is None else peak / 2 ** 30, good, gpn)
+        key = f"measured:{jr.name}"
+        self.store.put(key, summarise(self.store.get(key), row, good))   # the job page's measured vs predicted
 
     def _teardown(self, jr: JobRun, now: float) -> None:
         if jr.script and jr.js.job.elastic:

@@ -95,8 +95,8 @@ class MeasurementLog:
         self.path = Path(path)
 
     def record(self, job, gpu_type: str, device: str, gpus: int, nodes: int, batch: int, steps: int,
-               step_s: float, peak_gib: float | None, good, gpus_per_node: int) -> None:
-        """Feed one chunk to ``good`` (None: no goodput object) and write its row."""
+               step_s: float, peak_gib: float | None, good, gpus_per_node: int) -> dict:
+        """Feed one chunk to ``good`` (None: no goodput object), write its row and return it."""
         obs = good.observe(gpu_type, gpus_per_node, gpus, nodes, batch, steps, step_s, peak_gib) if good else None
         entry = " ".join([Path(job.argv[0]).name, *job.argv[1:]]) if job.argv else ""
         row = {"job": job.name, "model": "" if good is None else good.space.model.name, "entrypoint": entry,
@@ -110,6 +110,7 @@ class MeasurementLog:
             if new:
                 w.writeheader()
             w.writerow(row)
+        return row
 
     def replay(self, name: str, good) -> int:
         """Feed ``good`` the chunks of job ``name`` this file already holds (a resumed run or a restarted
@@ -131,3 +132,18 @@ class MeasurementLog:
                 except (KeyError, TypeError, ValueError):
                     continue
         return n
+
+
+def summarise(prev: dict | None, row: dict, good) -> dict:
+    """A job's measured-vs-predicted summary after one more chunk ``row`` (the job page and
+    ``gpuwise jobs ID`` show it): chunks and steps so far, the last chunk's shape with its predicted
+    (uncalibrated) and measured step time and peak, and the calibration's own words."""
+    prev = prev or {"chunks": 0, "steps": 0}
+    keep = ("gpu_type", "device", "gpus", "nodes", "batch", "predicted_step_s", "measured_step_s",
+            "predicted_peak_gib", "measured_peak_gib")
+    last = {k: (float(row[k]) if k.endswith(("_s", "_gib")) and row[k] != "" else (row[k] if row[k] != "" else None))
+            for k in keep}
+    return {"chunks": prev["chunks"] + 1, "steps": prev["steps"] + int(row["steps"]), "last": last,
+            "calibration": [] if good is None else good.calibration.notes(),
+            "note": ("CPU slot workers against the GPU roofline of their slot type: a calibration, not an accuracy"
+                     if last["device"] in ("cpu", None) else "CUDA: measured on the GPU")}

@@ -88,11 +88,19 @@ class Store:
         with self.db:
             self.db.executemany("INSERT OR REPLACE INTO losses VALUES (?,?,?)", [(job, s, v) for s, v in losses])
 
-    def losses(self, job: str) -> list[tuple[int, float]]:
-        """Read on a connection of its own: the service's page threads read while its scheduler
+    def _read(self, sql: str, args: tuple) -> list[tuple]:
+        """A query on a connection of its own: the service's page threads read while its scheduler
         thread writes on ``self.db`` (WAL: readers never block the writer)."""
         with contextlib.closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10.0)) as db:
-            return db.execute("SELECT step, loss FROM losses WHERE job=? ORDER BY step", (job,)).fetchall()
+            return db.execute(sql, args).fetchall()
+
+    def losses(self, job: str) -> list[tuple[int, float]]:
+        return self._read("SELECT step, loss FROM losses WHERE job=? ORDER BY step", (job,))
+
+    def peek(self, key: str, default=None):
+        """``get`` for another thread than the writer's (see ``_read``)."""
+        rows = self._read("SELECT value FROM meta WHERE key=?", (key,))
+        return json.loads(rows[0][0]) if rows else default
 
     def event(self, job: str, t: float, kind: str, detail: dict) -> None:
         self.db.execute("INSERT INTO events VALUES (?,?,?,?)", (job, t, kind, json.dumps(detail)))

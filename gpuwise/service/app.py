@@ -159,6 +159,8 @@ def _job_routes(app: FastAPI, ctx: _Ctx) -> None:
         c = compare(row, ctx.store.events(row["id"]), ctx.scheduler.backend.now())
         out["compare"] = {k: c[k] for k in ("gpus_pred", "gpus_act", "run_pred", "run_act", "cost_pred",
                                             "cost_act", "projected")}
+        measured = getattr(ctx.scheduler.backend, "measured", None)   # per step, on the last chunk (ray backend)
+        out["measured"] = measured(row["id"]) if measured is not None else None
         return out
 
     @app.get("/v1/jobs/{job_id}/events", tags=["jobs"])

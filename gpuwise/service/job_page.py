@@ -108,6 +108,27 @@ def _cancel_form(row: dict, csrf: str, signed_in: bool) -> str:
             f'</form>{hint}')
 
 
+def _measured_section(m: dict | None, measures: bool) -> str:
+    """Step time and peak memory as measured on the job's last chunk, against the prediction there."""
+    head = "<h2>Measured vs predicted, per step</h2>"
+    if not measures:
+        return head + '<p id="measured" class="muted">this backend measures nothing: it trains nothing</p>'
+    if m is None:
+        return head + '<p id="measured" class="muted">no chunk measured yet</p>'
+    last = m["last"]
+    peak = _num(last["measured_peak_gib"], ".2f", " GiB") if last["measured_peak_gib"] is not None else \
+        "- (not measured off CUDA)"
+    rows = (f'<tr><th>step time</th><td>{_num(last["predicted_step_s"], ".3g", " s")}</td>'
+            f'<td>{_num(last["measured_step_s"], ".3g", " s")}</td></tr>'
+            f'<tr><th>peak memory (reserved)</th><td>{_num(last["predicted_peak_gib"], ".2f", " GiB")}</td>'
+            f'<td>{peak}</td></tr>')
+    shape = f'last chunk: {last["gpus"]} x {escape(str(last["gpu_type"]))}, batch {last["batch"]}'
+    notes = "; ".join(escape(n) for n in m["calibration"]) or "no calibration yet"
+    return (f'{head}<table id="measured"><tr><th>{shape}</th><th>predicted</th><th>measured</th></tr>{rows}</table>'
+            f'<p class="muted">{m["chunks"]} chunks, {m["steps"]} steps measured on {escape(str(last["device"]))}: '
+            f'{escape(m["note"])}. Predicted = the goodput object before calibration; {notes}.</p>')
+
+
 def _files_section(job_id: str, files: tuple[list, dict[str, str]] | None) -> str:
     """The job's logs (each rank's tail) and its artifacts, linked for download."""
     if files is None:
@@ -125,7 +146,8 @@ def _files_section(job_id: str, files: tuple[list, dict[str, str]] | None) -> st
 
 
 def render_job(row: dict, owner: str, events: list[dict], clock_s: float, losses: list[tuple[int, float]] | None,
-               csrf: str, signed_in: str | None = None, files: tuple[list, dict[str, str]] | None = None) -> str:
+               csrf: str, signed_in: str | None = None, files: tuple[list, dict[str, str]] | None = None,
+               measured: tuple[bool, dict | None] = (False, None)) -> str:
     """The whole page. ``losses`` None: the backend reports none (the sim backend trains nothing);
     ``files`` None: it keeps no artifacts."""
     c = compare(row, events, clock_s)
@@ -144,7 +166,7 @@ def render_job(row: dict, owner: str, events: list[dict], clock_s: float, losses
 <p>id <code>{escape(row["id"])}</code> &middot; user <b>{escape(owner)}</b> &middot; state <b id="state">
 {escape(row["state"])}</b> &middot; {held} {c["gpus_act"]} &middot; {progress_bar(row["progress"])} &middot;
 restarts {row["restarts"]} {_cancel_form(row, csrf, signed_in is not None)}</p>{msg}
-<h2>Predicted vs actual</h2>{_compare_table(c, row["state"])}
+<h2>Predicted vs actual</h2>{_compare_table(c, row["state"])}{_measured_section(measured[1], measured[0])}
 <div class="charts"><div><h2>Progress against the prediction</h2>
 {svg(progress_figure(_progress_points(row, clock_s), pred, proj), "progress")}</div>
 <div><h2>Training loss</h2>{svg(loss_figure(losses or []), "loss")}<p class="muted">{loss_note}</p></div></div>

@@ -166,7 +166,13 @@ def _page_routes(app: FastAPI, ctx: Any) -> None:
         return _html(render_job(row, ctx.names().get(row["user_id"], "?"), ctx.store.events(row["id"]),
                                 ctx.scheduler.backend.now(), losses(row["id"]) if losses else None,
                                 csrf_token(tok), u.name if where == "cookie" else None,
-                                files=_job_files(ctx, row["id"])))
+                                files=_job_files(ctx, row["id"]), measured=_measured(ctx, row["id"])))
+
+
+def _measured(ctx: Any, job_id: str) -> tuple[bool, dict | None]:
+    """(whether the backend measures jobs, the job's measured-vs-predicted summary or None)."""
+    measured = getattr(ctx.scheduler.backend, "measured", None)
+    return (False, None) if measured is None else (True, measured(job_id))
 
 
 def _job_files(ctx: Any, job_id: str) -> tuple[list, dict[str, str]] | None:
