@@ -42,6 +42,7 @@ class JobSpace:
     tokens_per_sample: int            # seq_len for token models, 1 otherwise
     inter_node_gbps: float | None = None   # node network (GB/s); None: the step-time model's default
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    cp: tuple[int, ...] = (1,)        # allowed context-parallel degrees (a job spec has none: 1)
 
     @property
     def fixed_batch(self) -> bool:
