@@ -145,7 +145,7 @@ def memory_floor(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_n
 def _floor_configs(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_node: int) -> list[TrainingConfig]:
     """The frugal variant of every (tp, pp, cp) on at most max_gpus GPUs, at the largest dp it allows."""
     if not spec.is_transformer:
-        layouts = [(1, 1, 1)]
+        shapes = [(1, 1, 1)]
     else:
         # the validity rules of `layouts` but for divisibility: at most (not exactly) max_gpus GPUs
         layers, cps = pipeline_limit(spec), _divisors_upto(cfg.seq_len, max_gpus)
