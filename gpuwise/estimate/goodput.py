@@ -137,7 +137,9 @@ class JobGoodput:
     @classmethod
     def for_config(cls, model, cfg) -> "JobGoodput":
         """The goodput object of one fixed training configuration (`job_space.space_for_config`); ``model``:
-        a ModelSpec or a name."""
+        a ModelSpec or a name. Built for the memory question (below); its goodput answers (``shape``, ``best``)
+        rank by time per sample over any global batch up to 2^20, so they favour long accumulation: ask them
+        whether a layout fits, and a job spec (with its batch range) which one is fastest."""
         from gpuwise.estimate.job_space import space_for_config
         from gpuwise.workload.models import load_model
 

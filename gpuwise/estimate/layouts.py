@@ -18,7 +18,7 @@ lightest first: none / selective / full with eager attention, none / op / full w
 (flash keeps no attention scores, so Megatron's selective recompute has nothing to drop; torchtitan's
 op-level AC does). Memory is `performance.memory_of(...).fits(gpu)` for both.
 
-How the two enumerations differed before they shared this module (docs/layout-unification.md has the table):
+How the two enumerations differed before they shared this module (table: docs/layout-unification.md):
 deliberate -- the goodput search takes only the spec's tp/pp/ZeRO degrees and cp = 1 (a job spec has no
 cp field; every cp of a large cluster would exceed the planner's time budget), keeps only the lightest
 recompute variant that fits per (tp, pp, ZeRO) (heavier ones only save memory, never time), and ranks by
@@ -26,7 +26,8 @@ time to target over micro-batches and global batches; the memory question takes 
 keeps every variant that fits at the caller's micro-batch, and ranks by `feasible_plans.plan_cost`.
 Accidental drift, now removed: the goodput search never tried Megatron's selective recompute with eager
 attention (it jumped from none to full), although the memory question did; job specs always use flash
-attention, so no goodput answer reachable from a spec changed.
+attention, so no goodput answer reachable from a spec changed. And the memory question gave models that are
+not transformers the flash-attention recompute list (op/full variants of a CNN, same memory), now none only.
 """
 
 from __future__ import annotations
