@@ -139,5 +139,5 @@ def space_for_config(model: ModelSpec, cfg: TrainingConfig) -> JobSpace:
         batch_range=(1, hi), micro_batches=(cfg.micro_batch,), tp=tuple(range(1, 65)),
         pp=tuple(range(1, pipeline_limit(model) + 1)), zero=ZERO_STAGES, checkpoint_gb=None,
         checkpoint_write_gbps=1.0, restart_s=0.0, tokens_per_sample=cfg.seq_len if model.sample_unit == "token" else 1,
-        assumptions=(f"one configuration: micro-batch {cfg.micro_batch} x {cfg.seq_len}; every tp/pp/ZeRO layout; "
-                     "no training amount: ranked by time per sample",))
+        assumptions=((f"one configuration: micro-batch {cfg.micro_batch} x {cfg.seq_len}; every tp/pp/ZeRO layout; "
+                      "no training amount: ranked by time per sample"),))

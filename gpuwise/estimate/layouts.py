@@ -32,7 +32,8 @@ not transformers the flash-attention recompute list (op/full variants of a CNN, 
 
 from __future__ import annotations
 
-from typing import Iterator
+from collections.abc import Iterator
+from math import gcd
 
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
@@ -65,7 +66,7 @@ def layouts(spec, seq_len: int, gpus: int, gpus_per_node: int | None, tp=None, p
             yield 1, 1, 1, gpus
         return
     layers = pipeline_limit(spec)
-    for t in divisors(gpus) if tp is None else tp:
+    for t in divisors(gpus if gpus_per_node is None else gcd(gpus, gpus_per_node)) if tp is None else tp:
         if gpus % t or not tp_ok(spec, t, gpus_per_node):
             continue
         rest = gpus // t
