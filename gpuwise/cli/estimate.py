@@ -265,9 +265,9 @@ def _memory_rows(m: dict, fits: bool) -> list[tuple[str, str]]:
 def _does_not_fit(out: dict, model, cfg, gpu) -> dict:
     """The binding constraint (memory) and the nearest feasible option: the fewest GPUs of this type
     on which some parallel plan of the same micro-batch and sequence fits."""
-    from gpuwise.estimate.feasible_plans import fewest_gpus
+    from gpuwise.estimate.goodput import JobGoodput
 
-    found = fewest_gpus(model, cfg, gpu)
+    found = JobGoodput.for_config(model, cfg).fewest_fitting(gpu)
     m = out["memory_gib"]
     need = f"required {m['required']:.1f} GiB per GPU > usable {m['usable']:.1f} GiB of {gpu.name}"
     if found is None:

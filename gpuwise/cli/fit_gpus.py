@@ -101,11 +101,11 @@ def _none_fits(spec, cfg, fits, args) -> int:
     """1 with the binding constraint on stderr when no GPU type holds the job on --max-gpus GPUs."""
     import sys
 
-    from gpuwise.estimate.feasible_plans import memory_floor
+    from gpuwise.estimate.goodput import JobGoodput
 
     if any(f.gpus is not None for f in fits) or not fits:
         return 0
-    floor = memory_floor(spec, cfg, args.max_gpus, args.gpus_per_node)
+    floor = JobGoodput.for_config(spec, cfg).memory_floor(args.max_gpus, args.gpus_per_node)
     largest = max(fits, key=lambda f: f.gpu.memory_gib).gpu
     least = f"{floor.per_gpu_gib:,.1f} GiB per GPU at best" if floor is not None else "no plan"
     sys.stderr.write(f"gpuwise fit-gpus: no feasible answer: memory binds ({least} on up to {args.max_gpus} GPUs, "

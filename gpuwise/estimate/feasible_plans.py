@@ -1,17 +1,15 @@
-"""Every parallel plan of a training job that fits on `gpus` GPUs of one type, ranked.
+"""The memory question over the one layout enumeration: every parallel plan of a training job that
+fits on `gpus` GPUs of one type at the caller's micro-batch, ranked, and the fewest GPUs where one fits.
 
-Plans enumerated: tp over divisors of gpus_per_node that divide the attention heads and the
-key/value heads (tensor parallelism stays inside a node), pp over divisors of gpus/tp up to the
-layer count, cp over divisors of the rest that divide the sequence, dp = gpus / (tp pp cp),
-ZeRO 0-3 (0 only when dp = 1), recompute none/selective/full without flash attention and
-none/op/full with it (flash keeps no attention scores, so Megatron's selective recompute has
-nothing to drop; torchtitan's op-level AC does), sequence parallelism whenever tp > 1 (the
-Megatron-core / torchtitan default).
-Pipeline plans run at least pp micro-batches per step (fewer would leave stages idle), so their
-grad_accum is raised to pp and stage 0 holds pp micro-batches in flight.
+Asked through the job's goodput object (`gpuwise.estimate.goodput.JobGoodput.fitting_plans` /
+``fewest_fitting`` / ``memory_floor``): `gpuwise fit-gpus`, `estimate`'s nearest feasible option and
+`plan`'s infeasibility hint. The layouts, their validity rules and recompute variants are
+`gpuwise.estimate.layouts` (shared with the goodput search, `layout_search.allowed_plans`; that
+module's docstring lists what differs between the two questions and why). This view takes every degree
+(tp, pp, cp, ZeRO 0-3) and keeps every recompute variant that fits, not only the lightest.
 
-Pruning: for one (tp, pp, cp, sp) layout memory falls from ZeRO 0 to 1 to 2 and from no
-recompute to selective to full (tested properties; ZeRO-3 is tried on its own because its
+Pruning: for one (tp, pp, cp) layout memory falls from ZeRO 0 to 1 to 2 and from no
+recompute to selective/op to full (tested properties; ZeRO-3 is tried on its own because its
 gathered-layer buffer can exceed its savings on very short stages), so the search walks from the
 most frugal variant and stops at the first that does not fit. Results are memoised per (model, cfg, gpu, gpus, gpus_per_node).
 
@@ -36,6 +34,7 @@ from functools import lru_cache
 from math import log2
 
 from gpuwise.errors import InputError
+from gpuwise.estimate.layouts import divisors, layout_config, layouts, pipeline_limit, recompute_variants, tp_ok
 from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.estimate.performance import memory_bound_of, memory_of
 from gpuwise.hardware.types import GpuSpec
@@ -58,27 +57,9 @@ def plan_cost(cfg: TrainingConfig) -> float:
             + bubble)
 
 
-def _divisors(n: int) -> list[int]:
-    return [d for d in range(1, n + 1) if n % d == 0]
-
-
 def _layouts(spec: ModelSpec, cfg: TrainingConfig, gpus: int, gpus_per_node: int):
-    """(tp, pp, cp, dp) layouts allowed on exactly `gpus` GPUs."""
-    if not spec.is_transformer:
-        yield 1, 1, 1, gpus
-        return
-    layers = spec.n_layers + spec.n_encoder_layers
-    for tp in _divisors(min(gpus_per_node, gpus)):
-        if gpus % tp or gpus_per_node % tp or spec.n_heads % tp or spec.n_kv_heads % tp:
-            continue
-        rest = gpus // tp
-        for pp in _divisors(rest):
-            if pp > layers:
-                break
-            for cp in _divisors(rest // pp):
-                if cfg.seq_len % cp:
-                    continue
-                yield tp, pp, cp, rest // (pp * cp)
+    """(tp, pp, cp, dp) layouts allowed on exactly `gpus` GPUs: every valid degree (`layouts`)."""
+    return layouts(spec, cfg.seq_len, gpus, gpus_per_node, tp=None, pp=None, cp=None)
 
 
 def _fits(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> MemoryEstimate | None:
@@ -90,34 +71,25 @@ def _fits(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> MemoryEstimate 
 def _feasible(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus: int, gpus_per_node: int
               ) -> tuple[tuple[TrainingConfig, MemoryEstimate], ...]:
     out: list[tuple[float, float, str, TrainingConfig, MemoryEstimate]] = []
+    frugal_first = recompute_variants(spec, cfg)[::-1]   # most frugal first: stop when nothing fits any more
     for tp, pp, cp, dp in _layouts(spec, cfg, gpus, gpus_per_node):
-        accum = max(cfg.grad_accum, pp)
-        for sp in (tp > 1,):       # sequence parallel whenever tp > 1 (Megatron-core / torchtitan default)
-            def make(zero: int, recompute: str) -> TrainingConfig:
-                return replace(cfg, grad_accum=accum, recompute=recompute,
-                               plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=sp, zero=zero))
-
-            recomputes = ("full", "selective", "none") if spec.is_transformer else ("none",)
-            if cfg.flash_attention:
-                # with flash attention Megatron's selective recompute saves nothing; torchtitan's op-level AC does
-                recomputes = ("full", "op", "none")
-            for recompute in recomputes:       # most frugal first: stop when nothing fits any more
-                found = False
-                if dp > 1:                     # ZeRO-3 adds a gathered layer, so it is tried on its own
-                    c = make(3, recompute)
-                    est = _fits(spec, c, gpu)
-                    if est is not None:
-                        found = True
-                        out.append((plan_cost(c), est.total, c.plan.label(), c, est))
-                for zero in (2, 1, 0) if dp > 1 else (0,):   # memory rises from stage 2 down to 0
-                    c = make(zero, recompute)
-                    est = _fits(spec, c, gpu)
-                    if est is None:
-                        break
+        for recompute in frugal_first:
+            found = False
+            if dp > 1:                     # ZeRO-3 adds a gathered layer, so it is tried on its own
+                c = layout_config(cfg, tp, pp, cp, dp, 3, recompute)
+                est = _fits(spec, c, gpu)
+                if est is not None:
                     found = True
                     out.append((plan_cost(c), est.total, c.plan.label(), c, est))
-                if not found:
+            for zero in (2, 1, 0) if dp > 1 else (0,):   # memory rises from stage 2 down to 0
+                c = layout_config(cfg, tp, pp, cp, dp, zero, recompute)
+                est = _fits(spec, c, gpu)
+                if est is None:
                     break
+                found = True
+                out.append((plan_cost(c), est.total, c.plan.label(), c, est))
+            if not found:
+                break
     out.sort(key=lambda r: (r[0], r[1], r[2]))
     return tuple((c, e) for _, _, _, c, e in out)
 
@@ -138,9 +110,8 @@ def feasible_plans(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec, gp
 
 
 def _frugal(spec: ModelSpec, cfg: TrainingConfig, tp: int, pp: int, cp: int, dp: int) -> TrainingConfig:
-    """The most frugal variant of a layout: full recompute (transformers), ZeRO-3 when dp > 1, SP with TP."""
-    return replace(cfg, grad_accum=max(cfg.grad_accum, pp), recompute="full" if spec.is_transformer else "none",
-                   plan=ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=3 if dp > 1 else 0))
+    """The most frugal variant of a layout: the heaviest recompute, ZeRO-3 when dp > 1."""
+    return layout_config(cfg, tp, pp, cp, dp, 3 if dp > 1 else 0, recompute_variants(spec, cfg)[-1])
 
 
 def _least_required(spec: ModelSpec, cfgs: list[TrainingConfig]) -> MemoryEstimate | None:
@@ -174,14 +145,13 @@ def memory_floor(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_n
 def _floor_configs(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_node: int) -> list[TrainingConfig]:
     """The frugal variant of every (tp, pp, cp) on at most max_gpus GPUs, at the largest dp it allows."""
     if not spec.is_transformer:
-        layouts = [(1, 1, 1)]
+        shapes = [(1, 1, 1)]
     else:
-        layers = spec.n_layers + spec.n_encoder_layers
-        cps = _divisors_upto(cfg.seq_len, max_gpus)
-        layouts = [(tp, pp, cp) for tp in _divisors(min(gpus_per_node, max_gpus))
-                   if gpus_per_node % tp == 0 and spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0
-                   for pp in range(1, min(layers, max_gpus // tp) + 1) for cp in cps if tp * pp * cp <= max_gpus]
-    return [_frugal(spec, cfg, tp, pp, cp, max_gpus // (tp * pp * cp)) for tp, pp, cp in layouts]
+        # the validity rules of `layouts` but for divisibility: at most (not exactly) max_gpus GPUs
+        layers, cps = pipeline_limit(spec), _divisors_upto(cfg.seq_len, max_gpus)
+        shapes = [(tp, pp, cp) for tp in divisors(min(gpus_per_node, max_gpus)) if tp_ok(spec, tp, gpus_per_node)
+                  for pp in range(1, min(layers, max_gpus // tp) + 1) for cp in cps if tp * pp * cp <= max_gpus]
+    return [_frugal(spec, cfg, tp, pp, cp, max_gpus // (tp * pp * cp)) for tp, pp, cp in shapes]
 
 
 def _divisors_upto(n: int, limit: int) -> list[int]:
@@ -196,7 +166,7 @@ def _divisors_upto(n: int, limit: int) -> list[int]:
 def _frugal_min(spec: ModelSpec, cfg: TrainingConfig, gpus: int, gpus_per_node: int) -> MemoryEstimate | None:
     """The smallest frugal-variant estimate over the layouts on exactly `gpus` GPUs (GPU-independent, so
     shared by every GPU type searched): some plan fits a GPU iff this one does (fits compares `required` with the GPU)."""
-    return _least_required(spec, [_frugal(spec, cfg, *layout) for layout in _layouts(spec, cfg, gpus, gpus_per_node)])
+    return _least_required(spec, [_frugal(spec, cfg, *shape) for shape in _layouts(spec, cfg, gpus, gpus_per_node)])
 
 
 def _first_candidate(spec: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, max_gpus: int, gpus_per_node: int) -> int:

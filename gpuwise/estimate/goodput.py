@@ -35,7 +35,7 @@ import numpy as np
 
 from gpuwise.estimate.calibration import Calibration, Observation, fit_calibration
 from gpuwise.estimate.job_space import JobSpace, space_from_jobspec
-from gpuwise.estimate.layout_search import RunOption, ShapeResult, evaluate_shape, recompute_variants
+from gpuwise.estimate.layout_search import RunOption, ShapeResult, _gpu, evaluate_shape, recompute_variants
 
 
 class JobGoodput:
@@ -133,6 +133,49 @@ class JobGoodput:
         """The fewest GPUs (<= ``limit``) on which the job fits with a batch in its range."""
         return next((n for n in range(1, limit + 1) if self.best(gpu, gpus_per_node, n) is not None), None)
 
+    # -- the memory question (fit-gpus, estimate's nearest feasible option, plan's hint) --------------
+    @classmethod
+    def for_config(cls, model, cfg) -> "JobGoodput":
+        """The goodput object of one fixed training configuration (`job_space.space_for_config`); ``model``:
+        a ModelSpec or a name. Built for the memory question (below); its goodput answers (``shape``, ``best``)
+        rank by time per sample over any global batch up to 2^20, so they favour long accumulation: ask them
+        whether a layout fits, and a job spec (with its batch range) which one is fastest."""
+        from gpuwise.estimate.job_space import space_for_config
+        from gpuwise.workload.models import load_model
+
+        return cls(space_for_config(load_model(model), cfg))
+
+    def _memory_cfg(self, micro_batch: int | None):
+        from gpuwise.workload.training import TrainingConfig
+
+        micro = micro_batch or self.space.micro_batches[0]
+        return TrainingConfig(**{**self.space.base.__dict__, "micro_batch": int(micro)})
+
+    def fitting_plans(self, gpu, gpus: int, gpus_per_node: int = 8, micro_batch: int | None = None) -> list:
+        """Memory first: every plan (any tp/pp/cp/ZeRO, every recompute variant) that fits on exactly ``gpus``
+        GPUs of ``gpu`` (a name or GpuSpec) at ``micro_batch`` (default the job's first), ranked by
+        `feasible_plans.plan_cost`; [(config, MemoryEstimate)]."""
+        from gpuwise.estimate.feasible_plans import feasible_plans
+
+        return feasible_plans(self.space.model, self._memory_cfg(micro_batch), _gpu_spec(gpu), gpus, gpus_per_node)
+
+    def fewest_fitting(self, gpu, gpus_per_node: int = 8, limit: int = 1024, micro_batch: int | None = None):
+        """Memory first: the fewest GPUs (<= ``limit``) on which some plan fits at ``micro_batch``, with its
+        ranked plans (``fitting_plans``); None when none does. Unlike ``fewest_gpus``, no global batch."""
+        from gpuwise.estimate.feasible_plans import fewest_gpus
+
+        return fewest_gpus(self.space.model, self._memory_cfg(micro_batch), _gpu_spec(gpu), limit, gpus_per_node)
+
+    def memory_floor(self, limit: int, gpus_per_node: int = 8, micro_batch: int | None = None):
+        """The smallest per-GPU memory of any plan on at most ``limit`` GPUs (`feasible_plans.memory_floor`)."""
+        from dataclasses import replace
+
+        from gpuwise.estimate.feasible_plans import memory_floor
+        from gpuwise.workload.training import ParallelPlan
+
+        cfg = replace(self._memory_cfg(micro_batch), plan=ParallelPlan(), recompute="none")
+        return memory_floor(self.space.model, cfg, limit, gpus_per_node)
+
     # -- restarts ------------------------------------------------------------------------------
     def restart_s(self, option: RunOption) -> float:
         """Seconds a (re)start costs on ``option``'s shape: the spec's fixed start-up plus reading the
@@ -166,3 +209,8 @@ class JobGoodput:
         out += [f"step time: {n}" for n in self.step_notes()]
         out += [f"measured calibration: {n}" for n in self.calibration.notes()]
         return out
+
+
+def _gpu_spec(gpu):
+    """A GpuSpec from a name (a GpuSpec is kept: `fit-gpus` and `estimate` may pass user-defined GPUs)."""
+    return _gpu(gpu) if isinstance(gpu, str) else gpu

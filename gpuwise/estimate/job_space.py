@@ -42,6 +42,7 @@ class JobSpace:
     tokens_per_sample: int            # seq_len for token models, 1 otherwise
     inter_node_gbps: float | None = None   # node network (GB/s); None: the step-time model's default
     assumptions: tuple[str, ...] = field(default_factory=tuple)
+    cp: tuple[int, ...] = (1,)        # allowed context-parallel degrees (a job spec has none: 1)
 
     @property
     def fixed_batch(self) -> bool:
@@ -120,3 +121,23 @@ def space_from_jobspec(spec, *, require_amount: bool = True, inter_node_gbps: fl
         checkpoint_gb=ck.size_gb, checkpoint_write_gbps=ck.write_gbps, restart_s=ck.restart_minutes * 60.0,
         tokens_per_sample=tr.seq_len if token_model else 1, inter_node_gbps=inter_node_gbps,
         assumptions=_amount_lines(spec, noise, require_amount or has_amount))
+
+
+def space_for_config(model: ModelSpec, cfg: TrainingConfig) -> JobSpace:
+    """The search space of one fixed training configuration (`gpuwise fit-gpus`, `estimate --model`): its
+    micro-batch, sequence, precision and levers; every tp/pp/ZeRO degree (cp 1: see `layouts`); any global
+    batch; no training amount (configurations ranked by time per sample)."""
+    from dataclasses import replace
+
+    from gpuwise.estimate.layouts import ZERO_STAGES, pipeline_limit
+    from gpuwise.workload.training import ParallelPlan
+
+    hi = 1 << 20
+    return JobSpace(
+        name=model.name, model=model, base=replace(cfg, plan=ParallelPlan(), recompute="none"),
+        noise=NoiseModel(phi=math.inf, ref_batch=1, samples_at_ref=1.0), batches=batch_grid(1, hi),
+        batch_range=(1, hi), micro_batches=(cfg.micro_batch,), tp=tuple(range(1, 65)),
+        pp=tuple(range(1, pipeline_limit(model) + 1)), zero=ZERO_STAGES, checkpoint_gb=None,
+        checkpoint_write_gbps=1.0, restart_s=0.0, tokens_per_sample=cfg.seq_len if model.sample_unit == "token" else 1,
+        assumptions=((f"one configuration: micro-batch {cfg.micro_batch} x {cfg.seq_len}; every tp/pp/ZeRO layout; "
+                      "no training amount: ranked by time per sample"),))

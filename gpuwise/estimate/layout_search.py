@@ -21,6 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from gpuwise.estimate.job_space import FIXED_BATCH_ROUNDING, JobSpace
+from gpuwise.estimate.layouts import layout_config, layouts, recompute_variants, zero_stages
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 
@@ -78,30 +79,15 @@ def _gpu(name: str):
     return get_gpu(name)
 
 
-def _divides(a: int, b: int) -> bool:
-    return b % a == 0
-
-
-def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:
-    """The recompute policies a layout is tried with, lightest first (recompute only saves memory)."""
-    if not spec.is_transformer:
-        return ("none",)
-    # torchtitan op-level AC needs the attention kernel's saved output, as feasible_plans searches
-    return ("none", "op", "full") if cfg.flash_attention else ("none", "full")
-
-
 def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int | None = None,
                   misses: dict | None = None, configs: dict | None = None):
-    """Plans of the job's allowed (tp, pp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
-    lightest recompute / sequence-parallel variant that fits for each (tp, pp, zero).
+    """Plans of the job's allowed (tp, pp, cp, ZeRO) degrees on exactly `gpus` GPUs that fit, with the
+    lightest recompute variant that fits for each (tp, pp, cp, zero).
 
-    The same layouts and fitting rule as the memory engineer's `feasible_plans` (tp inside a node
-    and dividing the heads, pp <= layers, pp micro-batches in flight, ZeRO 0 also at dp > 1,
-    `estimate_memory(...).fits(gpu)`), but enumerated only over the degrees the job allows and
-    cp = 1: `feasible_plans` walks every layout of large clusters (~0.1 s each at 256 GPUs),
-    which alone would exceed the planner's time budget. Heavier variants of a layout that fits
-    lighter are dropped: full recompute and sequence parallelism only save memory, never time.
-    tests/test_plan_candidates.py checks this against `feasible_plans` itself.
+    The layouts, their validity rules and variants are `gpuwise.estimate.layouts` (shared with the memory
+    question, `feasible_plans`), enumerated only over the degrees the job allows (cp: ``job.cp``, 1 from a
+    job spec). Heavier variants of a layout that fits lighter are dropped: recompute only saves memory,
+    never time. tests/test_plan_candidates.py checks this against `feasible_plans`.
     gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
     keep the tp that divide their node, see `_plans_for_shape`).
     misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
@@ -112,56 +98,38 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
     from gpuwise.estimate.performance import memory_of
 
     spec = job.model
-    layers = max(spec.n_layers + spec.n_encoder_layers, 1)
-    heads_ok = (lambda tp: spec.n_heads % tp == 0 and spec.n_kv_heads % tp == 0) if spec.is_transformer \
-        else (lambda tp: tp == 1)
-    fields = cfg.__dict__
     configs = {} if configs is None else configs
+    recomputes = recompute_variants(spec, cfg)
+    # lightest variant first; if it does not fit, the most frugal one decides whether any
+    # variant can (memory falls with recompute), so a layout that cannot fit costs two estimates, not three
+    order = recomputes if len(recomputes) < 3 else (recomputes[0], recomputes[-1], *recomputes[1:-1])
     out = []
-    for tp in job.tp:
-        node_ok = gpus_per_node is None or (_divides(tp, gpus_per_node) and tp <= gpus_per_node)
-        if not (_divides(tp, gpus) and node_ok and heads_ok(tp)):
-            continue
-        for pp in job.pp:
-            if not _divides(pp, gpus // tp) or pp > layers or (pp > 1 and not spec.is_transformer):
-                continue
-            dp = gpus // (tp * pp)
-            accum = max(cfg.grad_accum, pp)
-            recomputes = recompute_variants(spec, cfg)
-            sps = (tp > 1,)        # sequence parallel whenever tp > 1 (Megatron-core / torchtitan default)
-            # lightest variant first; if it does not fit, the most frugal one decides whether any
-            # variant can (memory falls with recompute and sequence parallelism), so a layout that
-            # cannot fit costs two estimates, not four
-            variants = [(r, sp) for r in recomputes for sp in sps]
-            for zero in job.zero:
-                if dp == 1 and zero != 0:
+    for tp, pp, cp, dp in layouts(spec, cfg.seq_len, gpus, gpus_per_node, job.tp, job.pp, job.cp):
+        accum = max(cfg.grad_accum, pp)
+        for zero in zero_stages(dp, job.zero):
+            hit = None
+            for k, recompute in enumerate(order):
+                key = (dp, tp, pp, cp, zero, accum, recompute)    # the variant but its micro-batch
+                if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
+                    c, est, fits = None, None, False
+                else:
+                    c = configs.get(key)
+                    if c is None:
+                        c = configs[key] = layout_config(cfg, tp, pp, cp, dp, zero, recompute)
+                    est = memory_of(spec, c)
+                    fits = est.fits(gpu)
+                    if misses is not None and not fits:
+                        misses.setdefault(key, []).append((cfg.micro_batch, est))
+                if k == 1 and len(order) > 2:
+                    if not fits:
+                        break                  # the most frugal variant does not fit
+                    hit = hit or (c, est)      # remember it; a lighter one may still fit
                     continue
-                order = variants if len(variants) < 3 else [variants[0], variants[-1], *variants[1:-1]]
-                hit = None
-                for k, (recompute, sp) in enumerate(order):
-                    key = (dp, tp, pp, sp, zero, accum, recompute)    # the variant but its micro-batch
-                    if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
-                        c, est, fits = None, None, False
-                    else:
-                        c = configs.get(key)
-                        if c is None:
-                            layout = ParallelPlan(dp=dp, tp=tp, pp=pp, sp=sp, zero=zero)
-                            c = configs[key] = TrainingConfig(**{**fields, "grad_accum": accum,
-                                                                 "recompute": recompute, "plan": layout})
-                        est = memory_of(spec, c)
-                        fits = est.fits(gpu)
-                        if misses is not None and not fits:
-                            misses.setdefault(key, []).append((cfg.micro_batch, est))
-                    if k == 1 and len(order) > 2:
-                        if not fits:
-                            break                  # the most frugal variant does not fit
-                        hit = hit or (c, est)      # remember it; a lighter one may still fit
-                        continue
-                    if fits:
-                        hit = (c, est)
-                        break
-                if hit:
-                    out.append(hit)
+                if fits:
+                    hit = (c, est)
+                    break
+            if hit:
+                out.append(hit)
     return out
 
 

@@ -138,17 +138,14 @@ def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> 
 
 
 def _fewest_gpus(cs: CandidateSet, job, limit: int = 1024) -> list[dict]:
-    """Per allowed GPU type, the fewest GPUs on which some plan fits (memory engineer's
-    `fewest_gpus`, micro-batch 1, every layout it knows), fewest first."""
-    from gpuwise.estimate.feasible_plans import fewest_gpus
+    """Per allowed GPU type, the fewest GPUs on which some plan fits (the job's goodput object's memory
+    question, `JobGoodput.fewest_fitting`: micro-batch 1, every layout), fewest first."""
     from gpuwise.hardware.gpus import get_gpu
-    from gpuwise.workload.training import TrainingConfig
 
-    cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": 1})
     out = []
     for gpu in sorted({k[0] for k in cs.shapes}):
         gpn = max(k[1] for k in cs.shapes if k[0] == gpu)
-        found = fewest_gpus(job.model, cfg, get_gpu(gpu), max_gpus=limit, gpus_per_node=gpn)
+        found = job.goodput.fewest_fitting(get_gpu(gpu), gpn, limit, micro_batch=1)
         if found is not None:
             out.append({"gpu": gpu, "gpus": found[0], "gpus_per_node": gpn})
     return sorted(out, key=lambda d: d["gpus"])

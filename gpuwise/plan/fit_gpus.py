@@ -1,7 +1,7 @@
 """Which GPU types can hold a training job, how many of each, and with what parallel plan.
 
-For each GPU type: the fewest GPUs on which some plan fits (gpuwise.estimate.feasible_plans.
-fewest_gpus) and the best-ranked plan on that count. Types are ranked by GPU count, then by the
+For each GPU type: the fewest GPUs on which some plan fits (the job's goodput object's memory
+question, `JobGoodput.fewest_fitting`) and the best-ranked plan on that count. Types are ranked by GPU count, then by the
 plan's communication/recompute proxy, then by device memory (a smaller part is usually cheaper);
 prices are the planner's business (gpuwise plan).
 """
@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from gpuwise.estimate.feasible_plans import feasible_plans, fewest_gpus, plan_cost
+from gpuwise.estimate.feasible_plans import plan_cost
+from gpuwise.estimate.goodput import JobGoodput
 from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
@@ -35,16 +36,17 @@ def fit_gpus(model: ModelSpec | str, cfg: TrainingConfig, gpus: list[GpuSpec], m
              on_progress: Callable[[int, Optional[int]], None] | None = None) -> list[GpuFit]:
     """Ranked GpuFit per GPU type. recompute: restrict plans to one recompute mode (None = any);
     on_progress(done, total) is called after each GPU type (the CLI draws a progress bar with it)."""
+    good = JobGoodput.for_config(model, cfg)
     out = []
     for i, gpu in enumerate(gpus):
         if on_progress is not None:
             on_progress(i, len(gpus))
-        found = fewest_gpus(model, cfg, gpu, max_gpus=max_gpus, gpus_per_node=gpus_per_node)
+        found = good.fewest_fitting(gpu, gpus_per_node, max_gpus)
         plans = [] if found is None else [(c, m) for c, m in found[1] if recompute in (None, c.recompute)]
         if found is not None and not plans and recompute is not None:
             # the fewest count has no plan with this recompute mode: search further up
             for n in range(found[0] + 1, max_gpus + 1):
-                plans = [(c, m) for c, m in feasible_plans(model, cfg, gpu, n, gpus_per_node) if c.recompute == recompute]
+                plans = [(c, m) for c, m in good.fitting_plans(gpu, n, gpus_per_node) if c.recompute == recompute]
                 if plans:
                     found = (n, plans)
                     break

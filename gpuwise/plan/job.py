@@ -38,6 +38,7 @@ class PlanJob:
     micro_batches = property(lambda self: self.space.micro_batches)
     tp = property(lambda self: self.space.tp)
     pp = property(lambda self: self.space.pp)
+    cp = property(lambda self: self.space.cp)
     zero = property(lambda self: self.space.zero)
     checkpoint_gb = property(lambda self: self.space.checkpoint_gb)
     checkpoint_write_gbps = property(lambda self: self.space.checkpoint_write_gbps)
