@@ -133,7 +133,7 @@ def _swift_config(r: dict[str, str]) -> TrainingConfig:
     recompute = "full" if gc and (not fa or not lora) else "none"
     return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["max_length"]),
                           grad_accum=int(r["grad_accum_steps"]), precision="bf16-mixed" if lora else "bf16",
-                          stack="hf-trainer", lora_rank=int(r["lora_rank"]) if lora else 0,
+                          stack="ms-swift", lora_rank=int(r["lora_rank"]) if lora else 0,
                           lora_targets=SWIFT_TARGETS.get(r["lora_target_modules"], "q,k,v"),
                           quantize="nf4" if r["quantization"] == "int4 (bnb)" else None, recompute=recompute,
                           flash_attention=fa)
