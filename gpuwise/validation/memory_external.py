@@ -57,8 +57,9 @@ def vertex_rows() -> list:
                                      f"{VERTEX_RESTATED[r['statement_id']]} (counted once)", stack="hf-trainer"))
             continue
         est = estimate_memory("llama-7b", _vertex_config(r))
-        note = ("HF PEFT: fp16-mixed, LoRA q,v, eager attention; " + ("QLoRA NF4 + PEFT prepare_model_for_kbit_training "
-                "(float32 embeddings, norms and lm_head; gradient checkpointing)" if r["method"].startswith("QLoRA") else
+        note = ("HF PEFT: fp16-mixed, LoRA q,v, eager attention; " + ("QLoRA NF4 + PEFT prepare_model_for_kbit_"
+                "training (float32 embeddings, norms and lm_head; gradient checkpointing)" if r["method"].startswith(
+                    "QLoRA") else
                 "no gradient checkpointing (Trainer default)") + "; not stated in the report")
         if kind == "peak GPU memory" and r["value"] != "OOM":
             out.append(ValidationRow(label, "peak GPU memory vs device total", float(r["value"]) * 1e9 / GIB,
@@ -239,8 +240,8 @@ def universal_trainer_rows() -> list:
         est = estimate_memory(model, _ult_config(r))
         note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
                 "checkpointed, sdpa (no s^2 kept), batch 2 x 8192 packed" + ("; LoRA r8 all linear" if "LoRA" in
-                r["method"] else "") + ("; NF4 + double quantisation; its code loads the 4-bit model with dtype=torch.float32 and calls PEFT "
-                "prepare_model_for_kbit_training (src/models/llama3.py, src/trainer/build.py @ aefdc4a4): every other "
+                r["method"] else "") + ("; NF4 + double quantisation; its code loads the 4-bit model with "
+                "dtype=torch.float32 and calls PEFT prepare_model_for_kbit_training (src/models/llama3.py, src/trainer/build.py @ aefdc4a4): every other "
                 "parameter in float32" if r["method"] == "QLoRA" else "")
                 + ("; FSDP CPU offload of params, grads and optimizer state" if r["fsdp"] == "True" else "")
                 + "; tool not stated: compared with per_gpu_gib")
