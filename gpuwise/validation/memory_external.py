@@ -241,8 +241,8 @@ def universal_trainer_rows() -> list:
         note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
                 "checkpointed, sdpa (no s^2 kept), batch 2 x 8192 packed" + ("; LoRA r8 all linear" if "LoRA" in
                 r["method"] else "") + ("; NF4 + double quantisation; its code loads the 4-bit model with "
-                "dtype=torch.float32 and calls PEFT prepare_model_for_kbit_training (src/models/llama3.py, src/trainer/build.py @ aefdc4a4): every other "
-                "parameter in float32" if r["method"] == "QLoRA" else "")
+                "dtype=torch.float32 and calls PEFT prepare_model_for_kbit_training (src/models/llama3.py, "
+                "src/trainer/build.py @ aefdc4a4): every other parameter in float32" if r["method"] == "QLoRA" else "")
                 + ("; FSDP CPU offload of params, grads and optimizer state" if r["fsdp"] == "True" else "")
                 + "; tool not stated: compared with per_gpu_gib")
         gpu = get_gpu(ULT_GPUS[r["gpu"]]) if r["gpu"] in ULT_GPUS else None
