@@ -109,3 +109,36 @@ def test_ctx_attribute_outlives_backward_while_loss_is_referenced():
         alive[fn.__name__] = ref() is not None
         del loss
     assert alive == {"CtxAttr": True, "Saved": False}
+
+
+def test_hf_trainer_kbit_recipe_keeps_every_other_parameter_in_float32():
+    """PEFT prepare_model_for_kbit_training (the hf-trainer row) casts embeddings, norms and the 16-bit output layer
+    to float32: 2 more bytes per such parameter, a float32 residual stream (each checkpointed layer input and the
+    final norm's input), and the output layer's 16-bit autocast copy saved for its backward. ms-swift 1.x does not
+    call it (default row); without a 4-bit base nothing changes."""
+    spec = load_model("llama-3.1-8b")
+    c = param_counts(spec)
+
+    def cfg(stack, quantize="nf4"):
+        return TrainingConfig(micro_batch=1, seq_len=4096, precision="bf16-mixed", stack=stack, lora_rank=32,
+                              lora_targets="all-linear", quantize=quantize, recompute="full")
+
+    assert model_code("hf-trainer").kbit_fp32_rest and not model_code("ms-swift").kbit_fp32_rest
+    hf, swift = estimate_memory(spec, cfg("hf-trainer")), estimate_memory(spec, cfg("ms-swift"))
+    assert hf.peak_phase == swift.peak_phase == "loss boundary"
+    fp32_rest = c.embedding + c.final + c.lm_head + c.n_layers * c.layer_replicated
+    assert hf.parameters - swift.parameters == 2 * fp32_rest
+    assert hf.activations - swift.activations == (c.n_layers + 1) * 4096 * spec.hidden * 2
+    assert hf.temporaries - swift.temporaries == spec.vocab_size * spec.hidden * 2
+    assert any("prepare_model_for_kbit_training" in a for a in hf.assumptions)
+    lora_hf, lora_swift = estimate_memory(spec, cfg("hf-trainer", None)), estimate_memory(spec, cfg("ms-swift", None))
+    assert lora_hf.allocated == lora_swift.allocated
+
+
+def test_hf_trainer_unsloth_long_context_checks():
+    """External check (Unsloth README, HF + FA2 QLoRA): with the kbit recipe the estimate's longest 8B context on
+    80 GB is within [28454, 1.25 x 28454); it was 40927 before (1.44x)."""
+    from gpuwise.validation.memory_external import max_context
+
+    ctx = max_context("llama-3.1-8b", 80.0)
+    assert 28454 <= ctx < 28454 * 1.25

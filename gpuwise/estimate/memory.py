@@ -347,7 +347,9 @@ class _Geometry:
         self.counts = counts = param_counts(spec)
         self.lora = lora = lora_rank > 0
         self.adapters_per_block = adapter_params(spec, lora_rank, lora_targets) / attention_blocks(spec) if lora else 0.0
-        self.frozen_other = 4 if precision == "fp32" else 2           # frozen base: 16-bit unless fp32
+        # a 4-bit base whose stack casts every other parameter to float32 (PEFT prepare_model_for_kbit_training)
+        self.fp32_rest = fp32_rest = lora and quantize == "nf4" and code.kbit_fp32_rest
+        self.frozen_other = 4 if precision == "fp32" or fp32_rest else 2     # frozen base: 16-bit unless fp32
         self.frozen_linear = code.nf4_bytes if quantize == "nf4" else self.frozen_other
         # the output layer is a 4-bit linear too where the stack quantises every torch.nn.Linear (LitGPT)
         self.head_linear = self.frozen_linear if quantize == "nf4" and code.nf4_output_layer else self.frozen_other
@@ -367,7 +369,9 @@ class _Geometry:
                                         recompute=recompute, frozen_base=lora, low_norms=low_norms,
                                         compiled=compiled, fp8_inputs=precision == "fp8",
                                         adapted=lora_modules(lora_targets) if lora else frozenset(),
-                                        sp_keeps_gathered=sem.framework == "torch", autocast=autocast and not lora,
+                                        sp_keeps_gathered=sem.framework == "torch",
+                                        # fp32 embeddings and norms (fp32_rest): a float32 residual stream
+                                        autocast=(autocast and not lora) or fp32_rest,
                                         hf_eager=sem.framework != "megatron",
                                         frozen_keeps_inputs=quantize == "nf4" and code.nf4_keeps_input,
                                         norm_fp32=code.norm_fp32_input, kv_expanded=code.kv_expanded)
@@ -381,6 +385,8 @@ class _Geometry:
         # Without FSDP a tied output layer's gradient waits for the embedding's contribution instead, and
         # autograd sums the two out of place: three vocabulary-wide gradients at the embedding's backward.
         self.out_w = spec.vocab_size * spec.hidden / tp if lm_head else 0.0
+        # autocast's 16-bit cast of a float32 frozen output layer, saved by its matmul until the layer's backward
+        self.head_cast = self.out_w * sem.compute if fp32_rest and autocast else 0.0
         self.root_bwd = fsdp and not self.pp_fsdp and not lora
         self.tied_bwd = (not fsdp and sem.framework != "megatron" and spec.tied_embeddings and pp == 1
                          and not lora)
@@ -452,8 +458,8 @@ class _Geometry:
             bwd_temp=self.bwd,
             emb=_embedding_bytes(spec, st) if first else 0.0,
             head_keep=_head_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
-            loss_temp=(_loss_transient_bytes(spec, st, self.lm_head, self.loss) + self._stale_inputs(n_i)) if last
-            else 0.0,
+            loss_temp=(_loss_transient_bytes(spec, st, self.lm_head, self.loss) + self._stale_inputs(n_i)
+                       + self.head_cast) if last else 0.0,
             head_grad=out_w * sem.compute if root_bwd and last else 0.0,
             embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
                         + big_train * sem.reduce if root_bwd and first and self.lm_head else

@@ -23,6 +23,8 @@ class ModelCode:
     nf4_dequant_copies: int     # 16-bit copies of a 4-bit weight its matmul materialises (dequantise, cast)
     fsdp_unsharded_accum: bool  # FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)
     separate_lm_head: bool      # the output layer is its own matrix even for tied checkpoints
+    kbit_fp32_rest: bool        # under a 4-bit base every other parameter is cast to float32 (PEFT
+    #                             prepare_model_for_kbit_training): fp32 embeddings, norms and output layer
     source: str
 
 
@@ -34,7 +36,7 @@ def _rows() -> dict[str, ModelCode]:
                                       r["nf4_keeps_input"] == "yes", r["norm_fp32_input"] == "yes",
                                       r["kv_expanded"] == "yes", int(r["nf4_dequant_copies"]),
                                       r["fsdp_no_sync"] == "unsharded",
-                                      r["separate_lm_head"] == "yes", r["source"])
+                                      r["separate_lm_head"] == "yes", r["kbit_fp32_rest"] == "yes", r["source"])
                 for r in rows}
 
 
@@ -62,4 +64,8 @@ def describe(stack: str) -> str:
         parts.append("FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)")
     if c.separate_lm_head:
         parts.append("own lm_head matrix (no weight tying)")
+    if c.kbit_fp32_rest:
+        parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
+                     "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "
+                     "autocast copy is kept for its backward")
     return f"{c.stack} model code: " + "; ".join(parts) + f" ({c.source.split(':')[0]})"

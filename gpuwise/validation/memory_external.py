@@ -7,11 +7,13 @@ gpuwise.validation.memory. No constant of the memory model is fitted on any of t
   the report are the libraries' defaults, chosen before comparing: HF Trainer fp16 AMP over the fp16 base
   (fp16-mixed), no gradient checkpointing for LoRA (Trainer default), gradient checkpointing for QLoRA (PEFT
   prepare_model_for_kbit_training default), eager attention (transformers' LLaMA of 2023), PEFT's default
-  LoRA targets for LLaMA (q_proj, v_proj), NF4 with the default stack's layout.
+  LoRA targets for LLaMA (q_proj, v_proj), NF4 through PEFT's QLoRA recipe (prepare_model_for_kbit_training:
+  embeddings, norms and lm_head in float32; data/stacks/model_code.csv hf-trainer row).
 - unsloth_readme_max_context.csv (Unsloth README): the longest context of a "Hugging Face + FA2" 4-bit QLoRA run
   that fits in a VRAM size is a boundary point: the estimate must fit there and must not fit at +25%
-  (MAX_CONTEXT_MARGIN); the README's OOM entries must not fit at 512 tokens. Assumed: bf16 autocast, gradient
-  checkpointing of every block (the README states neither), flash attention, batch 1, all linear targets.
+  (MAX_CONTEXT_MARGIN); the README's OOM entries must not fit at 512 tokens. Assumed: bf16 autocast, the PEFT
+  QLoRA recipe (prepare_model_for_kbit_training: float32 embeddings, norms and lm_head, every block checkpointed;
+  the README states none of these), flash attention, batch 1, all linear targets.
 """
 
 from __future__ import annotations
@@ -55,8 +57,9 @@ def vertex_rows() -> list:
                                      f"{VERTEX_RESTATED[r['statement_id']]} (counted once)", stack="hf-trainer"))
             continue
         est = estimate_memory("llama-7b", _vertex_config(r))
-        note = ("HF PEFT: fp16-mixed, LoRA q,v, eager attention; " + ("QLoRA NF4 + gradient checkpointing (PEFT "
-                "prepare_model_for_kbit_training default)" if r["method"].startswith("QLoRA") else
+        note = ("HF PEFT: fp16-mixed, LoRA q,v, eager attention; " + ("QLoRA NF4 + PEFT prepare_model_for_kbit_"
+                "training (float32 embeddings, norms and lm_head; gradient checkpointing)" if r["method"].startswith(
+                    "QLoRA") else
                 "no gradient checkpointing (Trainer default)") + "; not stated in the report")
         if kind == "peak GPU memory" and r["value"] != "OOM":
             out.append(ValidationRow(label, "peak GPU memory vs device total", float(r["value"]) * 1e9 / GIB,
@@ -105,8 +108,9 @@ def unsloth_rows() -> list:
             continue
         model, vram = UNSLOTH_MODELS[r["model"]], float(r["gpu_vram_gb"])
         pred = max_context(model, vram)
-        note = ("HF + FA2 4-bit QLoRA r32 all linear, batch 1; assumed: bf16 autocast, every block checkpointed "
-                f"(not stated); {vram:g} GiB less {HEADROOM_FRACTION:.0%} headroom; estimate's longest context {pred}")
+        note = ("HF + FA2 4-bit QLoRA r32 all linear, batch 1; assumed: bf16 autocast, PEFT prepare_model_for_kbit_"
+                "training (float32 embeddings, norms and lm_head; every block checkpointed; not stated); "
+                f"{vram:g} GiB less {HEADROOM_FRACTION:.0%} headroom; estimate's longest context {pred}")
         if r["oom"]:
             ok = not _fits_vram(model, 512, vram)
             out.append(ValidationRow(label, "reported OOM (no context fits): 512 tokens must not fit", None, pred,
@@ -133,7 +137,7 @@ def _swift_config(r: dict[str, str]) -> TrainingConfig:
     recompute = "full" if gc and (not fa or not lora) else "none"
     return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["max_length"]),
                           grad_accum=int(r["grad_accum_steps"]), precision="bf16-mixed" if lora else "bf16",
-                          stack="hf-trainer", lora_rank=int(r["lora_rank"]) if lora else 0,
+                          stack="ms-swift", lora_rank=int(r["lora_rank"]) if lora else 0,
                           lora_targets=SWIFT_TARGETS.get(r["lora_target_modules"], "q,k,v"),
                           quantize="nf4" if r["quantization"] == "int4 (bnb)" else None, recompute=recompute,
                           flash_attention=fa)
@@ -188,7 +192,8 @@ def ms_swift_rows() -> list:
                 + ("; gradient checkpointing on but without effect with flash attention (the source's ablation: "
                    "27.74 vs 27.71 GiB)" if cfg.lora_rank and r["gradient_checkpointing"] == "true"
                    and cfg.flash_attention else "")
-                + ("; bnb NF4 base (bitsandbytes 0.41.3)" if cfg.quantize else "")
+                + ("; bnb NF4 base (bitsandbytes 0.41.3), not passed through prepare_model_for_kbit_training "
+                   "(stack ms-swift)" if cfg.quantize else "")
                 + "; reserved = max_memory_reserved (reserved_gib)")
         if measured >= SWIFT_NEAR_CAPACITY * gpu.total_gib:
             out.append(ValidationRow(label, f"ran on {gpu.name} (reserved {measured:.2f} GiB: at capacity)", measured,
@@ -235,7 +240,9 @@ def universal_trainer_rows() -> list:
         est = estimate_memory(model, _ult_config(r))
         note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
                 "checkpointed, sdpa (no s^2 kept), batch 2 x 8192 packed" + ("; LoRA r8 all linear" if "LoRA" in
-                r["method"] else "") + ("; NF4 + double quantisation" if r["method"] == "QLoRA" else "")
+                r["method"] else "") + ("; NF4 + double quantisation; its code loads the 4-bit model with "
+                "dtype=torch.float32 and calls PEFT prepare_model_for_kbit_training (src/models/llama3.py, "
+                "src/trainer/build.py @ aefdc4a4): every other parameter in float32" if r["method"] == "QLoRA" else "")
                 + ("; FSDP CPU offload of params, grads and optimizer state" if r["fsdp"] == "True" else "")
                 + "; tool not stated: compared with per_gpu_gib")
         gpu = get_gpu(ULT_GPUS[r["gpu"]]) if r["gpu"] in ULT_GPUS else None
