@@ -154,6 +154,7 @@ def _catalog_accelerators(source: str) -> tuple[dict[str, str], dict[str, str]]:
         path = data_path().parent.parent / source   # catalog_source is relative to the repo root
     by_type: dict[str, str] = {}
     by_gpu: dict[str, str] = {}
+    canonical: dict[str, str | None] = {}    # thousands of rows, a few dozen accelerator names
     if not path.exists():
         return by_type, by_gpu
     with path.open(newline="") as fh:
@@ -164,7 +165,9 @@ def _catalog_accelerators(source: str) -> tuple[dict[str, str], dict[str, str]]:
             it = (row.get("InstanceType") or "").strip()
             if it:
                 by_type.setdefault(it, acc)
-            canon = resolve_gpu_name(acc)
+            if acc not in canonical:
+                canonical[acc] = resolve_gpu_name(acc)
+            canon = canonical[acc]
             if canon:
                 by_gpu.setdefault(canon, acc)
     return by_type, by_gpu
