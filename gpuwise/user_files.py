@@ -151,3 +151,17 @@ def check_sorted(times: Sequence[float], where: Callable[[int], str], what: str 
     for i in range(1, len(times)):
         if times[i] < times[i - 1]:
             raise InputError(where(i + 1), times[i], f"rows must be sorted by {what} (row {i} has {times[i - 1]:g})")
+
+
+def table_cell(raw: Any, kind: Callable, field: str, optional: bool = False) -> Any:
+    """One cell of a user's CSV/YAML table as ``kind`` (None where empty and ``optional``); a missing
+    or unconvertible value is an InputError naming ``field`` ("FILE row N column C")."""
+    col = field.rsplit(" ", 1)[-1]
+    if raw in (None, ""):
+        if optional:
+            return None
+        raise InputError(field, "", f"give a value for {col}")
+    try:
+        return kind(raw)
+    except (TypeError, ValueError):
+        raise InputError(field, raw, f"give a {kind.__name__}") from None

@@ -61,15 +61,12 @@ class RunJob(TraceJob):
 
 
 def _field(r: dict, col: str, where: str, kind, optional: bool = False):
+    from gpuwise.user_files import table_cell
+
     raw = r.get(col)
-    if raw in (None, ""):
-        if optional:
-            return None
-        raise InputError(f"{where} column {col}", "", f"give a value for {col}")
-    try:
-        v = kind(raw)
-    except (TypeError, ValueError):
-        raise InputError(f"{where} column {col}", raw, f"give a {kind.__name__}") from None
+    v = table_cell(raw, kind, f"{where} column {col}", optional)
+    if v is None:
+        return None
     if kind is not str and v < 0 or (col in ("num_gpus", "steps", "batch_size", "lr") and v <= 0):
         raise InputError(f"{where} column {col}", raw, "give a positive number")
     return v

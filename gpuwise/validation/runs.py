@@ -63,15 +63,10 @@ def rel_error(predicted: float | None, measured: float | None) -> float | None:
 
 
 def _value(raw, kind, where: str, col: str, optional: bool):
-    if raw in (None, ""):
-        if optional:
-            return None
-        raise InputError(f"{where} column {col}", "", f"give a value for {col}")
-    try:
-        v = kind(raw)
-    except (TypeError, ValueError):
-        raise InputError(f"{where} column {col}", raw, f"give a {kind.__name__}") from None
-    if kind is not str and (not math.isfinite(v) or v < 0):
+    from gpuwise.user_files import table_cell
+
+    v = table_cell(raw, kind, f"{where} column {col}", optional)
+    if v is not None and kind is not str and (not math.isfinite(v) or v < 0):
         raise InputError(f"{where} column {col}", raw, "give a finite number >= 0")
     return v
 
