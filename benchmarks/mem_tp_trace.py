@@ -109,15 +109,15 @@ def _slopes(rows: list[dict]) -> None:
         groups.setdefault((r["model"], r["seq"], r["recompute"], r["pp"]), []).append(r)
     for key, rs in groups.items():
         rs.sort(key=lambda r: r["layers"])
-        a, b = rs[-2], rs[-1]
-        per = b["layers"] - a["layers"]
-
-        def fit(col):
-            s = (b[col] - a[col]) / per
-            return s, b[col] - s * b["layers"]
-        (ts, ti), (as_, ai) = fit("trace_gib"), fit("analytic_gib")
+        (ts, ti), (as_, ai) = (_line_fit(rs[-2], rs[-1], col) for col in ("trace_gib", "analytic_gib"))
         print(f"  {key[0]:>4} s{key[1]} {key[2]:<9} pp{key[3]}: slope {ts:.3f} / {as_:.3f} ({as_ / ts - 1:+.1%}), "
               f"intercept {ti:.3f} / {ai:.3f} ({ai - ti:+.3f} GiB)")
+
+
+def _line_fit(a: dict, b: dict, col: str) -> tuple[float, float]:
+    """(slope per layer, intercept at zero layers) of `col` through two rows."""
+    s = (b[col] - a[col]) / (b["layers"] - a["layers"])
+    return s, b[col] - s * b["layers"]
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -14,10 +14,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuwise.estimate.memory import estimate_memory  # noqa: E402
-from gpuwise.trace import trace_memory  # noqa: E402
-from gpuwise.workload.models import load_model  # noqa: E402
-from gpuwise.workload.training import ParallelPlan, TrainingConfig  # noqa: E402
+from gpuwise.estimate.memory import estimate_memory
+from gpuwise.trace import trace_memory
+from gpuwise.workload.models import load_model
+from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 GIB = 2 ** 30
 
@@ -89,8 +89,13 @@ def test_sequence_parallel_emulation_keeps_what_dtensor_tp_keeps():
     from torch import nn
     from torch._subclasses.fake_tensor import FakeTensorMode
     from torch.distributed.tensor import Replicate, Shard
-    from torch.distributed.tensor.parallel import (ColwiseParallel, PrepareModuleInput, RowwiseParallel,
-                                                   SequenceParallel, parallelize_module)
+    from torch.distributed.tensor.parallel import (
+        ColwiseParallel,
+        PrepareModuleInput,
+        RowwiseParallel,
+        SequenceParallel,
+        parallelize_module,
+    )
 
     from gpuwise.nn import Shard as Emulated
     from gpuwise.nn import positions as pos
