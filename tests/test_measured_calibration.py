@@ -187,3 +187,16 @@ def test_the_runtime_log_writes_rows_that_validate_and_resume_the_calibration(tm
     assert [r["predicted_step_s"] for r in rows] == pytest.approx([pred, pred], rel=1e-5)
     assert rows[1]["calibrated_step_s"] == pytest.approx(50 * pred, rel=1e-5)   # from row 1 only
     assert log.path.read_text().splitlines()[0] == ",".join(COLUMNS)
+
+
+def test_a_long_job_keeps_its_newest_chunks_and_follows_them(good, monkeypatch):
+    """A goodput object keeps at most MAX_OBSERVATIONS chunks (a job of millions of steps refits in
+    bounded time); the factor is then the newest chunks' (here: 3x after older 2x chunks scroll out)."""
+    import gpuwise.estimate.goodput as goodput_module
+
+    monkeypatch.setattr(goodput_module, "MAX_OBSERVATIONS", 4)
+    raw = good.predicted_at_batch(GPU, 4, 2, 16).step_time_s
+    for factor in (2, 2, 2, 2, 3, 3, 3, 3):
+        good.observe(GPU, 4, 2, 1, 16, 10, factor * raw)
+        assert len(good.observations) <= 4
+    assert good.at_batch(GPU, 4, 2, 16).step_time_s == pytest.approx(3 * raw)

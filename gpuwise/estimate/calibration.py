@@ -34,6 +34,8 @@ import numpy as np
 from gpuwise.estimate.layout_search import RunOption
 
 MIN_STEPS = 5          # measured steps of a GPU type before its step-time factor applies
+MAX_OBSERVATIONS = 2000   # chunks a goodput object keeps (the newest): a job of a million steps refits in
+#                           bounded time, and its factor follows what the job does now
 
 
 @dataclass(frozen=True)

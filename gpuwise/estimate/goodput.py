@@ -33,7 +33,7 @@ from dataclasses import replace
 
 import numpy as np
 
-from gpuwise.estimate.calibration import Calibration, Observation, fit_calibration
+from gpuwise.estimate.calibration import MAX_OBSERVATIONS, Calibration, Observation, fit_calibration
 from gpuwise.estimate.job_space import JobSpace, space_from_jobspec
 from gpuwise.estimate.layout_search import RunOption, ShapeResult, _gpu, evaluate_shape, recompute_variants
 
@@ -96,6 +96,8 @@ class JobGoodput:
                           None if opt is None else opt.step_time_s, peak_gib,
                           None if opt is None else opt.memory_reserved_gib)
         self.observations.append(obs)
+        if len(self.observations) > MAX_OBSERVATIONS:    # a long job: the newest chunks, a bounded refit
+            del self.observations[0]
         self.calibration = fit_calibration(self.observations)
         self._tables.clear()      # the tables were calibrated with the old fit
         return obs
