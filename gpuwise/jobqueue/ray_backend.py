@@ -101,7 +101,8 @@ class RayBackend:
         if job.name not in self.models:
             self.models[job.name] = OnlineFit(ref_batch=int(job.batch_size), fitter=self.fitter)
             good = self.perf.goodputs[job.name] = job_goodput(job, spec)   # the spec as checked at submission
-            self.act.measurements.replay(job.name, good)   # chunks measured before a restart of the server
+            if self.store.peek(f"measured:{job.name}") is not None:    # it ran before this server started:
+                self.act.measurements.replay(job.name, good)              # its measured chunks, from the file
         return job
 
     # -- the Backend protocol -----------------------------------------------------------------------
