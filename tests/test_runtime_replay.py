@@ -12,8 +12,8 @@ from gpuwise.policies.base import JobState
 from gpuwise.policies.elastic_dp import ElasticDP
 from gpuwise.runtime.actuator import JobRun
 from gpuwise.runtime.driver import RunResult
-from gpuwise.runtime.measured import MeasuredPerf, OnlineFit
-from gpuwise.runtime.replay import compare, replay, rescale_dead_s, same_decisions_jct
+from gpuwise.runtime.measured import PRIOR_PARAMS, MeasuredPerf, OnlineFit
+from gpuwise.runtime.replay import AsSeen, compare, replay, rescale_dead_s, same_decisions_jct
 from gpuwise.runtime.workload import jobs_from_rows
 from gpuwise.sim.cluster import SimResult
 
@@ -76,6 +76,22 @@ def test_the_policy_replay_charges_the_measured_first_start_then_the_rescale_dea
     rate = MeasuredPerf({"a": run.runs["a"].model}).rates(wl.jobs[0], "T4", first["gpus"], first["nodes"],
                                                            first["batch"])[0]
     assert out.jct["a"] == pytest.approx(4.0 + 300.0 / rate, rel=1e-6)   # 2.75 s (the old mean) would be early
-    rows, median, median_same = compare(run, out)
-    assert rows[0]["replay_allocations"] == out.allocations["a"] and median == rows[0]["jct_error"]
-    assert median_same == pytest.approx(0.0, abs=1e-9)
+    assert out.oracle_jct == out.jct           # no record of what the run's policy read: the final model
+    rows, medians = compare(run, out)
+    assert rows[0]["replay_allocations"] == out.allocations["a"] and medians["jct_median_error"] == rows[0]["jct_error"]
+    assert medians["jct_median_error_same_decisions"] == pytest.approx(0.0, abs=1e-9)
+
+
+def test_the_policy_sees_the_model_the_run_read_at_the_same_time():
+    run, wl = _run()
+    final = run.runs["a"].model
+    seen = [(0.0, PRIOR_PARAMS, 16.0), (20.0, final.params, 50.0)]
+    clock = [5.0]
+    view = AsSeen({"a": final}, {"a": seen}, now=lambda: clock[0])
+    assert view.model(wl.jobs[0]).params == PRIOR_PARAMS and view.model(wl.jobs[0]).phi == 16.0
+    clock[0] = 25.0
+    assert view.model(wl.jobs[0]).params == final.params and view.model(wl.jobs[0]).phi == 50.0
+    # the replay's policy reads the prior until t=20: it decides on it, as the run's did
+    run.runs["a"].seen = seen
+    out = replay(CLUSTER, wl, lambda: ElasticDP(min_interval_s=5.0, period_s=None), run)
+    assert out.jct["a"] is not None and out.allocations["a"][0]["t"] == 0.0

@@ -124,7 +124,8 @@ def _print(out: dict) -> None:
                   " ".join(e["kind"] + (f"({e['gpus']}x{e['batch']})" if "gpus" in e else "") for e in j["events"]))
                  for j in out["jobs"]])
     print(f"median JCT error of the simulator on the measured models: {f(out['jct_median_error'], '{:.0%}')} "
-          f"(policy replay); {f(out['jct_median_error_same_decisions'], '{:.0%}')} on the run's own decisions "
+          f"(policy replay); {f(out['jct_median_error_oracle_view'], '{:.0%}')} with the final models seen from t=0; "
+          f"{f(out['jct_median_error_same_decisions'], '{:.0%}')} on the run's own decisions "
           "(speed model only, in-sample)")
     print(f"measured step times per chunk, next to the predicted ones: {out['measurements']} "
           "(gpuwise validate runs)")

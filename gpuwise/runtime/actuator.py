@@ -78,6 +78,7 @@ class JobRun:
     reserved_at: float = 0.0              # when the loop reserved ``want``
     overheads: list[float] = field(default_factory=list)  # reservation -> running again (s)
     chunks: list[tuple[float, int]] = field(default_factory=list)  # (end time, steps) of each measured chunk
+    seen: list[tuple] = field(default_factory=list)   # (round time, Pollux params, noise scale) policies read
     ckpt_next: str | None = None
     boundary: int = 0                     # script jobs: the last boundary the script reported
     launches: int = 0                     # script jobs: launches so far (each has a control folder)

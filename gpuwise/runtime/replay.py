@@ -1,14 +1,17 @@
 """Simulation vs reality: replay a finished run's jobs in the simulator with the speed models the
 run measured, and compare each job's simulated JCT with its measured one.
 
-Two replays, two questions:
+Three replays, three questions:
 
 * the policy replay (the headline, ``simulated_jct_s``): the same policy (a fresh instance), the
   same cluster and arrival times, the final measured model of every job as ground truth
   (`MeasuredPerf`, one constant rate per allocation, with the effective noise scale of the steps the
   job trained), the run's faults at their times (losing the steps the run lost), the nodes it lost
-  (their GPUs gone from then on). Its policy sees the final models from t=0 (the run's policy saw
-  estimates that evolved chunk by chunk), so it may decide otherwise: it validates the whole loop.
+  (their GPUs gone from then on). Its policy sees, at each time, each job's model as the run's
+  policy read it at its latest round by then (`JobRun.seen`: the prior before the first chunk, then
+  the fits as they evolved), so it takes the run's kind of decisions on the run's knowledge.
+* the oracle-view policy replay (``oracle_view_jct_s``): the same, but its policy sees the final
+  models from t=0 (as `gpuwise simulate` does): it decides with knowledge the run never had.
   Overheads: each job's first start costs what the run measured for it (reservation -> training:
   the first launch of a script imports its libraries); every later allocation change costs the mean
   measured dead time of the run's rescales (last chunk boundary -> training again: teardown,
@@ -33,6 +36,7 @@ from gpuwise.sim.cluster import ClusterSimulator
 @dataclass
 class Replayed:
     jct: dict[str, float | None]           # simulated JCT per job (None: unfinished in the simulation)
+    oracle_jct: dict[str, float | None]    # the same with the final models seen from t=0
     allocations: dict[str, list[dict]]     # per job: the replay's allocations over time
     restart_s: float                       # charged per allocation change after the first start
     first_start_s: dict[str, float]        # charged for each job's first start
@@ -56,8 +60,28 @@ class _Recording(ClusterSimulator):
         self.timeline.setdefault(js.name, []).append({"t": round(now, 3), "kind": "stop"})
 
 
+class AsSeen(MeasuredPerf):
+    """What the run's policy read: each job's model as of the run's latest round at or before the
+    simulator's time ``now()`` (its first snapshot before that); jobs without snapshots: the final model."""
+
+    def __init__(self, models: dict, seen: dict[str, list[tuple]], now=lambda: 0.0) -> None:
+        super().__init__(models)
+        self.seen, self.now = seen, now
+
+    def model(self, job):
+        final, hist = self.models[job.name], self.seen.get(job.name)
+        if not hist:
+            return final
+        t = self.now()
+        snap = next((s for s in reversed(hist) if s[0] <= t), hist[0])
+        return replace(final, params=snap[1], phi_override=snap[2])
+
+    def describe(self) -> str:
+        return "policies see each job's model as the run's policy read it at the same time (the run's rounds)"
+
+
 def replay(cluster, workload, make_policy, run: RunResult) -> Replayed:
-    """The policy replay of ``run`` (see the module docstring)."""
+    """The policy replays of ``run`` (see the module docstring)."""
     models = {n: replace(jr.model, phi_override=jr.model.effective_phi(jr.js.progress), fitter=None, _pending=None)
               for n, jr in run.runs.items()}
     faults = sorted((e["t"], n, e["lost_steps"] * float(models[n].gain(e.get("batch") or jr.js.job.batch_size)),
@@ -66,11 +90,17 @@ def replay(cluster, workload, make_policy, run: RunResult) -> Replayed:
     first = {n: jr.overheads[0] for n, jr in run.runs.items() if jr.overheads}
     dead = [x for jr in run.runs.values() for x in rescale_dead_s(jr)]
     restart_s = statistics.mean(dead) if dead else run.sim.restart_s
-    sim = _Recording(cluster, workload, make_policy(), restart_s=restart_s, truth=MeasuredPerf(models),
-                     faults=faults, node_losses=[(n["t"], n["node"]) for n in run.lost_nodes], first_start_s=first)
-    res = sim.run()
-    jct = {js.name: (js.finish_s - js.submitted_s) if js.status == "done" else None for js in res.jobs}
-    return Replayed(jct, sim.timeline, restart_s, first)
+    kw = dict(restart_s=restart_s, truth=MeasuredPerf(models), faults=faults, first_start_s=first,
+              node_losses=[(n["t"], n["node"]) for n in run.lost_nodes])
+    view = AsSeen(models, {n: jr.seen for n, jr in run.runs.items()})
+    sim = _Recording(cluster, workload, make_policy(), policy_perf=view, **kw)
+    view.now = sim.now
+    oracle = ClusterSimulator(cluster, workload, make_policy(), **kw).run()
+    return Replayed(_jcts(sim.run()), _jcts(oracle), sim.timeline, restart_s, first)
+
+
+def _jcts(res) -> dict[str, float | None]:
+    return {js.name: (js.finish_s - js.submitted_s) if js.status == "done" else None for js in res.jobs}
 
 
 def rescale_dead_s(jr) -> list[float]:
@@ -118,17 +148,20 @@ def _median(xs: list) -> float | None:
     return statistics.median(xs) if xs else None
 
 
-def compare(run: RunResult, replayed: Replayed) -> tuple[list[dict], float | None, float | None]:
-    """Per job: measured, simulated and same-decisions JCT with their relative errors; and the median
-    error of the policy replay (the headline) and of the same-decisions replay."""
+def compare(run: RunResult, replayed: Replayed) -> tuple[list[dict], dict[str, float | None]]:
+    """Per job: measured, simulated, oracle-view and same-decisions JCT with their relative errors;
+    and the median error of each (``jct_median_error``: the policy replay, the headline)."""
     rows = []
     for jr in run.runs.values():
         js = jr.js
         measured = (js.finish_s - js.submitted_s) if js.status == "done" else None
-        sim, same = replayed.jct.get(jr.name), same_decisions_jct(jr)
+        sim, same, oracle = replayed.jct.get(jr.name), same_decisions_jct(jr), replayed.oracle_jct.get(jr.name)
         rows.append({"name": jr.name, "measured_jct_s": measured, "simulated_jct_s": sim,
-                     "jct_error": _error(sim, measured), "same_decisions_jct_s": same,
+                     "jct_error": _error(sim, measured), "oracle_view_jct_s": oracle,
+                     "oracle_view_jct_error": _error(oracle, measured), "same_decisions_jct_s": same,
                      "same_decisions_jct_error": _error(same, measured),
                      "replay_first_start_s": replayed.first_start_s.get(jr.name),
                      "replay_allocations": replayed.allocations.get(jr.name, [])})
-    return rows, _median([r["jct_error"] for r in rows]), _median([r["same_decisions_jct_error"] for r in rows])
+    return rows, {"jct_median_error": _median([r["jct_error"] for r in rows]),
+                  "jct_median_error_oracle_view": _median([r["oracle_view_jct_error"] for r in rows]),
+                  "jct_median_error_same_decisions": _median([r["same_decisions_jct_error"] for r in rows])}

@@ -23,7 +23,7 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
     with _progress(live, opts) as _:
         run = run_workload(cluster, workload, policy, opts, pool)
     replayed = replay(cluster, workload, make, run)
-    rows, median, median_same = compare(run, replayed)
+    rows, medians = compare(run, replayed)
     out = summarise(run.sim)
     for key in ("per_job", "utilisation_by_type", "fairness"):   # recorded by the simulator only; the
         out.pop(key)                                              # run's own per-job records are `jobs`
@@ -33,8 +33,7 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
                lost_steps=sum(jr.lost_steps for jr in run.runs.values()),
                preemptions_injected=run.preemptions, preemptions_skipped=run.preemptions_skipped,
                checkpoint_interval_steps=opts.chunk_steps, lost_nodes=run.lost_nodes,
-               ray_start_s=run.startup_s, resumed=run.resumed, jct_median_error=median,
-               jct_median_error_same_decisions=median_same,
+               ray_start_s=run.startup_s, resumed=run.resumed, **medians,
                allocation_changes=out.pop("restarts"),
                measurements=str(opts.state_dir / "measurements.csv"))   # per chunk: `gpuwise validate runs`
     out["jobs"] = [{**row, **_job(jr)} for row, jr in zip(rows, run.runs.values())]
@@ -77,7 +76,8 @@ def _assumptions(run: RunResult, opts: RunOptions, policy, replayed) -> list[str
              "lost steps after a fault = steps of the chunk in flight, estimated from its elapsed time and "
              "the last measured step time (at most one checkpoint interval)",
              f"simulated JCT (the headline, jct_median_error): the same policy replayed in gpuwise.sim on the final "
-             f"measured models (its policy sees them from t=0, so it may decide otherwise than the run's), each "
+             f"measured models, its policy seeing each job's model as the run's policy read it at the same time "
+             f"(oracle_view_jct_s: seeing the final models from t=0, knowledge the run never had); each "
              f"job's first start costing its measured reservation -> training, every later allocation change "
              f"{replayed.restart_s:.2f} s (mean measured dead time of the run's rescales: last chunk boundary -> "
              f"training again); replay_allocations lists its allocations beside the run's events",
