@@ -91,7 +91,9 @@ def test_the_policy_sees_the_model_the_run_read_at_the_same_time():
     assert view.model(wl.jobs[0]).params == PRIOR_PARAMS and view.model(wl.jobs[0]).phi == 16.0
     clock[0] = 25.0
     assert view.model(wl.jobs[0]).params == final.params and view.model(wl.jobs[0]).phi == 50.0
-    # the replay's policy reads the prior until t=20: it decides on it, as the run's did
-    run.runs["a"].seen = seen
-    out = replay(CLUSTER, wl, lambda: ElasticDP(min_interval_s=5.0, period_s=None), run)
-    assert out.jct["a"] is not None and out.allocations["a"][0]["t"] == 0.0
+    # the run's policy read a large noise scale until t=20 (a large batch pays), then a tiny one: the
+    # replay's policy takes the same two decisions at the same times; seeing the final model, one
+    run.runs["a"].seen = [(0.0, final.params, 1000.0), (20.0, final.params, 1.0)]
+    out = replay(CLUSTER, wl, lambda: ElasticDP(min_interval_s=5.0, period_s=5.0), run)
+    assert [(a["t"], a["batch"]) for a in out.allocations["a"] if a["kind"] == "start"] == [(0.0, 64), (20.0, 16)]
+    assert out.jct["a"] > out.oracle_jct["a"]
