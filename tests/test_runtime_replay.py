@@ -13,7 +13,7 @@ from gpuwise.policies.elastic_dp import ElasticDP
 from gpuwise.runtime.actuator import JobRun
 from gpuwise.runtime.driver import RunResult
 from gpuwise.runtime.measured import PRIOR_PARAMS, MeasuredPerf, OnlineFit
-from gpuwise.runtime.replay import AsSeen, compare, replay, rescale_dead_s, same_decisions_jct
+from gpuwise.runtime.replay import AsSeen, MeasuredTruth, compare, replay, rescale_dead_s, same_decisions_jct
 from gpuwise.runtime.workload import jobs_from_rows
 from gpuwise.sim.cluster import SimResult
 
@@ -97,3 +97,15 @@ def test_the_policy_sees_the_model_the_run_read_at_the_same_time():
     out = replay(CLUSTER, wl, lambda: ElasticDP(min_interval_s=5.0, period_s=5.0), run)
     assert [(a["t"], a["batch"]) for a in out.allocations["a"] if a["kind"] == "start"] == [(0.0, 64), (20.0, 16)]
     assert out.jct["a"] > out.oracle_jct["a"]
+
+
+def test_the_truth_at_a_measured_configuration_is_its_measured_step_time():
+    run, wl = _run()
+    job, fit = wl.jobs[0], run.runs["a"].model
+    fit.points = fit.points + [(1, 2, 8.0, 0.30, 0.0)] * 3     # measured at 2 slots, slower than the fit says
+    fitted, truth = MeasuredPerf({"a": fit}), MeasuredTruth({"a": fit})
+    at2 = float(fit.step_time(1, 2, 8.0))
+    assert at2 < 0.2
+    assert truth.rates(job, "T4", 2, 1, 16)[0] == pytest.approx(fitted.rates(job, "T4", 2, 1, 16)[0] * at2 / 0.30)
+    assert truth.rates(job, "T4", 1, 1, 16)[0] == pytest.approx(fitted.rates(job, "T4", 1, 1, 16)[0])  # fit = mean
+    assert truth.rates(job, "T4", 2, 1, 32)[0] == fitted.rates(job, "T4", 2, 1, 32)[0]        # not measured: the fit

@@ -5,8 +5,10 @@ Three replays, three questions:
 
 * the policy replay (the headline, ``simulated_jct_s``): the same policy (a fresh instance), the
   same cluster and arrival times, the final measured model of every job as ground truth
-  (`MeasuredPerf`, one constant rate per allocation, with the effective noise scale of the steps the
-  job trained), the run's faults at their times (losing the steps the run lost), the nodes it lost
+  (`MeasuredTruth`: one constant rate per allocation, with the effective noise scale of the steps the
+  job trained; at a configuration the run measured, its mean measured step time; elsewhere the
+  final Pollux fit's -- the fit weighs each configuration's mean once, however long the job ran
+  there, and its form has no term for what else runs on the shared cores), the run's faults at their times (losing the steps the run lost), the nodes it lost
   (their GPUs gone from then on). Its policy sees, at each time, each job's model as the run's
   policy read it at its latest round by then (`JobRun.seen`: the prior before the first chunk, then
   the fits as they evolved), so it takes the run's kind of decisions on the run's knowledge.
@@ -19,8 +21,8 @@ Three replays, three questions:
   too -- fault to training again -- and the replayed job trains no earlier than that after its fault.
 * the same-decisions replay (``same_decisions_jct_s``): the run's own allocation timeline, its
   measured time outside chunks (waits, set-ups, faults) kept, each chunk's measured wall time
-  replaced by the final model's step time for that chunk's configuration. It isolates the speed
-  model's error -- a consistency check: the model was fitted on these very chunks (in-sample).
+  replaced by the final Pollux fit's step time for that chunk's configuration. It isolates the
+  fit's error -- a consistency check: the fit was made on these very chunks (in-sample).
 """
 
 from __future__ import annotations
@@ -40,6 +42,20 @@ class Replayed:
     allocations: dict[str, list[dict]]     # per job: the replay's allocations over time
     restart_s: float                       # charged per allocation change after the first start
     first_start_s: dict[str, float]        # charged for each job's first start
+
+
+class MeasuredTruth(MeasuredPerf):
+    """The replay's ground truth: `MeasuredPerf`'s rates, with the step time at a configuration the
+    run measured (nodes, GPUs, local batch) set to its mean measured chunk wall time per step."""
+
+    def rates(self, job, gpu_type: str, num_gpus: int, num_nodes: int, batch: int | None):
+        r = super().rates(job, gpu_type, num_gpus, num_nodes, batch)
+        jm = self.models[job.name]
+        local = float(batch or job.batch_size) / num_gpus
+        steps = [p[3] for p in jm.points if (p[0], p[1]) == (num_nodes, num_gpus) and abs(p[2] - local) < 1e-9]
+        if not steps:
+            return r
+        return r * float(jm.step_time(num_nodes, num_gpus, local)) / (sum(steps) / len(steps))
 
 
 class _Recording(ClusterSimulator):
@@ -90,7 +106,7 @@ def replay(cluster, workload, make_policy, run: RunResult) -> Replayed:
     first = {n: jr.overheads[0] for n, jr in run.runs.items() if jr.overheads}
     dead = [x for jr in run.runs.values() for x in rescale_dead_s(jr)]
     restart_s = statistics.mean(dead) if dead else run.sim.restart_s
-    kw = dict(restart_s=restart_s, truth=MeasuredPerf(models), faults=faults, first_start_s=first,
+    kw = dict(restart_s=restart_s, truth=MeasuredTruth(models), faults=faults, first_start_s=first,
               node_losses=[(n["t"], n["node"]) for n in run.lost_nodes])
     view = AsSeen(models, {n: jr.seen for n, jr in run.runs.items()})
     sim = _Recording(cluster, workload, make_policy(), policy_perf=view, **kw)
