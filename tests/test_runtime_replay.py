@@ -13,7 +13,14 @@ from gpuwise.policies.elastic_dp import ElasticDP
 from gpuwise.runtime.actuator import JobRun
 from gpuwise.runtime.driver import RunResult
 from gpuwise.runtime.measured import PRIOR_PARAMS, MeasuredPerf, OnlineFit
-from gpuwise.runtime.replay import AsSeen, MeasuredTruth, compare, replay, rescale_dead_s, same_decisions_jct
+from gpuwise.runtime.replay import (
+    AsSeen,
+    MeasuredTruth,
+    compare,
+    replay,
+    rescale_dead_s,
+    same_decisions_jct,
+)
 from gpuwise.runtime.workload import jobs_from_rows
 from gpuwise.sim.cluster import SimResult
 

@@ -106,8 +106,8 @@ def replay(cluster, workload, make_policy, run: RunResult) -> Replayed:
     first = {n: jr.overheads[0] for n, jr in run.runs.items() if jr.overheads}
     dead = [x for jr in run.runs.values() for x in rescale_dead_s(jr)]
     restart_s = statistics.mean(dead) if dead else run.sim.restart_s
-    kw = dict(restart_s=restart_s, truth=MeasuredTruth(models), faults=faults, first_start_s=first,
-              node_losses=[(n["t"], n["node"]) for n in run.lost_nodes])
+    kw = {"restart_s": restart_s, "truth": MeasuredTruth(models), "faults": faults, "first_start_s": first,
+          "node_losses": [(n["t"], n["node"]) for n in run.lost_nodes]}
     view = AsSeen(models, {n: jr.seen for n, jr in run.runs.items()})
     sim = _Recording(cluster, workload, make_policy(), policy_perf=view, **kw)
     view.now = sim.now
