@@ -123,7 +123,10 @@ def _print(out: dict) -> None:
                 [(j["name"], j["trains"], f(j["measured_jct_s"]), f(j["simulated_jct_s"]), f(j["jct_error"], "{:.0%}"),
                   " ".join(e["kind"] + (f"({e['gpus']}x{e['batch']})" if "gpus" in e else "") for e in j["events"]))
                  for j in out["jobs"]])
-    print(f"median JCT error of the simulator on the measured models: {f(out['jct_median_error'], '{:.0%}')}")
+    print(f"median JCT error of the simulator on the measured models: {f(out['jct_median_error'], '{:.0%}')} "
+          f"(policy replay); {f(out['jct_median_error_oracle_view'], '{:.0%}')} with the final models seen from t=0; "
+          f"{f(out['jct_median_error_same_decisions'], '{:.0%}')} on the run's own decisions "
+          "(speed model only, in-sample)")
     print(f"measured step times per chunk, next to the predicted ones: {out['measurements']} "
           "(gpuwise validate runs)")
     print_assumptions(out["assumptions"])

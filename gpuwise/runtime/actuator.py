@@ -77,6 +77,8 @@ class JobRun:
     losses: list[tuple[int, float]] = field(default_factory=list)
     reserved_at: float = 0.0              # when the loop reserved ``want``
     overheads: list[float] = field(default_factory=list)  # reservation -> running again (s)
+    chunks: list[tuple[float, int]] = field(default_factory=list)  # (end time, steps) of each measured chunk
+    seen: list[tuple] = field(default_factory=list)   # (round time, Pollux params, noise scale) policies read
     ckpt_next: str | None = None
     boundary: int = 0                     # script jobs: the last boundary the script reported
     launches: int = 0                     # script jobs: launches so far (each has a control folder)
@@ -361,6 +363,7 @@ class RayActuator:
         jr.model.observe(a.num_nodes, a.num_gpus, batch / a.num_gpus, wall_step, mean(r["sync_s"]),
                          mean(r["big_sq"]), mean(r["small_sq"]), batch, mean(r["small_batch"]))
         self._measured(jr, batch, n, mean(r["step_s"]), r)
+        jr.chunks.append((now, n))    # with model.points: the replay's same-decisions check
         js.progress = min(js.target, js.progress + n * float(jr.model.gain(batch)))
         jr.model.trained[batch] = jr.model.trained.get(batch, 0) + n
         jr.step = r["end_step"]

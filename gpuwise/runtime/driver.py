@@ -136,6 +136,7 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
             loop.submit(jr.js, now)
         for kind in clock.due(now):
             (loop.on_round if kind == "round" else loop.on_tick)(now)
+            _seen(act.jobs, now)
         if now >= next_preempt and (opts.max_preemptions is None or preempted < opts.max_preemptions):
             hit = _inject(act, pool, now)
             preempted, skipped = preempted + hit, skipped + 1 - hit
@@ -164,6 +165,15 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
 def _mean_overhead(jobs: dict[str, JobRun]) -> float:
     xs = [x for jr in jobs.values() for x in jr.overheads]
     return sum(xs) / len(xs) if xs else 0.0
+
+
+def _seen(jobs: dict[str, JobRun], now: float) -> None:
+    """Each job's model as the policy read it this round (its fit collected), when it changed: the
+    replay's policy sees the same estimates at the same times."""
+    for jr in jobs.values():
+        snap = (jr.model.params, jr.model.phi)
+        if not jr.seen or jr.seen[-1][1:] != snap:
+            jr.seen.append((now, *snap))
 
 
 def _inject(act: RayActuator, pool: WorkerPool, now: float) -> int:

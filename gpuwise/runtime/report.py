@@ -22,8 +22,8 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
     policy = make()
     with _progress(live, opts) as _:
         run = run_workload(cluster, workload, policy, opts, pool)
-    simulated = replay(cluster, workload, make, run)
-    rows, median = compare(run, simulated)
+    replayed = replay(cluster, workload, make, run)
+    rows, medians = compare(run, replayed)
     out = summarise(run.sim)
     for key in ("per_job", "utilisation_by_type", "fairness"):   # recorded by the simulator only; the
         out.pop(key)                                              # run's own per-job records are `jobs`
@@ -33,12 +33,12 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
                lost_steps=sum(jr.lost_steps for jr in run.runs.values()),
                preemptions_injected=run.preemptions, preemptions_skipped=run.preemptions_skipped,
                checkpoint_interval_steps=opts.chunk_steps, lost_nodes=run.lost_nodes,
-               ray_start_s=run.startup_s, resumed=run.resumed, jct_median_error=median,
+               ray_start_s=run.startup_s, resumed=run.resumed, **medians,
                allocation_changes=out.pop("restarts"),
                measurements=str(opts.state_dir / "measurements.csv"))   # per chunk: `gpuwise validate runs`
     out["jobs"] = [{**row, **_job(jr)} for row, jr in zip(rows, run.runs.values())]
     out["jobs_unfinished"] = sum(jr.js.status not in TERMINAL for jr in run.runs.values())
-    out["assumptions"] = _assumptions(run, opts, policy)
+    out["assumptions"] = _assumptions(run, opts, policy, replayed)
     out["_series"] = series(run.sim)
     return out
 
@@ -65,7 +65,7 @@ def _job(jr) -> dict:
             "last_loss": jr.losses[-1][1] if jr.losses else None, "events": jr.events}
 
 
-def _assumptions(run: RunResult, opts: RunOptions, policy) -> list[str]:
+def _assumptions(run: RunResult, opts: RunOptions, policy, replayed) -> list[str]:
     return ([f"real PyTorch data-parallel training on Ray slot actors; chunks of {opts.chunk_steps} steps, each "
              "ending in a checkpoint (the checkpoint interval); learning rate scaled with sqrt(batch / M0)",
              "script and model jobs run the user's script (or the bundled transformers trainer) inside the slot "
@@ -75,8 +75,15 @@ def _assumptions(run: RunResult, opts: RunOptions, policy) -> list[str]:
              "width or batch; allocation_changes = the simulator's restarts/rescales count",
              "lost steps after a fault = steps of the chunk in flight, estimated from its elapsed time and "
              "the last measured step time (at most one checkpoint interval)",
-             f"simulated JCT: the same policy replayed in gpuwise.sim on the final measured models, with "
-             f"{run.sim.restart_s:.1f} s per allocation change (mean measured reservation -> training again)"]
+             f"simulated JCT (the headline, jct_median_error): the same policy replayed in gpuwise.sim on the final "
+             f"measured models, its policy seeing each job's model as the run's policy read it at the same time "
+             f"(oracle_view_jct_s: seeing the final models from t=0, knowledge the run never had); each "
+             f"job's first start costing its measured reservation -> training, every later allocation change "
+             f"{replayed.restart_s:.2f} s (mean measured dead time of the run's rescales: last chunk boundary -> "
+             f"training again); replay_allocations lists its allocations beside the run's events",
+             "same_decisions_jct_s (jct_median_error_same_decisions): the run's own allocations and measured time "
+             "outside chunks, each chunk at the final model's step time: the speed model's error alone, a "
+             "consistency check (the model was fitted on these chunks)"]
             + [f"node {n['name']} ({n['gpus']} {n['gpu_type']}) was lost at {n['t']:.0f} s: its jobs were rebuilt "
                "elsewhere from their last checkpoint and nothing was placed on it again" for n in run.lost_nodes]
             + ([f"{run.preemptions_skipped} preemptions due by --preempt-every were skipped: no job was "

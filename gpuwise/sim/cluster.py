@@ -98,7 +98,8 @@ class ClusterSimulator:
 
     def __init__(self, cluster: ClusterSpec, workload: Workload, policy: Policy,
                  restart_s: float = DEFAULT_RESTART_S, seed: int = 0, speed_noise: float = 0.0,
-                 policy_model: str = "oracle", truth=None, faults=(), node_losses=()) -> None:
+                 policy_model: str = "oracle", truth=None, faults=(), node_losses=(),
+                 first_start_s: dict[str, float] | None = None, policy_perf=None) -> None:
         """``truth``: the ground-truth speed model (default: the Pollux profiles,
         `ground_truth.GroundTruthPerf`); a replacement (e.g. the runtime's measured models) needs
         ``rates``, ``target``, ``batch_range``, ``goodput_grid`` and ``assumptions`` and may set
@@ -106,7 +107,9 @@ class ClusterSimulator:
         progress lost[, recovery s]) -- a running job loses its GPUs and that much progress (a replayed
         run's preemptions), and trains again no earlier than recovery s after the fault (its workers restart).
         ``node_losses``: (time, node) -- the node's machine dies (a replayed run's lost Ray node): its jobs
-        lose their GPUs (their lost progress comes with their faults) and its GPUs leave the book. ``restart_s``: seconds lost per (re)start; ``seed``: drives ``speed_noise`` (sigma of a
+        lose their GPUs (their lost progress comes with their faults) and its GPUs leave the book. ``restart_s``: seconds lost per (re)start;
+        ``first_start_s``: job name -> seconds its first start costs instead (a replayed run's measured launch);
+        ``policy_perf``: what policies see instead of ``truth`` (a replayed run's estimates as they evolved); ``seed``: drives ``speed_noise`` (sigma of a
         per-job log-normal factor on the true speed that policies do not see; 0 = none);
         ``policy_model``: what policies see -- "oracle" (the measured truth) or "fitted" (the
         shared JobModel fitted on the profiles)."""
@@ -121,10 +124,13 @@ class ClusterSimulator:
         self.faults = list(faults)
         self.node_losses = list(node_losses)
         self._ready_at: dict[str, float] = {}   # job -> earliest time it trains again after a fault
+        self._first_start = dict(first_start_s or {})   # job -> its first start's cost (s), once
         self.restart_s, self.seed = float(restart_s), int(seed)
         self.perf = gt.GroundTruthPerf(cluster) if truth is None else truth
         self._segmented = getattr(self.perf, "segmented", True)
-        if policy_model == "oracle" or truth is not None:
+        if policy_perf is not None:
+            self.policy_perf = policy_perf
+        elif policy_model == "oracle" or truth is not None:
             self.policy_perf = self.perf
         elif policy_model == "fitted":
             from gpuwise.policies.job_model_perf import JobModelPerf
@@ -184,7 +190,8 @@ class ClusterSimulator:
 
     def start(self, js: JobState, alloc: Allocation, now: float) -> None:
         """Instant (re)start: progress resumes after ``restart_s``, at the ground-truth rates."""
-        js.run_from = max(now + self.restart_s, self._ready_at.pop(js.name, 0.0))
+        delay = self._first_start.pop(js.name, self.restart_s)
+        js.run_from = max(now + delay, self._ready_at.pop(js.name, 0.0))
         js.last_update = now
         rates = begin(js, alloc, self.perf)   # the allocation carries its layout from here on
         self.usage.started(js.name, alloc.gpu_type, alloc.num_gpus, now, js.allocation.layout)
