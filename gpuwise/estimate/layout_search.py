@@ -92,8 +92,9 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
     keep the tp that divide their node, see `_plans_for_shape`).
     misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
     that did not fit, so that a variant is not estimated where it provably cannot fit (`_known_miss`).
-    configs: a dict shared by calls for the same `cfg` (any GPU) that keeps each variant's configuration
-    (built once for every GPU type: the planner asks for each GPU count and micro-batch once per type).
+    configs: a dict shared by calls for the same `cfg` (any GPU) that keeps each variant's configuration and
+    its memory estimate (built once for every GPU type: the planner asks for each GPU count and micro-batch
+    once per type; the estimate depends on the model and the configuration only, not on the GPU).
     """
     from gpuwise.estimate.performance import memory_of
 
@@ -113,10 +114,11 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
                 if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
                     c, est, fits = None, None, False
                 else:
-                    c = configs.get(key)
-                    if c is None:
-                        c = configs[key] = layout_config(cfg, tp, pp, cp, dp, zero, recompute)
-                    est = memory_of(spec, c)
+                    got = configs.get(key)
+                    if got is None:
+                        c = layout_config(cfg, tp, pp, cp, dp, zero, recompute)
+                        got = configs[key] = (c, memory_of(spec, c))
+                    c, est = got
                     fits = est.fits(gpu)
                     if misses is not None and not fits:
                         misses.setdefault(key, []).append((cfg.micro_batch, est))
@@ -158,8 +160,6 @@ def _plans_for_shape(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_pe
 def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
     """Every (config, memory) of the shape that fits, in search order (micro-batch, plan, batch), and
     whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried."""
-    from gpuwise.estimate.performance import memory_of
-
     out, any_fit = [], False
     for micro in job.micro_batches:
         cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
@@ -167,14 +167,29 @@ def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: 
         if not fits:
             break   # a larger micro-batch needs more memory still
         any_fit = True
+        runs = cache.setdefault(("runs", micro), {})
         for c, mem in fits:
             # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
             for _, accum in grid(c.plan.dp, micro, c.grad_accum):
-                run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
-                run_mem = mem if accum == c.grad_accum else memory_of(job.model, run_cfg)
+                run_cfg, run_mem = _with_accum(job, c, mem, accum, runs)
                 if run_mem.fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
                     out.append((run_cfg, run_mem))
     return out, any_fit
+
+
+def _with_accum(job: JobSpace, c: TrainingConfig, mem, accum: int, runs: dict) -> tuple:
+    """(`c` with `accum` micro-batches per step, its memory estimate), memoised in `runs` (one dict per
+    micro-batch, shared by every shape of the job) under the variant's settings: `c` is allowed_plans's
+    configuration of them, so the pair depends on the key only (the planner asks for it once per GPU type)."""
+    from gpuwise.estimate.performance import memory_of
+
+    p = c.plan
+    key = (p.dp, p.tp, p.pp, p.cp, p.zero, c.grad_accum, c.recompute, accum)
+    got = runs.get(key)
+    if got is None:
+        run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
+        got = runs[key] = (run_cfg, mem if accum == c.grad_accum else memory_of(job.model, run_cfg))
+    return got
 
 
 def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool) -> list:
