@@ -158,8 +158,9 @@ def _plans_for_shape(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_pe
 
 
 def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
-    """Every (config, memory) of the shape that fits, in search order (micro-batch, plan, batch), and
-    whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried."""
+    """Every (config, memory, key) of the shape that fits, in search order (micro-batch, plan, batch), and
+    whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried; key
+    names the configuration within the job (`_with_accum`)."""
     out, any_fit = [], False
     for micro in job.micro_batches:
         cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
@@ -167,32 +168,33 @@ def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: 
         if not fits:
             break   # a larger micro-batch needs more memory still
         any_fit = True
-        runs = cache.setdefault(("runs", micro), {})
+        runs = cache.setdefault("_runs", {})
         for c, mem in fits:
             # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
             for _, accum in grid(c.plan.dp, micro, c.grad_accum):
-                run_cfg, run_mem = _with_accum(job, c, mem, accum, runs)
-                if run_mem.fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
-                    out.append((run_cfg, run_mem))
+                run = _with_accum(job, c, mem, accum, runs)
+                if run[1].fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
+                    out.append(run)
     return out, any_fit
 
 
 def _with_accum(job: JobSpace, c: TrainingConfig, mem, accum: int, runs: dict) -> tuple:
-    """(`c` with `accum` micro-batches per step, its memory estimate), memoised in `runs` (one dict per
-    micro-batch, shared by every shape of the job) under the variant's settings: `c` is allowed_plans's
-    configuration of them, so the pair depends on the key only (the planner asks for it once per GPU type)."""
+    """(`c` with `accum` micro-batches per step, its memory estimate, key), memoised in `runs` (shared by
+    every shape of the job) under the key of the variant's settings: `c` is allowed_plans's configuration
+    of them for the job, so the triple depends on the key only (the planner asks for it once per GPU type)."""
     from gpuwise.estimate.performance import memory_of
 
     p = c.plan
-    key = (p.dp, p.tp, p.pp, p.cp, p.zero, c.grad_accum, c.recompute, accum)
+    key = (c.micro_batch, p.dp, p.tp, p.pp, p.cp, p.zero, c.grad_accum, c.recompute, accum)
     got = runs.get(key)
     if got is None:
         run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
-        got = runs[key] = (run_cfg, mem if accum == c.grad_accum else memory_of(job.model, run_cfg))
+        got = runs[key] = (run_cfg, mem if accum == c.grad_accum else memory_of(job.model, run_cfg), key)
     return got
 
 
-def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool) -> list:
+def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool,
+                   bounds: dict) -> list:
     """(index, config, step estimate, memory) of the configurations that can be the fastest, in search order.
 
     Branch and bound, exact: a configuration's time to target is steps(global batch) x step time, and
@@ -200,19 +202,23 @@ def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs:
     a bound exceeds the best time found (by a relative 1e-9, far above rounding), it and every later one
     are strictly slower than the best, so they can neither win nor tie (`best_of` keeps the first of
     equals); the rest are timed and `best_of` picks among them exactly as among all. `exhaustive` times
-    every configuration (the benchmark's and the tests' reference)."""
+    every configuration (the benchmark's and the tests' reference). `bounds`: the step-time bounds of this
+    GPU type by configuration key (`_fitting_configs`), shared by every shape of the job."""
     from gpuwise.estimate.performance import step_bound_of, step_of
 
-    steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _ in configs], float)), float)
+    steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _, _ in configs], float)), float)
     order = range(len(configs))
     if not exhaustive:
-        bound = steps * np.array([step_bound_of(job.model, c, spec) for c, _ in configs])
+        for c, _, key in configs:
+            if key not in bounds:
+                bounds[key] = step_bound_of(job.model, c, spec)
+        bound = steps * np.array([bounds[key] for _, _, key in configs])
         order = np.argsort(bound, kind="stable").tolist()
     best, out = np.inf, []
     for i in order:
         if not exhaustive and bound[i] > best * (1 + 1e-9):
             break
-        c, mem = configs[i]
+        c, mem, _ = configs[i]
         st = step_of(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps)
         best = min(best, steps[i] * st.step_time_s)
         out.append((i, c, st, mem))
@@ -267,8 +273,8 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
         return batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=targets, tolerance=tolerance).pairs
 
     configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid)
-    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive"))) \
-        if configs else []
+    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive")),
+                           cache.setdefault(("bounds", gpu), {})) if configs else []
     st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
     for _, _, st, _ in timed:
         for note in st.assumptions:
