@@ -148,13 +148,19 @@ def _known_miss(misses: dict, key: tuple, micro_batch: int, gpu) -> bool:
 
 
 def _plans_for_shape(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
-    """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch)."""
+    """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch) and, kept to the tp that
+    divide the node, per node size too."""
+    node_key = ("node plans", gpu.name, gpus, cfg.micro_batch, gpus_per_node)
+    if node_key in memo:
+        return memo[node_key]
     key = ("plans", gpu.name, gpus, cfg.micro_batch)
     if key not in memo:
         misses = None if memo.get("_exhaustive") else memo.setdefault("_misses", {})
         memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses,
                                   configs=memo.setdefault(("configs", cfg.micro_batch), {}))
-    return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
+    out = memo[node_key] = [(c, m) for c, m in memo[key]
+                            if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
+    return out
 
 
 def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
@@ -269,8 +275,14 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
 
     spec = _gpu(gpu)
 
+    grids = cache.setdefault(("grids", lo_hi, targets, tolerance), {})   # the same for every shape of the job
+
     def grid(dp: int, micro: int, floor: int):   # the one batch search's (micro, accum) pairs
-        return batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=targets, tolerance=tolerance).pairs
+        key = (dp, micro, floor)
+        if key not in grids:
+            grids[key] = batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=targets,
+                                       tolerance=tolerance).pairs
+        return grids[key]
 
     configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid)
     timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive")),
