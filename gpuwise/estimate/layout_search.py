@@ -22,7 +22,7 @@ import numpy as np
 
 from gpuwise.estimate.job_space import FIXED_BATCH_ROUNDING, JobSpace
 from gpuwise.estimate.layouts import layout_config, layouts, recompute_variants, zero_stages
-from gpuwise.workload.training import ParallelPlan, TrainingConfig
+from gpuwise.workload.training import ParallelPlan, TrainingConfig, with_changes
 
 
 @dataclass(frozen=True)
@@ -169,7 +169,7 @@ def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: 
     names the configuration within the job (`_with_accum`)."""
     out, any_fit = [], False
     for micro in job.micro_batches:
-        cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
+        cfg = with_changes(job.base, micro_batch=micro)
         fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
         if not fits:
             break   # a larger micro-batch needs more memory still
@@ -194,7 +194,7 @@ def _with_accum(job: JobSpace, c: TrainingConfig, mem, accum: int, runs: dict) -
     key = (c.micro_batch, p.dp, p.tp, p.pp, p.cp, p.zero, c.grad_accum, c.recompute, accum)
     got = runs.get(key)
     if got is None:
-        run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
+        run_cfg = with_changes(c, grad_accum=accum)
         got = runs[key] = (run_cfg, mem if accum == c.grad_accum else memory_of(job.model, run_cfg), key)
     return got
 
