@@ -121,7 +121,8 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
                     c, est = got
                     fits = est.fits(gpu)
                     if misses is not None and not fits:
-                        misses.setdefault(key, []).append((cfg.micro_batch, est))
+                        # one entry per micro-batch (its estimate is the same on every GPU type that misses)
+                        misses.setdefault(key, {})[cfg.micro_batch] = est
                 if k == 1 and len(order) > 2:
                     if not fits:
                         break                  # the most frugal variant does not fit
@@ -144,7 +145,7 @@ def _known_miss(misses: dict, key: tuple, micro_batch: int, gpu) -> bool:
     so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
     rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
     tests/test_plan_candidates.py compares the search with and without this against each other."""
-    return any(m <= micro_batch and not est.fits(gpu) for m, est in misses.get(key, ()))
+    return any(m <= micro_batch and not est.fits(gpu) for m, est in misses.get(key, {}).items())
 
 
 def _plans_for_shape(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
