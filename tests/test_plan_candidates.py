@@ -118,3 +118,43 @@ def test_pruned_search_equals_exhaustive(example, max_gpus, tmp_path):
     assert fast.evaluated == slow.evaluated and fast.assumptions == slow.assumptions
     for name in ("off_idx", "opt_idx", "nodes", "spot", "time_h", "time_p10", "time_p90", "cost", "ok"):
         assert np.array_equal(getattr(fast, name), getattr(slow, name), equal_nan=True), name
+
+
+def test_with_changes_is_replace():
+    """The search's fast copy of a TrainingConfig (`with_changes`) is `dataclasses.replace`: equal, same hash,
+    the original untouched, unknown fields refused; it relies on TrainingConfig's __init__ only setting fields."""
+    import dataclasses
+
+    from gpuwise.workload.training import ParallelPlan, with_changes
+
+    assert not hasattr(TrainingConfig, "__post_init__")
+    cfg = TrainingConfig(micro_batch=2, seq_len=4096, lora_rank=8, plan=ParallelPlan(dp=4, zero=3))
+    changes = {"grad_accum": 6, "recompute": "full", "plan": ParallelPlan(dp=2, tp=2, sp=True)}
+    fast, slow = with_changes(cfg, **changes), dataclasses.replace(cfg, **changes)
+    assert type(fast) is TrainingConfig and fast == slow and hash(fast) == hash(slow) and fast.__dict__ == slow.__dict__
+    assert cfg.grad_accum == 1 and cfg.recompute == "none"
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.grad_accum = 2
+    with pytest.raises(TypeError, match="grad_acum"):
+        with_changes(cfg, grad_acum=2)
+
+
+def test_memory_notes_built_on_first_read():
+    """An estimate's assumption lines, built when first read, are the lines `_assumptions` gives, and the same
+    tuple on every read, after pickling and after `replace`."""
+    import dataclasses
+    import pickle
+
+    from gpuwise.estimate import memory
+    from gpuwise.workload.training import ParallelPlan
+
+    spec = memory.stack_model(JOB.space.model, "pytorch")
+    cfg = TrainingConfig(micro_batch=1, seq_len=8192, grad_accum=4, plan=ParallelPlan(dp=4, pp=2, zero=1))
+    est = memory.estimate_memory(spec, cfg)
+    notes = est.notes
+    assert isinstance(notes, tuple) and notes and est.notes is notes and est.assumptions == list(notes)
+    sem = memory._semantics(cfg.precision, cfg.optimizer, spec.hidden, 1, False)
+    assert notes == tuple(memory._assumptions(spec, cfg, sem, False, est.peak_stage, est.peak_phase, "1f1b"))
+    fresh = memory._estimate.__wrapped__(spec, cfg, False, True, 1, True)   # not read yet
+    assert pickle.loads(pickle.dumps(fresh)) == est and dataclasses.replace(fresh).notes == notes
+    assert memory.MemoryEstimate(1, 2, 3, 4, 5, 6, 7).notes == ()

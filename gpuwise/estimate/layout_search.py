@@ -22,7 +22,7 @@ import numpy as np
 
 from gpuwise.estimate.job_space import FIXED_BATCH_ROUNDING, JobSpace
 from gpuwise.estimate.layouts import layout_config, layouts, recompute_variants, zero_stages
-from gpuwise.workload.training import ParallelPlan, TrainingConfig
+from gpuwise.workload.training import ParallelPlan, TrainingConfig, with_changes
 
 
 @dataclass(frozen=True)
@@ -92,8 +92,9 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
     keep the tp that divide their node, see `_plans_for_shape`).
     misses: a dict shared by calls for the same job (any GPU, any micro-batch) that remembers variants
     that did not fit, so that a variant is not estimated where it provably cannot fit (`_known_miss`).
-    configs: a dict shared by calls for the same `cfg` (any GPU) that keeps each variant's configuration
-    (built once for every GPU type: the planner asks for each GPU count and micro-batch once per type).
+    configs: a dict shared by calls for the same `cfg` (any GPU) that keeps each variant's configuration and
+    its memory estimate (built once for every GPU type: the planner asks for each GPU count and micro-batch
+    once per type; the estimate depends on the model and the configuration only, not on the GPU).
     """
     from gpuwise.estimate.performance import memory_of
 
@@ -113,13 +114,15 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
                 if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
                     c, est, fits = None, None, False
                 else:
-                    c = configs.get(key)
-                    if c is None:
-                        c = configs[key] = layout_config(cfg, tp, pp, cp, dp, zero, recompute)
-                    est = memory_of(spec, c)
+                    got = configs.get(key)
+                    if got is None:
+                        c = layout_config(cfg, tp, pp, cp, dp, zero, recompute)
+                        got = configs[key] = (c, memory_of(spec, c))
+                    c, est = got
                     fits = est.fits(gpu)
                     if misses is not None and not fits:
-                        misses.setdefault(key, []).append((cfg.micro_batch, est))
+                        # one entry per micro-batch (its estimate is the same on every GPU type that misses)
+                        misses.setdefault(key, {})[cfg.micro_batch] = est
                 if k == 1 and len(order) > 2:
                     if not fits:
                         break                  # the most frugal variant does not fit
@@ -142,42 +145,63 @@ def _known_miss(misses: dict, key: tuple, micro_batch: int, gpu) -> bool:
     so each phase's sum, the peak over phases and stages and `required` never fall as it grows (and
     rounding is monotone), while `fits` compares `required` with the GPU's fixed usable memory.
     tests/test_plan_candidates.py compares the search with and without this against each other."""
-    return any(m <= micro_batch and not est.fits(gpu) for m, est in misses.get(key, ()))
+    return any(m <= micro_batch and not est.fits(gpu) for m, est in misses.get(key, {}).items())
 
 
 def _plans_for_shape(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_node: int, memo: dict):
-    """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch)."""
+    """allowed_plans for one node size, memoised per (GPU, GPU count, micro-batch) and, kept to the tp that
+    divide the node, per node size too."""
+    node_key = ("node plans", gpu.name, gpus, cfg.micro_batch, gpus_per_node)
+    if node_key in memo:
+        return memo[node_key]
     key = ("plans", gpu.name, gpus, cfg.micro_batch)
     if key not in memo:
         misses = None if memo.get("_exhaustive") else memo.setdefault("_misses", {})
         memo[key] = allowed_plans(job, cfg, gpu, gpus, misses=misses,
                                   configs=memo.setdefault(("configs", cfg.micro_batch), {}))
-    return [(c, m) for c, m in memo[key] if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
+    out = memo[node_key] = [(c, m) for c, m in memo[key]
+                            if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0]
+    return out
 
 
 def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
-    """Every (config, memory) of the shape that fits, in search order (micro-batch, plan, batch), and
-    whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried."""
-    from gpuwise.estimate.performance import memory_of
-
+    """Every (config, memory, key) of the shape that fits, in search order (micro-batch, plan, batch), and
+    whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried; key
+    names the configuration within the job (`_with_accum`)."""
     out, any_fit = [], False
     for micro in job.micro_batches:
-        cfg = TrainingConfig(**{**job.base.__dict__, "micro_batch": micro})
+        cfg = with_changes(job.base, micro_batch=micro)
         fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
         if not fits:
             break   # a larger micro-batch needs more memory still
         any_fit = True
+        runs = cache.setdefault("_runs", {})
         for c, mem in fits:
             # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
             for _, accum in grid(c.plan.dp, micro, c.grad_accum):
-                run_cfg = TrainingConfig(**{**c.__dict__, "grad_accum": accum})   # faster than replace()
-                run_mem = mem if accum == c.grad_accum else memory_of(job.model, run_cfg)
-                if run_mem.fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
-                    out.append((run_cfg, run_mem))
+                run = _with_accum(job, c, mem, accum, runs)
+                if run[1].fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
+                    out.append(run)
     return out, any_fit
 
 
-def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool) -> list:
+def _with_accum(job: JobSpace, c: TrainingConfig, mem, accum: int, runs: dict) -> tuple:
+    """(`c` with `accum` micro-batches per step, its memory estimate, key), memoised in `runs` (shared by
+    every shape of the job) under the key of the variant's settings: `c` is allowed_plans's configuration
+    of them for the job, so the triple depends on the key only (the planner asks for it once per GPU type)."""
+    from gpuwise.estimate.performance import memory_of
+
+    p = c.plan
+    key = (c.micro_batch, p.dp, p.tp, p.pp, p.cp, p.zero, c.grad_accum, c.recompute, accum)
+    got = runs.get(key)
+    if got is None:
+        run_cfg = with_changes(c, grad_accum=accum)
+        got = runs[key] = (run_cfg, mem if accum == c.grad_accum else memory_of(job.model, run_cfg), key)
+    return got
+
+
+def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs: list, exhaustive: bool,
+                   bounds: dict) -> list:
     """(index, config, step estimate, memory) of the configurations that can be the fastest, in search order.
 
     Branch and bound, exact: a configuration's time to target is steps(global batch) x step time, and
@@ -185,19 +209,23 @@ def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs:
     a bound exceeds the best time found (by a relative 1e-9, far above rounding), it and every later one
     are strictly slower than the best, so they can neither win nor tie (`best_of` keeps the first of
     equals); the rest are timed and `best_of` picks among them exactly as among all. `exhaustive` times
-    every configuration (the benchmark's and the tests' reference)."""
+    every configuration (the benchmark's and the tests' reference). `bounds`: the step-time bounds of this
+    GPU type by configuration key (`_fitting_configs`), shared by every shape of the job."""
     from gpuwise.estimate.performance import step_bound_of, step_of
 
-    steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _ in configs], float)), float)
+    steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _, _ in configs], float)), float)
     order = range(len(configs))
     if not exhaustive:
-        bound = steps * np.array([step_bound_of(job.model, c, spec) for c, _ in configs])
+        for c, _, key in configs:
+            if key not in bounds:
+                bounds[key] = step_bound_of(job.model, c, spec)
+        bound = steps * np.array([bounds[key] for _, _, key in configs])
         order = np.argsort(bound, kind="stable").tolist()
     best, out = np.inf, []
     for i in order:
         if not exhaustive and bound[i] > best * (1 + 1e-9):
             break
-        c, mem = configs[i]
+        c, mem, _ = configs[i]
         st = step_of(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps)
         best = min(best, steps[i] * st.step_time_s)
         out.append((i, c, st, mem))
@@ -248,12 +276,18 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
 
     spec = _gpu(gpu)
 
+    grids = cache.setdefault(("grids", lo_hi, targets, tolerance), {})   # the same for every shape of the job
+
     def grid(dp: int, micro: int, floor: int):   # the one batch search's (micro, accum) pairs
-        return batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=targets, tolerance=tolerance).pairs
+        key = (dp, micro, floor)
+        if key not in grids:
+            grids[key] = batch_configs(dp, lo_hi, (micro,), min_accum=floor, targets=targets,
+                                       tolerance=tolerance).pairs
+        return grids[key]
 
     configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid)
-    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive"))) \
-        if configs else []
+    timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive")),
+                           cache.setdefault(("bounds", gpu), {})) if configs else []
     st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
     for _, _, st, _ in timed:
         for note in st.assumptions:

@@ -35,7 +35,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 from math import gcd
 
-from gpuwise.workload.training import ParallelPlan, TrainingConfig
+from gpuwise.workload.training import ParallelPlan, TrainingConfig, with_changes
 
 ZERO_STAGES = (0, 1, 2, 3)
 
@@ -94,5 +94,4 @@ def layout_config(cfg: TrainingConfig, tp: int, pp: int, cp: int, dp: int, zero:
                   ) -> TrainingConfig:
     """cfg on one layout: sequence parallel with tp, at least pp micro-batches per step."""
     plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=zero)
-    return TrainingConfig(**{**cfg.__dict__, "grad_accum": max(cfg.grad_accum, pp), "recompute": recompute,
-                             "plan": plan})
+    return with_changes(cfg, grad_accum=max(cfg.grad_accum, pp), recompute=recompute, plan=plan)

@@ -13,8 +13,8 @@ states), Korthikanti et al. 2022 (activations), QLoRA (NF4), PyTorch FSDP2 / tor
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
-from functools import lru_cache
+from dataclasses import dataclass, replace
+from functools import lru_cache, partial
 from itertools import accumulate
 
 from gpuwise.errors import InputError
@@ -36,6 +36,27 @@ from gpuwise.workload.training import (OPTIMIZERS, PP_SCHEDULES, PRECISIONS, STA
 PARTS = ("parameters", "gradients", "optimizer", "activations", "temporaries", "overhead")
 
 
+class _Notes:
+    """The `notes` field of MemoryEstimate: a tuple, or a function of no arguments that builds it on the first
+    read (then kept). A search estimates thousands of configurations and shows the assumptions of a few, so
+    `_estimate` defers its lines; reading `notes` (or `assumptions`, repr, ==, pickling) gives the same tuple
+    either way. A data descriptor, so the frozen dataclass's generated __init__ and `replace` still set it."""
+
+    def __set_name__(self, owner, name: str) -> None:
+        self.slot = "_" + name
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return ()                       # the dataclass's default
+        value = obj.__dict__[self.slot]
+        if callable(value):
+            value = obj.__dict__[self.slot] = tuple(value())
+        return value
+
+    def __set__(self, obj, value) -> None:
+        obj.__dict__[self.slot] = value
+
+
 @dataclass(frozen=True)
 class MemoryEstimate:
     """Peak bytes on the most loaded GPU of a training configuration, split by what is alive at
@@ -49,7 +70,7 @@ class MemoryEstimate:
     params: int                  # model parameters (all)
     trainable_params: int        # parameters that get gradients (LoRA: adapters only)
     peak_stage: int = 0          # pipeline stage with the peak
-    notes: tuple[str, ...] = field(default=())   # the assumptions (immutable: estimates are memoised)
+    notes: tuple[str, ...] = _Notes()   # the assumptions (immutable: estimates are memoised; built on first read)
     temporaries: float = 0.0     # transient tensors at the peak: gathered/cast weight copies, loss and
     #                              gradient buffers, optimizer-step temporaries
     allocator: float = 0.0       # part of `overhead`: reserved - allocated (caching allocator)
@@ -61,6 +82,10 @@ class MemoryEstimate:
     def assumptions(self) -> list[str]:
         """What the estimate assumes (a fresh list each time)."""
         return list(self.notes)
+
+    def __getstate__(self) -> dict:
+        self.notes                          # pickle / copy the lines, not the function that builds them
+        return self.__dict__
 
     @property
     def allocated(self) -> float:
@@ -265,7 +290,8 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     alloc, stage, phase, parts = best
     counts = param_counts(spec)
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else counts.total
-    notes = tuple(_assumptions(spec, cfg, sem, fp32_grads, stage, phase, _schedule(cfg, interleave)))
+    # the assumption lines are built when first read (MemoryEstimate.notes): a search reads a few of thousands
+    notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, _schedule(cfg, interleave))
     return estimate_from_parts(parts, cfg, counts.total, trainable, notes, phase, stage, context)
 
 

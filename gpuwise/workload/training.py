@@ -133,3 +133,19 @@ class TrainingConfig:
 
     def global_batch(self) -> int:
         return self.micro_batch * self.grad_accum * self.plan.dp
+
+
+_CONFIG_FIELDS = frozenset(TrainingConfig.__dataclass_fields__)
+
+
+def with_changes(cfg: TrainingConfig, **changes) -> TrainingConfig:
+    """``dataclasses.replace(cfg, **changes)`` for the layout search's inner loops (~10x faster; a plan builds
+    ~10^4 configurations): TrainingConfig's generated __init__ only sets its fields (no __post_init__,
+    tests/test_plan_candidates.py checks both), so copying them gives an equal object."""
+    if not changes.keys() <= _CONFIG_FIELDS:
+        raise TypeError(f"not TrainingConfig fields: {sorted(changes.keys() - _CONFIG_FIELDS)}")
+    new = object.__new__(TrainingConfig)
+    fields = new.__dict__
+    fields.update(cfg.__dict__)
+    fields.update(changes)
+    return new
