@@ -10,7 +10,8 @@ import numpy as np
 import pytest
 
 from gpuwise.cli.main import main
-from gpuwise.estimate.calibration import MIN_STEPS, Observation, fit_calibration, memory_factor, step_factor
+from gpuwise.estimate.calibration import (MIN_STEPS, Observation, fit_calibration, measured_peaks, memory_factor,
+                                         step_factor)
 from gpuwise.policies.base import JobState
 from gpuwise.runtime.measured import MeasuredPerf, OnlineFit
 from gpuwise.runtime.measurements import job_goodput
@@ -200,3 +201,11 @@ def test_a_long_job_keeps_its_newest_chunks_and_follows_them(good, monkeypatch):
         good.observe(GPU, 4, 2, 1, 16, 10, factor * raw)
         assert len(good.observations) <= 4
     assert good.at_batch(GPU, 4, 2, 16).step_time_s == pytest.approx(3 * raw)
+
+
+def test_a_nan_inf_or_zero_reading_never_enters_the_calibration():
+    """Only finite readings above zero count: a NaN prediction does not make every answer NaN, and a
+    NaN or zero peak does not zero a shape's memory."""
+    assert step_factor([_obs(10, 2.0, float("nan")), _obs(10, float("inf"), 1.0), _obs(10, 3.0, 1.0)]) == 3.0
+    assert measured_peaks([_obs(10, 1.0, 1.0, peak=float("nan"), predicted_peak=4.0),
+                           _obs(10, 1.0, 1.0, batch=16, peak=0.0, predicted_peak=4.0)]) == {}

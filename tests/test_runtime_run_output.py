@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
 from pathlib import Path
@@ -93,3 +94,28 @@ def test_a_jobs_artifacts_are_its_files_and_nothing_a_link_or_a_path_reaches_out
         assert artifact_file(job, bad) is None, bad
     tails = log_tails(job, max_bytes=100)
     assert list(tails) == ["rank0.log"] and tails["rank0.log"] == "line\n" * 20
+
+
+def test_artifact_paths_a_client_makes_up_never_fail_and_a_linked_job_folder_is_refused(tmp_path):
+    """A NUL, an over-long name, a job folder that is itself a link: None (the API's 404), never an
+    exception (a 500); opening refuses a FIFO; a state folder named with '#' still reads."""
+    from gpuwise.runtime.artifacts import artifact_file, list_artifacts, log_tails, open_artifact
+    from gpuwise.runtime.store import Store
+
+    other = tmp_path / "jobs" / "other"
+    (other / "logs").mkdir(parents=True)
+    (other / "logs" / "rank0.log").write_text("other's log")
+    mine = tmp_path / "jobs" / "mine"
+    mine.symlink_to(other, target_is_directory=True)
+    assert artifact_file(mine, "logs/rank0.log") is None and list_artifacts(mine) == [] and log_tails(mine) == {}
+    for bad in ("logs/rank0.log\x00", "logs/" + "a" * 300, "logs/" + "a" * 300 + "/b"):
+        assert artifact_file(other, bad) is None, bad
+    os.mkfifo(other / "logs" / "pipe.log")
+    assert open_artifact(other, "logs/pipe.log") is None and list(log_tails(other)) == ["rank0.log"]
+    with open_artifact(other, "logs/rank0.log") as f:
+        assert f.read() == b"other's log"
+    store = Store(tmp_path / "state#1?x%41")
+    store.record_losses("j", [(0, 1.5)])
+    store.put("measured:j", {"chunks": 1})
+    assert store.losses("j") == [(0, 1.5)] and store.peek("measured:j") == {"chunks": 1}
+    store.close()

@@ -71,11 +71,30 @@ def _details(args: argparse.Namespace, job: dict) -> dict:
     from gpuwise.service.client import call
 
     job["events"] = call("GET", args.server, f"/v1/jobs/{job['id']}/events")["events"]
-    files = call("GET", args.server, f"/v1/jobs/{job['id']}/artifacts")
-    job["artifacts"], job["artifacts_note"] = files["artifacts"], files["note"]
+    files = _optional(args, f"/v1/jobs/{job['id']}/artifacts")
+    job["artifacts"] = files["artifacts"] if files else []
+    job["artifacts_note"] = files["note"] if files else "this server lists no artifacts (an older gpuwise serve)"
     if args.logs:
-        job["logs"] = call("GET", args.server, f"/v1/jobs/{job['id']}/logs")["logs"]
+        logs = _optional(args, f"/v1/jobs/{job['id']}/logs")
+        job["logs"] = {k: _printable(v) for k, v in logs["logs"].items()} if logs else {}
     return job
+
+
+def _optional(args: argparse.Namespace, path: str) -> dict | None:
+    """A route an older server may lack: its 404 is None, not an error for the whole job."""
+    from gpuwise.service.client import ServiceError, call
+
+    try:
+        return call("GET", args.server, path)
+    except ServiceError as exc:
+        if exc.status == 404 and exc.detail == "Not Found":    # FastAPI's answer for a route it lacks
+            return None
+        raise
+
+
+def _printable(text: str) -> str:
+    """A worker log as plain text: a script's terminal escape sequences do not reach the terminal."""
+    return "".join(ch if ch in "\n\t" or ch.isprintable() else "?" for ch in text)
 
 
 def run(args: argparse.Namespace) -> int:

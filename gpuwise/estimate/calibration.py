@@ -27,6 +27,7 @@ corrects one `RunOption`.
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass, field, replace
 
 import numpy as np
@@ -54,10 +55,15 @@ class Observation:
     predicted_peak_gib: float | None = None   # the model's reserved peak at the shape
 
 
+def _positive(v: float | None) -> bool:
+    """A usable measurement or prediction: finite and above zero (not None, NaN, inf or 0)."""
+    return v is not None and math.isfinite(v) and v > 0
+
+
 def step_factor(observations: list[Observation]) -> float | None:
     """Median of measured / predicted step time over the observations' steps (an observation of k
     steps counts k times); None with fewer than MIN_STEPS steps that have a prediction."""
-    obs = [o for o in observations if o.predicted_step_s and o.measured_step_s > 0 and o.steps > 0]
+    obs = [o for o in observations if _positive(o.predicted_step_s) and _positive(o.measured_step_s) and o.steps > 0]
     if sum(o.steps for o in obs) < MIN_STEPS:
         return None
     ratios = np.repeat([o.measured_step_s / o.predicted_step_s for o in obs], [o.steps for o in obs])
@@ -68,7 +74,7 @@ def measured_peaks(observations: list[Observation]) -> dict[tuple[int, int], tup
     """(GPUs, global batch) -> (largest measured peak GiB, predicted peak GiB) of the shapes measured on CUDA."""
     out: dict[tuple[int, int], tuple[float, float]] = {}
     for o in observations:
-        if o.measured_peak_gib is None or not o.predicted_peak_gib:
+        if not (_positive(o.measured_peak_gib) and _positive(o.predicted_peak_gib)):
             continue
         key = (o.gpus, o.batch)
         seen = out.get(key, (0.0, o.predicted_peak_gib))[0]

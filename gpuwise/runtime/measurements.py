@@ -129,7 +129,7 @@ class MeasurementLog:
                     good.observe(r["gpu_type"], math.ceil(gpus / max(1, nodes)), gpus, nodes, int(r["batch"]),
                                  int(r["steps"]), float(r["measured_step_s"]), peak)
                     n += 1
-                except (KeyError, TypeError, ValueError):
+                except (KeyError, TypeError, ValueError, ZeroDivisionError):   # e.g. gpus 0: not a chunk
                     continue
         return n
 

@@ -91,7 +91,8 @@ class Store:
     def _read(self, sql: str, args: tuple) -> list[tuple]:
         """A query on a connection of its own: the service's page threads read while its scheduler
         thread writes on ``self.db`` (WAL: readers never block the writer)."""
-        with contextlib.closing(sqlite3.connect(f"file:{self.path}?mode=ro", uri=True, timeout=10.0)) as db:
+        uri = self.path.resolve().as_uri() + "?mode=ro"      # quoted: a folder named with '#', '?' or '%'
+        with contextlib.closing(sqlite3.connect(uri, uri=True, timeout=10.0)) as db:
             return db.execute(sql, args).fetchall()
 
     def losses(self, job: str) -> list[tuple[int, float]]:

@@ -7,9 +7,10 @@ from __future__ import annotations
 
 from pathlib import Path
 from typing import Any
+from urllib.parse import quote
 
 from fastapi import Depends, FastAPI, Header, HTTPException, Query, Request
-from fastapi.responses import FileResponse, Response
+from fastapi.responses import Response, StreamingResponse
 
 from gpuwise.jobqueue.store import User
 
@@ -22,16 +23,25 @@ def job_folder(ctx: Any, job_id: str) -> Path | None:
     return where(job_id) if where is not None else None
 
 
-def _file(ctx: Any, row: dict, path: str) -> FileResponse:
-    from gpuwise.runtime.artifacts import artifact_file
+def _file(ctx: Any, row: dict, path: str) -> StreamingResponse:
+    """The artifact, streamed from the file opened once (no link followed after the check)."""
+    from gpuwise.runtime.artifacts import open_artifact
 
     folder = job_folder(ctx, row["id"])
-    found = artifact_file(folder, path) if folder is not None else None
-    if found is None:
+    f = open_artifact(folder, path) if folder is not None else None
+    if f is None:
         raise HTTPException(404, f"job {row['id']} has no artifact {path[:200]!r}; "
                                  f"GET /v1/jobs/{row['id']}/artifacts lists them")
+
+    def chunks():
+        with f:
+            while block := f.read(1 << 20):
+                yield block
+
     kind = "text/plain; charset=utf-8" if path.startswith("logs/") else "application/octet-stream"
-    return FileResponse(found, media_type=kind, filename=found.name)
+    name = quote(path.rsplit("/", 1)[-1])
+    return StreamingResponse(chunks(), media_type=kind,
+                             headers={"Content-Disposition": f"attachment; filename*=UTF-8''{name}"})
 
 
 def artifact_routes(app: FastAPI, ctx: Any) -> None:
@@ -63,7 +73,7 @@ def artifact_routes(app: FastAPI, ctx: Any) -> None:
         return {"id": row["id"], "logs": log_tails(folder), "note": f"the last {LOG_TAIL_BYTES} bytes of each"}
 
     @app.get("/v1/jobs/{job_id}/artifacts/{path:path}", tags=["jobs"])
-    def get_job_artifact(job_id: str, path: str, u: User = Depends(user)) -> FileResponse:
+    def get_job_artifact(job_id: str, path: str, u: User = Depends(user)) -> StreamingResponse:
         return _file(ctx, ctx.visible(job_id, u), path)
 
     @app.get("/jobs/{job_id}/files/{path:path}", tags=["dashboard"])

@@ -181,7 +181,10 @@ def _job_files(ctx: Any, job_id: str) -> tuple[list, dict[str, str]] | None:
     from gpuwise.service.artifact_routes import job_folder
 
     folder = job_folder(ctx, job_id)
-    return None if folder is None else (list_artifacts(folder), log_tails(folder))
+    if folder is None:
+        return None
+    listed = list_artifacts(folder)
+    return listed, log_tails(folder, artifacts=listed)
 
 
 def _cancel_route(app: FastAPI, ctx: Any) -> None:
