@@ -18,7 +18,8 @@ import torch.distributed as dist
 
 from gpuwise.elastic import checkpoint as ckpt
 from gpuwise.elastic import control as ctl
-from gpuwise.elastic.metrics import StepStats, gns_moments
+from gpuwise.elastic.metrics import StepStats
+from gpuwise.estimate.stat_efficiency import gns_moments
 
 DEFAULT_CHUNK = 50
 EMA = 0.7                 # weight of the old value in the noise-scale moving average (as the runtime's)

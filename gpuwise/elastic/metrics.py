@@ -5,7 +5,7 @@ synchronously: the time spent there is the step's sync time (no overlap with the
 compute and communication are measured apart, as the runtime's own workers do), and it sees each
 bucket before and after the average. That gives |g|^2 of a replica's local batch (B/W samples) and
 of the global batch (B) every step; McCandlish et al. (2018) turn the two into unbiased |G|^2 and
-tr(Sigma), whose ratio is the noise scale that Pollux/AdaptDL's goodput and AdaScale read. One
+tr(Sigma) (`gpuwise.estimate.stat_efficiency.gns_moments`), whose ratio is the noise scale that Pollux/AdaptDL's goodput and AdaScale read. One
 replica has no second batch size: its chunks carry no noise estimate.
 """
 
@@ -13,15 +13,6 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, field
-
-
-def gns_moments(big_sq: float, small_sq: float, big_b: float, small_b: float) -> tuple[float, float] | None:
-    """Unbiased (|G|^2, tr(Sigma)) from |g|^2 at two batch sizes (None when they are the same)."""
-    if big_b <= small_b:
-        return None
-    sqr = (big_b * big_sq - small_b * small_sq) / (big_b - small_b)
-    var = (small_sq - big_sq) / (1.0 / small_b - 1.0 / big_b)
-    return sqr, var
 
 
 @dataclass

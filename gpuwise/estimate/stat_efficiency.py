@@ -38,6 +38,16 @@ from gpuwise.errors import InputError
 RULES = ("adascale", "linear", "sqrt", "none")
 
 
+def gns_moments(big_sq: float, small_sq: float, big_b: float, small_b: float) -> tuple[float, float] | None:
+    """Unbiased (|G|^2, tr(Sigma)) from the squared gradient norm measured at two batch sizes
+    (McCandlish et al. 2018); None when the batches are the same (one replica: no second size)."""
+    if big_b <= small_b:
+        return None
+    sqr = (big_b * big_sq - small_b * small_sq) / (big_b - small_b)
+    var = (small_sq - big_sq) / (1.0 / small_b - 1.0 / big_b)
+    return sqr, var
+
+
 def noise_scale(grad_sqr, grad_var, ref_batch: float):
     """phi = M0 * grad_var / grad_sqr (samples); vectorised. grad_sqr <= 0 gives +inf (pure noise)."""
     sqr = np.asarray(grad_sqr, float)

@@ -30,7 +30,7 @@ from dataclasses import dataclass, field, replace
 
 import numpy as np
 
-from gpuwise.elastic.metrics import gns_moments
+from gpuwise.estimate.stat_efficiency import gns_moments
 from gpuwise.estimate.pollux_fit import PolluxParams, fit_pollux, predict
 from gpuwise.estimate.stat_efficiency import gain
 from gpuwise.policies.base import JobState, job_batch_range
