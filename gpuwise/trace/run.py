@@ -92,7 +92,7 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
             from gpuwise.trace.fsdp import shard as fsdp_shard
 
             fsdp_shard(model, mesh, dt.fsdp_param, reshard_after_forward=p.pp == 1)
-        opts = _optimizers(cfg, model, foreach)
+        opts = optimizers(cfg, model, foreach)
         tokens = cfg.seq_len // p.cp
         stream = dt.fsdp_param or (dt.frozen if lora else dt.param)
 
@@ -140,7 +140,7 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
                 prm.grad = torch.zeros_like(prm)
         for opt in opts:
             opt.step()
-        _step_in_backward(model, opts, cfg.optimizer_in_backward)
+        step_in_backward(model, opts, cfg.optimizer_in_backward)
         import warnings
 
         with warnings.catch_warnings():          # the tracker notes the gradients the hooks freed (None): harmless
@@ -223,7 +223,7 @@ def _frozen_to_buffers(model: torch.nn.Module) -> None:
                 mod.register_buffer(name, p.detach())
 
 
-def _optimizers(cfg: TrainingConfig, model: torch.nn.Module, foreach: bool) -> list:
+def optimizers(cfg: TrainingConfig, model: torch.nn.Module, foreach: bool) -> list:
     """One optimizer over the trainable parameters, or (optimizer in backward) one per parameter, as
     torchtune's optimizer_in_bwd builds them."""
     if not cfg.optimizer_in_backward:
@@ -231,7 +231,7 @@ def _optimizers(cfg: TrainingConfig, model: torch.nn.Module, foreach: bool) -> l
     return [make_optimizer(cfg.optimizer, [p], foreach=foreach) for p in model.parameters() if p.requires_grad]
 
 
-def _step_in_backward(model: torch.nn.Module, opts: list, on: bool) -> None:
+def step_in_backward(model: torch.nn.Module, opts: list, on: bool) -> None:
     """Optimizer in backward: each parameter is stepped, and its gradient freed, once accumulated."""
     if not on:
         return

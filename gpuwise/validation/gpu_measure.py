@@ -30,31 +30,51 @@ from pathlib import Path
 
 from gpuwise.workload.training import TrainingConfig
 
-# (model, micro-batch, sequence, precision, recompute, LoRA rank, quantize) that fit one 80 GB GPU: small
-# models in full, 7B-class models under LoRA / QLoRA, every recompute policy on one model
-GRID: tuple[tuple, ...] = (
-    ("gpt2", 8, 1024, "bf16-mixed", "none", 0, None),
-    ("gpt2-xl", 4, 1024, "bf16-mixed", "none", 0, None),
-    ("mpt-125m", 16, 2048, "bf16-mixed", "none", 0, None),
-    ("mpt-350m", 8, 2048, "bf16-mixed", "none", 0, None),
-    ("mpt-760m", 4, 2048, "bf16-mixed", "none", 0, None),
-    ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None),
-    ("phi-1.5", 4, 2048, "bf16-mixed", "none", 0, None),
-    ("gemma-2b", 2, 2048, "bf16-mixed", "full", 0, None),
-    ("mpt-1b", 8, 2048, "bf16-mixed", "full", 0, None),
-    ("mpt-1b", 8, 2048, "bf16-mixed", "op", 0, None),
-    ("mpt-1b", 8, 2048, "bf16-mixed", "layer-2", 0, None),
-    ("mpt-1b", 8, 2048, "bf16-mixed", "selective", 0, None),
-    ("mpt-1b", 4, 2048, "fp32", "none", 0, None),
-    ("llama-2-7b", 2, 2048, "bf16-mixed", "none", 16, None),
-    ("llama-3.1-8b", 1, 4096, "bf16-mixed", "full", 16, None),
-    ("mistral-7b", 2, 2048, "bf16-mixed", "none", 16, "nf4"),
+# (model, micro-batch, sequence, precision, recompute, LoRA rank, quantize, levers) that fit one 80 GB GPU:
+# small models in full, 7B-class models under LoRA / QLoRA, every recompute policy on one model
+BASE: tuple[tuple, ...] = (
+    ("gpt2", 8, 1024, "bf16-mixed", "none", 0, None, ""),
+    ("gpt2-xl", 4, 1024, "bf16-mixed", "none", 0, None, ""),
+    ("mpt-125m", 16, 2048, "bf16-mixed", "none", 0, None, ""),
+    ("mpt-350m", 8, 2048, "bf16-mixed", "none", 0, None, ""),
+    ("mpt-760m", 4, 2048, "bf16-mixed", "none", 0, None, ""),
+    ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, ""),
+    ("phi-1.5", 4, 2048, "bf16-mixed", "none", 0, None, ""),
+    ("gemma-2b", 2, 2048, "bf16-mixed", "full", 0, None, ""),
+    ("mpt-1b", 8, 2048, "bf16-mixed", "full", 0, None, ""),
+    ("mpt-1b", 8, 2048, "bf16-mixed", "op", 0, None, ""),
+    ("mpt-1b", 8, 2048, "bf16-mixed", "layer-2", 0, None, ""),
+    ("mpt-1b", 8, 2048, "bf16-mixed", "selective", 0, None, ""),
+    ("mpt-1b", 4, 2048, "fp32", "none", 0, None, ""),
+    ("llama-2-7b", 2, 2048, "bf16-mixed", "none", 16, None, ""),
+    ("llama-3.1-8b", 1, 4096, "bf16-mixed", "full", 16, None, ""),
+    ("mistral-7b", 2, 2048, "bf16-mixed", "none", 16, "nf4", ""),
 )
-KEY = ("device", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank", "quantize")
+# the levers of issue 21, each against a BASE row with the lever off: the loss kernel, the optimizer
+# stepped in backward, saved activations on the host, torch.compile of each block, LoRA targets
+LEVERS: tuple[tuple, ...] = (
+    ("mpt-1b", 8, 2048, "bf16-mixed", "full", 0, None, "loss_kernel=chunked"),
+    ("gemma-2b", 2, 2048, "bf16-mixed", "full", 0, None, "loss_kernel=chunked"),
+    ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, "optimizer_in_backward=1"),
+    ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, "activation_offload=1"),
+    ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, "compile=1"),
+    ("llama-2-7b", 2, 2048, "bf16-mixed", "none", 16, None, "lora_targets=all-linear"),
+)
+# long sequences (32k-64k), where the step-time model had no measured row
+LONG: tuple[tuple, ...] = (
+    ("qwen2.5-0.5b", 1, 16384, "bf16-mixed", "none", 0, None, ""),
+    ("qwen2.5-0.5b", 1, 32768, "bf16-mixed", "full", 0, None, ""),
+    ("llama-3.2-1b", 1, 32768, "bf16-mixed", "full", 0, None, ""),
+    ("llama-3.2-1b", 1, 65536, "bf16-mixed", "full", 0, None, "loss_kernel=chunked"),
+    ("llama-3.1-8b", 1, 32768, "bf16-mixed", "full", 16, None, ""),
+)
+GRID: tuple[tuple, ...] = BASE + LEVERS + LONG
+KEY = ("device", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank", "quantize",
+       "levers")
 COLUMNS = ("status", "device", "torch", "model", "layers", "micro_batch", "seq_len", "precision", "recompute",
-           "lora_rank",
-           "quantize", "optimizer", "measured_allocated_gib", "measured_reserved_gib", "predicted_allocated_gib",
-           "predicted_reserved_gib", "measured_step_s", "measured_tokens_per_s", "predicted_tokens_per_s")
+           "lora_rank", "quantize", "levers", "optimizer", "measured_allocated_gib", "measured_reserved_gib",
+           "predicted_allocated_gib", "predicted_reserved_gib", "measured_step_s", "measured_tokens_per_s",
+           "predicted_tokens_per_s", "note")
 GIB = 2 ** 30
 
 
@@ -65,31 +85,55 @@ class Measured:
     step_s: float                  # median wall seconds of the timed steps
 
 
+def levers_of(levers: str) -> dict:
+    """A grid entry's levers, "loss_kernel=chunked;compile=1", as TrainingConfig fields."""
+    out: dict = {}
+    for item in filter(None, levers.split(";")):
+        k, v = item.split("=", 1)
+        out[k] = v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile") else v
+    return out
+
+
 def config(micro: int, seq: int, precision: str, recompute: str, lora: int, quantize: str | None,
-           optimizer: str = "adamw") -> TrainingConfig:
+           levers: str = "", optimizer: str = "adamw") -> TrainingConfig:
     return TrainingConfig(micro_batch=micro, seq_len=seq, precision=precision, recompute=recompute,
-                          lora_rank=lora, quantize=quantize, optimizer=optimizer)
+                          lora_rank=lora, quantize=quantize, optimizer=optimizer, **levers_of(levers))
 
 
 def _build(spec, cfg: TrainingConfig, device: str):
-    """The model and optimizer as the trace builds them (`trace.run.build_rank_model`), on a real device."""
-    from gpuwise.trace.optimizers import make_optimizer
+    """The model and optimizers as the trace builds them (`trace.run`), on a real device; compiled per
+    block under ``cfg.compile`` (what the step-time model assumes)."""
+    import torch
+
     from gpuwise.trace.precision import dtypes
-    from gpuwise.trace.run import build_rank_model
+    from gpuwise.trace.run import build_rank_model, optimizers, step_in_backward
 
     model = build_rank_model(spec, cfg, dtypes(cfg.precision, False), device=device)
+    if cfg.compile:
+        for mod in list(model.modules()):
+            blocks = getattr(mod, "blocks", None)
+            if isinstance(blocks, torch.nn.ModuleList):
+                for i, block in enumerate(blocks):
+                    blocks[i] = torch.compile(block)
     # foreach AdamW: PyTorch's default on CUDA, and what the analytic model assumes
-    return model, make_optimizer(cfg.optimizer, model.parameters(), foreach=cfg.optimizer in ("adamw", "adam"))
+    opts = optimizers(cfg, model, foreach=cfg.optimizer in ("adamw", "adam"))
+    step_in_backward(model, opts, cfg.optimizer_in_backward)
+    return model, opts
 
 
 def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> Measured:
-    """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first."""
+    """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first.
+    Activation offload: every saved tensor goes to pinned host memory (``save_on_cpu``)."""
+    import contextlib
+
     import torch
 
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.set_device(device)       # the statistics below read the current device
-    model, opt = _build(spec, cfg, device)
+    model, opts = _build(spec, cfg, device)
+    offload = (lambda: torch.autograd.graph.save_on_cpu(pin_memory=cuda)) if cfg.activation_offload else \
+        contextlib.nullcontext
     times = []
     for i in range(steps):
         ids = torch.randint(0, spec.vocab_size, (cfg.micro_batch, cfg.seq_len), device=device)
@@ -98,15 +142,19 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
             if i == steps - 1:
                 torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        opt.zero_grad(set_to_none=True)
-        model(ids, ids).backward()
-        opt.step()
+        for opt in opts:
+            opt.zero_grad(set_to_none=True)
+        with offload():
+            loss = model(ids, ids)
+        loss.backward()
+        if not cfg.optimizer_in_backward:   # else each parameter was stepped in its gradient hook
+            opts[0].step()
         if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     alloc = float(torch.cuda.max_memory_allocated()) if cuda else None
     reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
-    del model, opt
+    del model, opts, loss
     if cuda:
         torch.cuda.empty_cache()
     return Measured(alloc, reserved, statistics.median(times[1:] or times))
@@ -149,28 +197,37 @@ def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
 
     from gpuwise.workload.models import load_model
 
-    _, micro, seq, precision, recompute, lora, quantize = entry
+    _, micro, seq, precision, recompute, lora, quantize, levers = entry
     spec = load_model(name)
     if layers:
         spec = dataclasses.replace(spec, n_layers=layers)
-    cfg = config(micro, seq, precision, recompute, lora, quantize)
-    status = "ok"
+    cfg = config(micro, seq, precision, recompute, lora, quantize, levers)
+    status, note = "ok", ""
     try:
-        m = measure(spec, cfg, device)
+        m = measure(spec, cfg, device, steps=6 if cfg.compile else 4)   # compile: two more after the compiling one
     except torch.cuda.OutOfMemoryError:
         status, m = "oom", Measured(None, None, float("nan"))
         torch.cuda.empty_cache()
+    except Exception as e:   # noqa: BLE001 -- one configuration that cannot run is a row, not the end of the grid
+        status, note, m = "error", f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", \
+            Measured(None, None, float("nan"))
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
     gpu = _gpu_name(device)
-    p_alloc, p_res, p_tps = predicted(spec, cfg, gpu)
+    try:
+        p_alloc, p_res, p_tps = predicted(spec, cfg, gpu)
+    except Exception as e:   # noqa: BLE001 -- keep the measurement; the note says why no prediction
+        p_alloc = p_res = p_tps = None
+        note = f"{note}; " * bool(note) + f"no prediction: {type(e).__name__}: {str(e)[:120]}"
     gib = lambda b: None if b is None else round(b / GIB, 4)   # noqa: E731
     return {"status": status, "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else device,
             "torch": torch.__version__, "model": name, "layers": spec.n_layers, "micro_batch": micro, "seq_len": seq,
             "precision": precision, "recompute": recompute, "lora_rank": lora, "quantize": quantize or "",
-            "optimizer": cfg.optimizer, "measured_allocated_gib": gib(m.allocated),
+            "levers": levers, "optimizer": cfg.optimizer, "measured_allocated_gib": gib(m.allocated),
             "measured_reserved_gib": gib(m.reserved), "predicted_allocated_gib": gib(p_alloc),
-            "predicted_reserved_gib": gib(p_res), "measured_step_s": round(m.step_s, 5),
+            "predicted_reserved_gib": gib(p_res), "measured_step_s": round(m.step_s, 5) if status == "ok" else None,
             "measured_tokens_per_s": round(micro * seq / m.step_s, 1) if status == "ok" else None,
-            "predicted_tokens_per_s": None if p_tps is None else round(p_tps, 1)}
+            "predicted_tokens_per_s": None if p_tps is None else round(p_tps, 1), "note": note}
 
 
 def _key(entry: tuple, device: str, layers: int | None) -> tuple[str, ...]:
@@ -179,10 +236,10 @@ def _key(entry: tuple, device: str, layers: int | None) -> tuple[str, ...]:
 
     from gpuwise.workload.models import load_model
 
-    name, micro, seq, precision, recompute, lora, quantize = entry
+    name, micro, seq, precision, recompute, lora, quantize, levers = entry
     dev = torch.cuda.get_device_name(device) if device.startswith("cuda") else device
     n = layers or load_model(name).n_layers
-    return tuple(str(v) for v in (dev, name, n, micro, seq, precision, recompute, lora, quantize or ""))
+    return tuple(str(v) for v in (dev, name, n, micro, seq, precision, recompute, lora, quantize or "", levers))
 
 
 def _override(entry: tuple, args: argparse.Namespace) -> tuple:
@@ -219,6 +276,7 @@ def main(argv: list[str] | None = None) -> int:
                 print(f"skipped (already in {args.out}): {e}")
                 continue
             r = row(e[0], e, args.device, args.layers)
+            done.add(_key(e, args.device, args.layers))   # an override can make two entries one
             w.writerow(r)
             fh.flush()
             print(", ".join(f"{k}={v}" for k, v in r.items() if v not in (None, "")))
