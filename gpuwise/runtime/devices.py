@@ -57,8 +57,9 @@ def choose_devices(override: str, found: int, slots: int, names: tuple[str, ...]
         why = f"{flag} cuda" if override == "cuda" else f"{found} CUDA devices {where} for {slots} slots"
         return DeviceChoice("cuda", slots, found, names, why)
     if override == "cuda":
+        fix = f"give a cluster spec with at most {found} GPUs" if found else "run where CUDA GPUs are"
         raise InputError(flag, override, f"the cluster spec has {slots} slots but {found} CUDA devices were found "
-                         f"{where}; give a cluster with at most {found} GPUs, or {flag} cpu for fake slots")
+                         f"{where}; {fix}, or give {flag} cpu (or auto) for fake slots on the CPU")
     return DeviceChoice("cpu", 0, found, names, f"{found} CUDA devices {where}, fewer than the cluster spec's "
                         f"{slots} slots" if found else f"no CUDA device {where}")
 

@@ -70,19 +70,21 @@ def run_workload(cluster: ClusterSpec, workload: Workload, policy: Policy, opts:
     running afterwards; tests share one); default: a pool of its own, shut down at the end."""
     from gpuwise.runtime.lock import WriterLock
 
-    with WriterLock(opts.state_dir / "state.sqlite.lock", "--state", str(opts.state_dir), "gpuwise run"):
-        return _run_locked(cluster, workload, policy, opts, pool)
-
-
-def _run_locked(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: RunOptions,
-                pool: WorkerPool | None) -> RunResult:
-    store = Store(opts.state_dir)
-    resume = store.get("workload") == workload.source and not store.get("finished", False)
-    saved, offset = _restore(store, workload, resume)
     own = pool is None
     if own:
         pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address, devices=opts.devices)
-    elif pool.cluster != cluster:
+        if not opts.address:   # a --devices that this machine cannot give: exit 2 before any state is written
+            pool.choose_local()
+    with WriterLock(opts.state_dir / "state.sqlite.lock", "--state", str(opts.state_dir), "gpuwise run"):
+        return _run_locked(cluster, workload, policy, opts, pool, own)
+
+
+def _run_locked(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: RunOptions,
+                pool: WorkerPool, own: bool) -> RunResult:
+    store = Store(opts.state_dir)
+    resume = store.get("workload") == workload.source and not store.get("finished", False)
+    saved, offset = _restore(store, workload, resume)
+    if not own and pool.cluster != cluster:
         raise ValueError("the worker pool was started for another cluster")
     wall = time.perf_counter()
     import multiprocessing

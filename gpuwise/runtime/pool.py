@@ -104,7 +104,7 @@ class WorkerPool:
             if self.address:
                 ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False)
             else:  # a head of our own (local_ray says why not ray.init()); workers inherit its env
-                self.device = self._choose_local()
+                self.choose_local()
                 res = {t: float(self.cluster.gpus_of_type(t)) for t in self.cluster.gpu_types}
                 self.head = LocalHead(self.tmpdir.resolve(), max(1, round(self.cluster.total_gpus * CPU_PER_SLOT + 0.5)),
                                       res, OBJECT_STORE_BYTES, env, num_gpus=self.device.count)
@@ -127,11 +127,14 @@ class WorkerPool:
                                   "groups or torch import); the machine may be overloaded") from None
         self.start_s = time.perf_counter() - t0
 
-    def _choose_local(self):
+    def choose_local(self) -> None:
+        """Decide cuda or cpu slots for a head of our own (InputError: `devices` cannot be had here);
+        callers may ask before `start` to refuse bad input before writing any state."""
         from gpuwise.runtime.devices import choose_devices, local_cuda
 
-        found, names = local_cuda()
-        return choose_devices(self.devices, found, self.cluster.total_gpus, names, self.devices_flag)
+        if self.device is None:
+            found, names = local_cuda()
+            self.device = choose_devices(self.devices, found, self.cluster.total_gpus, names, self.devices_flag)
 
     def _choose_ray(self):
         import ray
