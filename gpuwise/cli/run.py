@@ -33,6 +33,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                              "a run interrupted with this folder resumes")
     parser.add_argument("--max-wall", type=float, default=900.0, metavar="SECONDS",
                         help="stop after this long, leaving unfinished jobs (default 900)")
+    parser.add_argument("--devices", default="auto", metavar="auto|cuda|cpu",
+                        help="slots on real CUDA GPUs (cuda: one per slot, Ray's num_gpus) or fake slots on the CPU; "
+                             "auto (default): cuda when this machine (or the --address cluster's GPU resources) has "
+                             "at least as many CUDA devices as the cluster spec has slots")
     parser.add_argument("--json", action="store_true", help="print JSON instead of tables")
     parser.add_argument("--plot", metavar="DIR", help="write JCT CDF, GPUs-in-use and queue plots here")
 
@@ -44,11 +48,14 @@ def run(args: argparse.Namespace) -> int:
     from gpuwise.errors import InputError
     from gpuwise.hardware.cluster import load_cluster
     from gpuwise.policies.registry import make_policy
+    from gpuwise.runtime.devices import MODES
     from gpuwise.runtime.driver import RunOptions, check_options
     from gpuwise.runtime.report import execute
     from gpuwise.runtime.workload import load_run_workload
 
     make_policy(args.policy)
+    if args.devices not in MODES:
+        raise InputError("--devices", args.devices, "give one of " + ", ".join(MODES))
     check_plot_dir("--plot", args.plot)
     if not args.max_wall > 0:
         raise InputError("--max-wall", args.max_wall, "give seconds > 0")
@@ -60,7 +67,7 @@ def run(args: argparse.Namespace) -> int:
 
     check_fits(workload, {t: cluster.gpus_of_type(t) for t in cluster.gpu_types})
     opts = RunOptions(Path(args.state), args.address, args.chunk_steps, args.preempt_every, args.preempt_max,
-                      args.max_wall, round_s=args.round_s)
+                      args.max_wall, round_s=args.round_s, devices=args.devices)
     check_options(opts)
     live = sys.stdout.isatty() and not args.json
     from gpuwise.runtime.pool import WorkersNotReady
@@ -113,6 +120,10 @@ def _print(out: dict) -> None:
     print(f"{out['policy']} on {out['cluster']}: {out['jobs_completed']} jobs done in {out['makespan_s']:.0f} s, "
           f"{out['rescales']} rescales, {out['restarts']} fault restarts, {out['lost_steps']} steps lost, "
           f"Ray start {out['ray_start_s']:.1f} s")
+    if out.get("devices"):
+        from gpuwise.runtime.devices import describe
+
+        print(describe(out["devices"]))
     for n in out.get("lost_nodes", []):
         print(f"node {n['name']} lost at {n['t']:.0f} s: {n['gpus']} {n['gpu_type']} GPUs gone for the rest of the run")
 

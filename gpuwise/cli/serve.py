@@ -68,6 +68,11 @@ def run(args: argparse.Namespace) -> int:
     except WorkersNotReady as exc:
         print(f"gpuwise serve: {exc}", flush=True)
         return 1
+    device = getattr(getattr(sch.backend, "pool", None), "device", None)
+    if device is not None:     # the ray backend: real CUDA GPUs or fake CPU slots (auto), stated
+        from gpuwise.runtime.devices import describe
+
+        print(f"gpuwise serve: {describe(device.as_dict())}", flush=True)
     try:
         return _serve(args, cluster, sch)
     finally:

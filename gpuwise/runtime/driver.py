@@ -40,6 +40,7 @@ class RunOptions:
     round_s: float | None = 5.0        # policy round cadence (None: the policy's own, as simulate)
     timeouts: Timeouts = field(default_factory=Timeouts)
     on_tick: Callable | None = None    # progress display: called with the actuator's jobs
+    devices: str = "auto"              # auto | cuda | cpu: real GPUs or fake CPU slots (runtime.devices)
 
 
 @dataclass
@@ -51,6 +52,7 @@ class RunResult:
     preemptions: int
     preemptions_skipped: int = 0       # due while no job was in a chunk with all its workers up
     lost_nodes: list[dict] = field(default_factory=list)  # nodes whose machine died (ControlLoop.lose_node)
+    devices: dict = field(default_factory=dict)            # the pool's DeviceChoice (mode, count, names, why)
 
 
 def _restore(store: Store, workload: Workload, resume: bool) -> tuple[dict, float]:
@@ -68,19 +70,21 @@ def run_workload(cluster: ClusterSpec, workload: Workload, policy: Policy, opts:
     running afterwards; tests share one); default: a pool of its own, shut down at the end."""
     from gpuwise.runtime.lock import WriterLock
 
+    own = pool is None
+    if own:
+        pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address, devices=opts.devices)
+        if not opts.address:   # a --devices that this machine cannot give: exit 2 before any state is written
+            pool.choose_local()
     with WriterLock(opts.state_dir / "state.sqlite.lock", "--state", str(opts.state_dir), "gpuwise run"):
-        return _run_locked(cluster, workload, policy, opts, pool)
+        return _run_locked(cluster, workload, policy, opts, pool, own)
 
 
 def _run_locked(cluster: ClusterSpec, workload: Workload, policy: Policy, opts: RunOptions,
-                pool: WorkerPool | None) -> RunResult:
+                pool: WorkerPool, own: bool) -> RunResult:
     store = Store(opts.state_dir)
     resume = store.get("workload") == workload.source and not store.get("finished", False)
     saved, offset = _restore(store, workload, resume)
-    own = pool is None
-    if own:
-        pool = WorkerPool(cluster, opts.state_dir / "ray", opts.address)
-    elif pool.cluster != cluster:
+    if not own and pool.cluster != cluster:
         raise ValueError("the worker pool was started for another cluster")
     wall = time.perf_counter()
     import multiprocessing
@@ -159,7 +163,8 @@ def _drive(cluster, workload, policy, opts, store, pool, saved, offset, resume, 
     res = SimResult(policy.name, cluster, [jr.js for jr in act.jobs.values()], loop.decision_s, gpus_used,
                     queue_len, end, sum(len(jr.events) for jr in act.jobs.values()), time.perf_counter() - wall, 0,
                     _mean_overhead(act.jobs), [])
-    return RunResult(res, act.jobs, pool.start_s, resume, preempted, skipped, loop.lost_nodes)
+    return RunResult(res, act.jobs, pool.start_s, resume, preempted, skipped, loop.lost_nodes,
+                     pool.device.as_dict() if pool.device is not None else {})
 
 
 def _mean_overhead(jobs: dict[str, JobRun]) -> float:

@@ -65,6 +65,7 @@ class LocalHead:
     resources: dict[str, float]
     object_store_bytes: int
     env: dict[str, str] = field(default_factory=dict)
+    num_gpus: int = 0             # real CUDA GPUs advertised (cuda mode); 0: fake slots only
     proc: subprocess.Popen | None = None
     address: str = ""
     _short: Path | None = None    # a short temp folder used instead of a long tmpdir (removed at stop)
@@ -86,7 +87,7 @@ class LocalHead:
         ip = ray.util.get_node_ip_address()  # 127.0.0.1 (loopback()); ray.init(address=) maps loopback to it
         cmd = [sys.executable, "-m", "gpuwise.runtime.local_ray", str(os.getpid()), str(self._short or "-"),
                sys.executable, "-m", "ray.scripts.scripts", "start", "--head", "--block", "--disable-usage-stats",
-               f"--node-ip-address={ip}", f"--num-cpus={self.num_cpus}", "--num-gpus=0",
+               f"--node-ip-address={ip}", f"--num-cpus={self.num_cpus}", f"--num-gpus={self.num_gpus}",
                f"--resources={json.dumps(self.resources)}", f"--object-store-memory={self.object_store_bytes}",
                f"--temp-dir={ray_dir}", "--include-dashboard=false",
                *(f"--{k}={v}" for k, v in ports.items())]

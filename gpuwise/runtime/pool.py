@@ -3,7 +3,10 @@
 A local run starts a private Ray instance with one custom resource per GPU type (``{"T4": 4,
 "V100": 4}``), so a fake heterogeneous cluster runs on one machine: slot actors reserve
 ``{type: 1}`` plus a fraction of a CPU. With ``--address`` the user's cluster must advertise the
-same resources (``ray start --resources '{"T4": 4}'``; real GPUs add ``num_gpus``). Each node of
+same resources (``ray start --resources '{"T4": 4}'``). Where the slots are real CUDA GPUs
+(`gpuwise.runtime.devices`: this machine's for a local head, the ``GPU`` resources of a cluster
+given by ``--address``), the head also advertises them (``--num-gpus``), every bundle and slot
+actor takes ``{"GPU": 1}`` as well, and Ray narrows each actor to its own device. Each node of
 the ClusterSpec is a STRICT_PACK placement group whose bundles are its slots, so the policy's
 placement (node, GPUs on it) maps onto Ray nodes as it does in the simulator.
 
@@ -17,7 +20,7 @@ from __future__ import annotations
 
 import os
 import time
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 
 from gpuwise.errors import InputError
@@ -80,6 +83,9 @@ class WorkerPool:
     ray_nodes: list[str] = field(default_factory=list)  # Ray node id hosting each spec node's group
     lost: set[int] = field(default_factory=set)          # spec nodes whose Ray node died (given at start:
                                                          # known lost before, never placed; gpuwise serve)
+    devices: str = "auto"                                # auto | cuda | cpu (gpuwise.runtime.devices)
+    devices_flag: str = "--devices"
+    device: object = None                                # the DeviceChoice made at start
 
     def start(self) -> None:
         import ray
@@ -98,9 +104,10 @@ class WorkerPool:
             if self.address:
                 ray.init(address=self.address, runtime_env={"env_vars": env}, log_to_driver=False)
             else:  # a head of our own (local_ray says why not ray.init()); workers inherit its env
+                self.choose_local()
                 res = {t: float(self.cluster.gpus_of_type(t)) for t in self.cluster.gpu_types}
                 self.head = LocalHead(self.tmpdir.resolve(), max(1, round(self.cluster.total_gpus * CPU_PER_SLOT + 0.5)),
-                                      res, OBJECT_STORE_BYTES, env)
+                                      res, OBJECT_STORE_BYTES, env, num_gpus=self.device.count)
                 try:
                     address = self.head.start(self.timeout_s)
                     ray.init(address=address, log_to_driver=False)
@@ -108,6 +115,8 @@ class WorkerPool:
                     self.head.stop()
                     raise WorkersNotReady(f"the local Ray cluster did not start: {e}") from None
                 self.started_here = True
+        if self.device is None:   # a cluster of the user's (or a Ray this process joined): its GPU resources
+            self.device = self._choose_ray()
         self._check_resources()
         try:
             self._place()
@@ -117,6 +126,27 @@ class WorkerPool:
                                   f"after {time.perf_counter() - t0:.0f} s (limit {self.timeout_s:.0f} s; placement "
                                   "groups or torch import); the machine may be overloaded") from None
         self.start_s = time.perf_counter() - t0
+
+    def choose_local(self) -> None:
+        """Decide cuda or cpu slots for a head of our own (InputError: `devices` cannot be had here);
+        callers may ask before `start` to refuse bad input before writing any state."""
+        from gpuwise.runtime.devices import choose_devices, local_cuda
+
+        if self.device is None:
+            found, names = local_cuda()
+            self.device = choose_devices(self.devices, found, self.cluster.total_gpus, names, self.devices_flag)
+
+    def _choose_ray(self):
+        import ray
+
+        from gpuwise.runtime.devices import choose_devices
+
+        return choose_devices(self.devices, int(ray.cluster_resources().get("GPU", 0)), self.cluster.total_gpus,
+                              flag=self.devices_flag, where="in the Ray cluster's GPU resources")
+
+    @property
+    def cuda(self) -> bool:
+        return self.device is not None and self.device.mode == "cuda"
 
     def _check_resources(self) -> None:
         import ray
@@ -137,7 +167,8 @@ class WorkerPool:
 
         for i, node in enumerate(self.cluster.nodes):   # a node known lost gets no group (None)
             self.groups.append(None if i in self.lost else placement_group(
-                [{node.gpu: 1, "CPU": CPU_PER_SLOT}] * node.gpus, strategy="STRICT_PACK"))
+                [{node.gpu: 1, "CPU": CPU_PER_SLOT, **({"GPU": 1} if self.cuda else {})}] * node.gpus,
+                strategy="STRICT_PACK"))
         live = [pg for pg in self.groups if pg is not None]
         ray.get([pg.ready() for pg in live], timeout=self.timeout_s)
         # STRICT_PACK: all of a group's bundles sit on one Ray node, the one whose loss takes them
@@ -147,6 +178,9 @@ class WorkerPool:
             for j in range(0 if i in self.lost else node.gpus):
                 self.slots.append(Slot(f"{i}/{j}", i, node.gpu, self._spawn(i, j), bundle=j))
         ray.get([s.actor.ready.remote() for s in self.slots], timeout=self.timeout_s)  # warm: torch imported
+        if self.cuda:   # what each slot's actor sees as its cuda:0 (Ray's CUDA_VISIBLE_DEVICES)
+            names = ray.get([s.actor.device_name.remote() for s in self.slots], timeout=self.timeout_s)
+            self.device = replace(self.device, names=tuple(names))
 
     def _spawn(self, node: int, bundle: int):
         import ray
@@ -155,9 +189,10 @@ class WorkerPool:
         from gpuwise.runtime.worker import SlotWorker
 
         return ray.remote(SlotWorker).options(
-            num_cpus=CPU_PER_SLOT, resources={self.cluster.nodes[node].gpu: 1}, max_restarts=-1, max_task_retries=0,
+            num_cpus=CPU_PER_SLOT, num_gpus=1 if self.cuda else 0, resources={self.cluster.nodes[node].gpu: 1},
+            max_restarts=-1, max_task_retries=0,
             scheduling_strategy=PlacementGroupSchedulingStrategy(self.groups[node], placement_group_bundle_index=bundle),
-        ).remote(f"{node}/{bundle}")
+        ).remote(f"{node}/{bundle}", "cuda" if self.cuda else "cpu")
 
     def check_nodes(self) -> list[int]:
         """Spec nodes whose Ray node died since the last call (Ray's node table): their slots are

@@ -33,7 +33,7 @@ def execute(cluster, workload, policy_name: str, opts: RunOptions, live: bool = 
                lost_steps=sum(jr.lost_steps for jr in run.runs.values()),
                preemptions_injected=run.preemptions, preemptions_skipped=run.preemptions_skipped,
                checkpoint_interval_steps=opts.chunk_steps, lost_nodes=run.lost_nodes,
-               ray_start_s=run.startup_s, resumed=run.resumed, **medians,
+               ray_start_s=run.startup_s, resumed=run.resumed, devices=run.devices, **medians,
                allocation_changes=out.pop("restarts"),
                measurements=str(opts.state_dir / "measurements.csv"))   # per chunk: `gpuwise validate runs`
     out["jobs"] = [{**row, **_job(jr)} for row, jr in zip(rows, run.runs.values())]

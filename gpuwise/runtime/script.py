@@ -7,6 +7,10 @@ libraries the warm-up imported are not paid again. ``wait`` returns the script's
 (an elastic script) or its exit. Stopping is the script's own doing at a boundary (command ``stop``);
 a script that does not use gpuwise.elastic is only ever stopped by restarting the actor, which kills it.
 The job folder must be on storage every node sees (one machine here).
+
+Devices: the script shares the actor's process and so its environment -- on a CUDA slot, Ray's
+CUDA_VISIBLE_DEVICES naming the slot's one GPU (the script's ``cuda:0``, LOCAL_RANK 0, NCCL); on a
+fake CPU slot, the empty CUDA_VISIBLE_DEVICES the worker set (`gpuwise.runtime.worker`): gloo on the CPU.
 """
 
 from __future__ import annotations

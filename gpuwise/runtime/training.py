@@ -21,14 +21,14 @@ from gpuwise.runtime.small_models import SmallModel
 NOISE = 1.0  # image noise (std) around the class templates
 
 
-def build(m: SmallModel, seed: int) -> nn.Module:
-    """The model with the same initial weights on every rank (seeded); `model(x, y)` is its loss."""
+def build(m: SmallModel, seed: int, device: torch.device | str = "cpu") -> nn.Module:
+    """The model with the same initial weights on every rank (seeded, built on the CPU, then moved to
+    ``device``); `model(x, y)` is its loss."""
     from gpuwise.nn import build_model, build_resnet
 
     torch.manual_seed(seed)
-    if m.kind == "image":
-        return build_resnet(m.config)
-    return build_model(m.spec)
+    model = build_resnet(m.config) if m.kind == "image" else build_model(m.spec)
+    return model.to(device)
 
 
 class Data:

@@ -2,7 +2,7 @@
 
 The actor imports torch once, when the pool starts it (a warm spare), so growing a job pays for a
 process-group set-up and a checkpoint load, not for a new process. A job's workers form a
-torch.distributed group (gloo on CPU, NCCL where the slot has a GPU) and run data parallel:
+torch.distributed group (gloo on CPU, NCCL where the slot is a real GPU) and run data parallel:
 gradients are all-reduced after the backward pass as DDP does, but without DDP's bucketing overlap,
 so compute time and sync time are measured apart (the Pollux fit wants both).
 
@@ -10,6 +10,11 @@ Gradient noise scale (McCandlish et al. 2018, the estimator Pollux/AdaptDL log):
 splits its local batch into two halves and keeps both half-batch gradients, so every step yields
 |g|^2 at a small batch (b/2, averaged over the 2W halves) and at the global batch B (after the
 all-reduce), even on one worker. From those, unbiased |G|^2 and tr(Sigma) follow; phi = tr(Sigma)/|G|^2.
+
+Device (`gpuwise.runtime.devices`): a ``cuda`` slot is started by the pool with ``num_gpus=1``, so
+Ray's CUDA_VISIBLE_DEVICES leaves it one device, ``cuda:0``; model, optimizer state, batches and
+checkpoint loads live there. A ``cpu`` slot hides every GPU from its process (Ray leaves the
+variable alone for actors that ask for no GPU), so neither its model nor a script it runs picks CUDA.
 """
 
 from __future__ import annotations
@@ -29,10 +34,18 @@ def free_port() -> int:
 class SlotWorker:
     """Plain class; the pool wraps it with ``ray.remote`` (so this module imports without Ray)."""
 
-    def __init__(self, slot: str) -> None:
+    def __init__(self, slot: str, device: str = "cpu") -> None:
+        if device == "cpu":    # before torch initialises CUDA: fake slots train on the CPU only
+            os.environ["CUDA_VISIBLE_DEVICES"] = ""
         import torch
 
         torch.set_num_threads(1)  # slots share the machine's cores; one thread each
+        if device == "cuda" and not torch.cuda.is_available():
+            raise RuntimeError(f"slot {slot}: started as a CUDA slot but sees no CUDA device "
+                               f"(CUDA_VISIBLE_DEVICES={os.environ.get('CUDA_VISIBLE_DEVICES')!r})")
+        self.device = torch.device("cuda", 0) if device == "cuda" else torch.device("cpu")
+        if self.device.type == "cuda":
+            torch.cuda.set_device(self.device)
         self.slot, self.job = slot, None
         self._warm()
         self.model = self.opt = self.data = self.script = None
@@ -49,9 +62,9 @@ class SlotWorker:
 
         dist.init_process_group("gloo", init_method=f"tcp://127.0.0.1:{free_port()}", rank=0, world_size=1)
         for m in small_models().values():
-            model = build(m, 0)
+            model = build(m, 0, self.device)
             opt = torch.optim.AdamW(model.parameters(), lr=1e-3)
-            model(*Data(m, 0).local_batch(0, 4, 0, 1)).backward()
+            model(*(t.to(self.device) for t in Data(m, 0).local_batch(0, 4, 0, 1))).backward()
             opt.step()
         t = torch.zeros(4)
         dist.all_reduce(t)
@@ -60,6 +73,12 @@ class SlotWorker:
 
     def ready(self) -> int:
         return os.getpid()
+
+    def device_name(self) -> str:
+        """The device this slot trains on: the CUDA device's name, or "cpu"."""
+        import torch
+
+        return torch.cuda.get_device_name(self.device) if self.device.type == "cuda" else "cpu"
 
     def address(self) -> tuple[str, int]:
         import ray
@@ -77,16 +96,16 @@ class SlotWorker:
 
         t0 = time.perf_counter()
         self.teardown()
-        backend = "nccl" if torch.cuda.is_available() else "gloo"
+        backend = "nccl" if self.device.type == "cuda" else "gloo"
         dist.init_process_group(backend, init_method=f"tcp://{master}:{port}", rank=rank, world_size=world,
                                 timeout=timedelta(seconds=timeout_s))
         self.job, self.rank, self.world = job, rank, world
         m = small_model(job["model"])
-        self.model = build(m, job["seed"])
+        self.model = build(m, job["seed"], self.device)
         self.opt = torch.optim.AdamW(self.model.parameters(), lr=job["lr"])
         self.data = Data(m, job["seed"])
         if ckpt:
-            state = torch.load(ckpt, weights_only=True)
+            state = torch.load(ckpt, map_location=self.device, weights_only=True)
             self.model.load_state_dict(state["model"])
             self.opt.load_state_dict(state["opt"])
         dist.barrier()
@@ -158,7 +177,7 @@ class SlotWorker:
         from gpuwise.runtime.training import share
 
         t0 = time.perf_counter()
-        x, y = self.data.local_batch(step, batch, self.rank, self.world)
+        x, y = (t.to(self.device) for t in self.data.local_batch(step, batch, self.rank, self.world))
         params = [p for p in self.model.parameters()]
         half = max(1, len(x) // 2)
         parts, losses = [], []
@@ -175,7 +194,7 @@ class SlotWorker:
         lo, hi = share(batch, self.rank, self.world)
         t1 = time.perf_counter()
         buf = torch.cat([local * ((hi - lo) / batch),             # weighted: sums to the global mean
-                         torch.tensor([small, len(parts), sum(losses)])])
+                         torch.tensor([small, len(parts), sum(losses)], device=self.device)])
         dist.all_reduce(buf)
         t2 = time.perf_counter()
         grad = buf[:-3]
