@@ -1,0 +1,42 @@
+#!/usr/bin/env bash
+# One session on a lent GPU machine: the measurements committed under gpuwise/data/measured/ and
+# docs/gpu-runs.md came from this script. Run from the repository root on the GPU machine:
+#
+#   bash scripts/gpu_session.sh OUTDIR
+#
+# The machine has PyTorch but no Ray or pydantic and no network: their wheels travel in .whl/
+# (ignored by git; see docs/gpu-runs.md for how they were fetched, and Ray's Java/RLlib/Tune/Serve/
+# Data parts stripped to fit the 64 MiB transfer). Each part has its own time limit so that one
+# stuck part leaves the others' results; every output lands in OUTDIR as it is written.
+#   1. gpu.txt                the card, driver and torch
+#   2. slot_device.log        the runtime's slot worker on cuda:0 without Ray (NCCL, checkpoint, user script)
+#   3. run.json / run.err     `gpuwise run` on Ray with the card as its one slot (--devices cuda)
+#      run_measurements.csv   the runtime's measured step times and peaks next to its predictions
+#   4. gpu_runs.csv           python -m gpuwise.validation.gpu_measure: the grid's peaks and step times
+set -u
+OUTDIR=${1:?usage: bash scripts/gpu_session.sh OUTDIR}
+mkdir -p "$OUTDIR"
+export PYTHONUNBUFFERED=1
+SITE=/tmp/gpuwise-site
+if [ -d .whl ]; then
+  python3 -m pip install -q --no-index --no-deps --no-compile --no-cache-dir --upgrade --target "$SITE" .whl/*.whl
+  tar -xzf .whl/ray*-stripped.tar.gz -C "$SITE"
+fi
+export PYTHONPATH="$PWD:$SITE"
+{ nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv
+  python3 -c "import torch, ray; print('torch', torch.__version__, torch.cuda.get_device_name(0)); print('ray', ray.__version__)"
+  nproc; } > "$OUTDIR/gpu.txt" 2>&1
+cat "$OUTDIR/gpu.txt"
+echo "== slot worker on cuda (no Ray)"
+timeout "${SLOT_S:-90}" python3 benchmarks/runtime_slot_device.py --device cuda > "$OUTDIR/slot_device.log" 2>&1
+echo "rc=$?"; tail -5 "$OUTDIR/slot_device.log"
+echo "== gpuwise run on Ray, one real GPU"
+rm -rf /tmp/gpuwise-smoke
+timeout "${RUN_S:-150}" python3 -m gpuwise.cli.main run --cluster examples/run/one-h200.yaml \
+  --workload examples/run/gpu-smoke.yaml --policy fifo --devices cuda --json --state /tmp/gpuwise-smoke \
+  > "$OUTDIR/run.json" 2> "$OUTDIR/run.err"
+echo "rc=$?"; tail -3 "$OUTDIR/run.err"
+cp /tmp/gpuwise-smoke/measurements.csv "$OUTDIR/run_measurements.csv" 2>/dev/null
+echo "== gpu_measure grid"
+timeout "${GRID_S:-300}" python3 -m gpuwise.validation.gpu_measure --out "$OUTDIR/gpu_runs.csv" 2>&1 | cut -c1-400
+echo "grid rc=${PIPESTATUS[0]}"
