@@ -130,7 +130,8 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
 
     cuda = device.startswith("cuda")
     if cuda:
-        torch.cuda.set_device(device)       # the statistics below read the current device
+        dev = torch.device(device)
+        torch.cuda.set_device(dev.index or 0)   # the statistics below read the current device ("cuda": 0)
     model, opts = _build(spec, cfg, device)
     offload = (lambda: torch.autograd.graph.save_on_cpu(pin_memory=cuda)) if cfg.activation_offload else \
         contextlib.nullcontext
