@@ -27,6 +27,7 @@ export PYTHONPATH="$PWD:$SITE"
   python3 -c "import torch, ray; print('torch', torch.__version__, torch.cuda.get_device_name(0)); print('ray', ray.__version__)"
   nproc; } > "$OUTDIR/gpu.txt" 2>&1
 cat "$OUTDIR/gpu.txt"
+if [ "${DIAGNOSE:-0}" != 1 ]; then
 echo "== slot worker on cuda (no Ray)"
 timeout "${SLOT_S:-90}" python3 benchmarks/runtime_slot_device.py --device cuda > "$OUTDIR/slot_device.log" 2>&1
 echo "rc=$?"; tail -5 "$OUTDIR/slot_device.log"
@@ -40,3 +41,23 @@ cp /tmp/gpuwise-smoke/measurements.csv "$OUTDIR/run_measurements.csv" 2>/dev/nul
 echo "== gpu_measure grid"
 timeout "${GRID_S:-300}" python3 -m gpuwise.validation.gpu_measure --out "$OUTDIR/gpu_runs.csv" 2>&1 | cut -c1-400
 echo "grid rc=${PIPESTATUS[0]}"
+fi
+
+# Second call (after the first run's analysis): what is live at the peak where the model and the GPU
+# disagreed, then the held-out configurations (gpu_measure --set check), not printed, so that nothing
+# is tuned on them before they are scored.
+if [ "${DIAGNOSE:-0}" = 1 ]; then
+  echo "== peaks"
+  timeout "${PEAK_S:-200}" python3 -m gpuwise.validation.gpu_peak \
+    --config llama-3.2-1b,1,32768,bf16-mixed,full,0,, \
+    --config llama-2-7b,2,2048,bf16-mixed,none,16,,lora_targets=all-linear \
+    --config mpt-1b,4,2048,bf16-mixed,none,0,,compile=1 \
+    --config gemma-2b,2,2048,bf16-mixed,full,0,, \
+    --config mpt-1b,4,2048,bf16-mixed,none,0,,activation_offload=1 \
+    --config mpt-1b,4,2048,bf16-mixed,none,0,, > "$OUTDIR/peaks.jsonl" 2> "$OUTDIR/peaks.err"
+  echo "peaks rc=$?"; wc -l "$OUTDIR/peaks.jsonl"; tail -2 "$OUTDIR/peaks.err"
+  echo "== held-out set"
+  timeout "${CHECK_S:-200}" python3 -m gpuwise.validation.gpu_measure --set check --out "$OUTDIR/check_runs.csv" \
+    > "$OUTDIR/check.log" 2>&1
+  echo "check rc=$?"; grep -c "^status=ok" "$OUTDIR/check.log"
+fi

@@ -69,6 +69,23 @@ LONG: tuple[tuple, ...] = (
     ("llama-3.1-8b", 1, 32768, "bf16-mixed", "full", 16, None, ""),
 )
 GRID: tuple[tuple, ...] = BASE + LEVERS + LONG
+# held out: chosen before any constant was changed after the first H200 run of GRID, measured in a later
+# run and never used to fit or diagnose (docs/gpu-runs.md); the same levers and lengths on other models
+CHECK: tuple[tuple, ...] = (
+    ("llama-3.2-1b", 2, 8192, "bf16-mixed", "full", 0, None, ""),
+    ("llama-3.2-1b", 1, 16384, "bf16-mixed", "none", 0, None, ""),
+    ("qwen2.5-0.5b", 2, 8192, "bf16-mixed", "full", 0, None, "loss_kernel=chunked"),
+    ("llama-3.1-8b", 1, 16384, "bf16-mixed", "full", 16, None, ""),
+    ("llama-3.1-8b", 1, 4096, "bf16-mixed", "full", 16, None, "lora_targets=all-linear"),
+    ("mistral-7b", 1, 8192, "bf16-mixed", "full", 16, None, "lora_targets=all-linear"),
+    ("gpt2-xl", 4, 1024, "bf16-mixed", "none", 0, None, "compile=1"),
+    ("mpt-350m", 8, 2048, "bf16-mixed", "none", 0, None, "compile=1"),
+    ("llama-3.2-1b", 2, 4096, "bf16-mixed", "none", 0, None, "activation_offload=1"),
+    ("gemma-7b", 1, 4096, "bf16-mixed", "full", 16, None, ""),
+    ("phi-1.5", 8, 2048, "bf16-mixed", "full", 0, None, "loss_kernel=chunked"),
+    ("qwen2.5-7b", 1, 8192, "bf16-mixed", "full", 16, "nf4", ""),
+)
+SETS = {"grid": GRID, "check": CHECK}
 KEY = ("device", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank", "quantize",
        "levers")
 COLUMNS = ("status", "device", "torch", "model", "layers", "micro_batch", "seq_len", "precision", "recompute",
@@ -121,11 +138,26 @@ def _build(spec, cfg: TrainingConfig, device: str):
     return model, opts
 
 
-def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> Measured:
-    """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first.
-    Activation offload: every saved tensor goes to pinned host memory (``save_on_cpu``)."""
+def train_step(model, opts: list, cfg: TrainingConfig, ids) -> None:
+    """One training step on the batch ``ids`` (labels = inputs). Activation offload: every saved tensor
+    goes to (pinned, on CUDA) host memory through PyTorch's ``save_on_cpu`` hooks."""
     import contextlib
 
+    import torch
+
+    offload = torch.autograd.graph.save_on_cpu(pin_memory=ids.is_cuda) if cfg.activation_offload else \
+        contextlib.nullcontext()
+    for opt in opts:
+        opt.zero_grad(set_to_none=True)
+    with offload:
+        loss = model(ids, ids)
+    loss.backward()
+    if not cfg.optimizer_in_backward:   # else each parameter was stepped in its gradient hook
+        opts[0].step()
+
+
+def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> Measured:
+    """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first."""
     import torch
 
     cuda = device.startswith("cuda")
@@ -133,8 +165,6 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
         dev = torch.device(device)
         torch.cuda.set_device(dev.index or 0)   # the statistics below read the current device ("cuda": 0)
     model, opts = _build(spec, cfg, device)
-    offload = (lambda: torch.autograd.graph.save_on_cpu(pin_memory=cuda)) if cfg.activation_offload else \
-        contextlib.nullcontext
     times = []
     for i in range(steps):
         ids = torch.randint(0, spec.vocab_size, (cfg.micro_batch, cfg.seq_len), device=device)
@@ -143,19 +173,13 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
             if i == steps - 1:
                 torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
-        for opt in opts:
-            opt.zero_grad(set_to_none=True)
-        with offload():
-            loss = model(ids, ids)
-        loss.backward()
-        if not cfg.optimizer_in_backward:   # else each parameter was stepped in its gradient hook
-            opts[0].step()
+        train_step(model, opts, cfg, ids)
         if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
     alloc = float(torch.cuda.max_memory_allocated()) if cuda else None
     reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
-    del model, opts, loss
+    del model, opts
     if cuda:
         torch.cuda.empty_cache()
     return Measured(alloc, reserved, statistics.median(times[1:] or times))
@@ -252,6 +276,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpuwise.validation.gpu_measure", description=__doc__.split("\n\n")[0])
     ap.add_argument("--out", type=Path, default=Path("gpuwise/data/measured/gpu_runs.csv"))
     ap.add_argument("--device", default="cuda")
+    ap.add_argument("--set", choices=sorted(SETS), default="grid",
+                    help="grid: the configurations of the first run; check: the held-out ones")
     ap.add_argument("--only", nargs="+", metavar="MODEL", help="measure these models of the grid only")
     ap.add_argument("--layers", type=int, help="build this many layers (harness checks on small machines)")
     ap.add_argument("--micro-batch", type=int, help="override every entry's micro-batch")
@@ -264,7 +290,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"gpu_measure: --device: '{args.device}' is not available here (torch {torch.__version__} sees no "
               "CUDA GPU); run it on a GPU machine, or pass --device cpu to check the harness", file=sys.stderr)
         return 2
-    entries = [_override(e, args) for e in GRID if not args.only or e[0] in args.only]
+    entries = [_override(e, args) for e in SETS[args.set] if not args.only or e[0] in args.only]
     new = not args.out.exists()
     done = set() if new else {tuple(r[k] for k in KEY) for r in csv.DictReader(args.out.open())}
     args.out.parent.mkdir(parents=True, exist_ok=True)
