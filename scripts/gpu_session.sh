@@ -27,7 +27,7 @@ export PYTHONPATH="$PWD:$SITE"
   python3 -c "import torch, ray; print('torch', torch.__version__, torch.cuda.get_device_name(0)); print('ray', ray.__version__)"
   nproc; } > "$OUTDIR/gpu.txt" 2>&1
 cat "$OUTDIR/gpu.txt"
-if [ "${DIAGNOSE:-0}" != 1 ]; then
+if [ "${DIAGNOSE:-0}" != 1 ] && [ "${MEASURE:-0}" != 1 ]; then
 echo "== slot worker on cuda (no Ray)"
 timeout "${SLOT_S:-90}" python3 benchmarks/runtime_slot_device.py --device cuda > "$OUTDIR/slot_device.log" 2>&1
 echo "rc=$?"; tail -5 "$OUTDIR/slot_device.log"
@@ -58,6 +58,17 @@ if [ "${DIAGNOSE:-0}" = 1 ]; then
   echo "peaks rc=$?"; wc -l "$OUTDIR/peaks.jsonl"; tail -2 "$OUTDIR/peaks.err"
   echo "== held-out set"
   timeout "${CHECK_S:-200}" python3 -m gpuwise.validation.gpu_measure --set check --out "$OUTDIR/check_runs.csv" \
+    > "$OUTDIR/check.log" 2>&1
+  echo "check rc=$?"; grep -c "^status=ok" "$OUTDIR/check.log"
+fi
+
+# Third call (MEASURE=1): the grid and the held-out set again with the leak check and the optimizer
+# implementation stated in every prediction (the first run's rows after the optimizer-in-backward row
+# carried that row's 14.6 GiB; docs/gpu-runs.md)
+if [ "${MEASURE:-0}" = 1 ]; then
+  timeout "${GRID_S:-200}" python3 -m gpuwise.validation.gpu_measure --out "$OUTDIR/gpu_runs.csv" 2>&1 | cut -c1-200
+  echo "grid rc=${PIPESTATUS[0]}"
+  timeout "${CHECK_S:-150}" python3 -m gpuwise.validation.gpu_measure --set check --out "$OUTDIR/check_runs.csv" \
     > "$OUTDIR/check.log" 2>&1
   echo "check rc=$?"; grep -c "^status=ok" "$OUTDIR/check.log"
 fi

@@ -11,14 +11,13 @@ from __future__ import annotations
 import argparse
 import math
 
+from gpuwise.cli.memory_flags import LEVER_NAMES as LEVERS
 
 # Defaults of the job-by-flags form. They are applied after parsing (the flags default to None) so that
 # a flag typed next to a JOB.yaml is refused instead of silently ignored.
 FLAG_DEFAULTS = {"zero": 0, "recompute": "none", "grad_accum": 1,
                  "tp": 1, "pp": 1, "cp": 1, "optimizer": "adamw", "lora_rank": 0,
                  "stack": "pytorch"}
-LEVERS = ("cpu_offload", "loss_kernel", "optimizer_in_backward", "activation_offload", "lora_targets", "compile",
-          "float8", "async_tp")
 # precision: the stack's default when not given (memory_flags.precision_for)
 FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", "precision", *FLAG_DEFAULTS, *LEVERS)
 

@@ -50,7 +50,7 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
 
 def add_lever_flags(parser: argparse.ArgumentParser) -> None:
     """The levers of gpuwise.estimate.levers (shared with `gpuwise estimate`)."""
-    from gpuwise.workload.training import LORA_DEFAULT, LOSS_CHUNKS, LOSS_KERNELS
+    from gpuwise.workload.training import LORA_DEFAULT, LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS
 
     parser.add_argument("--cpu-offload", action="store_true", default=None,
                         help="FSDP CPU offload of parameters, gradients and optimizer state (needs --zero 3)")
@@ -59,6 +59,9 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
                       help=f"cross-entropy in {LOSS_CHUNKS} token chunks (= --loss-kernel chunked)")
     loss.add_argument("--loss-kernel", dest="loss_kernel", default=None, metavar="K",
                       help=f"{' | '.join(LOSS_KERNELS)} (default: the stack's, eager for pytorch)")
+    parser.add_argument("--optimizer-impl", default=None, metavar="I",
+                        help=f"{' | '.join(OPTIMIZER_IMPLS)}: the optimizer step's kernel (default: the stack's; plain "
+                             "torch.optim.AdamW on CUDA is foreach)")
     parser.add_argument("--optimizer-in-backward", action="store_true", default=None,
                         help="step each parameter in its gradient hook (no full gradient set; no grad accumulation)")
     parser.add_argument("--activation-offload", action="store_true", default=None,
@@ -74,11 +77,14 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
                              f"(default {LORA_DEFAULT})")
 
 
+# TrainingConfig fields that are levers (flags of memory, estimate, fit-gpus and plan)
+LEVER_NAMES = ("cpu_offload", "loss_kernel", "optimizer_impl", "optimizer_in_backward", "activation_offload",
+               "lora_targets", "compile", "float8", "async_tp")
+
+
 def lever_fields(args: argparse.Namespace) -> dict:
     """TrainingConfig fields of the lever flags that were given (the others keep their defaults)."""
-    names = ("cpu_offload", "loss_kernel", "optimizer_in_backward", "activation_offload", "lora_targets", "compile",
-             "float8", "async_tp")
-    return {n: getattr(args, n) for n in names if getattr(args, n, None) is not None}
+    return {n: getattr(args, n) for n in LEVER_NAMES if getattr(args, n, None) is not None}
 
 
 def precision_for(args: argparse.Namespace) -> str:
@@ -148,7 +154,7 @@ def config_dict(cfg) -> dict:
             "precision": cfg.precision, "optimizer": cfg.optimizer, "recompute": cfg.recompute,
             "flash_attention": cfg.flash_attention, "lora_rank": cfg.lora_rank, "quantize": cfg.quantize,
             "offload_optimizer": cfg.offload_optimizer, "stack": cfg.stack, "cpu_offload": cfg.cpu_offload,
-            "loss_kernel": cfg.loss_kernel, "optimizer_in_backward": cfg.optimizer_in_backward,
+            "loss_kernel": cfg.loss_kernel, "optimizer_impl": cfg.optimizer_impl, "optimizer_in_backward": cfg.optimizer_in_backward,
             "activation_offload": cfg.activation_offload, "lora_targets": cfg.lora_targets, "compile": cfg.compile,
             "float8": cfg.float8, "async_tp": cfg.async_tp,
             "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero,

@@ -28,7 +28,7 @@ from functools import lru_cache
 from gpuwise.errors import InputError
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.stacks import stack_row
-from gpuwise.workload.training import LOSS_CHUNKS, LOSS_KERNELS, TrainingConfig
+from gpuwise.workload.training import LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS, TrainingConfig
 
 ACT_OFFLOAD_RESIDENT = 2       # blocks of saved activations on the GPU: the one computing and the one in transit
 PAGED = ("paged_adamw8bit",)
@@ -53,13 +53,14 @@ class Levers:
 
 
 def resolve(cfg: TrainingConfig) -> Levers:
-    return _resolve(cfg.stack, cfg.loss_kernel, cfg.optimizer)
+    return _resolve(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.optimizer_impl)
 
 
 @lru_cache(maxsize=256)      # memory estimates ask once per stage load (the planner: ~10^4 times per plan)
-def _resolve(stack: str, loss_kernel: str | None, optimizer: str) -> Levers:
+def _resolve(stack: str, loss_kernel: str | None, optimizer: str, optimizer_impl: str | None = None) -> Levers:
     st = stack_row(stack)
-    return Levers(loss_kernel or st.loss_kernel, st.grads == "fp32-main-grad", st.optimizer_impl, st.norms == "low",
+    return Levers(loss_kernel or st.loss_kernel, st.grads == "fp32-main-grad", optimizer_impl or st.optimizer_impl,
+                  st.norms == "low",
                   optimizer in PAGED)
 
 
@@ -67,6 +68,8 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
     """InputError (field, value, fix) for lever settings that no layout can run."""
     if cfg.loss_kernel is not None and cfg.loss_kernel not in LOSS_KERNELS:
         raise InputError("loss-kernel", cfg.loss_kernel, "use one of " + ", ".join(LOSS_KERNELS))
+    if cfg.optimizer_impl is not None and cfg.optimizer_impl not in OPTIMIZER_IMPLS:
+        raise InputError("optimizer-impl", cfg.optimizer_impl, "use one of " + ", ".join(OPTIMIZER_IMPLS))
     if cfg.lora_rank > 0:
         from gpuwise.estimate.lora import lora_modules
 
@@ -131,7 +134,8 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
                    "host under memory pressure): not in the allocated peak and not required to fit; nvidia-smi "
                    "shows it while resident")
     if lev.optimizer_impl == "foreach":
-        out.append(f"optimizer implementation foreach ({cfg.stack} default): the multi-tensor step allocates one "
+        why = "--optimizer-impl" if cfg.optimizer_impl else f"{cfg.stack} default"
+        out.append(f"optimizer implementation foreach ({why}): the multi-tensor step allocates one "
                    "fp32 temporary per parameter for sqrt(v)")
     return tuple(out)
 

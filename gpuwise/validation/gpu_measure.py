@@ -59,6 +59,7 @@ LEVERS: tuple[tuple, ...] = (
     ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, "activation_offload=1"),
     ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, "compile=1"),
     ("llama-2-7b", 2, 2048, "bf16-mixed", "none", 16, None, "lora_targets=all-linear"),
+    ("gemma-2b", 2, 2048, "bf16-mixed", "full", 0, None, "optimizer_impl=fused"),
 )
 # long sequences (32k-64k), where the step-time model had no measured row
 LONG: tuple[tuple, ...] = (
@@ -84,6 +85,7 @@ CHECK: tuple[tuple, ...] = (
     ("gemma-7b", 1, 4096, "bf16-mixed", "full", 16, None, ""),
     ("phi-1.5", 8, 2048, "bf16-mixed", "full", 0, None, "loss_kernel=chunked"),
     ("qwen2.5-7b", 1, 8192, "bf16-mixed", "full", 16, "nf4", ""),
+    ("phi-1.5", 4, 2048, "bf16-mixed", "full", 0, None, "optimizer_impl=fused"),
 )
 SETS = {"grid": GRID, "check": CHECK}
 KEY = ("device", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank", "quantize",
@@ -93,6 +95,7 @@ COLUMNS = ("status", "device", "torch", "model", "layers", "micro_batch", "seq_l
            "predicted_allocated_gib", "predicted_reserved_gib", "measured_step_s", "measured_tokens_per_s",
            "predicted_tokens_per_s", "note")
 GIB = 2 ** 30
+LEAK_BYTES = 2 ** 28   # allocated before a row beyond this (256 MiB) is an earlier row's leak
 
 
 @dataclasses.dataclass(frozen=True)
@@ -111,10 +114,16 @@ def levers_of(levers: str) -> dict:
     return out
 
 
+# the harness's optimizer step: torch.optim.AdamW as a plain PyTorch loop gets it on CUDA (foreach), stated
+# in every prediction as the optimizer_impl lever (the pytorch stack's own default is the fused kernel)
+OPTIMIZER_IMPL = "foreach"
+
+
 def config(micro: int, seq: int, precision: str, recompute: str, lora: int, quantize: str | None,
            levers: str = "", optimizer: str = "adamw") -> TrainingConfig:
+    fields = {"optimizer_impl": OPTIMIZER_IMPL, **levers_of(levers)}
     return TrainingConfig(micro_batch=micro, seq_len=seq, precision=precision, recompute=recompute,
-                          lora_rank=lora, quantize=quantize, optimizer=optimizer, **levers_of(levers))
+                          lora_rank=lora, quantize=quantize, optimizer=optimizer, **fields)
 
 
 def _build(spec, cfg: TrainingConfig, device: str):
@@ -132,8 +141,9 @@ def _build(spec, cfg: TrainingConfig, device: str):
             if isinstance(blocks, torch.nn.ModuleList):
                 for i, block in enumerate(blocks):
                     blocks[i] = torch.compile(block)
-    # foreach AdamW: PyTorch's default on CUDA, and what the analytic model assumes
-    opts = optimizers(cfg, model, foreach=cfg.optimizer in ("adamw", "adam"))
+    from gpuwise.estimate.levers import resolve
+
+    opts = optimizers(cfg, model, foreach=resolve(cfg).optimizer_impl == "foreach")
     step_in_backward(model, opts, cfg.optimizer_in_backward)
     return model, opts
 
@@ -164,6 +174,10 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
     if cuda:
         dev = torch.device(device)
         torch.cuda.set_device(dev.index or 0)   # the statistics below read the current device ("cuda": 0)
+        _release()
+        left = torch.cuda.memory_allocated()   # cuBLAS workspaces stay (MiBs, part of any process); a leak
+        if left > LEAK_BYTES:                   # of an earlier row would count in this one's peak
+            raise RuntimeError(f"{left / GIB:.2f} GiB still allocated before the row (an earlier row leaked)")
     model, opts = _build(spec, cfg, device)
     times = []
     for i in range(steps):
@@ -181,8 +195,20 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
     reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
     del model, opts
     if cuda:
-        torch.cuda.empty_cache()
+        _release()
     return Measured(alloc, reserved, statistics.median(times[1:] or times))
+
+
+def _release() -> None:
+    """Free what a finished row left: the optimizer-in-backward hooks make a cycle (parameter -> hook ->
+    optimizer -> parameter) that only the cycle collector frees; in the first H200 run it kept mpt-1b's
+    parameters and AdamW state (14.6 GiB) alive through the rows after it."""
+    import gc
+
+    import torch
+
+    gc.collect()
+    torch.cuda.empty_cache()
 
 
 def predicted(spec, cfg: TrainingConfig, gpu_name: str | None) -> tuple[float, float, float | None]:
@@ -232,12 +258,12 @@ def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
         m = measure(spec, cfg, device, steps=6 if cfg.compile else 4)   # compile: two more after the compiling one
     except torch.cuda.OutOfMemoryError:
         status, m = "oom", Measured(None, None, float("nan"))
-        torch.cuda.empty_cache()
+        _release()
     except Exception as e:   # noqa: BLE001 -- one configuration that cannot run is a row, not the end of the grid
         status, note, m = "error", f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", \
             Measured(None, None, float("nan"))
         if device.startswith("cuda"):
-            torch.cuda.empty_cache()
+            _release()
     gpu = _gpu_name(device)
     try:
         p_alloc, p_res, p_tps = predicted(spec, cfg, gpu)
@@ -248,7 +274,7 @@ def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
     return {"status": status, "device": torch.cuda.get_device_name(device) if device.startswith("cuda") else device,
             "torch": torch.__version__, "model": name, "layers": spec.n_layers, "micro_batch": micro, "seq_len": seq,
             "precision": precision, "recompute": recompute, "lora_rank": lora, "quantize": quantize or "",
-            "levers": levers, "optimizer": cfg.optimizer, "measured_allocated_gib": gib(m.allocated),
+            "levers": levers, "optimizer": f"{cfg.optimizer} ({cfg.optimizer_impl})", "measured_allocated_gib": gib(m.allocated),
             "measured_reserved_gib": gib(m.reserved), "predicted_allocated_gib": gib(p_alloc),
             "predicted_reserved_gib": gib(p_res), "measured_step_s": round(m.step_s, 5) if status == "ok" else None,
             "measured_tokens_per_s": round(micro * seq / m.step_s, 1) if status == "ok" else None,

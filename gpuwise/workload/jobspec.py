@@ -32,14 +32,14 @@ from gpuwise.errors import InputError
 from gpuwise.user_files import strict_base
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.stacks import stack_row
-from gpuwise.workload.training import (LORA_DEFAULT, LOSS_KERNELS, OPTIMIZERS, PRECISIONS, RECOMPUTE_POLICIES, STACKS,
+from gpuwise.workload.training import (LORA_DEFAULT, LOSS_KERNELS, OPTIMIZER_IMPLS, OPTIMIZERS, PRECISIONS, RECOMPUTE_POLICIES, STACKS,
                                        recompute_policy)
 
 LR_RULES = ("adascale", "linear", "sqrt", "none")
 MAX_COUNT = 2**31 - 1     # batches and lengths: larger overflows the int arithmetic downstream
 # Training fields that take one name from a fixed list
 _CHOICES = {"precision": PRECISIONS, "optimizer": OPTIMIZERS, "lr_scaling": LR_RULES, "stack": STACKS,
-            "loss_kernel": LOSS_KERNELS}
+            "loss_kernel": LOSS_KERNELS, "optimizer_impl": OPTIMIZER_IMPLS}
 
 
 _Strict = strict_base()   # unknown keys are typos; NaN/inf are never a training amount, price or size
@@ -81,6 +81,8 @@ class Training(_Strict):
                               "or all-linear")
     loss_kernel: Optional[str] = Field(None, description="cross-entropy kernel: " + ", ".join(LOSS_KERNELS)
                                        + " (default: the stack's; chunked = --chunked-loss)")
+    optimizer_impl: Optional[str] = Field(None, description="optimizer step kernel: " + ", ".join(OPTIMIZER_IMPLS)
+                                          + " (default: the stack's)")
     cpu_offload: bool = Field(False, description="FSDP CPU offload of parameters, gradients and optimizer state "
                               "(needs ZeRO 3)")
     optimizer_in_backward: bool = Field(False, description="step each parameter in its gradient hook")
@@ -92,7 +94,7 @@ class Training(_Strict):
     lr_scaling: str = Field("adascale", description="learning-rate scaling rule with batch: " + ", ".join(LR_RULES))
     noise_scale: Optional[float] = Field(None, gt=0, description="gradient noise scale (samples), if measured")
 
-    @field_validator("precision", "optimizer", "lr_scaling", "stack", "loss_kernel")
+    @field_validator("precision", "optimizer", "lr_scaling", "stack", "loss_kernel", "optimizer_impl")
     @classmethod
     def _one_of(cls, v: str, info: ValidationInfo) -> str:
         allowed = _CHOICES[info.field_name]
@@ -136,7 +138,8 @@ class Training(_Strict):
         """TrainingConfig fields of these settings (precision: the stack's default when not given)."""
         return dict(precision=self.precision or stack_row(self.stack).precision, optimizer=self.optimizer,
                     recompute=self.recompute, lora_rank=self.lora_rank, quantize=self.quantize, stack=self.stack,
-                    lora_targets=self.lora_targets, loss_kernel=self.loss_kernel, cpu_offload=self.cpu_offload,
+                    lora_targets=self.lora_targets, loss_kernel=self.loss_kernel,
+                    optimizer_impl=self.optimizer_impl, cpu_offload=self.cpu_offload,
                     optimizer_in_backward=self.optimizer_in_backward, activation_offload=self.activation_offload,
                     compile=self.compile, float8=self.float8, async_tp=self.async_tp)
 

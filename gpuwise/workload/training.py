@@ -19,6 +19,9 @@ OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit", "adamw8bit", "p
 # Cross-entropy kernels at the loss boundary: eager | chunked | fused | fused-linear | megatron (what each keeps:
 # gpuwise.estimate.activations.LOSS_BYTES). --chunked-loss = chunked.
 LOSS_KERNELS = ("eager", "chunked", "fused", "fused-linear", "megatron")
+# optimizer step implementations: fused kernel (no step-wide temporaries), foreach (multi-tensor; PyTorch's
+# default on CUDA when neither is asked: one fp32 temporary per parameter for sqrt(v)), per-param loop
+OPTIMIZER_IMPLS = ("fused", "foreach", "per-param")
 LOSS_CHUNKS = 8          # torchtune's num_output_chunks default; the fused kernels' chunking stated the same
 # LoRA target modules: canonical names (q, k, v, o attention projections; gate, up, down MLP; head = the output
 # layer) or all-linear (every linear layer of every block, not the head: PEFT's all-linear).
@@ -124,6 +127,7 @@ class TrainingConfig:
     # levers (gpuwise/estimate/levers.py; None = the stack's default, gpuwise/data/stacks.csv)
     cpu_offload: bool = False       # FSDP CPUOffloadPolicy: sharded params, grads and optimizer state on the host
     loss_kernel: str | None = None  # LOSS_KERNELS
+    optimizer_impl: str | None = None     # OPTIMIZER_IMPLS (None = the stack's)
     optimizer_in_backward: bool = False   # each parameter stepped in its gradient hook (no full gradient set)
     activation_offload: bool = False      # saved activations moved to host memory during forward
     lora_targets: str = LORA_DEFAULT      # LORA_MODULES, comma-separated, or all-linear
