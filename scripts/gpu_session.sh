@@ -65,10 +65,13 @@ fi
 # Third call (MEASURE=1): the grid and the held-out set again with the leak check and the optimizer
 # implementation stated in every prediction (the first run's rows after the optimizer-in-backward row
 # carried that row's 14.6 GiB; docs/gpu-runs.md)
+# GRID_FROM=FILE resumes that grid file: its ok rows stay, its error rows are measured again (the fourth
+# call resumed the third's file after the hooks' leak was fixed; the check set was clean and not rerun).
 if [ "${MEASURE:-0}" = 1 ]; then
+  [ -n "${GRID_FROM:-}" ] && cp "$GRID_FROM" "$OUTDIR/gpu_runs.csv"
   timeout "${GRID_S:-200}" python3 -m gpuwise.validation.gpu_measure --out "$OUTDIR/gpu_runs.csv" 2>&1 | cut -c1-200
   echo "grid rc=${PIPESTATUS[0]}"
-  timeout "${CHECK_S:-150}" python3 -m gpuwise.validation.gpu_measure --set check --out "$OUTDIR/check_runs.csv" \
+  [ "${CHECK_S:-150}" = 0 ] || timeout "${CHECK_S:-150}" python3 -m gpuwise.validation.gpu_measure --set check --out "$OUTDIR/check_runs.csv" \
     > "$OUTDIR/check.log" 2>&1
   echo "check rc=$?"; grep -c "^status=ok" "$OUTDIR/check.log"
 fi

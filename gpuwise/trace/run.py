@@ -231,17 +231,17 @@ def optimizers(cfg: TrainingConfig, model: torch.nn.Module, foreach: bool) -> li
     return [make_optimizer(cfg.optimizer, [p], foreach=foreach) for p in model.parameters() if p.requires_grad]
 
 
-def step_in_backward(model: torch.nn.Module, opts: list, on: bool) -> None:
-    """Optimizer in backward: each parameter is stepped, and its gradient freed, once accumulated."""
+def step_in_backward(model: torch.nn.Module, opts: list, on: bool) -> list:
+    """Optimizer in backward: each parameter is stepped, and its gradient freed, once accumulated. The
+    hooks' handles: a hook is held by the parameter's autograd metadata, out of the cycle collector's
+    sight, so the parameter -> hook -> optimizer -> parameter cycle lives until they are removed."""
     if not on:
-        return
+        return []
     for opt in opts:                            # the warm-up's gradients: hooks free them from now on
         opt.zero_grad(set_to_none=True)
     by_param = {id(o.param_groups[0]["params"][0]): o for o in opts}
-    for prm in model.parameters():
-        if prm.requires_grad:
-            opt = by_param[id(prm)]
-            prm.register_post_accumulate_grad_hook(lambda _p, opt=opt: _step_and_free(opt))
+    return [prm.register_post_accumulate_grad_hook(lambda _p, opt=by_param[id(prm)]: _step_and_free(opt))
+            for prm in model.parameters() if prm.requires_grad]
 
 
 def _step_and_free(opt) -> None:

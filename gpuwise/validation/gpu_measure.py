@@ -127,8 +127,9 @@ def config(micro: int, seq: int, precision: str, recompute: str, lora: int, quan
 
 
 def _build(spec, cfg: TrainingConfig, device: str):
-    """The model and optimizers as the trace builds them (`trace.run`), on a real device; compiled per
-    block under ``cfg.compile`` (what the step-time model assumes)."""
+    """The model, optimizers and optimizer-in-backward hook handles as the trace builds them (`trace.run`),
+    on a real device; compiled per block under ``cfg.compile`` (what the step-time model assumes). Remove
+    the hooks when done: they keep the model alive otherwise (`trace.run.step_in_backward`)."""
     import torch
 
     from gpuwise.trace.precision import dtypes
@@ -144,8 +145,7 @@ def _build(spec, cfg: TrainingConfig, device: str):
     from gpuwise.estimate.levers import resolve
 
     opts = optimizers(cfg, model, foreach=resolve(cfg).optimizer_impl == "foreach")
-    step_in_backward(model, opts, cfg.optimizer_in_backward)
-    return model, opts
+    return model, opts, step_in_backward(model, opts, cfg.optimizer_in_backward)
 
 
 def train_step(model, opts: list, cfg: TrainingConfig, ids) -> None:
@@ -178,7 +178,7 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
         left = torch.cuda.memory_allocated()   # cuBLAS workspaces stay (MiBs, part of any process); a leak
         if left > LEAK_BYTES:                   # of an earlier row would count in this one's peak
             raise RuntimeError(f"{left / GIB:.2f} GiB still allocated before the row (an earlier row leaked)")
-    model, opts = _build(spec, cfg, device)
+    model, opts, hooks = _build(spec, cfg, device)
     times = []
     for i in range(steps):
         ids = torch.randint(0, spec.vocab_size, (cfg.micro_batch, cfg.seq_len), device=device)
@@ -193,16 +193,18 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
         times.append(time.perf_counter() - t0)
     alloc = float(torch.cuda.max_memory_allocated()) if cuda else None
     reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
-    del model, opts
+    for h in hooks:
+        h.remove()
+    del model, opts, hooks
     if cuda:
         _release()
     return Measured(alloc, reserved, statistics.median(times[1:] or times))
 
 
 def _release() -> None:
-    """Free what a finished row left: the optimizer-in-backward hooks make a cycle (parameter -> hook ->
-    optimizer -> parameter) that only the cycle collector frees; in the first H200 run it kept mpt-1b's
-    parameters and AdamW state (14.6 GiB) alive through the rows after it."""
+    """Free what a finished row left (reference cycles, the allocator's cache). In the first H200 run the
+    optimizer-in-backward hooks, not yet removed, kept mpt-1b's parameters and AdamW state (14.6 GiB) alive
+    through the rows after it."""
     import gc
 
     import torch
@@ -318,7 +320,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     entries = [_override(e, args) for e in SETS[args.set] if not args.only or e[0] in args.only]
     new = not args.out.exists()
-    done = set() if new else {tuple(r[k] for k in KEY) for r in csv.DictReader(args.out.open())}
+    # resumed: rows measured (ok) or out of memory are done; an error row is measured again (the later row wins)
+    done = set() if new else {tuple(r[k] for k in KEY) for r in csv.DictReader(args.out.open())
+                              if r["status"] in ("ok", "oom")}
     args.out.parent.mkdir(parents=True, exist_ok=True)
     with args.out.open("a", newline="") as fh:
         w = csv.DictWriter(fh, COLUMNS)

@@ -81,7 +81,7 @@ def diagnose(entry: tuple, device: str = "cuda") -> dict:
     name, micro, seq, precision, recompute, lora, quantize, levers = entry
     spec, cfg = load_model(name), config(micro, seq, precision, recompute, lora, quantize, levers)
     torch.cuda.set_device(0)
-    model, opts = _build(spec, cfg, device)
+    model, opts, hooks = _build(spec, cfg, device)
     ids = torch.randint(0, spec.vocab_size, (micro, seq), device=device)
     for _ in range(2 if cfg.compile else 1):
         train_step(model, opts, cfg, ids)
@@ -100,7 +100,9 @@ def diagnose(entry: tuple, device: str = "cuda") -> dict:
            "live_at_peak": [{"site": s, "gib": round(g, 4), "blocks": n} for s, g, n in by_site(live_at(events, at))],
            "peak_set_by": [f"{f.get('filename', '').split('site-packages/')[-1]}:{f.get('line')} {f.get('name')}"
                            for f in events[at].get("frames", [])[:12]] if at >= 0 else []}
-    del model, opts
+    for h in hooks:
+        h.remove()
+    del model, opts, hooks
     torch.cuda.empty_cache()
     return out
 
