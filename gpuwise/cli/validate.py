@@ -9,6 +9,7 @@ TARGETS = {
     "memory": "validate_memory",          # memory estimator vs measured peak memory
     "throughput": "validate_throughput",  # fitted + analytical step-time models vs measurements
     "runs": "validate_runs",              # the goodput object vs a run's measurements.csv
+    "gpu": "validate_gpu",                # memory and step time vs real steps measured on a lent GPU
 }
 
 

@@ -8,7 +8,7 @@ one GPU, and measured on the last one: ``torch.cuda.max_memory_allocated`` / ``m
 after a warm-up (the optimizer state exists, as in the model's steady step) and the wall time of each
 step between ``torch.cuda.synchronize`` calls. One GPU, so dp = tp = pp = cp = 1 and no NCCL.
 
-    python -m gpuwise.validation.gpu_measure --out gpuwise/data/measured/gpu_runs.csv   # needs CUDA
+    python -m gpuwise.validation.gpu_measure --out gpuwise/data/measured/gpu/gpu_runs.csv   # needs CUDA
     python -m gpuwise.validation.gpu_measure --device cpu --only gpt2 --layers 1 --seq-len 32 \
         --precision fp32 --out /tmp/runs.csv                                            # harness check
 
@@ -302,7 +302,7 @@ def _override(entry: tuple, args: argparse.Namespace) -> tuple:
 
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpuwise.validation.gpu_measure", description=__doc__.split("\n\n")[0])
-    ap.add_argument("--out", type=Path, default=Path("gpuwise/data/measured/gpu_runs.csv"))
+    ap.add_argument("--out", type=Path, default=Path("gpuwise/data/measured/gpu/gpu_runs.csv"))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--set", choices=sorted(SETS), default="grid",
                     help="grid: the configurations of the first run; check: the held-out ones")
