@@ -41,3 +41,32 @@ def test_cli_reports_both_sets(capsys):
     out = json.loads(capsys.readouterr().out)
     assert {t["set"] for t in out["summary"]} == {"grid", "check"} and len(out["rows"]) == 41
     assert any("held out" in a for a in out["assumptions"])
+
+
+def _step_s(r, measured: bool) -> float:
+    tokens = r.entry[1] * r.entry[2]                  # one micro-step per optimizer step in the harness
+    return tokens / (r.measured_tokens_per_s if measured else r.predicted_tokens_per_s)
+
+
+def test_foreach_adamw_step_costs_what_the_grid_pair_measured(rows):
+    """gemma-2b mb2 full recompute, measured with foreach and with fused AdamW (grid, in-sample): the unfused
+    update's extra HBM passes (roofline_step.UNFUSED_ADAM_EXTRA_BYTES, counted from torch.optim.adam) account
+    for the measured gap (39.7 ms); before they were timed, the model predicted no gap at all."""
+    pair = {r.entry[7]: r for r in rows["grid"] if r.entry[:7] == ("gemma-2b", 2, 2048, "bf16-mixed", "full", 0, None)
+            and r.entry[7] in ("", "optimizer_impl=fused")}
+    foreach, fused = pair[""], pair["optimizer_impl=fused"]
+    measured = _step_s(foreach, True) - _step_s(fused, True)
+    predicted = _step_s(foreach, False) - _step_s(fused, False)
+    assert measured == pytest.approx(0.0397, abs=0.001)
+    assert 0.65 * measured <= predicted <= 1.2 * measured
+
+
+def test_step_time_on_the_grid_errs_slow_except_the_launch_bound_gpt2(rows):
+    """Regression guard on the H200 grid (in-sample: looked at while the optimizer term was added; nothing fitted
+    on it): today's model is slow on single-GPU H200 (GEMM / flash-attention efficiency of the Hopper pytorch row,
+    fitted on multi-node FSDP runs). Median |error| 23.8%; the only over-prediction beyond 5% is gpt2 at mb8
+    (+55%: short kernels, host/launch bound)."""
+    t = summary(rows["grid"], "tokens_per_s", skip_caveats=True)
+    assert t["median_abs_error"] <= 0.26 and t["most_optimistic"] <= 0.60
+    others = [r.errors["tokens_per_s"] for r in rows["grid"] if not r.caveat and r.model != "gpt2"]
+    assert len(others) == 25 and max(others) <= 0.05 and min(others) >= -0.50

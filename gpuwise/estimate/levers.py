@@ -136,8 +136,17 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
     if lev.optimizer_impl == "foreach":
         why = "--optimizer-impl" if cfg.optimizer_impl else f"{cfg.stack} default"
         out.append(f"optimizer implementation foreach ({why}): the multi-tensor step allocates one "
-                   "fp32 temporary per parameter for sqrt(v)")
+                   "fp32 temporary per parameter for sqrt(v)" + _UNFUSED_STEP_TEXT)
+    elif lev.optimizer_impl == "per-param":
+        why = "--optimizer-impl" if cfg.optimizer_impl else f"{cfg.stack} default"
+        out.append(f"optimizer implementation per-param ({why}): one tensor's temporaries at a time"
+                   + _UNFUSED_STEP_TEXT)
     return tuple(out)
+
+
+# roofline_step.UNFUSED_ADAM_EXTRA_BYTES (counted from torch.optim.adam's foreach / single-tensor update)
+_UNFUSED_STEP_TEXT = ("; an unfused (Adam)W update is 8 elementwise passes over fp32 tensors, timed as 80 bytes per "
+                      "parameter read + written (Adam: 72) against the fused kernel's 28")
 
 
 _LOSS_TEXT = {

@@ -47,13 +47,21 @@ TP_TRANSFERS = 8            # activation-sized ring transfers per layer per micr
 OPTIMIZER_BYTES = 30.0      # Adam with fp32 master: read param, grad, m, v (16) + write param, m, v, bf16 copy (14)
 OPTIMIZER_KERNELS = 6       # multi-tensor apply: a few launches per step
 EIGHT_BIT_SAVING = 12.0     # 8-bit moments (bitsandbytes): 1-byte m and v read and written instead of 4-byte ones
+# torch.optim.AdamW / Adam without fused=True (optimizer_impl foreach or per-param: torch.optim.adam's
+# _multi_tensor_adam / _single_tensor_adam, capturable=False) run the update as separate elementwise passes over
+# fp32 tensors, counted from that source (4 bytes a value): decoupled weight decay p*=c (read p, write p: 8),
+# lerp m toward g (12), v*=beta2 (8), v+=c*g*g (12), s=sqrt(v) (8), s/=bc2 (8), s+=eps (8), p+=k*m/s (16) =
+# 80 bytes per parameter for AdamW (Adam with its default weight_decay=0 skips the first pass: 72) against the
+# fused kernel's 28 (read p, g, m, v; write p, m, v).
+UNFUSED_ADAM_EXTRA_BYTES = {"adamw": 80.0 - 28.0, "adam": 72.0 - 28.0}
 
 
-def optimizer_bytes(optimizer: str) -> float:
-    """HBM bytes per local parameter of one optimizer update."""
+def optimizer_bytes(optimizer: str, impl: str = "fused") -> float:
+    """HBM bytes per local parameter of one optimizer update (``impl``: the resolved optimizer_impl lever)."""
     from gpuwise.estimate.model_states import EIGHT_BIT
 
-    return OPTIMIZER_BYTES - (EIGHT_BIT_SAVING if optimizer in EIGHT_BIT else 0.0)
+    unfused = UNFUSED_ADAM_EXTRA_BYTES.get(optimizer, 0.0) if impl in ("foreach", "per-param") else 0.0
+    return OPTIMIZER_BYTES - (EIGHT_BIT_SAVING if optimizer in EIGHT_BIT else 0.0) + unfused
 
 
 @dataclass(frozen=True)
@@ -425,7 +433,10 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
         else:
             t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)
     shard = n_dp if p.zero >= 1 else 1
-    t_opt = local / shard * optimizer_bytes(cfg.optimizer) / (hw.hbm_bytes_s * eff.memory) + OPTIMIZER_KERNELS * eff.launch_s
+    from gpuwise.estimate.levers import resolve
+
+    step_bytes = optimizer_bytes(cfg.optimizer, resolve(cfg).optimizer_impl)
+    t_opt = local / shard * step_bytes / (hw.hbm_bytes_s * eff.memory) + OPTIMIZER_KERNELS * eff.launch_s
     if cfg.cpu_offload:
         t_opt = 0.0            # the host steps (levers.offload_seconds)
     classes = dict(zip(("gemm", "attention", "memory"), (c * m for c in by_class)))
