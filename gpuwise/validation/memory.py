@@ -386,4 +386,4 @@ def _allocator_rows() -> list[ValidationRow]:
     return out
 
 
-__all__ = ["ValidationRow", "ValidationReport", "validate_memory", "calibrate_overhead"]
+__all__ = ["ValidationRow", "ValidationReport", "validate_memory", "calibrate_overhead", "SlackRow", "slack_rows"]
