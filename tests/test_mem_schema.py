@@ -12,7 +12,7 @@ import pytest
 
 from gpuwise.cli.main import main
 from gpuwise.estimate.memory import HEADROOM_FRACTION
-from gpuwise.estimate.overhead import FRAGMENTATION
+from gpuwise.estimate.overhead import slack_fraction
 from gpuwise.hardware.gpus import get_gpu
 
 pytest.importorskip("torch")
@@ -48,7 +48,9 @@ def _both(capsys, *argv):
 
 def _check_meanings(d):
     alloc, reserved, required, total = (d[k] for k in ("allocated_gib", "reserved_gib", "required_gib", "per_gpu_gib"))
-    assert reserved == pytest.approx(alloc * (1 + FRAGMENTATION), abs=1e-3)
+    p = d["config"]["plan"]
+    multi = max(p["dp"] * p["cp"], p["tp"], p["pp"]) > 1        # collectives: the multi-GPU slack fraction
+    assert reserved == pytest.approx(alloc * (1 + slack_fraction(multi, d["config"]["stack"])), abs=1e-3)
     assert total == pytest.approx(reserved + (required - alloc), abs=1e-3)      # + context + NCCL both times
     assert sum(v for k, v in d["breakdown_gib"].items() if k != "overhead") == pytest.approx(alloc, abs=1e-3)
     for name in GPUS:

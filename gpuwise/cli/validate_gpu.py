@@ -11,7 +11,9 @@ ASSUMPTIONS = [
      "(python -m gpuwise.validation.gpu_measure; scripts/gpu_session.sh)"),
     ("grid: the first run's configurations, looked at while this session changed the model (the optimizer_impl "
      "lever, the harness's leak fix); check: chosen before those changes and scored after them (held out)"),
-    "predicted: today's estimate_memory and step time for the same configuration; nothing fitted on these rows",
+    ("predicted: today's estimate_memory and step time for the same configuration; the one-GPU allocator-slack "
+     "fraction is fitted on the grid's measured reserved / allocated ratios (grid reserved errors: in-sample; "
+     "leave-one-source-out in `gpuwise validate memory`); nothing is fitted on the check rows"),
     "rows with a caveat: the harness runs that lever otherwise than the model describes; the headline lists them apart",
 ]
 

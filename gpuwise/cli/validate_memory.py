@@ -93,8 +93,8 @@ def run(args: argparse.Namespace) -> int:
         if n:
             print(f"  {stack}: {n} external rows, median |error| {_pct(med)}, max {_pct(mx)}")
     n_l, med_l, mx_l = rep.loso()
-    print(f"  allocator slack (the only fitted memory constant), leave-one-source-out: {n_l} rows, median |error| "
-          f"{_pct(med_l)}, max {_pct(mx_l)}")
+    print(f"  allocator slack (the only fitted memory constants), leave-one-source-out (public rows + H200 grid): "
+          f"{n_l} rows, median |error| {_pct(med_l)}, max {_pct(mx_l)}")
     checks = rep.checks()
     for src in sorted(set(rep.by_source()) | set(checks)):
         n, med, mx = rep.by_source().get(src, (0, None, None))

@@ -264,10 +264,13 @@ def _schedule(cfg: TrainingConfig, interleave: int) -> str:
 
 
 def _overheads(cfg: TrainingConfig, allocated: float, context: bool) -> tuple[float, float, float]:
-    """(allocator slack, CUDA context, NCCL) bytes for an `allocated` peak."""
+    """(allocator slack, CUDA context, NCCL) bytes for an `allocated` peak; the slack is the multi-GPU
+    fraction when any parallel group has more than one rank (its collectives run on NCCL streams), else the
+    one-GPU fraction of the stack (overhead.slack_fraction)."""
     p = cfg.plan
     groups = (p.dp * p.cp, p.tp, p.pp, p.cp)
-    return allocator_slack_bytes(allocated), context_bytes(context), nccl_bytes(groups) if context else 0.0
+    multi = any(g > 1 for g in groups)
+    return allocator_slack_bytes(allocated, multi, cfg.stack), context_bytes(context), nccl_bytes(groups) if context else 0.0
 
 
 @lru_cache(maxsize=16384)

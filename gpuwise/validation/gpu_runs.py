@@ -2,10 +2,12 @@
 
 Two sets, kept apart because they played different parts:
 - ``grid`` (gpuwise/data/measured/gpu/gpu_runs.csv): the first run's configurations. After it, the peaks of
-  six rows were taken apart (`gpu_peak`) and the optimizer_impl lever was added; no constant was fitted on
-  them, but they were looked at: in-sample for the changes this session made.
+  six rows were taken apart (`gpu_peak`) and the optimizer_impl lever was added: in-sample for those changes.
+  The one-GPU allocator-slack fraction (estimate/overhead.py SLACK_ONE_GPU) is fitted on their measured
+  reserved / allocated ratios (with peft issue #1469's rows), so their reserved errors are in-sample too
+  (`gpuwise validate memory` scores them leave-one-source-out); no other constant is fitted on them.
 - ``check`` (gpuwise/data/measured/gpu/gpu_check_runs.csv): configurations chosen before those changes and
-  scored only after them: held out.
+  scored only after them: held out (the slack fit never reads them).
 
 Each row is one configuration measured on one GPU: max_memory_allocated / max_memory_reserved of the last
 of four steps and the median step time, next to what `estimate_memory` and `step_of` predict for the

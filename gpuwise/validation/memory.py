@@ -67,9 +67,11 @@ class ValidationRow:
 # loso:      a fitted constant refitted without one source and scored on that source's rows (leave-one-source-out)
 KINDS = ("external", "in-sample", "formula", "loso")
 # which rows each constant of the memory model was fitted on (printed with every validation table)
-FITTED_ON = ("allocator slack FRAGMENTATION (overhead.py): the 13 use=fit rows of "
-             "measured/allocator_reserved_vs_allocated.csv (in-sample rows below; its leave-one-source-out rows "
-             "refit it without each source repository); no other memory constant is "
+FITTED_ON = ("allocator slack SLACK_ONE_GPU / SLACK_MULTI_GPU (overhead.py): the 13 use=fit rows of "
+             "measured/allocator_reserved_vs_allocated.csv (in-sample rows below) and the 28 one-GPU rows of "
+             "gpuwise's H200 grid (measured/gpu/gpu_runs.csv: its reserved peaks are in-sample for `gpuwise validate "
+             "gpu`; the held-out check set is not fitted on); its leave-one-source-out rows refit each fraction "
+             "without each source repository (the H200 grid as one source); no other memory constant is "
              "fitted on a measured row (the rest are framework accounting: model_states.py, activations.py, and the "
              "stacks' own code read into data/stacks/model_code.csv)",)
 
@@ -278,17 +280,54 @@ def _bert_device_gib(est) -> float:
 ALLOCATOR_CSV = "allocator_reserved_vs_allocated.csv"
 
 
-def _allocator_ratio(r: dict[str, str]) -> float:
-    """measured reserved / allocated at the peak (same unit within a row)."""
-    return float(r["reserved"]) / float(r["allocated"])
+GRID_SOURCE = "gpuwise H200 grid"     # gpuwise/data/measured/gpu/gpu_runs.csv: one source in the fit
 
 
-def calibrate_overhead() -> float:
-    """Least-squares allocator-slack fraction f of the allocated peak on the measured training peaks
-    (`use=fit` rows): predicted reserved = (1 + f) x allocated; minimises the summed squared relative
-    error of reserved, sum ((1 + f) / q_i - 1)^2 with q_i = reserved_i / allocated_i, so
-    1 + f = sum(1 / q_i) / sum(1 / q_i^2)."""
-    return _fit_fraction([_allocator_ratio(r) for r in _read(ALLOCATOR_CSV) if r["use"] == "fit"])
+@dataclass(frozen=True)
+class SlackRow:
+    """One measured training-step peak the allocator slack is fitted on: allocated next to reserved."""
+    source: str          # the repository of a public thread, or GRID_SOURCE
+    label: str
+    multi_gpu: bool
+    allocated: float
+    reserved: float
+    unit: str
+    metric: str
+    setup: str
+
+    @property
+    def ratio(self) -> float:
+        """measured reserved / allocated at the peak (same unit within a row)."""
+        return self.reserved / self.allocated
+
+
+def slack_rows() -> list[SlackRow]:
+    """The fit rows: the public `use=fit` rows and the H200 grid's one-GPU rows (measured allocated and reserved
+    peaks of `gpu_runs.measured_rows`; the held-out check set is never read here)."""
+    from gpuwise.validation.gpu_runs import SETS, measured_rows
+
+    out = [SlackRow(_source_repo(r["source_url"]), f"{r['model']} ({r['source_url']})", r["multi_gpu"] == "yes",
+                    float(r["allocated"]), float(r["reserved"]), r["unit"], r["metric"], r["setup"])
+           for r in _read(ALLOCATOR_CSV) if r["use"] == "fit"]
+    for r in measured_rows(SETS["grid"]):
+        label = f"{r['model']} mb {r['micro_batch']} seq {r['seq_len']} {r['precision']} recompute {r['recompute']}"
+        out.append(SlackRow(GRID_SOURCE, f"{label} {r['levers']}".strip() + f" ({r['device']})", False,
+                            float(r["measured_allocated_gib"]), float(r["measured_reserved_gib"]), "GiB",
+                            "peak allocated", f"plain PyTorch loop, {r['optimizer']}, torch {r['torch']}"))
+    return out
+
+
+def calibrate_overhead(rows: list[SlackRow] | None = None) -> dict[str, float]:
+    """Least-squares allocator-slack fractions f of the allocated peak on the measured training peaks
+    (`slack_rows`): "one GPU" on the one-GPU rows (every one an eager PyTorch loop), "several GPUs" on the
+    rows with more than one rank, "unsplit" on the public rows of both (the single fraction the model used
+    before, kept for one GPU under a stack no row measures). Predicted reserved = (1 + f) x allocated;
+    f minimises the summed squared relative error of reserved, sum ((1 + f) / q_i - 1)^2 with
+    q_i = reserved_i / allocated_i, so 1 + f = sum(1 / q_i) / sum(1 / q_i^2)."""
+    rows = slack_rows() if rows is None else rows
+    return {"one GPU": _fit_fraction([r.ratio for r in rows if not r.multi_gpu]),
+            "several GPUs": _fit_fraction([r.ratio for r in rows if r.multi_gpu]),
+            "unsplit": _fit_fraction([r.ratio for r in rows if r.source != GRID_SOURCE])}
 
 
 def _source_repo(url: str) -> str:
@@ -303,33 +342,38 @@ def _fit_fraction(q: list[float]) -> float:
 
 
 def _loso_rows() -> list[ValidationRow]:
-    """The allocator slack refitted without each source (repository) of its fit rows and scored on that source's
-    rows: the out-of-sample error of the only memory constant fitted on measured rows."""
-    fit = [r for r in _read(ALLOCATOR_CSV) if r["use"] == "fit"]
+    """The allocator slack refitted without each source (a repository, or the H200 grid as one) and scored on
+    that source's rows: the out-of-sample error of the only memory constants fitted on measured rows."""
+    fit = slack_rows()
     out = []
-    for src in sorted({_source_repo(r["source_url"]) for r in fit}):
-        rest = [_allocator_ratio(r) for r in fit if _source_repo(r["source_url"]) != src]
-        f = _fit_fraction(rest)
-        for r in (r for r in fit if _source_repo(r["source_url"]) == src):
-            out.append(ValidationRow(f"{ALLOCATOR_CSV} {r['model']} (held out: {src})",
-                                     f"peak reserved from {r['metric']}, slack refitted without {src}",
-                                     float(r["reserved"]), float(r["allocated"]) * (1 + f), r["unit"], "compared",
-                                     f"LEAVE-ONE-SOURCE-OUT: slack {f:.1%} fitted on the {len(rest)} fit rows of the "
-                                     f"other sources (all rows: {calibrate_overhead():.1%})", kind="loso"))
+    for src in sorted({r.source for r in fit}):
+        rest = [r for r in fit if r.source != src]
+        fractions = calibrate_overhead(rest)
+        for r in (r for r in fit if r.source == src):
+            group = "several GPUs" if r.multi_gpu else "one GPU"
+            f = fractions[group]
+            n = sum(1 for x in rest if x.multi_gpu == r.multi_gpu)
+            out.append(ValidationRow(f"{ALLOCATOR_CSV if src != GRID_SOURCE else 'gpu_runs.csv'} {r.label} "
+                                     f"(held out: {src})", f"peak reserved from {r.metric}, slack refitted without "
+                                     f"{src}", r.reserved, r.allocated * (1 + f), r.unit, "compared",
+                                     f"LEAVE-ONE-SOURCE-OUT: {group} slack {f:.1%} fitted on the {n} {group} fit "
+                                     f"rows of the other sources", kind="loso"))
     return out
 
 
 def _allocator_rows() -> list[ValidationRow]:
-    """The allocator rows: reserved predicted from the measured allocated peak. Training peaks are
-    in-sample (the fraction is fitted on them); OOM rows are checks (fragmentation left after the
-    allocator freed its cache must not exceed the modelled slack)."""
+    """The public allocator rows: reserved predicted from the measured allocated peak. Training peaks are
+    in-sample (the fractions are fitted on them; the H200 grid's in-sample rows are `gpuwise validate gpu`'s);
+    OOM rows are checks (fragmentation left after the allocator freed its cache must not exceed the modelled
+    one-GPU slack, the smaller)."""
     from gpuwise.estimate.overhead import allocator_slack_bytes
 
     out = []
     for r in _read(ALLOCATOR_CSV):
         label = f"{ALLOCATOR_CSV} {r['model']} ({r['source_url']})"
         alloc, reserved = float(r["allocated"]), float(r["reserved"])
-        predicted = alloc + allocator_slack_bytes(alloc)     # the estimator's reserved for this allocated peak
+        # the estimator's reserved for this allocated peak (the one-GPU rows are eager PyTorch loops)
+        predicted = alloc + allocator_slack_bytes(alloc, r["multi_gpu"] == "yes", "pytorch")
         if r["use"] == "oom":
             ok = reserved <= predicted
             out.append(ValidationRow(label, "reserved at an out-of-memory error", reserved, predicted, r["unit"],
@@ -337,9 +381,9 @@ def _allocator_rows() -> list[ValidationRow]:
                                      "slack; " + r["setup"], passed=ok, kind="in-sample"))
             continue
         out.append(ValidationRow(label, f"peak reserved from {r['metric']}", reserved, predicted, r["unit"],
-                                 "compared", "IN-SAMPLE: the allocator-slack fraction is fitted on these rows; "
+                                 "compared", "IN-SAMPLE: the allocator-slack fractions are fitted on these rows; "
                                  + r["setup"], kind="in-sample"))
     return out
 
 
-__all__ = ["ValidationRow", "ValidationReport", "validate_memory", "calibrate_overhead"]
+__all__ = ["ValidationRow", "ValidationReport", "validate_memory", "calibrate_overhead", "SlackRow", "slack_rows"]
