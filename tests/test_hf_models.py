@@ -2,8 +2,9 @@
 
 No network: listed ids are bundled presets; other ids are read from a Hugging Face cache folder the test
 writes in the layout huggingface_hub reads (models--owner--name/refs/main -> snapshots/<commit>/config.json),
-checked with huggingface_hub's own try_to_load_from_cache. Qwen2.5-0.5B's structure (its config.json
-values) must give its published 494,032,768 parameters (HF Hub safetensors)."""
+checked with huggingface_hub's own try_to_load_from_cache. Qwen2.5-1.5B's structure (its config.json
+values; no bundled preset has it) must give its published 1,543,714,304 parameters (HF Hub safetensors);
+Qwen2.5-0.5B's config.json is the bundled preset qwen2.5-0.5b."""
 
 from __future__ import annotations
 
@@ -25,6 +26,8 @@ QWEN_05B = {"architectures": ["Qwen2ForCausalLM"], "model_type": "qwen2", "hidde
             "intermediate_size": 4864, "num_hidden_layers": 24, "num_attention_heads": 14,
             "num_key_value_heads": 2, "vocab_size": 151936, "max_position_embeddings": 32768,
             "tie_word_embeddings": True, "rms_norm_eps": 1e-06, "torch_dtype": "bfloat16"}
+QWEN_15B = {**QWEN_05B, "hidden_size": 1536, "intermediate_size": 8960, "num_hidden_layers": 28,
+            "num_attention_heads": 12, "max_position_embeddings": 131072}
 ROOT = Path(__file__).resolve().parents[1]
 
 
@@ -59,21 +62,21 @@ def test_listed_id_is_the_preset_without_download(capsys):
 
 
 def test_cached_config_offline_respects_hf_home(tmp_path):
-    cache_config(tmp_path / "hub", "Qwen/Qwen2.5-0.5B", QWEN_05B)
-    r = run_cli({"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}, "memory", "Qwen/Qwen2.5-0.5B",
-                "--gpu", "RTX-4090", "--json")
+    cache_config(tmp_path / "hub", "Qwen/Qwen2.5-1.5B", QWEN_15B)
+    r = run_cli({"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}, "memory", "Qwen/Qwen2.5-1.5B",
+                "--gpu", "RTX-6000-Ada", "--json")
     assert r.returncode == 0, r.stderr
     out = json.loads(r.stdout)
-    assert out["model"] == "Qwen/Qwen2.5-0.5B" and out["params"] == 494_032_768
-    assert out["fits"] == {"RTX-4090": True}
+    assert out["model"] == "Qwen/Qwen2.5-1.5B" and out["params"] == 1_543_714_304
+    assert out["fits"] == {"RTX-6000-Ada": True}
     assert any("config.json from the Hugging Face Hub" in a for a in out["assumptions"])
 
 
 def test_uncached_id_offline_is_one_line_exit_2(tmp_path):
-    r = run_cli({"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}, "memory", "Qwen/Qwen2.5-1.5B")
+    r = run_cli({"HF_HOME": str(tmp_path), "HF_HUB_OFFLINE": "1"}, "memory", "Qwen/Qwen2.5-3B")
     assert r.returncode == 2 and "Traceback" not in r.stderr
     assert len(r.stderr.strip().splitlines()) == 1
-    assert "Qwen/Qwen2.5-1.5B" in r.stderr and "HF_HUB_OFFLINE" in r.stderr
+    assert "Qwen/Qwen2.5-3B" in r.stderr and "HF_HUB_OFFLINE" in r.stderr
 
 
 @pytest.fixture
@@ -92,19 +95,21 @@ def test_unlisted_id_with_a_presets_architecture_is_that_preset(hub_cache):
     cache_config(hub_cache, "someone/mistral-7b-finetune", cfg)
     spec = load_model("someone/mistral-7b-finetune")
     assert spec.name == "mistral-7b" and "its config.json has the preset's architecture" in spec.source
+    cache_config(hub_cache, "Qwen/Qwen2.5-0.5B", QWEN_05B)                 # Qwen's own config.json
+    assert load_model("Qwen/Qwen2.5-0.5B").name == "qwen2.5-0.5b"
 
 
 def test_hub_id_in_estimate_fit_gpus_and_job_spec(hub_cache, tmp_path, capsys):
-    cache_config(hub_cache, "Qwen/Qwen2.5-0.5B-ci", QWEN_05B)
-    assert main(["estimate", "--model", "Qwen/Qwen2.5-0.5B-ci", "--gpu", "RTX-4090", "--gpus", "1",
+    cache_config(hub_cache, "Qwen/Qwen2.5-1.5B-ci", QWEN_15B)
+    assert main(["estimate", "--model", "Qwen/Qwen2.5-1.5B-ci", "--gpu", "RTX-6000-Ada", "--gpus", "1",
                  "--batch-size", "1", "--json"]) == 0
-    assert json.loads(capsys.readouterr().out)["model"] == "Qwen/Qwen2.5-0.5B-ci"
-    assert main(["fit-gpus", "Qwen/Qwen2.5-0.5B-ci", "--gpu", "RTX-3090", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["model"] == "Qwen/Qwen2.5-1.5B-ci"
+    assert main(["fit-gpus", "Qwen/Qwen2.5-1.5B-ci", "--gpu", "RTX-6000-Ada", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["results"][0]["gpus"] == 1
     from gpuwise.workload.jobspec import parse_job
 
-    job = parse_job({"model": "Qwen/Qwen2.5-0.5B-ci", "training": {"global_batch": 8, "tokens": 1e6}})
-    assert param_count(job.model_spec()) == 494_032_768
+    job = parse_job({"model": "Qwen/Qwen2.5-1.5B-ci", "training": {"global_batch": 8, "tokens": 1e6}})
+    assert param_count(job.model_spec()) == 1_543_714_304
 
 
 def test_every_listed_id_names_a_bundled_preset():
