@@ -13,9 +13,13 @@ step between ``torch.cuda.synchronize`` calls. One GPU, so dp = tp = pp = cp = 1
         --precision fp32 --out /tmp/runs.csv                                            # harness check
 
 Rows are appended (a row per configuration, with the GPU's name and the torch version); configurations
-already in the file for this device are skipped, so a grid resumes and runs on other GPUs add to it;
-``--only`` picks models. A configuration that runs out of memory is a row too (status ``oom``: the model
-predicted it to fit). Needs ``pip install 'gpuwise[trace]'``.
+already measured (or out of memory) in the file for this device are skipped, so a grid resumes and runs on
+other GPUs add to it; an ``error`` row is measured again. ``--set check`` measures the held-out set instead
+of the grid; ``--only`` picks models. A configuration that runs out of memory is a row too (status ``oom``:
+the model predicted it to fit). The optimizer step is foreach AdamW (what ``torch.optim.AdamW`` is on CUDA),
+stated to the model as the optimizer_impl lever. Between rows the harness frees everything and refuses a row
+that starts with memory still allocated (an earlier row's leak would count in its peak). What one H200 gave:
+docs/gpu-runs.md. Needs ``pip install 'gpuwise[trace]'``.
 """
 
 from __future__ import annotations
