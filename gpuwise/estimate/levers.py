@@ -105,14 +105,14 @@ def lever_notes(cfg: TrainingConfig, trainable: float) -> list[str]:
     """One assumption line per lever in effect (stack defaults say so)."""
     p = cfg.plan
     return list(_lever_notes(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.cpu_offload, cfg.optimizer_in_backward,
-                             cfg.activation_offload, p.dp * p.cp, trainable))
+                             cfg.activation_offload, p.dp * p.cp, trainable, cfg.optimizer_impl))
 
 
 @lru_cache(maxsize=1024)   # the same lines for every micro-batch and accumulation of a search
 def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offload: bool, in_bwd: bool,
-                 act_offload: bool, shards: int, trainable: float) -> tuple[str, ...]:
+                 act_offload: bool, shards: int, trainable: float, optimizer_impl: str | None = None) -> tuple[str, ...]:
     cfg = TrainingConfig(stack=stack, loss_kernel=loss_kernel, optimizer=optimizer, cpu_offload=cpu_offload,
-                         optimizer_in_backward=in_bwd, activation_offload=act_offload)
+                         optimizer_in_backward=in_bwd, activation_offload=act_offload, optimizer_impl=optimizer_impl)
     lev = resolve(cfg)
     from_stack = "" if cfg.loss_kernel else f" ({cfg.stack} default)"
     out = [f"loss kernel {lev.loss_kernel}{from_stack}" + _LOSS_TEXT[lev.loss_kernel]]
@@ -141,6 +141,9 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
         why = "--optimizer-impl" if cfg.optimizer_impl else f"{cfg.stack} default"
         out.append(f"optimizer implementation per-param ({why}): one tensor's temporaries at a time"
                    + _UNFUSED_STEP_TEXT)
+    elif cfg.optimizer_impl:     # fused, asked for over a stack default that is not
+        out.append("optimizer implementation fused (--optimizer-impl): one kernel per step, no step-wide "
+                   "temporaries")
     return tuple(out)
 
 
