@@ -88,3 +88,17 @@ def test_optimizer_in_backward_hooks_are_removed_so_the_row_frees_its_model():
 
     assert built(remove=False)() is not None      # the leak is real: gc alone does not free it
     assert built(remove=True)() is None
+
+
+def test_the_gpu_session_script_parses_and_names_real_entry_points():
+    """scripts/gpu_session.sh (what produced gpuwise/data/measured/gpu/) parses, and every module it runs exists."""
+    import importlib.util
+    import re
+    import subprocess
+    from pathlib import Path
+
+    script = Path(__file__).resolve().parents[1] / "scripts" / "gpu_session.sh"
+    assert subprocess.run(["bash", "-n", str(script)], capture_output=True).returncode == 0
+    modules = set(re.findall(r"python3 -m ([\w.]+)", script.read_text()))
+    assert {"gpuwise.validation.gpu_measure", "gpuwise.validation.gpu_peak", "gpuwise.cli.main"} <= modules
+    assert all(importlib.util.find_spec(m) is not None for m in modules)
