@@ -160,6 +160,12 @@ SWIFT_GPU = "A100-80GB-SXM"       # "A100", 80 GB implied by values up to 78.8 G
 SWIFT_NEAR_CAPACITY = 1 - HEADROOM_FRACTION
 
 
+# how the published run fed its data (run_single.py and argument.py @ 97e4d198, see the CSV header); not modelled
+SWIFT_RUN_NOTE = ("run with swift's default truncation_strategy 'delete' (longer samples dropped, batches padded to "
+                  "their longest), so shapes vary per step up to max_length: the caching allocator's reserve keeps "
+                  "blocks of earlier shapes, which the estimate's allocator slack does not model")
+
+
 def _swift_key(r: dict[str, str]) -> tuple:
     """A row's configuration and reading (the qwen-7b-chat LoRA baseline is repeated in several sections)."""
     return tuple(v for k, v in r.items() if k not in ("section", "notes", "source", "trainable_params_M",
@@ -191,7 +197,7 @@ def ms_swift_rows() -> list:
                 "(swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
                 + ("; bnb NF4 base (bitsandbytes 0.41.3), not passed through prepare_model_for_kbit_training "
                    "(stack ms-swift)" if cfg.quantize else "")
-                + "; reserved = max_memory_reserved (reserved_gib)")
+                + "; reserved = max_memory_reserved (reserved_gib); " + SWIFT_RUN_NOTE)
         if measured >= SWIFT_NEAR_CAPACITY * gpu.total_gib:
             out.append(ValidationRow(label, f"ran on {gpu.name} (reserved {measured:.2f} GiB: at capacity)", measured,
                                      est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
