@@ -143,12 +143,18 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     t_dp = comm.dp_sync_s(grad_bytes, plan.dp, dp_per_node, intra, inter_node_gbps, plan.zero)
     overlap = DP_OVERLAP * (2.0 / 3.0) * t_micro if t_dp > 0 else 0.0
     exposed_dp = max(0.0, t_dp - overlap)
+    if plan.zero_shard and plan.zero_shard > 1:
+        # hybrid ZeRO-1 (roofline_step.hybrid_zero_s): the post-step parameter all-gather within the shard group
+        local_shard = max(1, min(dp_per_node, plan.zero_shard))
+        exposed_dp += comm.ring_gather_s(grad_bytes, plan.zero_shard, intra if plan.zero_shard <= local_shard
+                                         else min(intra, inter_node_gbps), comm.HOP_LATENCY_S
+                                         if plan.zero_shard <= local_shard else comm.NET_LATENCY_S)
     if plan.dp > 1:
         assumptions.append(f"DP gradient sync overlapped with up to {DP_OVERLAP:.0%} of the last backward pass; "
                            f"ring collectives at {comm.LINK_EFFICIENCY:.0%} of link bandwidth")
 
     # optimizer update: memory-bound over the locally owned parameters
-    shard = plan.dp if plan.zero >= 1 else 1
+    shard = (plan.zero_shard or plan.dp) if plan.zero >= 1 else 1
     t_opt = local_params / shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_gbps * 1e9 * 0.7)
 
     step = t_pipe + exposed_dp + t_opt
