@@ -259,7 +259,7 @@ def check_zero_shard(p) -> None:
     if not isinstance(k, int) or isinstance(k, bool) or k < 0:
         raise InputError("zero-shard", k, "use 0 (ZeRO over all dp x cp ranks) or a positive group size")
     if k and p.zero != 1:
-        raise InputError("zero-shard", k, f"a shard group is hybrid ZeRO-1: use --zero 1 (not {p.zero}) or zero-shard 0")
+        raise InputError("zero-shard", k, f"a shard group is hybrid ZeRO-1: use zero 1 (not {p.zero}) or zero-shard 0")
     if k and n % k:
         raise InputError("zero-shard", k, f"must divide dp x cp = {n} (e.g. {n} or the GPUs of one node)")
 

@@ -25,7 +25,8 @@ FACTOR_ITERATIONS = 6      # fixed-point steps of the median rule (converges to 
 
 def _run(r: dict) -> MeasuredRun:
     i = {k: int(r[k]) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "seq_len", "gpus",
-                                "tp", "pp", "dp", "zero", "zero_shard", "micro_batch", "grad_accum", "flash", "lora_rank")}
+                                "tp", "pp", "dp", "zero", "zero_shard", "micro_batch", "grad_accum", "flash",
+                                "lora_rank")}
     model = _spec(r["case"].split()[0], r["family"], i["layers"], i["hidden"], i["heads"], i["kv_heads"], i["ffn"],
                   i["vocab"], i["seq_len"])
     if i["head_dim"]:
