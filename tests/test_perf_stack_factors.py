@@ -161,3 +161,16 @@ def test_validate_throughput_stack_section_reports_loso_and_stored_fit_per_sourc
     assert st["external_in_sample"]["all"]["median_error"] < st["external_loso"]["all"]["median_error"]
     assert all(r["how"] == "loso-default" for r in st["runs"]) and len(st["runs"]) == 73
     assert st["factors"]["default"]["factor"] == 1.0
+
+
+def test_internevo_packed_rows_attend_within_2048_tokens_and_carry_their_zero1_group():
+    """pack_sample_into_one=True (InternEvo train.py @ fa7337b: PackedDatasetWithoutCuSeqlen) cuts each pack into
+    seq_len pieces for flash-attn varlen: the rows are micro_bsz sequences of 2048, never one 4k-16k sequence; each
+    row's ZeRO-1 group is the table's zero1 (-1 = all DP ranks)."""
+    rows = [r for r in read_commented_csv(data_path("calibration", "external_throughput.csv"))
+            if r["source"] == "internevo"]
+    assert len(rows) == 54 and {r["seq_len"] for r in rows} == {"2048"}
+    for r in rows:
+        group = r["case"].split("zero1-group")[1].split()[0]
+        assert int(r["zero_shard"]) == (int(r["dp"]) if group == "-1" else int(group)), r["case"]
+        assert int(r["micro_batch"]) == int(r["case"].split(" mb")[1].split()[0]), r["case"]

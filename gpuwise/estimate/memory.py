@@ -187,6 +187,7 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
                          "e.g. interleaved-2)")
     if p.zero not in (0, 1, 2, 3):
         raise InputError("zero", p.zero, "use a ZeRO stage 0, 1, 2 or 3")
+    check_zero_shard(p)
     if cfg.lora_rank < 0:
         raise InputError("lora-rank", cfg.lora_rank, "use 0 (full fine-tuning) or a positive rank")
     if cfg.quantize not in (None, "nf4"):
@@ -231,7 +232,7 @@ def _explicit_estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, c
     sb = state_bytes(cfg.precision, cfg.optimizer, 0, fp32_grads)
     w = n * sb.weights / (p.dp if p.zero >= 3 else 1)
     g = 0.0 if (cfg.offload_optimizer and p.zero >= 2) else n * sb.gradients / (p.dp if p.zero >= 2 else 1)
-    o = 0.0 if cfg.offload_optimizer else n * sb.optimizer / (p.dp if p.zero >= 1 else 1)
+    o = 0.0 if cfg.offload_optimizer else n * sb.optimizer / ((p.zero_shard or p.dp) if p.zero >= 1 else 1)
     a = (spec.activation_bytes_per_sample or 0.0) * cfg.micro_batch * _act_bytes_per_value(cfg.precision) / 4
     slack, ctx, nccl = _overheads(cfg, w + g + o + a, context)
     act = spec.activation_bytes_per_sample
@@ -250,6 +251,17 @@ def stack_model(spec: ModelSpec, stack: str) -> ModelSpec:
     if spec.tied_embeddings and spec.is_transformer and model_code(stack).separate_lm_head:
         return replace(spec, tied_embeddings=False)
     return spec
+
+
+def check_zero_shard(p) -> None:
+    """A hybrid ZeRO-1 shard group (ParallelPlan.zero_shard) is ZeRO-1 over k ranks, k dividing dp x cp."""
+    k, n = p.zero_shard, p.dp * p.cp
+    if not isinstance(k, int) or isinstance(k, bool) or k < 0:
+        raise InputError("zero-shard", k, "use 0 (ZeRO over all dp x cp ranks) or a positive group size")
+    if k and p.zero != 1:
+        raise InputError("zero-shard", k, f"a shard group is hybrid ZeRO-1: use zero 1 (not {p.zero}) or zero-shard 0")
+    if k and n % k:
+        raise InputError("zero-shard", k, f"must divide dp x cp = {n} (e.g. {n} or the GPUs of one node)")
 
 
 def _shard_group(cfg: TrainingConfig) -> int:
@@ -515,7 +527,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     n_shard = _shard_group(cfg)
     z3 = n_shard if p.zero >= 3 else 1
     z2 = n_shard if p.zero >= 2 else 1
-    z1 = n_shard if p.zero >= 1 else 1
+    z1 = p.state_shards if p.zero >= 1 else 1
     micro, offload = cfg.grad_accum, cfg.offload_optimizer
     # levers (levers.py): what leaves the GPU, and what is never alive all at once
     host_states, in_bwd = cfg.cpu_offload, cfg.optimizer_in_backward
@@ -646,7 +658,9 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
                                                    cfg.flash_attention, cfg.recompute, p.tp, p.sp)
     out = [
         model, states,
-        f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks"
+        (f"hybrid ZeRO-1: optimizer states sharded over groups of {p.zero_shard} of the dp x cp = {p.dp * p.cp} "
+         "ranks (InternEvo zero1 size); weights and gradients whole on every rank" if p.zero_shard else
+         f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks")
         + ("; under pipeline parallelism FSDP2 keeps the stage unsharded (reshard_after_forward=False) and "
            "accumulates unsharded fp32 gradients until the last micro-batch" if p.zero >= 3 and p.pp > 1 else ""),
         acts, *lever_notes(_loss_cfg(cfg, sem), cfg.lora_rank and adapter_params(spec, cfg.lora_rank, cfg.lora_targets)

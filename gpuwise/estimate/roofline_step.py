@@ -405,6 +405,20 @@ def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEff
             launch_s / max(t_micro, 1e-30))
 
 
+def _ring_latency(size: int, stride: int, hw: Hardware) -> float:
+    return comm.HOP_LATENCY_S if group_gbps(size, stride, hw) >= hw.intra_gbps else comm.NET_LATENCY_S
+
+
+def hybrid_zero_s(grad_bytes: float, n_dp: int, shard: int, tp: int, hw: Hardware, t_one: float) -> float:
+    """Exposed DP time of hybrid ZeRO-1 (InternEvo HybridZeroOptimizer, InternLM/InternEvo @ fa7337b and c628a8c8):
+    gradients all-reduced over all ``n_dp`` ranks in buckets hooked on the backward pass (overlapped as plain DP),
+    then, after the optimizer step, each of the ``shard`` ranks of a group broadcasts its updated parameter slice to
+    the group (``broadcast_params``, waited before the next step: an all-gather's volume, exposed)."""
+    reduce = 2 * comm.ring_gather_s(grad_bytes, n_dp, group_gbps(n_dp, tp, hw), _ring_latency(n_dp, tp, hw))
+    gather = comm.ring_gather_s(grad_bytes, shard, group_gbps(shard, tp, hw), _ring_latency(shard, tp, hw))
+    return max(0.0, reduce - DP_OVERLAP * t_one) + gather
+
+
 def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency, trainable: float | None,
                      interleave: int = 1) -> RooflineStep:
     """Step time of ``cfg`` (plan = dp x tp x pp x cp, ZeRO stage, SP) for a transformer ``model``;
@@ -430,9 +444,11 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
             per_micro = (2 * (0.5 if fp8_gather else 1.0) * comm.ring_gather_s(max(weights, local * vb), n_dp, dp_bw, lat)
                          + comm.ring_gather_s(local * vb, n_dp, dp_bw, lat))
             t_dp = m * max(0.0, per_micro - FSDP_OVERLAP * t_one)
+        elif p.zero_shard:
+            t_dp = hybrid_zero_s(local * vb, n_dp, p.zero_shard, p.tp, hw, t_one)
         else:
             t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)
-    shard = n_dp if p.zero >= 1 else 1
+    shard = p.state_shards if p.zero >= 1 else 1
     from gpuwise.estimate.levers import resolve
 
     step_bytes = optimizer_bytes(cfg.optimizer, resolve(cfg).optimizer_impl)

@@ -143,12 +143,14 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     t_dp = comm.dp_sync_s(grad_bytes, plan.dp, dp_per_node, intra, inter_node_gbps, plan.zero)
     overlap = DP_OVERLAP * (2.0 / 3.0) * t_micro if t_dp > 0 else 0.0
     exposed_dp = max(0.0, t_dp - overlap)
+    # hybrid ZeRO-1 (roofline_step.hybrid_zero_s): the post-step parameter all-gather within the shard group
+    exposed_dp += comm.group_gather_s(grad_bytes, plan.zero_shard, dp_per_node, intra, inter_node_gbps)
     if plan.dp > 1:
         assumptions.append(f"DP gradient sync overlapped with up to {DP_OVERLAP:.0%} of the last backward pass; "
                            f"ring collectives at {comm.LINK_EFFICIENCY:.0%} of link bandwidth")
 
     # optimizer update: memory-bound over the locally owned parameters
-    shard = plan.dp if plan.zero >= 1 else 1
+    shard = (plan.zero_shard or plan.dp) if plan.zero >= 1 else 1
     t_opt = local_params / shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_gbps * 1e9 * 0.7)
 
     step = t_pipe + exposed_dp + t_opt
@@ -201,6 +203,10 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                        "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
                        "(FSDP: 80% of each); ring collectives at "
                        f"{comm.LINK_EFFICIENCY:.0%} of link bandwidth")
+    if plan.zero_shard:
+        assumptions.append(f"hybrid ZeRO-1 (InternEvo zero1 = {plan.zero_shard}): gradients all-reduced over "
+                           f"dp x cp = {plan.dp * plan.cp} (overlapped as above), then the updated parameters "
+                           f"all-gathered within groups of {plan.zero_shard} after the optimizer step (exposed)")
     if plan.pp > 1:
         assumptions.append(f"pipeline bubble (pp-1)/v = {(plan.pp - 1) / max(1, interleave):g} micro-steps "
                            f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")

@@ -25,7 +25,8 @@ FACTOR_ITERATIONS = 6      # fixed-point steps of the median rule (converges to 
 
 def _run(r: dict) -> MeasuredRun:
     i = {k: int(r[k]) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "seq_len", "gpus",
-                                "tp", "pp", "dp", "zero", "micro_batch", "grad_accum", "flash", "lora_rank")}
+                                "tp", "pp", "dp", "zero", "zero_shard", "micro_batch", "grad_accum", "flash",
+                                "lora_rank")}
     model = _spec(r["case"].split()[0], r["family"], i["layers"], i["hidden"], i["heads"], i["kv_heads"], i["ffn"],
                   i["vocab"], i["seq_len"])
     if i["head_dim"]:
@@ -34,7 +35,8 @@ def _run(r: dict) -> MeasuredRun:
     cfg = TrainingConfig(micro_batch=i["micro_batch"], seq_len=i["seq_len"], grad_accum=i["grad_accum"],
                          precision=r["precision"], recompute=r["recompute"], stack=r["stack"],
                          flash_attention=bool(i["flash"]), lora_rank=i["lora_rank"],
-                         plan=ParallelPlan(dp=i["dp"], tp=i["tp"], pp=i["pp"], zero=i["zero"]), **extra)
+                         plan=ParallelPlan(dp=i["dp"], tp=i["tp"], pp=i["pp"], zero=i["zero"],
+                                           zero_shard=i["zero_shard"]), **extra)
     value, seq, mb = float(r["value"]), i["seq_len"], i["micro_batch"]
     tokens_step = cfg.global_batch() * seq
     per_gpu = {"tokens/s/gpu": value, "s/step": tokens_step / value / i["gpus"],

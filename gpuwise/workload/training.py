@@ -90,6 +90,15 @@ class ParallelPlan:
     sp: bool = False            # sequence parallel (with tp)
     zero: int = 0               # ZeRO stage 0-3 over the dp x cp group (FSDP full shard = 3)
     pp_schedule: str = "1f1b"   # pipeline schedule (PP_SCHEDULES), used when pp > 1
+    # hybrid ZeRO-1 shard group (InternEvo `zero1` size): 0 = off (ZeRO over all dp x cp ranks, as above);
+    # k > 0 (with zero=1, k divides dp x cp) = optimizer states sharded over groups of k ranks, gradients all-reduced
+    # over all dp x cp ranks, updated parameters all-gathered within the k-rank group after the optimizer step
+    zero_shard: int = 0
+
+    @property
+    def state_shards(self) -> int:
+        """Ranks that split the optimizer states under ZeRO >= 1 (the hybrid group, else all dp x cp ranks)."""
+        return self.zero_shard or self.dp * self.cp
 
     @property
     def gpus(self) -> int:
@@ -104,7 +113,7 @@ class ParallelPlan:
         if self.cp > 1:
             parts.append(f"cp{self.cp}")
         if self.zero:
-            parts.append(f"zero{self.zero}")
+            parts.append(f"zero{self.zero}" + (f"/{self.zero_shard}" if self.zero_shard else ""))
         return "-".join(parts)
 
 
