@@ -72,3 +72,29 @@ def test_internevo_rows_small_groups_predicted_faster_at_scale_as_measured():
     assert small.cfg.plan.zero_shard == 8 and whole.cfg.plan.zero_shard == 1024
     assert small.tokens_per_s_per_gpu > whole.tokens_per_s_per_gpu
     assert se.predict_with_factor(small, 1.0) > 1.05 * se.predict_with_factor(whole, 1.0)
+
+
+def test_zero_shard_flag_on_memory_and_estimate(capsys):
+    """--zero-shard K on the CLI: states over groups of K (more memory than over all 64 ranks), the group's
+    all-gather in the step, stated; a K that is not hybrid ZeRO-1 or does not divide dp is one line, exit 2."""
+    import json
+
+    from gpuwise.cli.main import main
+
+    base = ["llama-2-7b", "--gpus", "64", "--zero", "1", "--batch-size", "1", "--recompute", "full", "--json"]
+    assert main(["memory", *base, "--zero-shard", "8"]) == 0
+    hybrid = json.loads(capsys.readouterr().out)
+    assert main(["memory", *base]) == 0
+    whole = json.loads(capsys.readouterr().out)
+    assert hybrid["allocated_gib"] > whole["allocated_gib"]
+    assert any(a.startswith("hybrid ZeRO-1") for a in hybrid["assumptions"])
+    est = ["estimate", "--model", "llama-2-7b", "--gpu", "A100-80GB", "--gpus", "64", "--zero", "1", "--batch-size",
+           "1", "--tokens", "1e9", "--recompute", "full", "--json"]
+    assert main([*est, "--zero-shard", "8"]) == 0
+    slow = json.loads(capsys.readouterr().out)
+    assert main(est) == 0
+    assert slow["comm_s"] > json.loads(capsys.readouterr().out)["comm_s"]
+    for bad in (["--zero-shard", "7"], ["--zero-shard", "8", "--zero", "3"]):
+        assert main(["memory", *base, *bad]) == 2
+        err = capsys.readouterr().err
+        assert len(err.strip().splitlines()) == 1 and "zero-shard" in err

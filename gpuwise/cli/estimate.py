@@ -15,7 +15,7 @@ from gpuwise.cli.memory_flags import LEVER_NAMES as LEVERS
 
 # Defaults of the job-by-flags form. They are applied after parsing (the flags default to None) so that
 # a flag typed next to a JOB.yaml is refused instead of silently ignored.
-FLAG_DEFAULTS = {"zero": 0, "recompute": "none", "grad_accum": 1,
+FLAG_DEFAULTS = {"zero": 0, "zero_shard": 0, "recompute": "none", "grad_accum": 1,
                  "tp": 1, "pp": 1, "cp": 1, "optimizer": "adamw", "lora_rank": 0,
                  "stack": "pytorch"}
 # precision: the stack's default when not given (memory_flags.precision_for)
@@ -41,6 +41,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                        help="tokens per sequence (default 2048, or the model's position table if shorter)")
     flags.add_argument("--precision", help="fp32 | bf16-mixed | fp16-mixed | bf16 (default: the stack's)")
     flags.add_argument("--zero", type=int, help="ZeRO stage 0-3 (3 = FSDP full shard)")
+    flags.add_argument("--zero-shard", type=int, metavar="K",
+                       help="hybrid ZeRO-1: optimizer states sharded over groups of K of the dp x cp ranks (InternEvo zero1 size), the updated parameters all-gathered in the group after the step; needs --zero 1 (default 0: the whole dp x cp group)")
     flags.add_argument("--recompute", help="activation recomputation: none | selective | op | layer-K | full")
     flags.add_argument("--stack", help="training stack whose defaults and kernel efficiencies apply: "
                        + " | ".join(STACKS) + " (default pytorch)")
@@ -120,7 +122,8 @@ def _from_flags(args):
     width = args.tp * args.pp * args.cp
     if args.gpus % width:
         raise InputError("--gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")
-    plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, zero=args.zero, sp=args.tp > 1)
+    plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, zero=args.zero,
+                        zero_shard=args.zero_shard, sp=args.tp > 1)
     from gpuwise.cli.memory_flags import lever_fields, precision_for
 
     cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=args.seq_len, grad_accum=args.grad_accum,

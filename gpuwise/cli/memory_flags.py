@@ -34,6 +34,8 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
     if plan_flags:
         parser.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs in all (default 1); dp = N/(tp*pp*cp)")
         parser.add_argument("--zero", type=int, default=0, metavar="Z", help="ZeRO stage 0-3 over dp (FSDP = 3; default 0)")
+        parser.add_argument("--zero-shard", type=int, default=0, metavar="K",
+                            help="hybrid ZeRO-1: optimizer states sharded over groups of K of the dp x cp ranks (InternEvo zero1 size), the updated parameters all-gathered in the group after the step; needs --zero 1 (default 0: the whole dp x cp group)")
         parser.add_argument("--tp", type=int, default=1, metavar="T", help="tensor parallel (default 1)")
         parser.add_argument("--pp", type=int, default=1, metavar="P", help="pipeline stages (default 1)")
         parser.add_argument("--pp-schedule", default="1f1b", metavar="S",
@@ -121,7 +123,7 @@ def training_config(args: argparse.Namespace, spec, plan_flags: bool = True):
             raise InputError("gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")
         sp = args.tp > 1 if args.sp is None else (args.sp and args.tp > 1)   # the frameworks' default
         plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, sp=sp, zero=args.zero,
-                            pp_schedule=args.pp_schedule)
+                            zero_shard=args.zero_shard, pp_schedule=args.pp_schedule)
     quant = args.quantize.lower() if args.quantize else None
     cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=seq_len_for(spec, args.seq_len),
                           grad_accum=args.grad_accum, precision=precision_for(args), optimizer=args.optimizer,
@@ -157,5 +159,5 @@ def config_dict(cfg) -> dict:
             "loss_kernel": cfg.loss_kernel, "optimizer_impl": cfg.optimizer_impl, "optimizer_in_backward": cfg.optimizer_in_backward,
             "activation_offload": cfg.activation_offload, "lora_targets": cfg.lora_targets, "compile": cfg.compile,
             "float8": cfg.float8, "async_tp": cfg.async_tp,
-            "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero,
+            "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero, "zero_shard": p.zero_shard,
                      "pp_schedule": p.pp_schedule}}

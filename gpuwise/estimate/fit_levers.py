@@ -45,7 +45,7 @@ def _variants(spec, cfg: TrainingConfig):
 
 def _zero3(cfg: TrainingConfig, n: int) -> TrainingConfig:
     p = cfg.plan
-    return replace(cfg, plan=replace(p, dp=p.dp * n, zero=3))
+    return replace(cfg, plan=replace(p, dp=p.dp * n, zero=3, zero_shard=0))   # FSDP shards over all of dp
 
 
 def fit_levers(spec, cfg: TrainingConfig, gpus: list[GpuSpec], catalog_gpus: list[GpuSpec]) -> list[Lever]:
