@@ -15,11 +15,14 @@ Communication (ring collectives, ``comm.py``), with these overlap assumptions:
   backward (K/V and their gradients), overlapped with the attention core of the same layer.
 - pipeline: 1F1B with ``v`` virtual stages: bubble = (pp-1)/v micro-steps of the busiest stage
   (Narayanan et al. 2021); activation send/receive between stages is exposed.
-- data parallel over dp x cp ranks (gradients of context-parallel ranks are reduced too): ZeRO-0/1/2 =
-  one reduce-scatter + all-gather (all-reduce volume) of the stage's bf16 gradients per step, overlapped
-  with up to ``DP_OVERLAP`` of the last micro-step (Megatron/DDP bucketed overlap); ZeRO-3/FSDP = a
-  parameter all-gather in forward and in backward and a gradient reduce-scatter per micro-step, each
-  overlapped with up to ``FSDP_OVERLAP`` of that micro-step (prefetch).
+- data parallel over dp x cp ranks (gradients of context-parallel ranks are reduced too): each collective
+  hides only behind the phase it can run alongside (``overlap_windows``: a micro-step's forward and backward
+  seconds, split by the operator inventory's phase shares; recompute's re-forward runs inside backward and
+  counts as backward). ZeRO-0/1/2 = one reduce-scatter + all-gather (all-reduce volume) of the stage's bf16
+  gradients per step, launched by gradient hooks in buckets, so it overlaps up to ``DP_OVERLAP`` of the LAST
+  micro-step's backward only (the forward runs before any gradient exists); ZeRO-3/FSDP = per micro-step a
+  parameter all-gather in forward, prefetched behind up to ``FSDP_OVERLAP`` of the forward, and a parameter
+  all-gather + gradient reduce-scatter in backward, behind up to ``FSDP_OVERLAP`` of the backward.
 - placement: ranks are ordered tp (innermost), cp, dp, pp; a group inside one node runs at the GPU's
   NVLink/PCIe bandwidth, one spanning nodes at min(intra, ranks-per-node x NIC share per GPU).
 - optimizer: Adam update over the locally owned parameters, memory-bound (``OPTIMIZER_BYTES`` per
@@ -41,8 +44,9 @@ from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import TrainingConfig
 
-DP_OVERLAP = 0.8            # share of the last micro-step that hides the DP gradient reduction
-FSDP_OVERLAP = 0.8          # share of each micro-step that hides FSDP's gathers and reduce-scatter
+DP_OVERLAP = 0.8            # share of the last micro-step's backward that hides the DP gradient reduction
+FSDP_OVERLAP = 0.8          # share of a micro-step's forward (backward) that hides FSDP's forward gather (backward
+                            # gather + gradient reduce-scatter)
 TP_TRANSFERS = 8            # activation-sized ring transfers per layer per micro-step (SP: 4 fwd + 4 bwd)
 OPTIMIZER_BYTES = 30.0      # Adam with fp32 master: read param, grad, m, v (16) + write param, m, v, bf16 copy (14)
 OPTIMIZER_KERNELS = 6       # multi-tensor apply: a few launches per step
@@ -294,13 +298,16 @@ def replace_work(work, flops, bytes_, kernels):
 @lru_cache(maxsize=65536)
 def _operator_time(model: ModelSpec, micro_batch: int, seq_len: int, tp: int, cp: int, sp: bool, pp: int, vb: float,
                    recompute: str, frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency) -> tuple:
-    """(operator seconds, per-class seconds, layers, launch seconds) of one micro-step: independent of dp,
+    """(operator seconds, per-class seconds, layers, launch seconds, forward share of the operator seconds) of one
+    micro-step: independent of dp,
     ZeRO and grad_accum, so a search's thousands of step times share a few hundred of these (`hw`: its
     rates only, `_rates`, so every node size and network shares them too)."""
     lr = linear_rows(model, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, hw, eff)
     rows = np.maximum(micro_batch * lr.flop_s, micro_batch * lr.mem_s + lr.mem0_s) + lr.launch_s
     by_class = np.bincount(lr.cls, weights=rows, minlength=3)
-    return float(by_class.sum()), tuple(float(x) for x in by_class), lr.layers, lr.launch_total_s
+    total = float(by_class.sum())
+    forward = float(rows.reshape(-1, 3)[:, 0].sum())      # phases: forward, backward, recompute
+    return total, tuple(float(x) for x in by_class), lr.layers, lr.launch_total_s, forward / max(total, 1e-30)
 
 
 def _value_bytes(cfg: TrainingConfig) -> float:
@@ -328,12 +335,12 @@ def _kernel_levers(cfg: TrainingConfig, hw: Hardware, op_time: tuple) -> tuple:
         return op_time
     from gpuwise.estimate.levers import COMPILE_MEM_FRACTION, FP8_CAST_FRACTION
 
-    total, (gemm, attn, mem), layers, launch = op_time
+    total, (gemm, attn, mem), layers, launch, fwd_share = op_time
     if cfg.compile:
         mem *= COMPILE_MEM_FRACTION
     if (cfg.float8 or cfg.precision == "fp8") and hw.fp8_flops > hw.peak_flops:
         gemm *= hw.peak_flops / hw.fp8_flops + FP8_CAST_FRACTION
-    return gemm + attn + mem, (gemm, attn, mem), layers, launch
+    return gemm + attn + mem, (gemm, attn, mem), layers, launch, fwd_share
 
 
 # Unmerged LoRA adapters (PEFT): per target and token, forward reads the input for dropout and writes it, the A
@@ -377,10 +384,10 @@ def tp_exposed_s(t_tp: float, gemm_s: float, tp: int, overlapped: bool) -> float
 
 
 def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
-    """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share) of one micro-step on the
-    busiest GPU."""
+    """(operator time, TP, CP, PP p2p seconds, per-class seconds, launch share, forward share) of one micro-step on
+    the busiest GPU."""
     p, vb = cfg.plan, _value_bytes(cfg)
-    t_micro, by_class, layers, launch_s = _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))
+    t_micro, by_class, layers, launch_s, fwd_share = _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))
     t_lora = lora_adapter_s(model, cfg, hw, eff)
     t_micro, by_class = t_micro + t_lora, (by_class[GEMM], by_class[ATTN], by_class[MEM] + t_lora)
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
@@ -402,21 +409,42 @@ def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEff
         act = tokens * model.hidden * vb / (p.tp if p.sp else 1)
         t_p2p = 2 * act / (group_gbps(p.pp, p.tp * p.cp * p.dp, hw) * 1e9 * comm.LINK_EFFICIENCY) + 2 * comm.HOP_LATENCY_S
     return (t_micro, t_tp, t_cp, t_p2p, (by_class[GEMM], by_class[ATTN], by_class[MEM]),
-            launch_s / max(t_micro, 1e-30))
+            launch_s / max(t_micro, 1e-30), fwd_share)
 
 
 def _ring_latency(size: int, stride: int, hw: Hardware) -> float:
     return comm.HOP_LATENCY_S if group_gbps(size, stride, hw) >= hw.intra_gbps else comm.NET_LATENCY_S
 
 
-def hybrid_zero_s(grad_bytes: float, n_dp: int, shard: int, tp: int, hw: Hardware, t_one: float) -> float:
+def overlap_windows(t_one: float, fwd_share: float) -> tuple[float, float]:
+    """(forward, backward) seconds of one micro-step of ``t_one`` seconds (operators and the TP/CP/PP communication
+    inside it), split by the forward share of its operator time; recompute's re-forward is part of backward."""
+    return t_one * fwd_share, t_one * (1.0 - fwd_share)
+
+
+def hybrid_zero_s(grad_bytes: float, n_dp: int, shard: int, tp: int, hw: Hardware, t_bwd: float) -> float:
     """Exposed DP time of hybrid ZeRO-1 (InternEvo HybridZeroOptimizer, InternLM/InternEvo @ fa7337b and c628a8c8):
-    gradients all-reduced over all ``n_dp`` ranks in buckets hooked on the backward pass (overlapped as plain DP),
-    then, after the optimizer step, each of the ``shard`` ranks of a group broadcasts its updated parameter slice to
-    the group (``broadcast_params``, waited before the next step: an all-gather's volume, exposed)."""
+    gradients all-reduced over all ``n_dp`` ranks in buckets hooked on the backward pass (overlapped as plain DP,
+    with the last micro-step's backward of ``t_bwd`` seconds), then, after the optimizer step, each of the ``shard``
+    ranks of a group broadcasts its updated parameter slice to the group (``broadcast_params``, waited before the
+    next step: an all-gather's volume, exposed)."""
     reduce = 2 * comm.ring_gather_s(grad_bytes, n_dp, group_gbps(n_dp, tp, hw), _ring_latency(n_dp, tp, hw))
     gather = comm.ring_gather_s(grad_bytes, shard, group_gbps(shard, tp, hw), _ring_latency(shard, tp, hw))
-    return max(0.0, reduce - DP_OVERLAP * t_one) + gather
+    return max(0.0, reduce - DP_OVERLAP * t_bwd) + gather
+
+
+def fsdp_exposed_s(gather_s: float, reduce_scatter_s: float, t_fwd: float, t_bwd: float) -> float:
+    """Exposed seconds per micro-step of ZeRO-3/FSDP: the forward parameter all-gather (``gather_s``) prefetched
+    behind up to FSDP_OVERLAP of the forward, the backward all-gather and the gradient reduce-scatter behind up to
+    FSDP_OVERLAP of the backward (each window hides only its own phase's collectives)."""
+    return (max(0.0, gather_s - FSDP_OVERLAP * t_fwd)
+            + max(0.0, gather_s + reduce_scatter_s - FSDP_OVERLAP * t_bwd))
+
+
+def dp_exposed_s(allreduce_s: float, t_bwd: float) -> float:
+    """Exposed seconds of the ZeRO-0/1/2 gradient reduction (all-reduce volume, ``allreduce_s``): bucketed by the
+    gradient hooks, it overlaps up to DP_OVERLAP of the last micro-step's backward (``t_bwd``), not its forward."""
+    return max(0.0, allreduce_s - DP_OVERLAP * t_bwd)
 
 
 def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency, trainable: float | None,
@@ -424,9 +452,10 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
     """Step time of ``cfg`` (plan = dp x tp x pp x cp, ZeRO stage, SP) for a transformer ``model``;
     ``trainable`` = trainable parameters (None: all, full training)."""
     p, vb = cfg.plan, _value_bytes(cfg)
-    t_micro, t_tp, t_cp, t_p2p, by_class, launch = _micro_costs(model, cfg, hw, eff)
+    t_micro, t_tp, t_cp, t_p2p, by_class, launch, fwd_share = _micro_costs(model, cfg, hw, eff)
     m = cfg.grad_accum
     t_one = t_micro + t_tp + t_cp + t_p2p
+    t_fwd, t_bwd = overlap_windows(t_one, fwd_share)
     bubble = (p.pp - 1) / max(1, interleave) * t_one if p.pp > 1 else 0.0
 
     local = (_stage_params(model, p.pp) if trainable is None else trainable / p.pp) / p.tp
@@ -441,13 +470,12 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
             # half the bytes -- and the reduce-scatter moves the trainable gradients only
             fp8_gather = cfg.float8 and hw.fp8_flops > hw.peak_flops
             weights = _stage_params(model, p.pp) / p.tp * (NF4_BYTES if cfg.quantize == "nf4" else vb)
-            per_micro = (2 * (0.5 if fp8_gather else 1.0) * comm.ring_gather_s(max(weights, local * vb), n_dp, dp_bw, lat)
-                         + comm.ring_gather_s(local * vb, n_dp, dp_bw, lat))
-            t_dp = m * max(0.0, per_micro - FSDP_OVERLAP * t_one)
+            gather = (0.5 if fp8_gather else 1.0) * comm.ring_gather_s(max(weights, local * vb), n_dp, dp_bw, lat)
+            t_dp = m * fsdp_exposed_s(gather, comm.ring_gather_s(local * vb, n_dp, dp_bw, lat), t_fwd, t_bwd)
         elif p.zero_shard:
-            t_dp = hybrid_zero_s(local * vb, n_dp, p.zero_shard, p.tp, hw, t_one)
+            t_dp = hybrid_zero_s(local * vb, n_dp, p.zero_shard, p.tp, hw, t_bwd)
         else:
-            t_dp = max(0.0, 2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat) - DP_OVERLAP * t_one)
+            t_dp = dp_exposed_s(2 * comm.ring_gather_s(local * vb, n_dp, dp_bw, lat), t_bwd)
     shard = p.state_shards if p.zero >= 1 else 1
     from gpuwise.estimate.levers import resolve
 

@@ -200,8 +200,10 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
             assumptions.append(f"{gpu.name} has no fp8 tensor cores (FP8 training needs compute capability 8.9+): "
                                "timed as bf16")
     assumptions.append(_tp_note(cfg, gpus_per_node) + "context-parallel "
-                       "K/V ring overlapped with attention; DP sync overlapped with up to 80% of the last micro-step "
-                       "(FSDP: 80% of each); ring collectives at "
+                       "K/V ring overlapped with attention; DP gradient sync overlapped with up to 80% of the last "
+                       "micro-step's backward (recompute included), not its forward (FSDP: each micro-step's forward "
+                       "all-gather with 80% of its forward, backward all-gather + reduce-scatter with 80% of its "
+                       "backward); ring collectives at "
                        f"{comm.LINK_EFFICIENCY:.0%} of link bandwidth")
     if plan.zero_shard:
         assumptions.append(f"hybrid ZeRO-1 (InternEvo zero1 = {plan.zero_shard}): gradients all-reduced over "
