@@ -12,6 +12,10 @@ by under 2% in mean JCT.
 Regenerated for issue 21 (step time across stacks: causal attention's diagonal tiles, attention efficiency
 by key length, op_efficiency refitted by its rule): jobspec-mix moved by under 0.2% in mean JCT
 (elastic-dp 1129.6 -> 1130.0 s, frenzy 534.5 -> 535.3 s) and its assumptions' wording; nothing else.
+Regenerated for issue 21 again (DP gradient sync hides only behind the last micro-step's backward, FSDP's
+gathers and reduce-scatter behind their own phase; op_efficiency refitted by its rule): jobspec-mix only,
+elastic-dp mean JCT 1130.0 -> 1136.9 s (+0.6%, 8 -> 6 restarts), frenzy 535.3 -> 541.0 s (+1.1%), and the
+assumption's wording; nothing else.
 """
 
 from __future__ import annotations

@@ -41,7 +41,7 @@ def test_memory_json_golden(capsys):
     assert out["params"] == 8_030_261_248 and out["trainable_params"] == out["params"]
     assert out["fits"]["H100-80GB-SXM"] is True and out["fits"]["T4"] is False
     assert out["config"]["plan"] == {"gpus": 8, "dp": 8, "tp": 1, "pp": 1, "cp": 1, "sp": False, "zero": 3,
-                                     "pp_schedule": "1f1b"}
+                                     "zero_shard": 0, "pp_schedule": "1f1b"}
     assert isinstance(out["assumptions"], list) and any("allocator slack" in a for a in out["assumptions"])
 
 
