@@ -37,8 +37,9 @@ def test_headline_is_external_measured_rows_per_stack(report):
     assert n == len(ext) >= 25 and all(r.kind == "external" for r in ext)
     assert not any(r.kind == "external" for r in report.rows if r.source.startswith(("allocator", "megatron_korth")))
     stacks = report.by_stack()
-    # hf-trainer: the HF-docs BERT rows, the Vertex OpenLLaMA-7B PEFT rows and the ms-swift Qwen-7B rows
-    assert stacks["litgpt"][0] >= 20 and stacks["hf-trainer"][0] == 2 + 7 + 23 and stacks["pytorch"][0] >= 4
+    # hf-trainer: the HF-docs BERT rows, the Vertex OpenLLaMA-7B PEFT rows and the ms-swift Qwen-7B rows of its
+    # Jan-2024 (23) and Dec-2023 (18) runs
+    assert stacks["litgpt"][0] >= 20 and stacks["hf-trainer"][0] == 2 + 7 + 23 + 18 and stacks["pytorch"][0] >= 4
     assert sum(v[0] for v in stacks.values()) == n and med <= mx
     sources = report.by_source()
     assert sum(v[0] for v in sources.values()) == n
@@ -47,10 +48,27 @@ def test_headline_is_external_measured_rows_per_stack(report):
     assert checks["unsloth_readme_max_context.csv"][0] == 9 and checks["litgpt_config_hub_finetune.csv"] == (5, 5)
     # ms-swift: the repeated qwen-7b-chat LoRA baseline counts once; readings at the device's capacity are checks
     swift = [r for r in report.rows if r.source.startswith("ms_swift")]
-    assert sum("counted once" in r.note for r in swift) == 5 and checks["ms_swift_benchmark_a100.csv"][0] == 2
+    assert sum("counted once" in r.note for r in swift) == 5 + 5 and checks["ms_swift_benchmark_a100.csv"][0] == 2
+    assert sources["ms_swift_benchmark_a100.csv"][0] == 23 and sources["ms_swift_benchmark_a100_2023_12.csv"][0] == 18
+    assert checks["ms_swift_benchmark_a100_2023_12.csv"][0] == 2     # full fine-tune at 4096 (at capacity), 8192 OOM
     # universal-llm-trainer: rows of models with a preset are compared or (at the card's capacity / OOM) checked
     assert sources["universal_llm_trainer_gpu_test.csv"][0] == 35 and checks["universal_llm_trainer_gpu_test.csv"][0] == 4
     assert any("fitted on" in a and "allocator_reserved_vs_allocated.csv" in a for a in report.assumptions)
+
+
+def test_ms_swift_dec_2023_run_is_its_own_source(report):
+    # the doc's first run (cfcb6726): its own source, never fitted on; its batch rows (truncation_left, most samples
+    # fill 2048 tokens) grow from batch 1 to 8 by what the estimate adds (measured +34.65 GiB)
+    dec = [r for r in report.rows if r.source.startswith("ms_swift_benchmark_a100_2023_12.csv")]
+    assert len(dec) == 27 and all(r.kind == "external" for r in dec)
+    batch = {int(r.source.split(" batch ")[1].split()[0]): r for r in dec
+             if r.status == "compared" and " lora none len 2048 " in r.source and "FA true GC true r8 DEFAULT" in r.source}
+    assert sorted(batch) == [1, 2, 4, 8]
+    grow_measured = batch[8].measured - batch[1].measured
+    grow_predicted = batch[8].predicted - batch[1].predicted
+    assert abs(grow_measured - 34.65) < 0.01 and abs(grow_predicted - grow_measured) / grow_measured < 0.05
+    oom = [r for r in dec if r.case.startswith("OOM")]
+    assert len(oom) == 1 and oom[0].measured is None and oom[0].predicted is not None
 
 
 def test_every_measured_row_is_accounted_for(report):

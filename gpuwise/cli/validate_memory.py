@@ -116,7 +116,8 @@ _SHORT = {"megatron_korthikanti2022_via_calculon.csv": "Korthikanti22", "peft_re
           "allocator_reserved_vs_allocated.csv": "allocator", "litgpt_config_hub_finetune.csv": "LitGPT hub",
           "vertex_openllama7b_lora_qlora_a100_40g.csv": "Vertex openllama-7b", "unsloth_readme_max_context.csv":
           "Unsloth README", "torchao_optim_readme_benchmarks.csv": "torchao README",
-          "ms_swift_benchmark_a100.csv": "ms-swift", "universal_llm_trainer_gpu_test.csv": "universal-llm-trainer"}
+          "ms_swift_benchmark_a100.csv": "ms-swift", "ms_swift_benchmark_a100_2023_12.csv": "ms-swift Dec-2023",
+          "universal_llm_trainer_gpu_test.csv": "universal-llm-trainer"}
 
 
 def _table(rep, which: str, title: str, notes: list[str]) -> None:

@@ -257,11 +257,12 @@ def validate_memory() -> ValidationReport:
     """Every bundled measured row: compared, checked or not modelled (with the reason)."""
     from gpuwise.estimate.overhead import describe
 
-    from gpuwise.validation.memory_external import (ms_swift_rows, universal_trainer_rows, unsloth_rows,
-                                                     vertex_rows)
+    from gpuwise.validation.memory_external import (SWIFT_DEC_CSV, ms_swift_rows, universal_trainer_rows,
+                                                     unsloth_rows, vertex_rows)
     from gpuwise.validation.memory_stacks import litgpt_rows, torchao_rows
 
-    rows = (litgpt_rows() + torchao_rows() + vertex_rows() + unsloth_rows() + ms_swift_rows() + universal_trainer_rows()
+    rows = (litgpt_rows() + torchao_rows() + vertex_rows() + unsloth_rows() + ms_swift_rows()
+            + ms_swift_rows(SWIFT_DEC_CSV) + universal_trainer_rows()
             + _bert_rows() + _peft_rows()
             + _megatron_rows() + _allocator_rows() + _loso_rows())
     return ValidationReport(tuple(rows), (*FITTED_ON, describe(),

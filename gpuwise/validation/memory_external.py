@@ -160,10 +160,15 @@ SWIFT_GPU = "A100-80GB-SXM"       # "A100", 80 GB implied by values up to 78.8 G
 SWIFT_NEAR_CAPACITY = 1 - HEADROOM_FRACTION
 
 
-# how the published run fed its data (run_single.py and argument.py @ 97e4d198, see the CSV header); not modelled
-SWIFT_RUN_NOTE = ("run with swift's default truncation_strategy 'delete' (longer samples dropped, batches padded to "
-                  "their longest), so shapes vary per step up to max_length: the caching allocator's reserve keeps "
-                  "blocks of earlier shapes, which the estimate's allocator slack does not model")
+# how each published run fed its data (see each CSV's header); not modelled
+SWIFT_DEC_CSV = "ms_swift_benchmark_a100_2023_12.csv"     # the doc's first run (cfcb6726, 2023-12-14)
+SWIFT_RUN_NOTES = {
+    SWIFT_CSV: "run with swift's default truncation_strategy 'delete' (longer samples dropped, batches padded to "
+               "their longest), so shapes vary per step up to max_length: the caching allocator's reserve keeps "
+               "blocks of earlier shapes, which the estimate's allocator slack does not model",
+    SWIFT_DEC_CSV: "run with truncation_strategy 'truncation_left' on 1000 samples (3234 +- 2548 tokens: longer ones "
+                   "keep their last max_length tokens, so most batches fill max_length up to 2048; batches padded "
+                   "to their longest)"}
 
 
 def _swift_key(r: dict[str, str]) -> tuple:
@@ -172,14 +177,15 @@ def _swift_key(r: dict[str, str]) -> tuple:
                                                        "train_samples_per_s", "lora_target_modules"))
 
 
-def ms_swift_rows() -> list:
-    """ms-swift rows: reserved peak per GPU vs the estimate's reserved (allocated + allocator slack); a repeated
-    row is counted once; a reading at the device's capacity is checked against `fits`."""
+def ms_swift_rows(name: str = SWIFT_CSV) -> list:
+    """ms-swift rows of one run (`name`: SWIFT_CSV or SWIFT_DEC_CSV): reserved peak per GPU vs the estimate's
+    reserved (allocated + allocator slack); a repeated row is counted once; a reading at the device's capacity is
+    checked against `fits`, an OOM reading against not fitting."""
     from gpuwise.validation.memory import ValidationRow, _read
 
     out, seen, gpu = [], set(), get_gpu(SWIFT_GPU)
-    for r in _read(SWIFT_CSV):
-        label = (f"{SWIFT_CSV} {r['model']} {r['sft_type']} {r['quantization']} len {r['max_length']} batch "
+    for r in _read(name):
+        label = (f"{name} {r['model']} {r['sft_type']} {r['quantization']} len {r['max_length']} batch "
                  f"{r['micro_batch_size']} accum {r['grad_accum_steps']} FA {r['flash_attn']} GC "
                  f"{r['gradient_checkpointing']} r{r['lora_rank'] or '-'} {r['lora_target_modules'] or ''}").strip()
         why = _swift_unmodelled(r) or ("repeats an earlier row (same configuration and reading): counted once"
@@ -197,7 +203,12 @@ def ms_swift_rows() -> list:
                 "(swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
                 + ("; bnb NF4 base (bitsandbytes 0.41.3), not passed through prepare_model_for_kbit_training "
                    "(stack ms-swift)" if cfg.quantize else "")
-                + "; reserved = max_memory_reserved (reserved_gib); " + SWIFT_RUN_NOTE)
+                + "; reserved = max_memory_reserved (reserved_gib); " + SWIFT_RUN_NOTES[name])
+        if r["oom"]:
+            out.append(ValidationRow(label, f"OOM on {gpu.name}: must not fit", None, est.required / GIB, "GiB",
+                                     "checked", note + "; " + est.fit_text(gpu), passed=not est.fits(gpu),
+                                     stack="hf-trainer"))
+            continue
         if measured >= SWIFT_NEAR_CAPACITY * gpu.total_gib:
             out.append(ValidationRow(label, f"ran on {gpu.name} (reserved {measured:.2f} GiB: at capacity)", measured,
                                      est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
