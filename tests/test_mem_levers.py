@@ -288,3 +288,16 @@ def test_optimizer_impl_lever_adds_the_foreach_temporary_and_says_so(capsys):
     assert main(["memory", "gemma-2b", "--batch-size", "2", "--recompute", "full", "--optimizer-impl", "foreach",
                  "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["allocated_gib"] == pytest.approx(foreach.allocated / 2 ** 30, rel=1e-3)
+
+
+def test_optimizer_impl_notes_match_the_numbers_and_explicit_models_refuse_it(capsys):
+    """Review fixes: foreach adds the sqrt(v) temporary to Adam(W) only, and says so only there; an explicit
+    model (no modelled optimizer kernel) refuses the lever instead of ignoring it."""
+    spec = load_model("llama-3.2-1b")
+    sgd = TrainingConfig(micro_batch=1, seq_len=1024, optimizer="sgd")
+    fused, foreach = (estimate_memory(spec, replace(sgd, optimizer_impl=i)) for i in ("fused", "foreach"))
+    assert foreach.allocated == fused.allocated
+    assert not any("sqrt(v)" in a for a in foreach.assumptions)
+    assert main(["estimate", "--gpu", "H100", "--gpus", "1", "--model", "resnet50", "--batch-size", "64",
+                 "--optimizer-impl", "foreach"]) == 2
+    assert "optimizer-impl" in capsys.readouterr().err

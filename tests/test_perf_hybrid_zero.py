@@ -98,3 +98,24 @@ def test_zero_shard_flag_on_memory_and_estimate(capsys):
         assert main(["memory", *base, *bad]) == 2
         err = capsys.readouterr().err
         assert len(err.strip().splitlines()) == 1 and "zero-shard" in err
+
+
+def test_zero_shard_is_in_the_estimate_output_and_the_trace(capsys):
+    """Review fixes: two estimates that differ only in the shard group do not print the same plan; the
+    trace divides the states by the group, as the analytic method does."""
+    import json
+
+    from gpuwise.cli.main import main
+
+    est = ["estimate", "--gpu", "H100", "--gpus", "16", "--model", "llama-3.1-8b", "--batch-size", "1", "--zero", "1",
+           "--tokens", "1e9", "--recompute", "full", "--zero-shard", "8"]
+    assert main([*est, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["plan"]["zero_shard"] == 8
+    assert main(est) == 0
+    assert "zero1/8" in capsys.readouterr().out
+    mem = ["memory", "gpt2", "--batch-size", "1", "--seq-len", "256", "--gpus", "8", "--zero", "1", "--zero-shard", "2",
+           "--json"]
+    assert main(mem) == 0
+    analytic = json.loads(capsys.readouterr().out)["breakdown_gib"]["optimizer"]
+    assert main([*mem, "--method", "trace"]) == 0
+    assert json.loads(capsys.readouterr().out)["breakdown_gib"]["optimizer"] == pytest.approx(analytic, rel=0.02)

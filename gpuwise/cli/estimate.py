@@ -223,7 +223,8 @@ def run(args: argparse.Namespace) -> int:
         emit_json(out)
         return _exit_code(out)
     rows = [("model", out["model"]), ("GPUs", f"{out['gpus']} x {out['gpu']} on {out['nodes']} node(s)"),
-            ("layout", "dp{dp} tp{tp} pp{pp} cp{cp} zero{zero}".format(**out["plan"])),
+            ("layout", "dp{dp} tp{tp} pp{pp} cp{cp} zero{zero}".format(**out["plan"])
+             + (f"/{out['plan']['zero_shard']}" if out["plan"].get("zero_shard") else "")),
             ("batch", f"global {out['global_batch']} = micro {out['micro_batch']} x accum {out['grad_accum']} x dp"),
             ("step time", _fmt(out["step_time_s"], " s")), ("MFU", f"{out['mfu']:.1%}")]
     if "tokens_per_second" in out:

@@ -61,7 +61,8 @@ def estimate(perf: JobPerformance, amount: Amount, spot: bool, price_per_gpu_hou
     token = model.sample_unit == "token"
     out: dict[str, Any] = {
         "model": model.name, "gpu": gpu.name, "gpus": gpus, "nodes": nodes, "gpus_per_node": gpus_per_node,
-        "plan": {"dp": cfg.plan.dp, "tp": cfg.plan.tp, "pp": cfg.plan.pp, "cp": cfg.plan.cp, "zero": cfg.plan.zero},
+        "plan": {"dp": cfg.plan.dp, "tp": cfg.plan.tp, "pp": cfg.plan.pp, "cp": cfg.plan.cp, "zero": cfg.plan.zero,
+                 "zero_shard": cfg.plan.zero_shard},
         "precision": cfg.precision, "recompute": cfg.recompute,
         "micro_batch": cfg.micro_batch, "grad_accum": cfg.grad_accum, "global_batch": cfg.global_batch(),
         "step_time_s": est.step_time_s, "compute_s": est.compute_s, "comm_s": est.comm_s,

@@ -80,6 +80,9 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
     if (cfg.cpu_offload or cfg.optimizer_in_backward or cfg.activation_offload) and not transformer:
         raise InputError("cpu-offload/optimizer-in-backward/activation-offload", True,
                          "modelled for transformers only; drop the flag for explicit models")
+    if cfg.optimizer_impl is not None and not transformer:
+        raise InputError("optimizer-impl", cfg.optimizer_impl, "modelled for transformers only (an explicit model's "
+                         "optimizer step is a fixed bytes-per-parameter pass); drop the flag")
 
 
 def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
@@ -133,7 +136,11 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
         out.append(f"{cfg.optimizer}: optimizer state in CUDA unified memory outside PyTorch's allocator (paged to "
                    "host under memory pressure): not in the allocated peak and not required to fit; nvidia-smi "
                    "shows it while resident")
-    if lev.optimizer_impl == "foreach":
+    if lev.optimizer_impl in ("foreach", "per-param") and cfg.optimizer not in ("adam", "adamw"):
+        if cfg.optimizer_impl:
+            out.append(f"optimizer implementation {lev.optimizer_impl} (--optimizer-impl): {cfg.optimizer} is "
+                       "modelled with no step-wide temporary and the same update traffic as its default")
+    elif lev.optimizer_impl == "foreach":
         why = "--optimizer-impl" if cfg.optimizer_impl else f"{cfg.stack} default"
         out.append(f"optimizer implementation foreach ({why}): the multi-tensor step allocates one "
                    "fp32 temporary per parameter for sqrt(v)" + _UNFUSED_STEP_TEXT)
@@ -178,7 +185,8 @@ def kernel_note(cfg: TrainingConfig) -> str:
 @lru_cache(maxsize=64)
 def _kernel_note(compiled: bool, float8: bool, te_fp8: bool, async_tp: bool) -> str:
     parts = [("torch.compile: inductor recomputes a gated MLP's pointwise ops in backward (it keeps gate and up "
-              "only; a GeLU MLP keeps what eager keeps, as measured on an H200); step time: memory-bound ops at {COMPILE_MEM_FRACTION:.0%} of their eager "
+              "only; a GeLU MLP keeps what eager keeps, as measured on an H200); step time: memory-bound ops at "
+              f"{COMPILE_MEM_FRACTION:.0%} of their eager "
               "time (fusion)") if compiled else "eager PyTorch: no torch.compile fusion"]
     if float8:
         parts.append("torchao Float8: GEMMs at the GPU's fp8 dense peak (+"

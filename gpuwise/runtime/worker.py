@@ -192,10 +192,15 @@ class SlotWorker:
         local = sum(n * g for n, g in parts) / len(x)             # mean gradient of the local batch
         small = sum(float(g.square().sum()) for _, g in parts)    # sum of half-batch |g|^2
         lo, hi = share(batch, self.rank, self.world)
+        cuda = self.device.type == "cuda"
+        if cuda:             # NCCL returns once the collective is queued: time the transfer itself
+            torch.cuda.synchronize(self.device)
         t1 = time.perf_counter()
         buf = torch.cat([local * ((hi - lo) / batch),             # weighted: sums to the global mean
                          torch.tensor([small, len(parts), sum(losses)], device=self.device)])
         dist.all_reduce(buf)
+        if cuda:
+            torch.cuda.synchronize(self.device)
         t2 = time.perf_counter()
         grad = buf[:-3]
         off = 0

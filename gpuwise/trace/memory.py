@@ -178,11 +178,12 @@ def _emulate(b: dict[str, float], cfg: TrainingConfig, zero: int) -> list[str]:
         b["optimizer"] += grow
         b["peak"] += grow
         out.append("16-bit model traced, fp32 master weights and moments (12 B/param, DeepSpeed)")
-    if zero >= 1 and n > 1:
-        cut = b["optimizer"] * (1 - 1 / n)
+    k = cfg.plan.zero_shard or n          # hybrid ZeRO-1: states over groups of zero_shard ranks
+    if zero >= 1 and k > 1:
+        cut = b["optimizer"] * (1 - 1 / k)
         b["optimizer"] -= cut
         b["peak"] -= cut
-        out.append(f"zero{zero} optimizer/{n}")
+        out.append(f"zero{zero} optimizer/{k}")
     if zero >= 2 and n > 1:
         cut = b["grad"] * (1 - 1 / n)
         b["grad"] -= cut
