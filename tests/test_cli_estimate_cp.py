@@ -21,8 +21,8 @@ def _run(capsys, *extra):
 
 def test_cp_reaches_plan_memory_and_step_time(capsys):
     one, four = _run(capsys), _run(capsys, "--cp", "4")
-    assert one["plan"] == {"dp": 4, "tp": 1, "pp": 1, "cp": 1, "zero": 0}
-    assert four["plan"] == {"dp": 1, "tp": 1, "pp": 1, "cp": 4, "zero": 0}
+    assert one["plan"] == {"dp": 4, "tp": 1, "pp": 1, "cp": 1, "zero": 0, "zero_shard": 0}
+    assert four["plan"] == {"dp": 1, "tp": 1, "pp": 1, "cp": 4, "zero": 0, "zero_shard": 0}
     # a quarter of the sequence per GPU: fewer activations; the K/V ring over PCIe is not hidden by
     # gpt2's short attention at 256 tokens per rank, so it shows as communication time
     assert four["memory_gib"]["allocated"] < one["memory_gib"]["allocated"]
