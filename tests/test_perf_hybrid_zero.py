@@ -119,3 +119,13 @@ def test_zero_shard_is_in_the_estimate_output_and_the_trace(capsys):
     analytic = json.loads(capsys.readouterr().out)["breakdown_gib"]["optimizer"]
     assert main([*mem, "--method", "trace"]) == 0
     assert json.loads(capsys.readouterr().out)["breakdown_gib"]["optimizer"] == pytest.approx(analytic, rel=0.02)
+
+
+def test_an_explicit_model_refuses_a_shard_group(capsys):
+    """Hybrid ZeRO-1 is modelled on the transformer path only: an explicit model (ResNet-50) refuses it in one
+    line rather than ignoring it."""
+    from gpuwise.cli.main import main
+
+    assert main(["memory", "resnet50", "--gpus", "8", "--zero", "1", "--zero-shard", "2"]) == 2
+    err = capsys.readouterr().err.strip()
+    assert len(err.splitlines()) == 1 and "zero-shard" in err and "transformers" in err

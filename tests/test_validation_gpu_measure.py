@@ -70,14 +70,14 @@ def test_optimizer_in_backward_hooks_are_removed_so_the_row_frees_its_model():
     import gc
     import weakref
 
-    from gpuwise.validation.gpu_measure import _build, config
+    from gpuwise.validation.gpu_measure import build, config
     from gpuwise.workload.models import load_model
 
     spec = dataclasses.replace(load_model("gpt2"), n_layers=1)
     cfg = config(1, 16, "fp32", "none", 0, None, "optimizer_in_backward=1")
 
     def built(remove: bool):
-        model, opts, hooks = _build(spec, cfg, "cpu")
+        model, opts, hooks = build(spec, cfg, "cpu")
         ref = weakref.ref(next(model.parameters()))
         if remove:
             for h in hooks:

@@ -46,14 +46,6 @@ def dp_sync_s(grad_bytes: float, dp: int, dp_per_node: int, intra_gbps: float, i
     return factor * t
 
 
-def group_gather_s(nbytes: float, ranks: int, ranks_per_node: int, intra_gbps: float, inter_node_gbps: float) -> float:
-    """All-gather of ``nbytes`` within a group of ``ranks`` consecutive replicas, ``ranks_per_node`` per node: on the
-    intra-node links when the group fits in a node, else on the node's NIC (shared by the node's ranks of the ring)."""
-    if ranks <= max(1, ranks_per_node):
-        return ring_gather_s(nbytes, ranks, intra_gbps)
-    return ring_gather_s(nbytes, ranks, min(intra_gbps, inter_node_gbps), NET_LATENCY_S)
-
-
 def pipeline_bubble_fraction(pp: int, micro_batches: int, interleave: int = 1) -> float:
     """Idle fraction of a 1F1B pipeline step: (pp-1) / (v*m + pp-1) (Narayanan et al. 2021; v = interleaving)."""
     if pp <= 1:

@@ -200,6 +200,9 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
                              f"{spec.name} is described by explicit numbers; use data parallelism (tp=pp=cp=1)")
         if cfg.lora_rank or cfg.quantize:
             raise InputError("lora-rank", cfg.lora_rank, f"LoRA/4-bit need a transformer; {spec.name} is not one")
+        if p.zero_shard:
+            raise InputError("zero-shard", p.zero_shard, f"hybrid ZeRO-1 is modelled for transformers; {spec.name} "
+                             "is described by explicit numbers: use zero-shard 0")
         return
     if spec.n_heads % p.tp or spec.n_kv_heads % p.tp:
         raise InputError("tp", p.tp, f"must divide the {spec.n_heads} attention heads and {spec.n_kv_heads} "
@@ -232,7 +235,7 @@ def _explicit_estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, c
     sb = state_bytes(cfg.precision, cfg.optimizer, 0, fp32_grads)
     w = n * sb.weights / (p.dp if p.zero >= 3 else 1)
     g = 0.0 if (cfg.offload_optimizer and p.zero >= 2) else n * sb.gradients / (p.dp if p.zero >= 2 else 1)
-    o = 0.0 if cfg.offload_optimizer else n * sb.optimizer / ((p.zero_shard or p.dp) if p.zero >= 1 else 1)
+    o = 0.0 if cfg.offload_optimizer else n * sb.optimizer / (p.dp if p.zero >= 1 else 1)
     a = (spec.activation_bytes_per_sample or 0.0) * cfg.micro_batch * _act_bytes_per_value(cfg.precision) / 4
     slack, ctx, nccl = _overheads(cfg, w + g + o + a, context)
     act = spec.activation_bytes_per_sample

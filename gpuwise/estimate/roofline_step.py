@@ -430,7 +430,7 @@ def hybrid_zero_s(grad_bytes: float, n_dp: int, shard: int, tp: int, hw: Hardwar
     next step: an all-gather's volume, exposed)."""
     reduce = 2 * comm.ring_gather_s(grad_bytes, n_dp, group_gbps(n_dp, tp, hw), _ring_latency(n_dp, tp, hw))
     gather = comm.ring_gather_s(grad_bytes, shard, group_gbps(shard, tp, hw), _ring_latency(shard, tp, hw))
-    return max(0.0, reduce - DP_OVERLAP * t_bwd) + gather
+    return dp_exposed_s(reduce, t_bwd) + gather
 
 
 def fsdp_exposed_s(gather_s: float, reduce_scatter_s: float, t_fwd: float, t_bwd: float) -> float:

@@ -143,14 +143,12 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     t_dp = comm.dp_sync_s(grad_bytes, plan.dp, dp_per_node, intra, inter_node_gbps, plan.zero)
     overlap = DP_OVERLAP * (2.0 / 3.0) * t_micro if t_dp > 0 else 0.0
     exposed_dp = max(0.0, t_dp - overlap)
-    # hybrid ZeRO-1 (roofline_step.hybrid_zero_s): the post-step parameter all-gather within the shard group
-    exposed_dp += comm.group_gather_s(grad_bytes, plan.zero_shard, dp_per_node, intra, inter_node_gbps)
     if plan.dp > 1:
         assumptions.append(f"DP gradient sync overlapped with up to {DP_OVERLAP:.0%} of the last backward pass; "
                            f"ring collectives at {comm.LINK_EFFICIENCY:.0%} of link bandwidth")
 
     # optimizer update: memory-bound over the locally owned parameters
-    shard = (plan.zero_shard or plan.dp) if plan.zero >= 1 else 1
+    shard = plan.dp if plan.zero >= 1 else 1
     t_opt = local_params / shard * OPTIMIZER_BYTES_PER_PARAM / (gpu.hbm_gbps * 1e9 * 0.7)
 
     step = t_pipe + exposed_dp + t_opt

@@ -178,7 +178,7 @@ def _emulate(b: dict[str, float], cfg: TrainingConfig, zero: int) -> list[str]:
         b["optimizer"] += grow
         b["peak"] += grow
         out.append("16-bit model traced, fp32 master weights and moments (12 B/param, DeepSpeed)")
-    k = cfg.plan.zero_shard or n          # hybrid ZeRO-1: states over groups of zero_shard ranks
+    k = cfg.plan.state_shards             # hybrid ZeRO-1: states over groups of zero_shard ranks
     if zero >= 1 and k > 1:
         cut = b["optimizer"] * (1 - 1 / k)
         b["optimizer"] -= cut

@@ -130,7 +130,7 @@ def config(micro: int, seq: int, precision: str, recompute: str, lora: int, quan
                           lora_rank=lora, quantize=quantize, optimizer=optimizer, **fields)
 
 
-def _build(spec, cfg: TrainingConfig, device: str):
+def build(spec, cfg: TrainingConfig, device: str):
     """The model, optimizers and optimizer-in-backward hook handles as the trace builds them (`trace.run`),
     on a real device; compiled per block under ``cfg.compile`` (what the step-time model assumes). Remove
     the hooks when done: they keep the model alive otherwise (`trace.run.step_in_backward`)."""
@@ -178,11 +178,11 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
     if cuda:
         dev = torch.device(device)
         torch.cuda.set_device(dev.index or 0)   # the statistics below read the current device ("cuda": 0)
-        _release()
+        release()
         left = torch.cuda.memory_allocated()   # cuBLAS workspaces stay (MiBs, part of any process); a leak
         if left > LEAK_BYTES:                   # of an earlier row would count in this one's peak
             raise RuntimeError(f"{left / GIB:.2f} GiB still allocated before the row (an earlier row leaked)")
-    model, opts, hooks = _build(spec, cfg, device)
+    model, opts, hooks = build(spec, cfg, device)
     times = []
     for i in range(steps):
         ids = torch.randint(0, spec.vocab_size, (cfg.micro_batch, cfg.seq_len), device=device)
@@ -197,22 +197,21 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
         times.append(time.perf_counter() - t0)
     alloc = float(torch.cuda.max_memory_allocated()) if cuda else None
     reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
-    for h in hooks:
-        h.remove()
-    del model, opts, hooks
-    if cuda:
-        _release()
+    del model, opts
+    release(hooks)
     return Measured(alloc, reserved, statistics.median(times[1:] or times))
 
 
-def _release() -> None:
-    """Free what a finished row left (reference cycles, the allocator's cache). In the first H200 run the
-    optimizer-in-backward hooks, not yet removed, kept mpt-1b's parameters and AdamW state (14.6 GiB) alive
-    through the rows after it."""
+def release(hooks: list = ()) -> None:
+    """Free what a finished row left: its optimizer-in-backward hooks (`build`'s third value), reference cycles,
+    the allocator's cache (a no-op off CUDA). In the first H200 run the hooks, not yet removed, kept mpt-1b's
+    parameters and AdamW state (14.6 GiB) alive through the rows after it."""
     import gc
 
     import torch
 
+    for h in hooks:
+        h.remove()
     gc.collect()
     torch.cuda.empty_cache()
 
@@ -264,12 +263,12 @@ def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
         m = measure(spec, cfg, device, steps=6 if cfg.compile else 4)   # compile: two more after the compiling one
     except torch.cuda.OutOfMemoryError:
         status, m = "oom", Measured(None, None, float("nan"))
-        _release()
+        release()
     except Exception as e:   # noqa: BLE001 -- one configuration that cannot run is a row, not the end of the grid
         status, note, m = "error", f"{type(e).__name__}: {str(e).splitlines()[0][:160] if str(e) else ''}", \
             Measured(None, None, float("nan"))
         if device.startswith("cuda"):
-            _release()
+            release()
     gpu = _gpu_name(device)
     try:
         p_alloc, p_res, p_tps = predicted(spec, cfg, gpu)

@@ -75,13 +75,13 @@ def diagnose(entry: tuple, device: str = "cuda") -> dict:
     the stack of the allocation that set the peak."""
     import torch
 
-    from gpuwise.validation.gpu_measure import _build, config, train_step
+    from gpuwise.validation.gpu_measure import build, config, release, train_step
     from gpuwise.workload.models import load_model
 
     name, micro, seq, precision, recompute, lora, quantize, levers = entry
     spec, cfg = load_model(name), config(micro, seq, precision, recompute, lora, quantize, levers)
     torch.cuda.set_device(0)
-    model, opts, hooks = _build(spec, cfg, device)
+    model, opts, hooks = build(spec, cfg, device)
     ids = torch.randint(0, spec.vocab_size, (micro, seq), device=device)
     for _ in range(2 if cfg.compile else 1):
         train_step(model, opts, cfg, ids)
@@ -100,10 +100,8 @@ def diagnose(entry: tuple, device: str = "cuda") -> dict:
            "live_at_peak": [{"site": s, "gib": round(g, 4), "blocks": n} for s, g, n in by_site(live_at(events, at))],
            "peak_set_by": [f"{f.get('filename', '').split('site-packages/')[-1]}:{f.get('line')} {f.get('name')}"
                            for f in events[at].get("frames", [])[:12]] if at >= 0 else []}
-    for h in hooks:
-        h.remove()
-    del model, opts, hooks
-    torch.cuda.empty_cache()
+    del model, opts
+    release(hooks)
     return out
 
 
