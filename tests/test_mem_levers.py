@@ -67,6 +67,37 @@ def test_loss_kernels_keep_and_transient_bytes():
     assert got["eager"] > got["chunked"] > got["fused-linear"]
 
 
+def test_eager_nocast_keeps_the_eager_tensors_in_the_logits_dtype(capsys):
+    """Cross-entropy on 16-bit logits without the float32 upcast (pure bf16 loops such as universal-llm-trainer's
+    nn.CrossEntropyLoss): the eager rule at the logits' bytes; refused under autocast, which runs it in float32."""
+    st = act.ActivationSetting(micro_batch=1, seq_len=4096)
+    v, tokens = L8.vocab_size, 4096
+    assert act.loss_transient_bytes(L8, st, loss="eager-nocast") == tokens * v * 2 * 2
+    assert act.head_bytes(L8, st, loss="eager") - act.head_bytes(L8, st, loss="eager-nocast") == tokens * v * (4 - 2)
+    pure = TrainingConfig(micro_batch=2, seq_len=4096, precision="bf16", lora_rank=16)
+    saved = estimate_memory(L8, pure).allocated - estimate_memory(L8, replace(pure, loss_kernel="eager-nocast")).allocated
+    assert saved == pytest.approx(2 * 4096 * v * (12 - 6))          # 12 B -> 6 B per vocabulary entry and token
+    assert main(["memory", "llama-3.1-8b", "--loss-kernel", "eager-nocast"]) == 2      # bf16-mixed: autocast
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "autocast" in err and "--loss-kernel eager" in err
+
+
+def test_eager_nocast_trace_agrees_with_the_analytic_method():
+    """A real PyTorch step under FakeTensor: the trace runs F.cross_entropy on the bf16 logits as they are."""
+    from gpuwise.trace.memory import trace_memory
+
+    spec = load_model("qwen2.5-0.5b")
+    for kernel in ("eager", "eager-nocast"):
+        cfg = TrainingConfig(micro_batch=2, seq_len=1024, precision="bf16", loss_kernel=kernel)
+        traced, analytic = trace_memory(spec, cfg), estimate_memory(spec, cfg)
+        assert traced.peak_allocated_bytes == pytest.approx(analytic.allocated, rel=0.01), kernel
+    nocast = TrainingConfig(micro_batch=2, seq_len=1024, precision="bf16", loss_kernel="eager-nocast")
+    eager = replace(nocast, loss_kernel="eager")
+    # the trace sees the upcast's cost: 3 float32 vs 3 bf16 vocabulary-wide tensors at the loss boundary
+    gap = trace_memory(spec, eager).peak_allocated_bytes - trace_memory(spec, nocast).peak_allocated_bytes
+    assert gap == pytest.approx(2 * 1024 * spec.vocab_size * 6, rel=0.02)
+
+
 def test_optimizer_in_backward_frees_the_gradient_set_and_refuses_accumulation(capsys):
     cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full")
     on, off = estimate_memory(L8, replace(cfg, optimizer_in_backward=True)), estimate_memory(L8, cfg)

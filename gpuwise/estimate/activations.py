@@ -302,7 +302,10 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
 # the activation dtype's bytes (e).
 #   eager         F.cross_entropy on float32-upcast logits: the float32 log-softmax is kept (the logits are freed
 #                 before backward); its backward makes the float32 gradient of the log-softmax and of the logits
-#   chunked       the same, one of LOSS_CHUNKS token chunks at a time (torchtune CEWithChunkedOutputLoss; LitGPT
+#   eager-nocast  F.cross_entropy on the logits in their own dtype, no float32 upcast (pure 16-bit training loops,
+#                 e.g. nn.CrossEntropyLoss on a bf16 model's logits): the same tensors as eager at the logits'
+#                 bytes (e): the log-softmax kept, the gradients of the log-softmax and of the logits transient
+#   chunked       the same as eager, one of LOSS_CHUNKS token chunks at a time (torchtune CEWithChunkedOutputLoss; LitGPT
 #                 chunked_cross_entropy): every chunk's float32 log-softmax is still kept until its backward
 #   fused         a fused kernel over 16-bit logits (flash-attn's Triton cross-entropy, llm-foundry): the 16-bit
 #                 logits are kept (their log-sum-exp is per token) and the backward writes one 16-bit gradient
@@ -310,7 +313,7 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
 #                 materialises one chunk's float32 logits and their gradient at a time
 #   megatron      vocab-parallel cross-entropy: logits in the model dtype plus a float32 softmax kept, the
 #                 gradient written in place
-LOSS_BYTES = {"eager": (4.0, 8.0, 1), "chunked": (4.0, 8.0, LOSS_CHUNKS), "fused": (None, None, 1),
+LOSS_BYTES = {"eager": (4.0, 8.0, 1), "eager-nocast": (None, "2e", 1), "chunked": (4.0, 8.0, LOSS_CHUNKS), "fused": (None, None, 1),
               "fused-linear": (0.0, 8.0, LOSS_CHUNKS), "megatron": ("e+4", 0.0, 1)}
 
 
@@ -318,7 +321,8 @@ def _loss_bytes(loss: str, e: int) -> tuple[float, float]:
     """(kept, transient) bytes per vocabulary entry and token of loss kernel `loss`."""
     kept, temp, chunks = LOSS_BYTES["eager" if loss == "torch" else loss]
     kept = e if kept is None else (e + 4.0 if kept == "e+4" else kept)
-    return kept, (e if temp is None else temp) / chunks
+    temp = e if temp is None else (2.0 * e if temp == "2e" else temp)
+    return kept, temp / chunks
 
 
 def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, loss: str = "eager") -> float:

@@ -28,7 +28,7 @@ from functools import lru_cache
 from gpuwise.errors import InputError
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.stacks import stack_row
-from gpuwise.workload.training import LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS, TrainingConfig
+from gpuwise.workload.training import AUTOCAST_PRECISIONS, LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS, TrainingConfig
 
 ACT_OFFLOAD_RESIDENT = 2       # blocks of saved activations on the GPU: the one computing and the one in transit
 PAGED = ("paged_adamw8bit",)
@@ -68,6 +68,10 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
     """InputError (field, value, fix) for lever settings that no layout can run."""
     if cfg.loss_kernel is not None and cfg.loss_kernel not in LOSS_KERNELS:
         raise InputError("loss-kernel", cfg.loss_kernel, "use one of " + ", ".join(LOSS_KERNELS))
+    if cfg.loss_kernel == "eager-nocast" and cfg.precision in AUTOCAST_PRECISIONS:
+        raise InputError("loss-kernel", cfg.loss_kernel, f"under autocast (precision {cfg.precision}) cross_entropy "
+                         "runs in float32 whatever the logits' dtype: use --loss-kernel eager, or a pure precision "
+                         "(bf16, fp32)")
     if cfg.optimizer_impl is not None and cfg.optimizer_impl not in OPTIMIZER_IMPLS:
         raise InputError("optimizer-impl", cfg.optimizer_impl, "use one of " + ", ".join(OPTIMIZER_IMPLS))
     if cfg.lora_rank > 0:
@@ -162,6 +166,8 @@ _UNFUSED_STEP_TEXT = ("; an unfused (Adam)W update is 8 elementwise passes over 
 _LOSS_TEXT = {
     "eager": ": logits upcast to float32, cross-entropy keeps the float32 log-softmax; its backward adds two float32 "
              "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)",
+    "eager-nocast": ": cross-entropy on the logits in their own dtype (no float32 upcast): the log-softmax kept, two "
+                    "vocabulary-wide gradients at the loss boundary, all in the logits' dtype",
     "chunked": f": cross-entropy in {LOSS_CHUNKS} token chunks (torchtune CEWithChunkedOutputLoss): every chunk's "
                "float32 log-softmax kept, the loss-boundary gradients one chunk at a time",
     "fused": ": a fused cross-entropy kernel over 16-bit logits (flash-attn Triton, llm-foundry): 16-bit logits kept, "

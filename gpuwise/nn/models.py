@@ -26,8 +26,11 @@ def _sixteen_bit(adapters: Adapters | None) -> Adapters | None:
     return None if adapters is None else replace(adapters, nf4=False)
 
 
-def lm_loss(logits: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
-    return F.cross_entropy(logits.float().reshape(-1, logits.shape[-1]), labels.reshape(-1))
+def lm_loss(logits: torch.Tensor, labels: torch.Tensor, upcast: bool = True) -> torch.Tensor:
+    """Cross-entropy over float32-upcast logits (``upcast``; loss kernel eager) or the logits as they are
+    (eager-nocast)."""
+    x = logits.float() if upcast else logits
+    return F.cross_entropy(x.reshape(-1, x.shape[-1]), labels.reshape(-1))
 
 
 class CausalLM(nn.Module):
@@ -41,6 +44,7 @@ class CausalLM(nn.Module):
         self.spec, self.tr, self.shard = spec, tr, shard
         self.compute_dtype: torch.dtype | None = None
         self.loss_chunks = 1                 # > 1: chunked cross-entropy (TrainingConfig.loss_kernel "chunked")
+        self.loss_upcast = True              # False: cross-entropy in the logits' dtype (loss_kernel "eager-nocast")
         self.tok = nn.Embedding(v, h) if embed else None
         self.pos = nn.Embedding(spec.max_seq_len, h) if embed and tr.positions == "learned" else None
         self.emb_norm = make_norm(spec) if embed and spec.family == "bloom" else None
@@ -98,7 +102,7 @@ class CausalLM(nn.Module):
             pairs = zip(x.chunk(self.loss_chunks, 1), labels.chunk(self.loss_chunks, 1))
             return sum(lm_loss(self._logits(xc, w), yc) for xc, yc in pairs) / self.loss_chunks
         logits = self._logits(x)
-        return logits if labels is None else lm_loss(logits, labels)
+        return logits if labels is None else lm_loss(logits, labels, self.loss_upcast)
 
     def _tied_weight(self, x: torch.Tensor) -> torch.Tensor:
         w = self.head_weight if self.head_weight is not None else self.tok.weight

@@ -117,8 +117,9 @@ def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
     what = [name for name, on in (
         ("--cpu-offload", cfg.cpu_offload),
         ("--optimizer-in-backward with FSDP", cfg.optimizer_in_backward and cfg.plan.zero == 3),
-        ("--activation-offload", cfg.activation_offload), (f"loss kernel {lev.loss_kernel}", lev.loss_kernel not in ("eager", "chunked")),
-        (f"a chunked loss for {spec.family}", lev.loss_kernel == "chunked" and spec.family in ("t5", "bert", "roberta")),
+        ("--activation-offload", cfg.activation_offload), (f"loss kernel {lev.loss_kernel}", lev.loss_kernel not in ("eager", "eager-nocast", "chunked")),
+        (f"a {lev.loss_kernel} loss for {spec.family}", lev.loss_kernel in ("chunked", "eager-nocast")
+         and spec.family in ("t5", "bert", "roberta")),
         (f"--optimizer {cfg.optimizer}", lev.paged), ("--compile", cfg.compile), ("--float8", cfg.float8),
         ("--precision fp8", cfg.precision == "fp8"), (f"stack {cfg.stack}'s gradient buffer / norms",
                                                       lev.fp32_main_grad or lev.low_norms)) if on]

@@ -173,8 +173,11 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     from gpuwise.estimate.levers import resolve
     from gpuwise.workload.training import LOSS_CHUNKS
 
-    if resolve(cfg).loss_kernel == "chunked" and hasattr(model, "loss_chunks"):
+    kernel = resolve(cfg).loss_kernel
+    if kernel == "chunked" and hasattr(model, "loss_chunks"):
         model.loss_chunks = LOSS_CHUNKS
+    if kernel == "eager-nocast" and hasattr(model, "loss_upcast"):
+        model.loss_upcast = False
     model.train()
     return model
 

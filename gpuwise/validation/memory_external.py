@@ -230,8 +230,12 @@ def _ult_config(r: dict[str, str]) -> TrainingConfig:
 
     lora = r["method"] in ("LoRA", "QLoRA")
     fsdp = r["fsdp"] == "True"
+    # its loss: nn.CrossEntropyLoss on the HF model's logits, no autocast (amp_training False) and no labels passed
+    # to the model (no ForCausalLMLoss upcast): 16-bit logits stay 16-bit; QLoRA's float32 output layer (PEFT
+    # prepare_model_for_kbit_training) makes float32 logits, which the eager rule counts
     return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["seq_len"]),
                           grad_accum=int(r["grad_accum"]), precision="bf16", stack="hf-trainer",
+                          loss_kernel=None if r["method"] == "QLoRA" else "eager-nocast",
                           lora_rank=int(r["lora_r"]) if lora else 0, lora_targets="all-linear",
                           quantize="nf4" if r["method"] == "QLoRA" else None, recompute="full",
                           cpu_offload=fsdp and r["fsdp_cpu_offload"] == "True",
@@ -253,7 +257,8 @@ def universal_trainer_rows() -> list:
             continue
         est = estimate_memory(model, _ult_config(r))
         note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
-                "checkpointed, sdpa (no s^2 kept), batch 2 x 8192 packed" + ("; LoRA r8 all linear" if "LoRA" in
+                "checkpointed, sdpa (no s^2 kept), batch 2 x 8192 packed, its own nn.CrossEntropyLoss on the "
+                "logits as they are (no float32 upcast: loss kernel eager-nocast; src/models/*.py @ aefdc4a4)" + ("; LoRA r8 all linear" if "LoRA" in
                 r["method"] else "") + ("; NF4 + double quantisation; its code loads the 4-bit model with "
                 "dtype=torch.float32 and calls PEFT prepare_model_for_kbit_training (src/models/llama3.py, "
                 "src/trainer/build.py @ aefdc4a4): every other parameter in float32" if r["method"] == "QLoRA" else "")
