@@ -210,7 +210,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     if plan.pp > 1:
         assumptions.append(f"pipeline bubble (pp-1)/v = {(plan.pp - 1) / max(1, interleave):g} micro-steps "
                            f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")
-    step = r.step_s + _offload_s(model, cfg, gpu, trainable, r, assumptions)
+    step = _host_floor(model, cfg, r.step_s + _offload_s(model, cfg, gpu, trainable, r, assumptions), assumptions)
     token = model.sample_unit == "token"
     samples_s = fl.samples / step
     comm_s = r.tp_s + r.cp_s + r.pp_p2p_s + r.dp_s
@@ -250,6 +250,26 @@ def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: f
     extra, text = offload_seconds(cfg, gpu, local, saved, r.compute_s / cfg.grad_accum)
     assumptions.append(text)
     return extra
+
+
+def _host_floor(model: ModelSpec, cfg: TrainingConfig, step: float, assumptions: list[str]) -> float:
+    """The step time, at least the host's time to dispatch the step's ops (estimate.host_ops)."""
+    from gpuwise.estimate.host_ops import FIT_NOTE, host_step_s, step_ops
+
+    from gpuwise.workload.stacks import stack_row
+
+    if cfg.compile or stack_row(cfg.stack).host != "eager":
+        why = "torch.compile (compiled blocks dispatch few ops)" if cfg.compile else f"stack {cfg.stack}'s own kernels"
+        assumptions.append(f"host floor: not applied under {why}")
+        return step
+    host = host_step_s(model, cfg)
+    if host is None:
+        assumptions.append(f"host floor: no op count for family {model.family} (the step is the GPU's time alone)")
+        return step
+    bound = "the step is host-bound: " if host > step else ""
+    assumptions.append(f"host floor: {bound}{step_ops(model, cfg):,.0f} eager aten ops per step x {FIT_NOTE} = "
+                       f"{host * 1e3:.1f} ms (GPU time {step * 1e3:.1f} ms; the step takes the larger)")
+    return max(step, host)
 
 
 def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: float):

@@ -23,6 +23,7 @@ class Stack:
     norms: str               # fp32 | low
     attention: str
     recompute: str
+    host: str                # eager: the dispatcher floor applies (estimate/host_ops.py) | none
     source: str
 
     def describe(self) -> str:
@@ -38,7 +39,7 @@ def _rows() -> dict[str, Stack]:
     out = {}
     for r in read_commented_csv(data_path("stacks", "stacks.csv")):
         out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
-                                r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["source"])
+                                r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"])
     return out
 
 

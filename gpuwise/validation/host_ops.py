@@ -1,0 +1,191 @@
+"""Count the host work of an eager PyTorch training step on real modules: the aten ops one step dispatches.
+
+Every aten op costs the host a trip through the dispatcher (and autograd), and most launch a kernel; when the
+GPU finishes its kernels faster than the host issues them, the step takes the host's time (small models, short
+sequences, LoRA). `gpuwise.estimate.host_ops` turns the counts written here into that floor.
+
+How: one warm training step of gpuwise.nn's model of a preset (the model the trace and the GPU harness run),
+at tiny widths on the CPU (an op count does not depend on widths), under a TorchDispatchMode that counts the
+aten ops of the forward + backward and, apart, of the optimizer step. Per family, at 1 and 2 layers:
+per-layer ops = ops(2) - ops(1), fixed ops = ops(1) - per-layer; the same with every block checkpointed (full
+recompute) and with LoRA on q,v and on every linear (the frozen base's ops and one adapter's: its dropout, A, B,
+scale and add, forward and backward). Universal rows: each optimizer implementation's ops as a fixed part plus a
+part per trainable tensor. Precision bf16-mixed, loss eager, SDPA attention, batch 1 x 16 tokens.
+
+    python -m gpuwise.validation.host_ops            # print the counts
+    python -m gpuwise.validation.host_ops --write    # rewrite gpuwise/data/calibration/host_ops.csv
+"""
+
+from __future__ import annotations
+
+import argparse
+import collections
+from dataclasses import replace
+
+from gpuwise.data import data_path
+from gpuwise.workload.training import TrainingConfig
+
+# one preset per family that has a gpuwise.nn decoder-only model (the family's layer code is what is counted)
+FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b", "qwen2": "qwen2.5-0.5b", "gemma": "gemma-2b",
+                  "gpt2": "gpt2", "gpt_neox": "gpt-neox-20b", "gptj": "gpt-j-6b", "falcon": "falcon-7b",
+                  "mpt": "mpt-1b", "bloom": "bloom-560m", "phi": "phi-1.5", "mixtral": "mixtral-8x7b"}
+IMPLS = ("fused", "foreach", "per-param")
+COLUMNS = ("family", "preset", "layer_ops", "head_ops", "recompute_layer_ops", "lora_layer_ops", "lora_target_ops",
+           "lora_head_ops", "tensors_per_layer", "tensors_fixed")
+
+
+def _tiny(spec, layers: int):
+    """``spec`` at tiny widths (structure kept: families, GQA ratio, gating, biases, experts)."""
+    heads = 4
+    kv = max(1, heads * spec.n_kv_heads // max(spec.n_heads, 1))
+    return replace(spec, n_layers=layers, hidden=64, n_heads=heads, n_kv_heads=kv, head_dim=16, ffn_hidden=128,
+                   vocab_size=256, max_seq_len=max(64, 16))
+
+
+def count(spec, cfg: TrainingConfig, impl: str = "fused") -> tuple[int, int, int]:
+    """(forward + backward ops, optimizer-step ops, trainable tensors) of one warm step of ``spec`` under ``cfg``."""
+    import torch
+    from torch.utils._python_dispatch import TorchDispatchMode
+
+    from gpuwise.trace.precision import dtypes
+    from gpuwise.trace.run import build_rank_model
+
+    class Count(TorchDispatchMode):
+        def __init__(self):
+            super().__init__()
+            self.n = 0
+
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            self.n += 1
+            return func(*args, **(kwargs or {}))
+
+    model = build_rank_model(spec, cfg, dtypes(cfg.precision, False), device="cpu")
+    params = [p for p in model.parameters() if p.requires_grad]
+    flags = {"fused": {"fused": True}, "foreach": {"foreach": True}, "per-param": {"foreach": False}}[impl]
+    opt = torch.optim.AdamW(params, lr=1e-4, **flags)
+    ids = torch.randint(0, spec.vocab_size, (1, 16))
+    counts = []
+    for _ in range(2):                       # the first step creates the optimizer state: count the second
+        opt.zero_grad(set_to_none=True)
+        fb, st = Count(), Count()
+        with fb:
+            model(ids, ids).backward()
+        with st:
+            opt.step()
+        counts = [fb.n, st.n]
+    return counts[0], counts[1], len(params)
+
+
+def _per_layer(spec, cfg: TrainingConfig, impl: str = "fused") -> tuple[int, int, int, int, int, int]:
+    """(per-layer, fixed) of the forward + backward ops, the optimizer ops and the trainable tensors."""
+    one, two = count(_tiny(spec, 1), cfg, impl), count(_tiny(spec, 2), cfg, impl)
+    out = []
+    for a, b in zip(one, two):
+        out += [b - a, a - (b - a)]
+    return tuple(out)
+
+
+BASE = TrainingConfig(micro_batch=1, seq_len=16, precision="bf16-mixed", optimizer_impl="fused")
+
+
+def family_row(family: str) -> dict:
+    from gpuwise.workload.models import load_model
+
+    spec = load_model(FAMILY_PRESETS[family])
+    fb, fixed, _, _, tensors, tensors_fixed = _per_layer(spec, BASE)
+    full = _per_layer(spec, replace(BASE, recompute="full"))[0]
+    # LoRA on q,v and on every linear: the frozen base's ops and each adapter's (its dropout, A, B, scale, add)
+    (qv, qv_fixed), every = (_per_layer(spec, replace(BASE, lora_rank=8, lora_targets="q,v"))[:2],
+                             _per_layer(spec, replace(BASE, lora_rank=8, lora_targets="all-linear"))[0])
+    n_qv, n_all = adapted_per_layer(spec, "q,v"), adapted_per_layer(spec, "all-linear")
+    target = (every - qv) / (n_all - n_qv)
+    return {"family": family, "preset": FAMILY_PRESETS[family], "layer_ops": fb, "head_ops": fixed,
+            "recompute_layer_ops": full - fb, "lora_layer_ops": round(qv - n_qv * target, 2),
+            "lora_target_ops": round(target, 2), "lora_head_ops": qv_fixed, "tensors_per_layer": tensors, "tensors_fixed": tensors_fixed}
+
+
+def adapted_per_layer(spec, targets: str) -> int:
+    from gpuwise.estimate.host_ops import adapted_linears
+
+    return adapted_linears(spec, targets)
+
+
+_UNIVERSAL: dict = {}
+
+
+def universal() -> dict:
+    """Each AdamW implementation's (fixed, per trainable tensor) ops, counted on the llama preset."""
+    if _UNIVERSAL:
+        return _UNIVERSAL
+    from gpuwise.workload.models import load_model
+
+    spec = load_model(FAMILY_PRESETS["llama"])
+    for impl in IMPLS:
+        _, _, opt_layer, opt_fixed, tensors, tensors_fixed = _per_layer(spec, BASE, impl)
+        per_tensor = opt_layer / tensors
+        _UNIVERSAL[f"opt_{impl}_fixed"] = round(opt_fixed - per_tensor * tensors_fixed, 1)
+        _UNIVERSAL[f"opt_{impl}_per_tensor"] = round(per_tensor, 2)
+    return _UNIVERSAL
+
+
+def rows() -> tuple[list[dict], dict]:
+    return [family_row(f) for f in FAMILY_PRESETS], universal()
+
+
+def write(path=None) -> None:
+    import torch
+
+    fam, uni = rows()
+    path = path or data_path("calibration", "host_ops.csv")
+    lines = [
+        "# Host work of an eager PyTorch training step: aten ops dispatched, counted on gpuwise.nn's model of each",
+        "# family's preset by `python -m gpuwise.validation.host_ops --write` (TorchDispatchMode over one warm step at",
+        f"# tiny widths on the CPU, torch {torch.__version__}; bf16-mixed, eager loss, SDPA, batch 1). Per layer and",
+        "# fixed (embedding, final norm, output layer, loss) forward + backward ops; recompute_layer_ops = extra ops per",
+        "# layer with every block checkpointed; lora_layer_ops = per-layer ops with the base frozen, adapters apart;",
+        "# lora_target_ops = one adapter's ops (forward + backward); lora_head_ops = the fixed ops with the base frozen; tensors = trainable parameter tensors (full",
+        "# fine-tune). Rows named universal: each AdamW implementation's ops = fixed + per_tensor x trainable tensors.",
+        ",".join(COLUMNS)]
+    lines += [",".join(str(r[c]) for c in COLUMNS) for r in fam]
+    lines += [f"universal,{k},{v},,,,,,," for k, v in uni.items()]
+    with open(path, "w") as fh:
+        fh.write("\n".join(lines) + "\n")
+
+
+def fit_host_s_per_op() -> tuple[float, str]:
+    """(seconds per op, the row that sets it): the largest host cost per op under which no measured eager step of
+    gpuwise's H200 grid (gpu_runs.csv: its rows without torch.compile and without a harness caveat) is shorter than
+    its counted ops x that cost: a floor may never exceed a measurement (estimate/host_ops.HOST_S_PER_OP)."""
+    from gpuwise.estimate.host_ops import step_ops
+    from gpuwise.validation.gpu_measure import config
+    from gpuwise.validation.gpu_runs import compare
+    from gpuwise.workload.models import load_model
+
+    best = (float("inf"), "")
+    for r in compare("grid"):
+        cfg = config(*r.entry[1:])
+        if cfg.compile or r.caveat:
+            continue
+        ops = step_ops(load_model(r.model), cfg)
+        step = cfg.micro_batch * cfg.seq_len / r.measured_tokens_per_s
+        best = min(best, (step / ops, f"{r.model} {cfg.micro_batch}x{cfg.seq_len}: {step * 1e3:.1f} ms, {ops:,.0f} ops"))
+    return best
+
+
+def main(argv: list[str] | None = None) -> int:
+    ap = argparse.ArgumentParser(prog="python -m gpuwise.validation.host_ops", description=__doc__.splitlines()[0])
+    ap.add_argument("--write", action="store_true", help="rewrite gpuwise/data/calibration/host_ops.csv")
+    args = ap.parse_args(argv)
+    if args.write:
+        write()
+    fam, uni = rows()
+    for r in fam:
+        print(r)
+    print(dict(collections.OrderedDict(uni)))
+    s, where = fit_host_s_per_op()
+    print(f"host seconds per op (floor rule on the H200 grid): {s * 1e6:.1f} us, set by {where}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,61 @@
+"""The host's dispatch floor under eager steps (estimate/host_ops.py): op counts against real PyTorch steps,
+the per-op cost's fit rule, and where the floor applies."""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import pytest
+
+from gpuwise.estimate.host_ops import HOST_S_PER_OP, host_step_s, step_ops
+from gpuwise.estimate.performance import step_of
+from gpuwise.hardware.gpus import get_gpu
+from gpuwise.validation import host_ops as counting
+from gpuwise.workload.models import load_model
+from gpuwise.workload.training import TrainingConfig
+
+BASE = TrainingConfig(micro_batch=1, seq_len=16, precision="bf16-mixed", optimizer_impl="fused")
+
+
+@pytest.mark.parametrize("family,cfg", [
+    ("llama", BASE), ("gpt2", replace(BASE, optimizer_impl="foreach")), ("mpt", replace(BASE, recompute="full")),
+    ("qwen2", replace(BASE, lora_rank=8, lora_targets="q,k,v,o,gate,up,down")), ("phi", replace(BASE, grad_accum=2)),
+    ("falcon", replace(BASE, optimizer_impl="per-param"))])
+def test_counts_predict_a_real_step_at_another_depth(family, cfg):
+    """The table was counted at 1 and 2 layers; a real 3-layer step's ops (every aten op dispatched, counted by
+    a TorchDispatchMode) match the analytic count, whatever the recompute, LoRA targets, accumulation or optimizer."""
+    spec = counting._tiny(load_model(counting.FAMILY_PRESETS[family]), 3)
+    fwd_bwd, opt, _ = counting.count(spec, replace(cfg, grad_accum=1), cfg.optimizer_impl)
+    real = cfg.grad_accum * fwd_bwd + opt
+    assert step_ops(spec, cfg) == pytest.approx(real, rel=0.02)
+
+
+def test_per_op_cost_is_the_floor_rule_on_the_h200_grid():
+    s, where = counting.fit_host_s_per_op()
+    assert HOST_S_PER_OP == pytest.approx(round(s * 1e7) / 1e7)
+    assert where.startswith("gpt2-xl")
+
+
+def test_floor_binds_small_eager_steps_only():
+    h200 = get_gpu("H200-SXM")
+    gpt2 = load_model("gpt2")
+    small = TrainingConfig(micro_batch=8, seq_len=1024, optimizer_impl="foreach")
+    st = step_of(gpt2, small, h200, 1)
+    assert st.step_time_s == pytest.approx(host_step_s(gpt2, small))
+    assert any("host-bound" in a for a in st.assumptions)
+    # a large step is the GPU's: the floor is stated, not binding
+    big = step_of(load_model("llama-3.1-8b"), TrainingConfig(micro_batch=2, seq_len=4096), h200, 1)
+    assert big.step_time_s > host_step_s(load_model("llama-3.1-8b"), TrainingConfig(micro_batch=2, seq_len=4096))
+    assert not any("host-bound" in a for a in big.assumptions)
+    # compiled blocks and a C/CUDA stack dispatch no per-op host work: no floor
+    for cfg in (replace(small, compile=True), replace(small, stack="llm.c", optimizer_impl=None)):
+        st = step_of(gpt2, cfg, h200, 1)
+        assert st.step_time_s < host_step_s(gpt2, small)
+        assert any("host floor: not applied" in a for a in st.assumptions)
+
+
+def test_families_without_counts_say_so():
+    t5 = load_model("t5-base")
+    assert step_ops(t5, TrainingConfig(micro_batch=1, seq_len=128)) is None
+    st = step_of(t5, TrainingConfig(micro_batch=1, seq_len=128), get_gpu("H100-80GB-SXM"), 1)
+    assert any("no op count for family t5" in a for a in st.assumptions)
