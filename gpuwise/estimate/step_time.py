@@ -254,21 +254,21 @@ def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: f
 
 def _host_floor(model: ModelSpec, cfg: TrainingConfig, step: float, assumptions: list[str]) -> float:
     """The step time, at least the host's time to dispatch the step's ops (estimate.host_ops)."""
-    from gpuwise.estimate.host_ops import FIT_NOTE, host_step_s, step_ops
-
+    from gpuwise.estimate.host_ops import FIT_NOTE, HOST_S_PER_OP, step_ops
     from gpuwise.workload.stacks import stack_row
 
     if cfg.compile or stack_row(cfg.stack).host != "eager":
         why = "torch.compile (compiled blocks dispatch few ops)" if cfg.compile else f"stack {cfg.stack}'s own kernels"
         assumptions.append(f"host floor: not applied under {why}")
         return step
-    host = host_step_s(model, cfg)
-    if host is None:
+    ops = step_ops(model, cfg)
+    if ops is None:
         assumptions.append(f"host floor: no op count for family {model.family} (the step is the GPU's time alone)")
         return step
+    host = ops * HOST_S_PER_OP
     bound = "the step is host-bound: " if host > step else ""
-    assumptions.append(f"host floor: {bound}{step_ops(model, cfg):,.0f} eager aten ops per step x {FIT_NOTE} = "
-                       f"{host * 1e3:.1f} ms (GPU time {step * 1e3:.1f} ms; the step takes the larger)")
+    assumptions.append(f"host floor: {bound}{ops:,.0f} eager aten ops per step x {FIT_NOTE} = {host * 1e3:.1f} ms "
+                       f"(GPU time {step * 1e3:.1f} ms; the step takes the larger)")
     return max(step, host)
 
 
