@@ -123,6 +123,19 @@ def unsloth_rows() -> list:
     return out
 
 
+# why a measured row's model has no preset (said in the row; a model not listed has no other reason than that)
+_NOT_READ = ": its config.json hyper-parameters were not found in a stored public source to verify them against"
+NO_PRESET_WHY = {
+    **{m: _NOT_READ for m in ("qwen-1_8b-chat", "qwen-14b-chat", "qwen-72b-chat", "yi-6b-chat", "yi-34b-chat",
+                              "baichuan2-7b-chat", "openbuddy-zephyr-7b-chat")},
+    "chatglm3-6b": ": GLM's own remote code (multi-query groups, q/k/v biases, rotary on half of each head) was not "
+                   "read to verify its structure",
+    "baichuan2-13b-chat": ": ALiBi through an explicit per-head bias mask in its remote code, not a gpuwise structure",
+    **{m: ": Gemma 2's soft-capped attention logits (eager attention keeping s x s scores), alternating "
+          "sliding-window layers and four norms per block are not expressible in ModelSpec"
+       for m in ("Gemma 2 9B", "gemma-2-9b")},
+}
+
 SWIFT_CSV = "ms_swift_benchmark_a100.csv"
 SWIFT_MODELS = {"qwen-7b-chat": "qwen-7b"}      # Qwen-7B-Chat has Qwen-7B's structure
 # swift's LoRA targets -> gpuwise lora_targets (DEFAULT for Qwen is the fused c_attn: q, k and v)
@@ -145,8 +158,7 @@ def _swift_config(r: dict[str, str]) -> TrainingConfig:
 
 def _swift_unmodelled(r: dict[str, str]) -> str:
     if r["model"] not in SWIFT_MODELS:
-        return f"no gpuwise preset for {r['model']} (Qwen-1.8/14/72B, Yi, Baichuan2, ChatGLM3, openbuddy-zephyr: " \
-               "structures not bundled)"
+        return f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], "")
     if "gptq" in r["quantization"]:
         return f"GPTQ {r['quantization'].split()[0]} base: gpuwise's 4-bit base is NF4 only"
     if int(r["num_gpus"]) > 1:
@@ -220,8 +232,11 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
 
 
 ULT_CSV = "universal_llm_trainer_gpu_test.csv"
+# Phi3-mini: the run's config (config/llm_phi3_*.yaml) loads microsoft/Phi-3-mini-128k-instruct, whose weights have
+# the shapes of the 4k model (litgpt config.py: the same hyper-parameters but block size and rope scaling)
 ULT_MODELS = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 3 8B": "llama-3-8b", "Llama 2 13B": "llama-2-13b",
-              "Gemma 7B": "gemma-7b", "Llama 3.1 70B": "llama-3.1-70b"}
+              "Gemma 7B": "gemma-7b", "Llama 3.1 70B": "llama-3.1-70b", "Phi3-mini (3.8B)": "phi-3-mini-4k-instruct",
+              "Qwen 3 8B": "qwen3-8b"}
 ULT_GPUS = {"H100": "H100-80GB-SXM", "A100": "A100-80GB-SXM"}      # 80 GB (the source); the RTX Pro 6000 has no row
 
 
@@ -249,7 +264,8 @@ def universal_trainer_rows() -> list:
         model = ULT_MODELS.get(r["model"])
         if model is None:
             out.append(ValidationRow(label, "peak memory", None, None, "GiB", "not modelled",
-                                     f"no gpuwise preset for {r['model']}", stack="pytorch"))
+                                     f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], ""),
+                                     stack="pytorch"))
             continue
         est = estimate_memory(model, _ult_config(r))
         note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
