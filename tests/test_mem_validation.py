@@ -168,3 +168,16 @@ def test_allocator_slack_leave_one_source_out(report):
     # the single fraction scored 16.2% median / 33.9% max on the public rows, 14.3% / 22.9% on the grid
     assert len(public) == 13 and public[6] < 0.09 and public[-1] < 0.34
     assert len(grid) == 28 and statistics.median(grid) < 0.06 and grid[-1] < 0.14
+
+
+def test_rows_of_the_added_presets_are_scored_and_the_rest_say_why(report):
+    rows = [r for r in report.rows if r.source.startswith(("litgpt_config_hub", "universal_llm", "ms_swift"))]
+    # config-hub names that are not preset names resolve (tiny-llama, mistral-7b-v0.2 = the mistral-7b spec)
+    for model in ("tiny-llama", "mistral-7b-v0.2", "Phi-3-mini-4k-instruct", "stablelm-base-alpha-3b", "phi-2",
+                  "llama-3.2-3b", "Phi3-mini (3.8B)", "Qwen 3 8B"):
+        mine = [r for r in rows if f" {model} " in r.source]
+        assert mine and all(r.status in ("compared", "checked") for r in mine), model
+    gemma2 = [r for r in rows if "Gemma 2 9B" in r.source or "gemma-2-9b" in r.source]
+    assert gemma2 and all(r.status == "not modelled" and "soft-capped" in r.note for r in gemma2)
+    alibi = [r for r in rows if "baichuan2-13b-chat" in r.source]
+    assert alibi and all("ALiBi" in r.note for r in alibi)
