@@ -126,19 +126,25 @@ def unsloth_rows() -> list:
 # why a measured row's model has no preset (said in the row; a model not listed has no other reason than that)
 _NOT_READ = ": its config.json hyper-parameters were not found in a stored public source to verify them against"
 NO_PRESET_WHY = {
-    **{m: _NOT_READ for m in ("qwen-1_8b-chat", "qwen-14b-chat", "qwen-72b-chat", "yi-6b-chat", "yi-34b-chat",
-                              "baichuan2-7b-chat", "openbuddy-zephyr-7b-chat")},
-    "chatglm3-6b": ": GLM's own remote code (multi-query groups, q/k/v biases, rotary on half of each head) was not "
-                   "read to verify its structure",
-    "baichuan2-13b-chat": ": ALiBi through an explicit per-head bias mask in its remote code, not a gpuwise structure",
+    "openbuddy-zephyr-7b-chat": _NOT_READ,
+    "baichuan2-7b-chat": ": its remote code attends with SDPA in training only when xformers imports (else eager "
+                         "attention keeping s x s scores) and the benchmark's environment does not list xformers; its "
+                         "NormHead also keeps a normalized copy of the output weight for backward",
+    "chatglm3-6b": ": model_type chatglm, GLM's own remote-code architecture, has no gpuwise reader and its code was "
+                   "not read to verify how its structure maps onto one",
+    "baichuan2-13b-chat": ": ALiBi positions, which gpuwise models for bloom and mpt only; how Baichuan2-13B's remote "
+                          "code applies the ALiBi bias in training was not read",
     **{m: ": Gemma 2's soft-capped attention logits (eager attention keeping s x s scores), alternating "
           "sliding-window layers and four norms per block are not expressible in ModelSpec"
        for m in ("Gemma 2 9B", "gemma-2-9b")},
 }
 
 SWIFT_CSV = "ms_swift_benchmark_a100.csv"
-SWIFT_MODELS = {"qwen-7b-chat": "qwen-7b"}      # Qwen-7B-Chat has Qwen-7B's structure
-# swift's LoRA targets -> gpuwise lora_targets (DEFAULT for Qwen is the fused c_attn: q, k and v)
+# a chat model has its base model's structure (the same config.json keys)
+SWIFT_MODELS = {"qwen-7b-chat": "qwen-7b", "qwen-1_8b-chat": "qwen-1.8b", "qwen-14b-chat": "qwen-14b",
+                "qwen-72b-chat": "qwen-72b", "yi-6b-chat": "yi-6b", "yi-34b-chat": "yi-34b"}
+# swift's LoRA targets -> gpuwise lora_targets (swift's LoRATM default is q, k and v: Qwen's fused c_attn, q_proj/k_proj/
+# v_proj for llama-type models such as Yi)
 SWIFT_TARGETS = {"DEFAULT": "q,k,v", "DEFAULT (c_attn)": "q,k,v", "ALL (all linear)": "all-linear"}
 
 
@@ -210,9 +216,9 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
             continue
         cfg = _swift_config(r)
         est = estimate_memory(SWIFT_MODELS[r["model"]], cfg)
-        note = ("HF Trainer + PEFT, " + ("bf16 autocast over a bf16 base, LoRA on q,k,v (swift's c_attn; gpuwise "
-                "counts separate q/k/v adapters)" if cfg.lora_rank else "pure bf16 weights and AdamW states "
-                "(swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
+        note = ("HF Trainer + PEFT, " + ("bf16 autocast over a bf16 base, LoRA on q,k,v (swift's default: Qwen's "
+                "fused c_attn, where gpuwise counts separate q/k/v adapters, or Yi's q/k/v_proj)" if cfg.lora_rank
+                else "pure bf16 weights and AdamW states (swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
                 + ("; bnb NF4 base (bitsandbytes 0.41.3), not passed through prepare_model_for_kbit_training "
                    "(stack ms-swift)" if cfg.quantize else "")
                 + "; reserved = max_memory_reserved (reserved_gib); " + SWIFT_RUN_NOTES[name])
