@@ -117,6 +117,17 @@ def test_activation_offload_keeps_two_blocks_and_times_the_copies():
     assert any("offload step time" in a for a in slow.assumptions)
 
 
+def test_phi3_fused_qkv_and_gate_up_carry_one_adapter_each():
+    # Hugging Face's Phi-3: qkv_proj (3072 -> 3 x 3072) and gate_up_proj (3072 -> 2 x 8192) are single matrices
+    phi3 = load_model("phi-3-mini-4k-instruct")
+    h, f = 3072, 8192
+    assert adapter_params(phi3, 8, "all-linear") == 32 * 8 * ((h + 3 * h) + (h + h) + (h + 2 * f) + (f + h))
+    assert adapter_params(phi3, 8, "q,v") == adapter_params(phi3, 8, "k") == 32 * 8 * (h + 3 * h)
+    assert adapter_params(phi3, 8, "up") == adapter_params(phi3, 8, "gate,up") == 32 * 8 * (h + 2 * f)
+    llama_like = replace(phi3, family="llama")          # the same weights unfused: one adapter per matrix
+    assert adapter_params(llama_like, 8, "gate,up") == 32 * 8 * 2 * (h + f)
+
+
 def test_lora_targets_default_is_todays_and_all_linear_counts_every_linear():
     assert adapter_params(L8, 16) == adapter_params(L8, 16, "q,v") == 32 * 16 * ((4096 + 4096) + (4096 + 1024))
     per_layer = (4096 + 4096) + 2 * (4096 + 1024) + (4096 + 4096) + 3 * (4096 + 14336)

@@ -51,6 +51,12 @@ def test_structure_features():
     assert load_model("qwen2.5-7b").attn_bias
     assert load_model("t5-3b").n_encoder_layers == 24 and load_model("t5-3b").head_dim == 128
     assert load_model("gemma-7b").head_dim == 256
+    phi3, qwen3 = load_model("phi-3-mini-4k-instruct"), load_model("qwen3-8b")
+    assert (phi3.family, phi3.n_kv_heads, phi3.gated_mlp, phi3.attn_bias, phi3.tied_embeddings) == ("phi3", 32, True,
+                                                                                                   False, False)
+    assert (qwen3.family, qwen3.head_dim, qwen3.n_kv_heads, qwen3.attn_bias, qwen3.norm) == ("qwen3", 128, 8, False,
+                                                                                             "rmsnorm")
+    assert load_model("stablelm-base-alpha-3b").parallel_attn_mlp and load_model("llama-3.2-3b").tied_embeddings
 
 
 def test_mixtral_active_params():

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from gpuwise.estimate.lora import FUSED_QKV
+from gpuwise.estimate.lora import FUSED_GATE_UP, FUSED_QKV
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import LOSS_CHUNKS, recompute_policy
 
@@ -106,7 +106,7 @@ def _input_copies(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]
         return 0.0, 0.0
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     qkv = 1 if spec.family in FUSED_QKV else 3
-    mlp = (2 if spec.gated_mlp else 1) * k
+    mlp = (2 if spec.gated_mlp and spec.family not in FUSED_GATE_UP else 1) * k
     return qkv - 1.0, mlp - float(k)
 
 

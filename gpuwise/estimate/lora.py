@@ -4,9 +4,10 @@ Adapters go on the target modules (TrainingConfig.lora_targets: q, k, v, o, gate
 separated, or all-linear). The default, q,v, is where PEFT puts them for Llama-style families (the
 query and value projections of every attention block: q_proj/v_proj for llama, mistral, qwen2, gemma,
 gptj, phi; q/v for t5, query/value for bert/roberta); a family with a fused QKV matrix (gpt2 c_attn,
-bloom/falcon/gpt_neox query_key_value, mpt Wqkv) gets one adapter on that matrix whenever q, k or v is
-targeted. all-linear is PEFT's all-linear: every linear layer of every block, not the output layer
-(head, which can be added: all-linear,head).
+bloom/falcon/gpt_neox query_key_value, mpt Wqkv, phi3 qkv_proj) gets one adapter on that matrix whenever q,
+k or v is targeted, and phi3's fused gate_up_proj one adapter whenever gate or up is targeted. all-linear
+is PEFT's all-linear: every linear layer of every block, not the output layer (head, which can be
+added: all-linear,head).
 Models without a gated MLP have no gate (their up is the first MLP linear, down the second); MoE
 models carry MLP adapters on every expert. A rank-r adapter on a d_in x d_out matrix adds
 r (d_in + d_out) parameters.
@@ -24,7 +25,8 @@ from gpuwise.errors import InputError
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import LORA_DEFAULT, LORA_MODULES
 
-FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt")
+FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt", "phi3")
+FUSED_GATE_UP = ("phi3",)           # Hugging Face's Phi-3: gate and up are one gate_up_proj matrix
 NF4_BYTES = 0.5 + 0.127 / 8         # 4-bit value + double-quantised constants, per parameter
 
 
@@ -45,7 +47,8 @@ def targets_text(targets: str = LORA_DEFAULT) -> str:
     mods = lora_modules(targets)
     what = ",".join(m for m in LORA_MODULES if m in mods)
     return (f"LoRA adapters on {what}" + (" (PEFT's default for Llama-style models)" if targets == LORA_DEFAULT else "")
-            + "; a fused QKV matrix (gpt2/bloom/falcon/gpt_neox/mpt) carries one adapter when q, k or v is targeted")
+            + "; a fused QKV matrix (gpt2/bloom/falcon/gpt_neox/mpt/phi3) carries one adapter when q, k or v is "
+            "targeted, phi3's fused gate_up one when gate or up is")
 
 
 def _attention_adapters(spec: ModelSpec, mods: frozenset[str]) -> int:
@@ -60,6 +63,9 @@ def _attention_adapters(spec: ModelSpec, mods: frozenset[str]) -> int:
 def _mlp_adapters(spec: ModelSpec, mods: frozenset[str]) -> int:
     h, f = spec.hidden, spec.ffn_hidden
     mlp = {"gate": h + f if spec.gated_mlp else 0, "up": h + f, "down": f + h}
+    if spec.family in FUSED_GATE_UP:           # one h -> 2f adapter for gate and up together
+        mlp = {"gate_up": (h + 2 * f) if mods & {"gate", "up"} else 0, "down": (f + h) if "down" in mods else 0}
+        return max(1, spec.n_experts) * sum(mlp.values())
     return max(1, spec.n_experts) * sum(v for m, v in mlp.items() if m in mods)
 
 

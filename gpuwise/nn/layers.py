@@ -169,14 +169,20 @@ class MLP(nn.Module):
     def __init__(self, spec: ModelSpec, tr: Traits, adapters: Adapters | None):
         super().__init__()
         h, f, b = spec.hidden, spec.ffn_hidden, spec.mlp_bias
-        self.gated = spec.gated_mlp
-        if self.gated:
+        self.gated, self.fused = spec.gated_mlp, spec.gated_mlp and tr.fused_gate_up
+        if self.fused:                          # one gate_up matrix (phi3), one adapter when gate or up is targeted
+            self.gate_up = make_linear(h, 2 * f, b, adapters, _on(adapters, "gate", "up"))
+        elif self.gated:
             self.gate = make_linear(h, f, b, adapters, _on(adapters, "gate"))
-        self.up = make_linear(h, f, b, adapters, _on(adapters, "up"))
+        if not self.fused:
+            self.up = make_linear(h, f, b, adapters, _on(adapters, "up"))
         self.down = make_linear(f, h, b, adapters, _on(adapters, "down"))
         self.act = _ACT[tr.activation]
 
     def forward(self, x):
+        if self.fused:
+            gate, up = self.gate_up(x).chunk(2, dim=-1)
+            return self.down(self.act(gate) * up)
         if self.gated:
             return self.down(self.act(self.gate(x)) * self.up(x))
         return self.down(self.act(self.up(x)))

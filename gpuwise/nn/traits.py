@@ -8,7 +8,8 @@ from dataclasses import dataclass
 from gpuwise.errors import InputError
 from gpuwise.workload.model_spec import ModelSpec
 
-FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt")
+FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt", "phi3")
+FUSED_GATE_UP = ("phi3",)       # Hugging Face's Phi-3: gate and up are one gate_up_proj matrix
 # Families whose published configs train with dropout 0.1 (hidden and attention probabilities).
 DROPOUT = {"gpt2": 0.1, "bert": 0.1, "roberta": 0.1, "t5": 0.1}
 
@@ -21,12 +22,14 @@ class Traits:
     post_norm: bool         # BERT-style norm after the residual add
     dropout: float
     fused_qkv: bool
+    fused_gate_up: bool = False
 
 
 # (rotary fraction, activation, post-norm) per family; positions come from ModelSpec.positions
 _TRAITS = {
     "llama": (1.0, "silu", False), "mistral": (1.0, "silu", False),
     "mixtral": (1.0, "silu", False), "qwen2": (1.0, "silu", False),
+    "qwen3": (1.0, "silu", False), "phi3": (1.0, "silu", False),
     "gemma": (1.0, "gelu_tanh", False), "gpt2": (0.0, "gelu_tanh", False),
     "gptj": (0.25, "gelu_tanh", False), "gpt_neox": (0.25, "gelu", False),
     "falcon": (1.0, "gelu", False), "bloom": (0.0, "gelu_tanh", False),
@@ -45,4 +48,5 @@ def traits(spec: ModelSpec) -> Traits:
     rot, act, post = _TRAITS[spec.family]
     if spec.family == "t5" and spec.gated_mlp:
         act = "gelu_tanh"                       # T5 v1.1 / mT5 gated-gelu
-    return Traits(spec.positions, rot, act, post, DROPOUT.get(spec.family, 0.0), spec.family in FUSED_QKV)
+    return Traits(spec.positions, rot, act, post, DROPOUT.get(spec.family, 0.0), spec.family in FUSED_QKV,
+                  spec.family in FUSED_GATE_UP)

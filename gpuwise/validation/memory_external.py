@@ -123,9 +123,28 @@ def unsloth_rows() -> list:
     return out
 
 
+# why a measured row's model has no preset (said in the row; a model not listed has no other reason than that)
+_NOT_READ = ": its config.json hyper-parameters were not found in a stored public source to verify them against"
+NO_PRESET_WHY = {
+    "openbuddy-zephyr-7b-chat": _NOT_READ,
+    "baichuan2-7b-chat": ": its remote code attends with SDPA in training only when xformers imports (else eager "
+                         "attention keeping s x s scores) and the benchmark's environment does not list xformers; its "
+                         "NormHead also keeps a normalized copy of the output weight for backward",
+    "chatglm3-6b": ": model_type chatglm, GLM's own remote-code architecture, has no gpuwise reader and its code was "
+                   "not read to verify how its structure maps onto one",
+    "baichuan2-13b-chat": ": ALiBi positions, which gpuwise models for bloom and mpt only; how Baichuan2-13B's remote "
+                          "code applies the ALiBi bias in training was not read",
+    **{m: ": Gemma 2's soft-capped attention logits (eager attention keeping s x s scores), alternating "
+          "sliding-window layers and four norms per block are not expressible in ModelSpec"
+       for m in ("Gemma 2 9B", "gemma-2-9b")},
+}
+
 SWIFT_CSV = "ms_swift_benchmark_a100.csv"
-SWIFT_MODELS = {"qwen-7b-chat": "qwen-7b"}      # Qwen-7B-Chat has Qwen-7B's structure
-# swift's LoRA targets -> gpuwise lora_targets (DEFAULT for Qwen is the fused c_attn: q, k and v)
+# a chat model has its base model's structure (the same config.json keys)
+SWIFT_MODELS = {"qwen-7b-chat": "qwen-7b", "qwen-1_8b-chat": "qwen-1.8b", "qwen-14b-chat": "qwen-14b",
+                "qwen-72b-chat": "qwen-72b", "yi-6b-chat": "yi-6b", "yi-34b-chat": "yi-34b"}
+# swift's LoRA targets -> gpuwise lora_targets (swift's LoRATM default is q, k and v: Qwen's fused c_attn, q_proj/k_proj/
+# v_proj for llama-type models such as Yi)
 SWIFT_TARGETS = {"DEFAULT": "q,k,v", "DEFAULT (c_attn)": "q,k,v", "ALL (all linear)": "all-linear"}
 
 
@@ -145,8 +164,7 @@ def _swift_config(r: dict[str, str]) -> TrainingConfig:
 
 def _swift_unmodelled(r: dict[str, str]) -> str:
     if r["model"] not in SWIFT_MODELS:
-        return f"no gpuwise preset for {r['model']} (Qwen-1.8/14/72B, Yi, Baichuan2, ChatGLM3, openbuddy-zephyr: " \
-               "structures not bundled)"
+        return f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], "")
     if "gptq" in r["quantization"]:
         return f"GPTQ {r['quantization'].split()[0]} base: gpuwise's 4-bit base is NF4 only"
     if int(r["num_gpus"]) > 1:
@@ -198,9 +216,9 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
             continue
         cfg = _swift_config(r)
         est = estimate_memory(SWIFT_MODELS[r["model"]], cfg)
-        note = ("HF Trainer + PEFT, " + ("bf16 autocast over a bf16 base, LoRA on q,k,v (swift's c_attn; gpuwise "
-                "counts separate q/k/v adapters)" if cfg.lora_rank else "pure bf16 weights and AdamW states "
-                "(swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
+        note = ("HF Trainer + PEFT, " + ("bf16 autocast over a bf16 base, LoRA on q,k,v (swift's default: Qwen's "
+                "fused c_attn, where gpuwise counts separate q/k/v adapters, or Yi's q/k/v_proj)" if cfg.lora_rank
+                else "pure bf16 weights and AdamW states (swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
                 + ("; bnb NF4 base (bitsandbytes 0.41.3), not passed through prepare_model_for_kbit_training "
                    "(stack ms-swift)" if cfg.quantize else "")
                 + "; reserved = max_memory_reserved (reserved_gib); " + SWIFT_RUN_NOTES[name])
@@ -220,8 +238,11 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
 
 
 ULT_CSV = "universal_llm_trainer_gpu_test.csv"
+# Phi3-mini: the run's config (config/llm_phi3_*.yaml) loads microsoft/Phi-3-mini-128k-instruct, whose weights have
+# the shapes of the 4k model (litgpt config.py: the same hyper-parameters but block size and rope scaling)
 ULT_MODELS = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 3 8B": "llama-3-8b", "Llama 2 13B": "llama-2-13b",
-              "Gemma 7B": "gemma-7b", "Llama 3.1 70B": "llama-3.1-70b"}
+              "Gemma 7B": "gemma-7b", "Llama 3.1 70B": "llama-3.1-70b", "Phi3-mini (3.8B)": "phi-3-mini-4k-instruct",
+              "Qwen 3 8B": "qwen3-8b"}
 ULT_GPUS = {"H100": "H100-80GB-SXM", "A100": "A100-80GB-SXM"}      # 80 GB (the source); the RTX Pro 6000 has no row
 
 
@@ -253,7 +274,8 @@ def universal_trainer_rows() -> list:
         model = ULT_MODELS.get(r["model"])
         if model is None:
             out.append(ValidationRow(label, "peak memory", None, None, "GiB", "not modelled",
-                                     f"no gpuwise preset for {r['model']}", stack="pytorch"))
+                                     f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], ""),
+                                     stack="pytorch"))
             continue
         est = estimate_memory(model, _ult_config(r))
         note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "

@@ -18,6 +18,9 @@ from gpuwise.workload.training import ParallelPlan, TrainingConfig
 LITGPT_CSV = "litgpt_config_hub_finetune.csv"
 # litgpt's lora_* switches as the config hub README's rows spell them -> gpuwise lora_targets
 LITGPT_TARGETS = {"query+value": "q,v", "query+key+value+projection+mlp+head": "all-linear,head"}
+# config-hub model names that are not a preset name. Mistral-7B-v0.2 has every weight shape and hyper-parameter of
+# v0.1 (litgpt config.py) but a 32k context without sliding window, neither of which gpuwise models: the same spec
+LITGPT_MODELS = {"tiny-llama": "tinyllama-1.1b", "mistral-7b-v0.2": "mistral-7b"}
 
 
 def litgpt_config(r: dict[str, str]) -> TrainingConfig:
@@ -36,6 +39,7 @@ def litgpt_rows() -> list:
     from gpuwise.estimate.memory import estimate_memory
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.validation.memory import ValidationRow, _read
+    from gpuwise.validation.memory_external import NO_PRESET_WHY
     from gpuwise.workload.models import load_model
 
     out = []
@@ -45,10 +49,11 @@ def litgpt_rows() -> list:
                 "from the row's YAML; " + ("FSDP full shard + every block checkpointed" if int(r["devices_in_config"]) > 1
                                            else "one GPU, no activation checkpointing"))
         try:
-            spec = load_model(r["model"])
+            spec = load_model(LITGPT_MODELS.get(r["model"], r["model"]))
         except InputError:
             out.append(ValidationRow(label, "allocated peak", None, None, "GB", "not modelled",
-                                     f"no gpuwise preset for {r['model']}", stack="litgpt"))
+                                     f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], ""),
+                                     stack="litgpt"))
             continue
         est = estimate_memory(spec, litgpt_config(r))
         if r["oom"]:

@@ -45,7 +45,10 @@ class _Reader:
 
 
 def _llama_like(r: _Reader, name: str, family: str) -> ModelSpec:
-    """llama 1/2/3/3.1, mistral, mixtral, qwen2, gemma: RMSNorm, gated MLP, rotary, GQA."""
+    """llama 1/2/3/3.1, mistral, mixtral, qwen2, qwen3, phi3, gemma: RMSNorm, gated MLP, rotary, GQA.
+    phi3 is llama's structure with q/k/v fused into qkv_proj and gate/up into gate_up_proj (the same
+    weights, counted alike); qwen3 adds an RMSNorm over each q and k head (2 x head_dim weights per
+    layer, not a ModelSpec field, so not counted: 0.0001% of Qwen3-8B) and states head_dim."""
     h = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     kv = int(r.get("num_key_value_heads", heads))
@@ -175,7 +178,7 @@ def _explicit(r: _Reader, name: str, family: str) -> ModelSpec:
 
 READERS: dict[str, Callable[[_Reader, str, str], ModelSpec]] = {
     "llama": _llama_like, "mistral": _llama_like, "mixtral": _llama_like, "qwen2": _llama_like,
-    "gemma": _llama_like, "gpt2": _gpt2, "gpt_neox": _gpt_neox, "gptj": _gptj, "falcon": _falcon,
+    "qwen3": _llama_like, "phi3": _llama_like, "gemma": _llama_like, "gpt2": _gpt2, "gpt_neox": _gpt_neox, "gptj": _gptj, "falcon": _falcon,
     "RefinedWeb": _falcon, "RefinedWebModel": _falcon, "mpt": _mpt, "bloom": _bloom, "phi": _phi,
     "phi-msft": _phi, "bert": _bert, "roberta": _bert, "t5": _t5, "mt5": _t5, "explicit": _explicit,
 }

@@ -13,7 +13,7 @@ from functools import lru_cache
 from pathlib import Path
 
 from gpuwise.data import data_path
-from gpuwise.errors import InputError, unknown_name
+from gpuwise.errors import InputError, did_you_mean
 from gpuwise.workload.hf_config import spec_from_config
 from gpuwise.workload.hf_hub import fetch_config, is_repo_id, preset_for
 from gpuwise.workload.model_spec import ModelSpec
@@ -177,12 +177,19 @@ NO_PRESET = ("no such preset (gpuwise models lists them); give the path of its H
              "flops_per_sample}; gpuwise spec shows every field)")
 
 
+def _unknown_preset(name: str, files) -> InputError:
+    """No such preset: how to give the model, and the closest plausible preset names when there are any (a
+    same-sized preset of another generation, qwen-72b for qwen2.5-72b, may be a typo or another model)."""
+    hint = did_you_mean(name, files, otherwise=NO_PRESET)
+    return InputError("model", name, NO_PRESET if hint == NO_PRESET else f"{NO_PRESET}; {hint}")
+
+
 @lru_cache(maxsize=None)
 def preset_info(name: str) -> PresetInfo:
     """The published parameter count and its source for a preset."""
     files = _preset_files()
     if name not in files:
-        raise unknown_name("model", name, files, NO_PRESET)
+        raise _unknown_preset(name, files)
     cfg = _read_json(str(files[name]))
     meta = cfg.get("gpuwise", {})
     published = meta["published_params"]
@@ -208,7 +215,7 @@ def _load_cached(name_or_path: str) -> ModelSpec:
                              "the path of a Hugging Face config.json or a Hub id (owner/name)")
         name = path.parent.name if path.name == "config.json" else path.stem
     else:
-        raise unknown_name("model", name_or_path, files, NO_PRESET)
+        raise _unknown_preset(name_or_path, files)
     cfg = _read_json(str(path))
     spec = spec_from_config(cfg, name, where=str(path) if path.parent != data_path(*PRESET_DIR) else name)
     source = (cfg.get("gpuwise") or {}).get("published_source", "") or spec.source or str(path)
