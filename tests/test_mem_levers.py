@@ -343,3 +343,14 @@ def test_optimizer_impl_notes_match_the_numbers_and_explicit_models_refuse_it(ca
     assert main(["estimate", "--gpu", "H100", "--gpus", "1", "--model", "resnet50", "--batch-size", "64",
                  "--optimizer-impl", "foreach"]) == 2
     assert "optimizer-impl" in capsys.readouterr().err
+
+
+def test_trace_reports_the_lora_targets_it_traced(capsys):
+    """`--method trace` traced all-linear adapters but reported q,v's trainable count (its own default): both
+    methods now report the targets asked for."""
+    got = {}
+    for method in ("analytic", "trace"):
+        assert main(["memory", "llama-3.2-1b", "--lora-rank", "16", "--lora-targets", "all-linear",
+                     "--method", method, "--json"]) == 0
+        got[method] = json.loads(capsys.readouterr().out)["trainable_params"]
+    assert got["trace"] == got["analytic"] == adapter_params(load_model("llama-3.2-1b"), 16, "all-linear")

@@ -20,7 +20,8 @@ BASE = TrainingConfig(micro_batch=1, seq_len=16, precision="bf16-mixed", optimiz
 @pytest.mark.parametrize("family,cfg", [
     ("llama", BASE), ("gpt2", replace(BASE, optimizer_impl="foreach")), ("mpt", replace(BASE, recompute="full")),
     ("qwen2", replace(BASE, lora_rank=8, lora_targets="q,k,v,o,gate,up,down")), ("phi", replace(BASE, grad_accum=2)),
-    ("falcon", replace(BASE, optimizer_impl="per-param"))])
+    ("falcon", replace(BASE, optimizer_impl="per-param")),
+    ("phi3", replace(BASE, lora_rank=8, lora_targets="all-linear", recompute="full"))])
 def test_counts_predict_a_real_step_at_another_depth(family, cfg):
     """The table was counted at 1 and 2 layers; a real 3-layer step's ops (every aten op dispatched, counted by
     a TorchDispatchMode) match the analytic count, whatever the recompute, LoRA targets, accumulation or optimizer."""

@@ -39,7 +39,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     got = res.breakdown()
     parts = {part: sum(got[c] for c in cats) for part, cats in PARTS.items()}
     params = param_count(spec)
-    trainable = adapter_params(spec, cfg.lora_rank) if cfg.lora_rank > 0 else params
+    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else params
     notes = (*res.assumptions, describe() + " (added to the traced tensors, as in the analytic method)",
              f"method: {res.method}; traced in {res.trace_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
     stage = cfg.plan.pp - 1 if res.peak_stage == "last" else 0

@@ -39,6 +39,8 @@ class FamilyOps:
     lora_layer_ops: float       # per-layer ops with the base frozen (no weight gradients), adapters apart
     lora_target_ops: float      # one LoRA adapter's ops, forward + backward
     lora_head_ops: float        # the fixed ops with the base frozen (no embedding / output-layer weight gradients)
+    lora_recompute_layer_ops: float   # full recompute's extra per layer with the base frozen, adapters apart
+    lora_recompute_target_ops: float  # full recompute's extra per adapter (its forward again)
     tensors_per_layer: float    # trainable parameter tensors per layer (full training)
     tensors_fixed: float
 
@@ -51,19 +53,21 @@ def _table() -> tuple[dict[str, FamilyOps], dict[str, float]]:
             uni[r["preset"]] = float(r["layer_ops"])
             continue
         fam[r["family"]] = FamilyOps(*(float(r[c]) for c in ("layer_ops", "head_ops", "recompute_layer_ops",
-                                                             "lora_layer_ops", "lora_target_ops", "lora_head_ops", "tensors_per_layer",
+                                                             "lora_layer_ops", "lora_target_ops", "lora_head_ops",
+                                                             "lora_recompute_layer_ops", "lora_recompute_target_ops",
+                                                             "tensors_per_layer",
                                                              "tensors_fixed")))
     return fam, uni
 
 
 def adapted_linears(spec: ModelSpec, targets: str) -> int:
     """Linear modules per layer that carry a LoRA adapter (a fused QKV matrix carries one; experts each one)."""
-    from gpuwise.estimate.lora import FUSED_QKV, lora_modules
+    from gpuwise.estimate.lora import FUSED_GATE_UP, FUSED_QKV, lora_modules
 
     mods = lora_modules(targets)
-    qkv = mods & {"q", "k", "v"}
+    qkv, gate_up = mods & {"q", "k", "v"}, mods & ({"gate", "up"} if spec.gated_mlp else {"up"})
     attn = (1 if qkv else 0) if spec.family in FUSED_QKV else len(qkv)
-    mlp = sum(1 for m in ("gate", "up", "down") if m in mods and (m != "gate" or spec.gated_mlp))
+    mlp = ((1 if gate_up else 0) if spec.family in FUSED_GATE_UP else len(gate_up)) + ("down" in mods)
     return attn + (1 if "o" in mods else 0) + max(1, spec.n_experts) * mlp
 
 
@@ -79,8 +83,12 @@ def step_ops(spec: ModelSpec, cfg: TrainingConfig) -> float | None:
     layers = (spec.n_layers + spec.n_encoder_layers) / cfg.plan.pp
     lora = cfg.lora_rank > 0 or cfg.quantize is not None
     adapters = adapted_linears(spec, cfg.lora_targets) if lora else 0
-    per_layer = (row.lora_layer_ops + adapters * row.lora_target_ops) if lora else row.layer_ops
-    per_layer += row.recompute_layer_ops * reforwarded_blocks(spec.n_layers + spec.n_encoder_layers, cfg.recompute)
+    share = reforwarded_blocks(spec.n_layers + spec.n_encoder_layers, cfg.recompute)
+    if lora:
+        per_layer = (row.lora_layer_ops + adapters * row.lora_target_ops
+                     + share * (row.lora_recompute_layer_ops + adapters * row.lora_recompute_target_ops))
+    else:
+        per_layer = row.layer_ops + share * row.recompute_layer_ops
     micro = layers * per_layer + (row.lora_head_ops if lora else row.head_ops)
     tensors = layers * adapters * 2 if lora else layers * row.tensors_per_layer + row.tensors_fixed
     impl = resolve(cfg).optimizer_impl

@@ -28,10 +28,11 @@ from gpuwise.workload.training import TrainingConfig
 # one preset per family that has a gpuwise.nn decoder-only model (the family's layer code is what is counted)
 FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b", "qwen2": "qwen2.5-0.5b", "gemma": "gemma-2b",
                   "gpt2": "gpt2", "gpt_neox": "gpt-neox-20b", "gptj": "gpt-j-6b", "falcon": "falcon-7b",
-                  "mpt": "mpt-1b", "bloom": "bloom-560m", "phi": "phi-1.5", "mixtral": "mixtral-8x7b"}
+                  "mpt": "mpt-1b", "bloom": "bloom-560m", "phi": "phi-1.5", "mixtral": "mixtral-8x7b",
+                  "phi3": "phi-3-mini-4k-instruct", "qwen3": "qwen3-8b"}
 IMPLS = ("fused", "foreach", "per-param")
 COLUMNS = ("family", "preset", "layer_ops", "head_ops", "recompute_layer_ops", "lora_layer_ops", "lora_target_ops",
-           "lora_head_ops", "tensors_per_layer", "tensors_fixed")
+           "lora_head_ops", "lora_recompute_layer_ops", "lora_recompute_target_ops", "tensors_per_layer", "tensors_fixed")
 
 
 def _tiny(spec, layers: int):
@@ -95,13 +96,18 @@ def family_row(family: str) -> dict:
     fb, fixed, _, _, tensors, tensors_fixed = _per_layer(spec, BASE)
     full = _per_layer(spec, replace(BASE, recompute="full"))[0]
     # LoRA on q,v and on every linear: the frozen base's ops and each adapter's (its dropout, A, B, scale, add)
-    (qv, qv_fixed), every = (_per_layer(spec, replace(BASE, lora_rank=8, lora_targets="q,v"))[:2],
-                             _per_layer(spec, replace(BASE, lora_rank=8, lora_targets="all-linear"))[0])
+    lora = replace(BASE, lora_rank=8)
+    (qv, qv_fixed), every = (_per_layer(spec, replace(lora, lora_targets="q,v"))[:2],
+                             _per_layer(spec, replace(lora, lora_targets="all-linear"))[0])
+    qv_re, every_re = (_per_layer(spec, replace(lora, lora_targets=t, recompute="full"))[0] for t in ("q,v", "all-linear"))
     n_qv, n_all = adapted_per_layer(spec, "q,v"), adapted_per_layer(spec, "all-linear")
     target = (every - qv) / (n_all - n_qv)
+    target_re = (every_re - qv_re) / (n_all - n_qv) - target
     return {"family": family, "preset": FAMILY_PRESETS[family], "layer_ops": fb, "head_ops": fixed,
             "recompute_layer_ops": full - fb, "lora_layer_ops": round(qv - n_qv * target, 2),
-            "lora_target_ops": round(target, 2), "lora_head_ops": qv_fixed, "tensors_per_layer": tensors, "tensors_fixed": tensors_fixed}
+            "lora_target_ops": round(target, 2), "lora_head_ops": qv_fixed,
+            "lora_recompute_layer_ops": round(qv_re - qv - n_qv * target_re, 2),
+            "lora_recompute_target_ops": round(target_re, 2), "tensors_per_layer": tensors, "tensors_fixed": tensors_fixed}
 
 
 def adapted_per_layer(spec, targets: str) -> int:
@@ -143,11 +149,12 @@ def write(path=None) -> None:
         f"# tiny widths on the CPU, torch {torch.__version__}; bf16-mixed, eager loss, SDPA, batch 1). Per layer and",
         "# fixed (embedding, final norm, output layer, loss) forward + backward ops; recompute_layer_ops = extra ops per",
         "# layer with every block checkpointed; lora_layer_ops = per-layer ops with the base frozen, adapters apart;",
-        "# lora_target_ops = one adapter's ops (forward + backward); lora_head_ops = the fixed ops with the base frozen; tensors = trainable parameter tensors (full",
+        "# lora_target_ops = one adapter's ops (forward + backward); lora_head_ops = the fixed ops with the base frozen;",
+        "# lora_recompute_layer_ops / lora_recompute_target_ops = the extra of full recompute per layer (frozen base) and per adapter; tensors = trainable parameter tensors (full",
         "# fine-tune). Rows named universal: each AdamW implementation's ops = fixed + per_tensor x trainable tensors.",
         ",".join(COLUMNS)]
     lines += [",".join(str(r[c]) for c in COLUMNS) for r in fam]
-    lines += [f"universal,{k},{v},,,,,,," for k, v in uni.items()]
+    lines += [f"universal,{k},{v}" + "," * (len(COLUMNS) - 3) for k, v in uni.items()]
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
