@@ -92,7 +92,7 @@ def test_litgpt_reading_below_its_model_states_is_left_out(report):
     """LitGPT's llama-3.2-1b full fine-tune reads 8.70 GB, below the 1.5B parameters x 8 B (bf16 weights, gradients,
     two AdamW moments; untied lm_head at 00af8b0d) that exist after its first step: said, not compared; every
     compared LitGPT row reads at least its model states."""
-    from gpuwise.validation.memory_stacks import litgpt_config
+    from gpuwise.validation.memory_stacks import LITGPT_MODELS, litgpt_config
 
     rows = {r.source: r for r in report.rows if r.source.startswith("litgpt_config_hub")}
     odd = rows["litgpt_config_hub_finetune.csv llama-3.2-1b full 1xA10G"]
@@ -103,7 +103,7 @@ def test_litgpt_reading_below_its_model_states_is_left_out(report):
     for r in _read("litgpt_config_hub_finetune.csv"):
         row = rows[f"litgpt_config_hub_finetune.csv {r['model']} {r['method']} {r['machine']}"]
         if row.status == "compared":
-            est = estimate_memory(r["model"], litgpt_config(r))
+            est = estimate_memory(LITGPT_MODELS.get(r["model"], r["model"]), litgpt_config(r))
             assert row.measured * 1e9 >= est.parameters + est.gradients + est.optimizer
 
 
@@ -197,7 +197,10 @@ def test_rows_of_the_added_presets_are_scored_and_the_rest_say_why(report):
     for model in ("tiny-llama", "mistral-7b-v0.2", "Phi-3-mini-4k-instruct", "stablelm-base-alpha-3b", "phi-2",
                   "llama-3.2-3b", "Phi3-mini (3.8B)", "Qwen 3 8B", "qwen-1_8b-chat", "yi-6b-chat"):
         mine = [r for r in rows if f" {model} " in r.source]
-        assert mine and all(r.status in ("compared", "checked") for r in mine), model
+        # (LitGPT's one-GPU full fine-tunes of llama-3.2-3b and Phi-3 read below their own model states: said)
+        assert mine and all(r.status in ("compared", "checked") or "below its own configuration" in r.note
+                            for r in mine), model
+        assert any(r.status == "compared" for r in mine), model
     gemma2 = [r for r in rows if "Gemma 2 9B" in r.source or "gemma-2-9b" in r.source]
     assert gemma2 and all(r.status == "not modelled" and "soft-capped" in r.note for r in gemma2)
     alibi = [r for r in rows if "baichuan2-13b-chat" in r.source]

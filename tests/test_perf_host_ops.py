@@ -42,7 +42,7 @@ def test_floor_binds_small_eager_steps_only():
     gpt2 = load_model("gpt2")
     small = TrainingConfig(micro_batch=8, seq_len=1024, optimizer_impl="foreach")
     st = step_of(gpt2, small, h200, 1)
-    assert st.step_time_s == pytest.approx(host_step_s(gpt2, small))
+    assert st.step_time_s == pytest.approx(host_step_s(gpt2, small)) == pytest.approx(st.host_s)
     assert any("host-bound" in a for a in st.assumptions)
     # a large step is the GPU's: the floor is stated, not binding
     big = step_of(load_model("llama-3.1-8b"), TrainingConfig(micro_batch=2, seq_len=4096), h200, 1)

@@ -61,6 +61,7 @@ class StepTimeEstimate:
     sample_unit: str            # "token" models report tokens too
     flops_efficiency: float     # achieved/peak of the compute part (hardware FLOPs)
     assumptions: list[str] = field(default_factory=list)
+    host_s: float = 0.0         # the host's time to dispatch the step's eager ops (estimate.host_ops; 0: not modelled)
 
     @property
     def samples_per_s_per_gpu(self) -> float:
@@ -210,7 +211,9 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     if plan.pp > 1:
         assumptions.append(f"pipeline bubble (pp-1)/v = {(plan.pp - 1) / max(1, interleave):g} micro-steps "
                            f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")
-    step = _host_floor(model, cfg, r.step_s + _offload_s(model, cfg, gpu, trainable, r, assumptions), assumptions)
+    step = r.step_s + _offload_s(model, cfg, gpu, trainable, r, assumptions)
+    host = _host_floor(model, cfg, step, assumptions)
+    step = max(step, host)
     token = model.sample_unit == "token"
     samples_s = fl.samples / step
     comm_s = r.tp_s + r.cp_s + r.pp_p2p_s + r.dp_s
@@ -219,7 +222,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         mfu=fl.model_flops / (step * plan.gpus * peak), samples_per_s=samples_s,
         tokens_per_s=fl.tokens / step if token else samples_s, gpus=plan.gpus, nodes=nodes,
         sample_unit=model.sample_unit, flops_efficiency=fl.hardware_flops / plan.gpus / (r.compute_s * peak),
-        assumptions=assumptions)
+        assumptions=assumptions, host_s=host)
 
 
 def _tp_note(cfg: TrainingConfig, gpus_per_node: int) -> str:
@@ -252,24 +255,28 @@ def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: f
     return extra
 
 
-def _host_floor(model: ModelSpec, cfg: TrainingConfig, step: float, assumptions: list[str]) -> float:
-    """The step time, at least the host's time to dispatch the step's ops (estimate.host_ops)."""
+def _host_floor(model: ModelSpec, cfg: TrainingConfig, gpu_step: float, assumptions: list[str]) -> float:
+    """Seconds the host needs to dispatch the step's eager ops (estimate.host_ops; 0 where not modelled); the step
+    takes the larger of this and the GPU's time. The notes carry no per-configuration numbers (searches merge them):
+    the floor itself is StepTimeEstimate.host_s."""
     from gpuwise.estimate.host_ops import FIT_NOTE, HOST_S_PER_OP, step_ops
     from gpuwise.workload.stacks import stack_row
 
     if cfg.compile or stack_row(cfg.stack).host != "eager":
         why = "torch.compile (compiled blocks dispatch few ops)" if cfg.compile else f"stack {cfg.stack}'s own kernels"
         assumptions.append(f"host floor: not applied under {why}")
-        return step
+        return 0.0
     ops = step_ops(model, cfg)
     if ops is None:
         assumptions.append(f"host floor: no op count for family {model.family} (the step is the GPU's time alone)")
-        return step
+        return 0.0
     host = ops * HOST_S_PER_OP
-    bound = "the step is host-bound: " if host > step else ""
-    assumptions.append(f"host floor: {bound}{ops:,.0f} eager aten ops per step x {FIT_NOTE} = {host * 1e3:.1f} ms "
-                       f"(GPU time {step * 1e3:.1f} ms; the step takes the larger)")
-    return max(step, host)
+    assumptions.append("host floor: a step takes at least its eager aten ops (counted per family on real PyTorch "
+                       f"steps, estimate/host_ops.py) x {FIT_NOTE}; host_s in --json")
+    if host > gpu_step:
+        assumptions.append("host-bound: the host dispatches this step's ops more slowly than the GPU runs them "
+                           "(step time = host_s)")
+    return host
 
 
 def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: float):

@@ -84,7 +84,7 @@ def source_commit() -> str:
         return ""
 
 
-def _num(v, digits: int = 6) -> str:
+def _num(v, digits: int = 9) -> str:
     return "" if v is None or not math.isfinite(v) else f"{v:.{digits}g}"
 
 
