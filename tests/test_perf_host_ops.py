@@ -60,3 +60,18 @@ def test_families_without_counts_say_so():
     assert step_ops(t5, TrainingConfig(micro_batch=1, seq_len=128)) is None
     st = step_of(t5, TrainingConfig(micro_batch=1, seq_len=128), get_gpu("H100-80GB-SXM"), 1)
     assert any("no op count for family t5" in a for a in st.assumptions)
+
+
+def test_estimate_says_when_the_host_bounds_the_step(capsys):
+    from gpuwise.cli.main import main
+
+    args = ["estimate", "--model", "gpt2", "--gpu", "H100-80GB-SXM", "--gpus", "1", "--batch-size", "8",
+            "--seq-len", "1024", "--tokens", "1e8"]
+    assert main(args) == 0
+    assert "host-bound" in capsys.readouterr().out
+    assert main(args + ["--json"]) == 0
+    import json
+
+    out = json.loads(capsys.readouterr().out)
+    assert out["host_s"] == pytest.approx(out["step_time_s"])
+    assert any(a.startswith("host-bound") for a in out["assumptions"])

@@ -192,6 +192,14 @@ def _from_spec(args):
     return {"job": job.name, **out}
 
 
+def _host_bound(out: dict) -> str:
+    """' (host-bound ...)' when the host's dispatch of the step's eager ops is the step time (estimate.host_ops)."""
+    host = out.get("host_s") or 0.0
+    if host < out["step_time_s"] * (1 - 1e-9):
+        return ""
+    return " (host-bound: the host dispatches the step's eager ops more slowly than the GPU runs them)"
+
+
 def _fmt(v, unit=""):
     if v is None:
         return "-"
@@ -226,7 +234,7 @@ def run(args: argparse.Namespace) -> int:
             ("layout", "dp{dp} tp{tp} pp{pp} cp{cp} zero{zero}".format(**out["plan"])
              + (f"/{out['plan']['zero_shard']}" if out["plan"].get("zero_shard") else "")),
             ("batch", f"global {out['global_batch']} = micro {out['micro_batch']} x accum {out['grad_accum']} x dp"),
-            ("step time", _fmt(out["step_time_s"], " s")), ("MFU", f"{out['mfu']:.1%}")]
+            ("step time", _fmt(out["step_time_s"], " s") + _host_bound(out)), ("MFU", f"{out['mfu']:.1%}")]
     if "tokens_per_second" in out:
         rows += [("tokens/s", _fmt(out["tokens_per_second"])), ("tokens/s per GPU", _fmt(out["tokens_per_second_per_gpu"]))]
     rows += [("samples/s", _fmt(out["samples_per_second"])), ("samples/s per GPU", _fmt(out["samples_per_second_per_gpu"]))]
