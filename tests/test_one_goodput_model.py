@@ -33,7 +33,7 @@ SPEC = """name: prop
 model: {model}
 training: {{tokens: 1.0e8, seq_len: {seq}, global_batch: {batch}, precision: bf16-mixed, optimizer: adamw,
            recompute: selective, lora_rank: {lora}}}
-parallelism: {{tp: {tp}, pp: {pp}, zero: {zero}}}
+parallelism: {{tp: {tp}, pp: {pp}, cp: {cp}, zero: {zero}}}
 """
 
 
@@ -47,11 +47,11 @@ def _estimate_json(capsys, spec: Path, gpu: str, gpus: int) -> dict | None:
 @given(model=st.sampled_from(["gemma-2b", "qwen2.5-7b", "llama-3.1-8b", "mistral-7b"]),
        seq=st.sampled_from([1024, 4096]), batch=st.sampled_from([32, 64, 128]), lora=st.sampled_from([0, 16]),
        tp=st.sampled_from(["[1]", "[1, 2]", "[1, 2, 4, 8]"]), pp=st.sampled_from(["[1]", "[1, 2]"]),
-       zero=st.sampled_from(["[0, 3]", "[1, 2, 3]", "[3]"]),
+       zero=st.sampled_from(["[0, 3]", "[1, 2, 3]", "[3]"]), cp=st.sampled_from(["[1]", "[1, 2]"]),
        shape=st.sampled_from([("H100-80GB-SXM", 8), ("H100-80GB-SXM", 16), ("A100-80GB-SXM", 4), ("L4", 8),
                               ("H100-80GB-SXM", 12), ("A100-80GB-SXM", 5)]))
 def test_every_caller_gives_the_same_answer_for_a_shape(tmp_path_factory, capsys, model, seq, batch, lora, tp, pp,
-                                                        zero, shape):
+                                                        zero, cp, shape):
     """`estimate` (the CLI), the planner's job, the policies' PerfModel and the simulator's ground truth:
     the same fit, layout, micro-batch, memory and step time on the same job and shape."""
     from gpuwise.plan.job import from_jobspec
@@ -59,7 +59,7 @@ def test_every_caller_gives_the_same_answer_for_a_shape(tmp_path_factory, capsys
 
     gpu, gpus = shape
     path = tmp_path_factory.mktemp("spec") / "job.yaml"
-    path.write_text(SPEC.format(model=model, seq=seq, batch=batch, lora=lora, tp=tp, pp=pp, zero=zero))
+    path.write_text(SPEC.format(model=model, seq=seq, batch=batch, lora=lora, tp=tp, pp=pp, cp=cp, zero=zero))
     gpn = min(8, gpus)          # `estimate`'s default node: up to 8 GPUs
     nodes = -(-gpus // gpn)
     est = _estimate_json(capsys, path, gpu, gpus)
@@ -72,8 +72,8 @@ def test_every_caller_gives_the_same_answer_for_a_shape(tmp_path_factory, capsys
         assert est is None and policy is None and rate == 0.0
         return
     assert est is not None and est["fits"]
-    assert (est["plan"]["dp"], est["plan"]["tp"], est["plan"]["pp"], est["plan"]["zero"]) == \
-        (planner.plan.dp, planner.plan.tp, planner.plan.pp, planner.plan.zero)
+    assert (est["plan"]["dp"], est["plan"]["tp"], est["plan"]["pp"], est["plan"]["cp"], est["plan"]["zero"]) == \
+        (planner.plan.dp, planner.plan.tp, planner.plan.pp, planner.plan.cp, planner.plan.zero)
     assert (est["micro_batch"], est["grad_accum"], est["global_batch"]) == \
         (planner.micro_batch, planner.grad_accum, planner.global_batch)
     assert est["step_time_s"] == pytest.approx(planner.step_time_s, rel=1e-12)
@@ -81,6 +81,38 @@ def test_every_caller_gives_the_same_answer_for_a_shape(tmp_path_factory, capsys
     assert est["checkpoint_gb"] == pytest.approx(planner.checkpoint_gb, rel=1e-6)
     assert policy.config == planner.config and policy.step_time_s == planner.step_time_s
     assert rate == pytest.approx(planner.goodput, rel=1e-12)
+
+
+LONG = """name: long-context
+model: llama-3.1-8b
+training: {{tokens: 2.0e8, seq_len: 65536, global_batch: 8, precision: bf16-mixed, recompute: full}}
+parallelism: {{tp: [1], pp: [1], cp: {cp}, zero: [3]}}
+"""
+
+
+def test_a_long_context_job_runs_with_the_context_parallelism_its_spec_allows(tmp_path, capsys):
+    """64k-token Llama-3.1-8B on 8 H100: no layout fits without context parallelism (estimate says which field
+    to open); with parallelism.cp the planner, `estimate`, the policies and the simulator's ground truth pick the
+    same cp > 1 layout, and a lone job under FIFO runs it for `estimate`'s time."""
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.workload.jobspec import load_job
+
+    short, long_ = tmp_path / "short.yaml", tmp_path / "long.yaml"
+    short.write_text(LONG.format(cp="[1]"))
+    long_.write_text(LONG.format(cp="[1, 2, 4, 8]"))
+    assert main(["estimate", str(short), "--gpu", "H100", "--gpus", "8"]) == 1
+    assert "parallelism.cp" in capsys.readouterr().err
+    est = _estimate_json(capsys, long_, "H100", 8)
+    assert est is not None and est["plan"]["cp"] > 1
+    planner = from_jobspec(load_job(str(long_))).goodput.shape("H100-80GB-SXM", 8, 1, 8).best
+    job = TraceJob("long", 0.0, 8, batch_size=8, jobspec=str(long_), gpu_type="H100-80GB-SXM")
+    policy = JobModelPerf(gpus_per_node={"H100-80GB-SXM": 8}).spec_option(job, "H100-80GB-SXM", 8, 1, 8, 8)
+    assert planner.plan.cp == policy.config.plan.cp == est["plan"]["cp"]
+    assert est["step_time_s"] == pytest.approx(planner.step_time_s, rel=1e-12) == policy.step_time_s
+    res = simulate(load_cluster(str(LLM_CLUSTER)), Workload((job,), "t", "gpuwise"), make_policy("fifo"), restart_s=30.0)
+    j = res.jobs[0]
+    assert f"cp{est['plan']['cp']}" in j.allocation.layout
+    assert j.finish_s - j.submitted_s == pytest.approx(est["compute_hours"] * 3600.0 + 30.0, rel=1e-9)
 
 
 def test_lone_job_under_fifo_takes_estimates_time_on_64_h100(capsys):

@@ -163,11 +163,14 @@ def _from_spec(args):
     pj = from_jobspec(job, gpus=[gpu.name], require_amount=False, inter_node_gbps=args.inter_node_gbps)
     res = pj.goodput.shape(gpu.name, gpn, nodes, gpus=args.gpus)
     if res.best is None:
-        why = (f"no allowed tp/pp/zero plan fits {pj.model.name} in {gpu.memory_gib:g} GiB per GPU"
+        why = (f"no allowed tp/pp/cp/zero plan fits {pj.model.name} in {gpu.memory_gib:g} GiB per GPU"
                if res.reason == "memory" else f"no micro-batch x accumulation on {args.gpus} GPUs gives a global "
                                              f"batch in {list(pj.batch_range)}")
+        # a long sequence's activations and logits shrink only with context parallelism, which a spec opts into
+        cp = ("; allow context parallelism (parallelism.cp: [1, 2, 4, 8]) for this sequence length"
+              if res.reason == "memory" and job.parallelism.cp == [1] and t.seq_len >= 16384 else "")
         raise Infeasible("--gpus", args.gpus, f"{why}; try more GPUs, a larger GPU or `gpuwise fit-gpus "
-                                              f"{pj.model.name}`")
+                                              f"{pj.model.name}`{cp}")
     cfg = res.best.config
     lo, hi = t.batch_range
     notes = [f"plan, micro-batch and global batch: the fastest to target of {res.evaluated} timed on this shape "

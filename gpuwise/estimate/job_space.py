@@ -42,7 +42,7 @@ class JobSpace:
     tokens_per_sample: int            # seq_len for token models, 1 otherwise
     inter_node_gbps: float | None = None   # node network (GB/s); None: the step-time model's default
     assumptions: tuple[str, ...] = field(default_factory=tuple)
-    cp: tuple[int, ...] = (1,)        # allowed context-parallel degrees (a job spec has none: 1)
+    cp: tuple[int, ...] = (1,)        # allowed context-parallel degrees (job spec parallelism.cp; default 1)
 
     @property
     def fixed_batch(self) -> bool:
@@ -117,7 +117,8 @@ def space_from_jobspec(spec, *, require_amount: bool = True, inter_node_gbps: fl
     return JobSpace(
         name=spec.name, model=model, base=base, noise=noise, batches=batch_grid(lo, hi), batch_range=(lo, hi),
         micro_batches=(tr.micro_batch,) if tr.micro_batch else MICRO_BATCHES,
-        tp=tuple(spec.parallelism.tp), pp=tuple(spec.parallelism.pp), zero=tuple(spec.parallelism.zero),
+        tp=tuple(spec.parallelism.tp), pp=tuple(spec.parallelism.pp), cp=tuple(spec.parallelism.cp),
+        zero=tuple(spec.parallelism.zero),
         checkpoint_gb=ck.size_gb, checkpoint_write_gbps=ck.write_gbps, restart_s=ck.restart_minutes * 60.0,
         tokens_per_sample=tr.seq_len if token_model else 1, inter_node_gbps=inter_node_gbps,
         assumptions=_amount_lines(spec, noise, require_amount or has_amount))

@@ -85,8 +85,8 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
     lightest recompute variant that fits for each (tp, pp, cp, zero).
 
     The layouts, their validity rules and variants are `gpuwise.estimate.layouts` (shared with the memory
-    question, `feasible_plans`), enumerated only over the degrees the job allows (cp: ``job.cp``, 1 from a
-    job spec). Heavier variants of a layout that fits lighter are dropped: recompute only saves memory,
+    question, `feasible_plans`), enumerated only over the degrees the job allows (cp: ``job.cp``, the job spec's
+    parallelism.cp). Heavier variants of a layout that fits lighter are dropped: recompute only saves memory,
     never time. tests/test_plan_candidates.py checks this against `feasible_plans`.
     gpus_per_node None: any tp dividing `gpus` (memory does not depend on the node size; callers
     keep the tp that divide their node, see `_plans_for_shape`).

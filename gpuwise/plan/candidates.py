@@ -200,7 +200,7 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
     if len(cs):
         out.append(f"searched {len(offs)} offerings (cloud, region, instance) x {int(cs.nodes.min())}-"
                    f"{int(cs.nodes.max())} nodes x parallel plans (tp {list(job.tp)}, pp {list(job.pp)}, "
-                   f"ZeRO {list(job.zero)}, cp 1) x global batches {list(job.batches)} x micro-batches: "
+                   f"ZeRO {list(job.zero)}, cp {list(job.cp)}) x global batches {list(job.batches)} x micro-batches: "
                    f"{cs.evaluated:,} configurations priced, {len(cs):,} candidates kept (the fastest plan "
                    "of each hardware shape is also its cheapest)")
         searched = ", ".join(recompute_variants(job.model, job.base))

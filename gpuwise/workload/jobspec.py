@@ -170,10 +170,11 @@ class Parallelism(_Strict):
 
     tp: list[int] = Field([1], description="tensor-parallel sizes allowed")
     pp: list[int] = Field([1], description="pipeline stages allowed")
+    cp: list[int] = Field([1], description="context-parallel sizes allowed (the sequence split over a ring of GPUs)")
     zero: list[int] = Field([0, 1, 2, 3], description="ZeRO/FSDP stages allowed")
     gpus_per_node: Optional[int] = Field(None, gt=0, description="override GPUs per node of the instance")
 
-    @field_validator("tp", "pp")
+    @field_validator("tp", "pp", "cp")
     @classmethod
     def _pos(cls, v: list[int]) -> list[int]:
         if not v or any(x < 1 for x in v):
