@@ -90,21 +90,15 @@ def test_every_measured_row_is_accounted_for(report):
 
 def test_litgpt_reading_below_its_model_states_is_left_out(report):
     """LitGPT's llama-3.2-1b full fine-tune reads 8.70 GB, below the 1.5B parameters x 8 B (bf16 weights, gradients,
-    two AdamW moments; untied lm_head at 00af8b0d) that exist after its first step: said, not compared; every
-    compared LitGPT row reads at least its model states."""
-    from gpuwise.validation.memory_stacks import LITGPT_MODELS, litgpt_config
-
-    rows = {r.source: r for r in report.rows if r.source.startswith("litgpt_config_hub")}
-    odd = rows["litgpt_config_hub_finetune.csv llama-3.2-1b full 1xA10G"]
-    assert odd.status == "not modelled" and "below its own configuration's model states" in odd.note
-    assert odd.measured == 8.7 and odd.predicted is None
-    from gpuwise.validation.memory import _read
-
-    for r in _read("litgpt_config_hub_finetune.csv"):
-        row = rows[f"litgpt_config_hub_finetune.csv {r['model']} {r['method']} {r['machine']}"]
-        if row.status == "compared":
-            est = estimate_memory(LITGPT_MODELS.get(r["model"], r["model"]), litgpt_config(r))
-            assert row.measured * 1e9 >= est.parameters + est.gradients + est.optimizer
+    two AdamW moments; untied lm_head at 00af8b0d) that exist after its first step: said, not compared. Exactly the
+    three one-GPU full fine-tunes whose readings are below their states are left out; the rest are compared."""
+    rows = [r for r in report.rows if r.source.startswith("litgpt_config_hub")]
+    odd = {r.source.split(" ", 1)[1] for r in rows if "below its own configuration's model states" in r.note}
+    assert odd == {"llama-3.2-1b full 1xA10G", "llama-3.2-3b full 1xA10G", "Phi-3-mini-4k-instruct full 1xA10G"}
+    one = next(r for r in rows if r.source.endswith("llama-3.2-1b full 1xA10G"))
+    assert one.status == "not modelled" and one.measured == 8.7 and one.predicted is None
+    assert "1,498,482,688 parameters x 8 B" in one.note and "= 11.99 GB" in one.note
+    assert sum(r.status == "compared" for r in rows) == 47
 
 
 def test_megatron_activation_rows_close(report):

@@ -21,10 +21,13 @@ BASE = TrainingConfig(micro_batch=1, seq_len=16, precision="bf16-mixed", optimiz
     ("llama", BASE), ("gpt2", replace(BASE, optimizer_impl="foreach")), ("mpt", replace(BASE, recompute="full")),
     ("qwen2", replace(BASE, lora_rank=8, lora_targets="q,k,v,o,gate,up,down")), ("phi", replace(BASE, grad_accum=2)),
     ("falcon", replace(BASE, optimizer_impl="per-param")),
-    ("phi3", replace(BASE, lora_rank=8, lora_targets="all-linear", recompute="full"))])
+    ("phi3", replace(BASE, lora_rank=8, lora_targets="all-linear", recompute="full")),
+    ("llama", replace(BASE, precision="bf16", loss_kernel="chunked")), ("gpt2", replace(BASE, precision="fp32")),
+    ("llama", replace(BASE, precision="bf16", lora_rank=8, lora_targets="all-linear,head"))])
 def test_counts_predict_a_real_step_at_another_depth(family, cfg):
     """The table was counted at 1 and 2 layers; a real 3-layer step's ops (every aten op dispatched, counted by
-    a TorchDispatchMode) match the analytic count, whatever the recompute, LoRA targets, accumulation or optimizer."""
+    a TorchDispatchMode) match the analytic count, whatever the precision, loss kernel, recompute, LoRA targets
+    (the head's too), accumulation or optimizer."""
     spec = counting._tiny(load_model(counting.FAMILY_PRESETS[family]), 3)
     fwd_bwd, opt, _ = counting.count(spec, replace(cfg, grad_accum=1), cfg.optimizer_impl)
     real = cfg.grad_accum * fwd_bwd + opt
@@ -51,7 +54,7 @@ def test_floor_binds_small_eager_steps_only():
     # compiled blocks and a C/CUDA stack dispatch no per-op host work: no floor
     for cfg in (replace(small, compile=True), replace(small, stack="llm.c", optimizer_impl=None)):
         st = step_of(gpt2, cfg, h200, 1)
-        assert st.step_time_s < host_step_s(gpt2, small)
+        assert st.step_time_s < host_step_s(gpt2, small) and st.host_s is None
         assert any("host floor: not applied" in a for a in st.assumptions)
 
 
@@ -59,7 +62,32 @@ def test_families_without_counts_say_so():
     t5 = load_model("t5-base")
     assert step_ops(t5, TrainingConfig(micro_batch=1, seq_len=128)) is None
     st = step_of(t5, TrainingConfig(micro_batch=1, seq_len=128), get_gpu("H100-80GB-SXM"), 1)
-    assert any("no op count for family t5" in a for a in st.assumptions)
+    assert any("no op count for family t5" in a for a in st.assumptions) and st.host_s is None
+
+
+def test_what_the_count_leaves_out_is_said():
+    from gpuwise.estimate.host_ops import count_step
+
+    cfg = TrainingConfig(micro_batch=1, seq_len=1024, optimizer="sgd", recompute="selective", lora_rank=8,
+                         quantize="nf4", loss_kernel="fused-linear")
+    notes = " ".join(count_step(load_model("qwen3-8b"), cfg).notes)
+    for part in ("sgd step counted as AdamW", "selective recompute", "NF4 dequantisation", "fused-linear counted as "
+                 "eager", "q/k RMSNorm"):
+        assert part in notes
+
+
+def test_plan_does_not_merge_one_configurations_host_bound_note():
+    """A search merges its step-time notes; "host-bound" is a state of one configuration, not an assumption."""
+    from gpuwise.estimate.goodput import JobGoodput
+    from gpuwise.workload.jobspec import parse_job
+
+    spec = parse_job({"name": "g", "model": "gpt2-xl", "training": {"tokens": 1e8, "seq_len": 1024,
+                                                                    "global_batch": 16}})
+    good = JobGoodput.from_jobspec(spec)
+    for gpus in (1, 2, 8):
+        good.shape("H100-80GB-SXM", 8, 1, gpus)
+    assert good.step_notes() and not any(n.startswith("host-bound") for n in good.step_notes())
+    assert any(n.startswith("host floor: a step takes at least") for n in good.step_notes())
 
 
 def test_estimate_says_when_the_host_bounds_the_step(capsys):

@@ -23,9 +23,10 @@ def _pct(v) -> str:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuwise.validation.gpu_runs import SETS, compare, summary
+    from gpuwise.validation.gpu_runs import SETS, compare, runtime_rows, summary
 
     rows = [r for s in SETS for r in compare(s)]
+    runtime = runtime_rows()
     table = [{"set": s, "quantity": q, "caveat_rows": "without" if skip else "with",
               **summary([r for r in rows if r.set == s], q, skip_caveats=skip)}
              for s in SETS for q in QUANTITIES for skip in (True, False)]
@@ -33,7 +34,8 @@ def run(args: argparse.Namespace) -> int:
         from gpuwise.cli.output import emit_json
 
         emit_json({"rows": [{**{k: v for k, v in r.__dict__.items()}, "errors": r.errors} for r in rows],
-                   "summary": table, "assumptions": ASSUMPTIONS})
+                   "summary": table, "runtime": [{**r.__dict__, "error": r.error} for r in runtime],
+                   "assumptions": ASSUMPTIONS})
         return 0
     from gpuwise.cli.output import print_assumptions, print_table
 
@@ -48,6 +50,12 @@ def run(args: argparse.Namespace) -> int:
                 ["set", "quantity", "caveat rows", "rows", "median |err|", "max |err|", "most optimistic"],
                 [(t["set"], t["quantity"], t["caveat_rows"], t["rows"], _pct(t.get("median_abs_error")).lstrip("+"),
                   _pct(t.get("max_abs_error")).lstrip("+"), _pct(t.get("most_optimistic"))) for t in table])
+    print_table("The runtime's steps on the same GPU (gpu/runtime_h200_smoke.csv; built-in models, median of the "
+                "measured chunks; today's model uncalibrated)",
+                ["job", "model", "GPU", "gpus", "batch", "chunks", "measured s", "recorded then s", "today s", "err"],
+                [(r.job, r.model, r.gpu_type, r.gpus, r.batch, r.steps, f"{r.measured_step_s:.4g}",
+                  "" if r.recorded_step_s is None else f"{r.recorded_step_s:.3g}",
+                  "" if r.today_step_s is None else f"{r.today_step_s:.3g}", _pct(r.error)) for r in runtime])
     for c in sorted({r.caveat for r in rows if r.caveat}):
         print(f"caveat: {c}")
     print_assumptions(ASSUMPTIONS)

@@ -81,7 +81,7 @@ def _lm_head_share(spec: ModelSpec) -> float:
 def step_flops(spec: ModelSpec, cfg: TrainingConfig) -> StepFlops:
     """FLOPs of one optimizer step of ``cfg`` (global batch = micro_batch * grad_accum * dp)."""
     samples = cfg.global_batch()
-    lora = cfg.lora_rank > 0 or cfg.quantize is not None
+    lora = cfg.frozen_base
     bwd_factor = 1.0 if lora else 2.0
     if spec.is_transformer:
         tokens = samples * cfg.seq_len

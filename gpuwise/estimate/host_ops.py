@@ -5,14 +5,15 @@ kernels already queued; when the GPU's work per op is shorter than the host's co
 the step takes the host's time. So a step takes at least ``ops x HOST_S_PER_OP``: small models, short
 sequences and LoRA's many small ops hit it first.
 
-Op counts: ``gpuwise/data/calibration/host_ops.csv``, counted on real modules by
-`gpuwise.validation.host_ops` (per family: per-layer and fixed forward + backward ops, the extra of full
-recompute, a frozen base, one LoRA adapter; each AdamW implementation's ops per trainable tensor).
-Families without a row (t5, bert, roberta, explicit models) have no floor, and say so.
+Op counts: ``gpuwise/data/calibration/host_ops.csv``, counted by `gpuwise.validation.host_ops` on gpuwise.nn's
+PyTorch model of each family (per precision: per-layer and fixed forward + backward ops, the extra of full
+recompute, a frozen base, one LoRA adapter, an 8-chunk loss; each AdamW implementation's ops per trainable
+tensor). Families without a row (t5, bert, roberta, explicit models) have no floor, and say so.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -23,77 +24,102 @@ from gpuwise.workload.training import TrainingConfig
 # Host seconds per dispatched aten op of an eager CUDA training step. Rule (`gpuwise.validation.host_ops.fit_host_s_per_op`):
 # the largest value under which no measured eager step of gpuwise's H200 grid is shorter than its floor (a floor
 # must never exceed a measured step): min over the grid's non-compiled rows of measured step / counted ops, set by
-# gpt2-xl (48 layers, 4 x 1,024 tokens: 160.8 ms for 9,905 ops). One host (H200 machine, torch 2.11 + CUDA 13);
-# the host CPU and PyTorch version set it, not the GPU. Held out: the check set, the runtime's tiny-llama steps on
-# the same machine (runtime_h200_smoke.csv) and ms-swift's small-vs-large model throughput ratios (A100 host).
+# gpt2-xl (48 layers, 4 x 1,024 tokens: 160.8 ms for 9,905 ops), a row the GPU time alone already predicts: so it
+# is an upper bound on the per-op cost (gpt2 alone would give 18.6 us). One host (the H200 machine, torch 2.11 +
+# CUDA 13), applied to every GPU: the host CPU and PyTorch version set it, not the GPU. Held out: the check set,
+# the runtime's tiny-llama steps on the same machine and ms-swift's small-vs-large model ratios (A100 host).
 HOST_S_PER_OP = 16.2e-6
-FIT_NOTE = ("16.2 us per dispatched aten op: the largest value no measured eager step of gpuwise's H200 grid falls "
-            "below (set by gpt2-xl; one host, torch 2.11): a property of the host CPU and PyTorch version")
+FIT_NOTE = ("16.2 us per op, the largest per-op cost no measured eager step of gpuwise's H200 grid falls below (an "
+            "upper bound set by gpt2-xl; one H200 host, torch 2.11, applied to every GPU)")
+# TrainingConfig.precision -> the counted precision (autocast precisions cast like bf16-mixed)
+PRECISION_ROWS = {"bf16-mixed": "bf16-mixed", "fp16-mixed": "bf16-mixed", "fp8": "bf16-mixed", "bf16": "bf16",
+                  "fp32": "fp32", "tf32": "fp32"}
 
 
 @dataclass(frozen=True)
 class FamilyOps:
-    layer_ops: float            # forward + backward ops per layer (full training, no recompute)
-    head_ops: float             # embedding, final norm, output layer and loss, forward + backward
-    recompute_layer_ops: float  # extra per layer when the whole block is re-run in backward
-    lora_layer_ops: float       # per-layer ops with the base frozen (no weight gradients), adapters apart
-    lora_target_ops: float      # one LoRA adapter's ops, forward + backward
-    lora_head_ops: float        # the fixed ops with the base frozen (no embedding / output-layer weight gradients)
-    lora_recompute_layer_ops: float   # full recompute's extra per layer with the base frozen, adapters apart
-    lora_recompute_target_ops: float  # full recompute's extra per adapter (its forward again)
-    tensors_per_layer: float    # trainable parameter tensors per layer (full training)
+    """One (family, precision) row of host_ops.csv (its header documents each column)."""
+
+    layer_ops: float
+    head_ops: float
+    recompute_layer_ops: float
+    lora_layer_ops: float
+    lora_target_ops: float
+    lora_head_ops: float
+    lora_recompute_layer_ops: float
+    lora_recompute_target_ops: float
+    chunked_loss_ops: float
+    tensors_per_layer: float
     tensors_fixed: float
 
 
+@dataclass(frozen=True)
+class HostCount:
+    ops: float                  # aten ops one optimizer step dispatches on the busiest rank
+    notes: tuple[str, ...]      # what the count leaves out for this configuration
+
+
 @lru_cache(maxsize=1)
-def _table() -> tuple[dict[str, FamilyOps], dict[str, float]]:
+def _table() -> tuple[dict[tuple[str, str], FamilyOps], dict[str, float]]:
     fam, uni = {}, {}
     for r in read_commented_csv(data_path("calibration", "host_ops.csv")):
         if r["family"] == "universal":
             uni[r["preset"]] = float(r["layer_ops"])
             continue
-        fam[r["family"]] = FamilyOps(*(float(r[c]) for c in ("layer_ops", "head_ops", "recompute_layer_ops",
-                                                             "lora_layer_ops", "lora_target_ops", "lora_head_ops",
-                                                             "lora_recompute_layer_ops", "lora_recompute_target_ops",
-                                                             "tensors_per_layer",
-                                                             "tensors_fixed")))
+        fam[r["family"], r["precision"]] = FamilyOps(*(float(r[c]) for c in FamilyOps.__dataclass_fields__))
     return fam, uni
 
 
-def adapted_linears(spec: ModelSpec, targets: str) -> int:
-    """Linear modules per layer that carry a LoRA adapter (a fused QKV matrix carries one; experts each one)."""
-    from gpuwise.estimate.lora import FUSED_GATE_UP, FUSED_QKV, lora_modules
+def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str) -> tuple[str, ...]:
+    """What the count leaves out for ``cfg`` (said with every estimate that uses it)."""
+    from gpuwise.workload.training import recompute_policy
 
-    mods = lora_modules(targets)
-    qkv, gate_up = mods & {"q", "k", "v"}, mods & ({"gate", "up"} if spec.gated_mlp else {"up"})
-    attn = (1 if qkv else 0) if spec.family in FUSED_QKV else len(qkv)
-    mlp = ((1 if gate_up else 0) if spec.family in FUSED_GATE_UP else len(gate_up)) + ("down" in mods)
-    return attn + (1 if "o" in mods else 0) + max(1, spec.n_experts) * mlp
+    out = []
+    if cfg.optimizer not in ("adamw", "adam"):
+        out.append(f"the {cfg.optimizer} step counted as AdamW's")
+    if recompute_policy(cfg.recompute).kind in ("selective", "op"):
+        out.append(f"{cfg.recompute} recompute's re-run ops not counted")
+    if cfg.quantize:
+        out.append("NF4 dequantisation ops not counted")
+    if loss not in ("eager", "eager-nocast", "chunked"):
+        out.append(f"loss kernel {loss} counted as eager")
+    if spec.family == "qwen3":
+        out.append("qwen3's q/k RMSNorm ops not counted (gpuwise.nn has none)")
+    return tuple(out)
 
 
-def step_ops(spec: ModelSpec, cfg: TrainingConfig) -> float | None:
-    """Aten ops one optimizer step of ``cfg`` dispatches on one rank (None: no counted row for the family)."""
+def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
+    """Aten ops one optimizer step of ``cfg`` dispatches on its busiest rank (None: no counted row)."""
     fam, uni = _table()
-    row = fam.get(spec.family)
+    row = fam.get((spec.family, PRECISION_ROWS.get(cfg.precision, "bf16-mixed")))
     if row is None or not spec.is_transformer:
         return None
     from gpuwise.estimate.levers import resolve
+    from gpuwise.estimate.lora import adapted_linears, lora_modules
     from gpuwise.estimate.op_inventory import reforwarded_blocks
 
-    layers = (spec.n_layers + spec.n_encoder_layers) / cfg.plan.pp
-    lora = cfg.lora_rank > 0 or cfg.quantize is not None
-    adapters = adapted_linears(spec, cfg.lora_targets) if lora else 0
-    share = reforwarded_blocks(spec.n_layers + spec.n_encoder_layers, cfg.recompute)
-    if lora:
+    lev = resolve(cfg)
+    n = spec.n_layers + spec.n_encoder_layers
+    layers, share = math.ceil(n / cfg.plan.pp), reforwarded_blocks(n, cfg.recompute)
+    fixed = row.chunked_loss_ops if lev.loss_kernel == "chunked" else 0.0
+    if cfg.frozen_base:
+        adapters, head = adapted_linears(spec, cfg.lora_targets), "head" in lora_modules(cfg.lora_targets)
         per_layer = (row.lora_layer_ops + adapters * row.lora_target_ops
                      + share * (row.lora_recompute_layer_ops + adapters * row.lora_recompute_target_ops))
+        fixed += row.lora_head_ops + head * row.lora_target_ops
+        tensors = 2 * (layers * adapters + head)
     else:
         per_layer = row.layer_ops + share * row.recompute_layer_ops
-    micro = layers * per_layer + (row.lora_head_ops if lora else row.head_ops)
-    tensors = layers * adapters * 2 if lora else layers * row.tensors_per_layer + row.tensors_fixed
-    impl = resolve(cfg).optimizer_impl
+        fixed += row.head_ops
+        tensors = layers * row.tensors_per_layer + row.tensors_fixed
+    impl = lev.optimizer_impl
     opt = 0.0 if cfg.cpu_offload else uni[f"opt_{impl}_fixed"] + uni[f"opt_{impl}_per_tensor"] * tensors
-    return cfg.grad_accum * micro + opt
+    return HostCount(cfg.grad_accum * (layers * per_layer + fixed) + opt, _gaps(spec, cfg, lev.loss_kernel))
+
+
+def step_ops(spec: ModelSpec, cfg: TrainingConfig) -> float | None:
+    got = count_step(spec, cfg)
+    return None if got is None else got.ops
 
 
 def host_step_s(spec: ModelSpec, cfg: TrainingConfig) -> float | None:

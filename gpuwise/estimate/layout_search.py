@@ -291,9 +291,9 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
     st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
     for _, _, st, _ in timed:
         for note in st.assumptions:
-            # per-plan numbers, not an assumption; the rest depend on the model, GPU and node count only,
+            # per-plan numbers or states, not assumptions; the rest depend on the model, GPU and node count only,
             # so the configurations not timed would add nothing
-            if not note.startswith("pipeline bubble"):
+            if not note.startswith(("pipeline bubble", "host-bound")):
                 st_notes[note] = None
     best = None
     if timed:

@@ -22,11 +22,9 @@ from __future__ import annotations
 from functools import lru_cache
 
 from gpuwise.errors import InputError
-from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.model_spec import FUSED_GATE_UP, FUSED_QKV, ModelSpec
 from gpuwise.workload.training import LORA_DEFAULT, LORA_MODULES
 
-FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt", "phi3")
-FUSED_GATE_UP = ("phi3",)           # Hugging Face's Phi-3: gate and up are one gate_up_proj matrix
 NF4_BYTES = 0.5 + 0.127 / 8         # 4-bit value + double-quantised constants, per parameter
 
 
@@ -51,22 +49,28 @@ def targets_text(targets: str = LORA_DEFAULT) -> str:
             "targeted, phi3's fused gate_up one when gate or up is")
 
 
-def _attention_adapters(spec: ModelSpec, mods: frozenset[str]) -> int:
-    h, dq, dkv = spec.hidden, spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
-    if spec.family in FUSED_QKV:
-        n = (h + dq + 2 * dkv) if mods & {"q", "k", "v"} else 0
-    else:
-        n = sum(h + d for m, d in (("q", dq), ("k", dkv), ("v", dkv)) if m in mods)
-    return n + ((dq + h) if "o" in mods else 0)
-
-
-def _mlp_adapters(spec: ModelSpec, mods: frozenset[str]) -> int:
+def _layer_adapters(spec: ModelSpec, mods: frozenset[str]) -> tuple[list[int], list[int]]:
+    """(attention, MLP) adapted linears of one layer, each as its d_in + d_out: a fused QKV or gate_up matrix
+    carries one adapter when any of its parts is targeted; every routed expert has its own MLP."""
     h, f = spec.hidden, spec.ffn_hidden
-    mlp = {"gate": h + f if spec.gated_mlp else 0, "up": h + f, "down": f + h}
-    if spec.family in FUSED_GATE_UP:           # one h -> 2f adapter for gate and up together
-        mlp = {"gate_up": (h + 2 * f) if mods & {"gate", "up"} else 0, "down": (f + h) if "down" in mods else 0}
-        return max(1, spec.n_experts) * sum(mlp.values())
-    return max(1, spec.n_experts) * sum(v for m, v in mlp.items() if m in mods)
+    dq, dkv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+    if spec.family in FUSED_QKV:
+        attn = [h + dq + 2 * dkv] if mods & {"q", "k", "v"} else []
+    else:
+        attn = [h + d for m, d in (("q", dq), ("k", dkv), ("v", dkv)) if m in mods]
+    attn += [dq + h] if "o" in mods else []
+    if spec.family in FUSED_GATE_UP:
+        mlp = [h + 2 * f] if mods & {"gate", "up"} else []
+    else:
+        mlp = [h + f for m in ("gate", "up") if m in mods and (m != "gate" or spec.gated_mlp)]
+    mlp += [f + h] if "down" in mods else []
+    return attn, mlp * max(1, spec.n_experts)
+
+
+def adapted_linears(spec: ModelSpec, targets: str = LORA_DEFAULT) -> int:
+    """Linear modules of one layer that carry a LoRA adapter (the head's adapter, if targeted, is not a layer's)."""
+    attn, mlp = _layer_adapters(spec, lora_modules(targets))
+    return len(attn) + len(mlp)
 
 
 def attention_blocks(spec: ModelSpec) -> int:
@@ -83,4 +87,5 @@ def adapter_params(spec: ModelSpec, rank: int, targets: str = LORA_DEFAULT) -> i
     mods = lora_modules(targets)
     mlps = spec.n_encoder_layers + spec.n_layers
     head = (spec.hidden + spec.vocab_size) if "head" in mods else 0
-    return rank * (attention_blocks(spec) * _attention_adapters(spec, mods) + mlps * _mlp_adapters(spec, mods) + head)
+    attn, mlp = _layer_adapters(spec, mods)
+    return rank * (attention_blocks(spec) * sum(attn) + mlps * sum(mlp) + head)

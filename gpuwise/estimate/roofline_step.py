@@ -318,7 +318,7 @@ def _value_bytes(cfg: TrainingConfig) -> float:
 def _micro_operator_time(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> tuple:
     """`_operator_time` of one micro-step of ``cfg``: the one place its arguments are derived from a config."""
     p = cfg.plan
-    frozen = cfg.lora_rank > 0 or cfg.quantize is not None        # LoRA / QLoRA: no weight gradients
+    frozen = cfg.frozen_base
     return _operator_time(model, cfg.micro_batch, cfg.seq_len, p.tp, p.cp, p.sp and p.tp > 1, p.pp,
                           _value_bytes(cfg), cfg.recompute, frozen, cfg.flash_attention, _rates(hw), eff)
 
@@ -354,7 +354,7 @@ LORA_KERNELS_PER_TARGET = 5
 def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
     """Seconds per micro-step of the unmerged LoRA adapters' memory-bound ops and launches (0 without LoRA): rank
     r << width, so their matmuls are bound by moving the activations, not by FLOPs."""
-    if cfg.lora_rank <= 0 and not cfg.quantize:
+    if not cfg.frozen_base:
         return 0.0
     from gpuwise.estimate.lora import adapter_params, lora_modules
 

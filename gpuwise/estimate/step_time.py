@@ -61,7 +61,7 @@ class StepTimeEstimate:
     sample_unit: str            # "token" models report tokens too
     flops_efficiency: float     # achieved/peak of the compute part (hardware FLOPs)
     assumptions: list[str] = field(default_factory=list)
-    host_s: float = 0.0         # the host's time to dispatch the step's eager ops (estimate.host_ops; 0: not modelled)
+    host_s: float | None = None  # the host's time to dispatch the step's eager ops (estimate.host_ops; None: not modelled)
 
     @property
     def samples_per_s_per_gpu(self) -> float:
@@ -174,7 +174,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     hw = _hardware(gpu, peak, gpus_per_node, inter_node_gbps)
     eff = efficiency or op_efficiency_for(gpu, cfg.stack)
     trainable = None
-    if cfg.lora_rank > 0 or cfg.quantize:
+    if cfg.frozen_base:
         trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1), cfg.lora_targets))
         assumptions.append(f"LoRA: {trainable:,} adapter parameters ({trainable / param_count(model):.3%} of the weights) "
                            "are updated and synchronised; frozen GEMMs "
@@ -213,7 +213,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                            f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")
     step = r.step_s + _offload_s(model, cfg, gpu, trainable, r, assumptions)
     host = _host_floor(model, cfg, step, assumptions)
-    step = max(step, host)
+    step = max(step, host or 0.0)
     token = model.sample_unit == "token"
     samples_s = fl.samples / step
     comm_s = r.tp_s + r.cp_s + r.pp_p2p_s + r.dp_s
@@ -255,24 +255,25 @@ def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: f
     return extra
 
 
-def _host_floor(model: ModelSpec, cfg: TrainingConfig, gpu_step: float, assumptions: list[str]) -> float:
-    """Seconds the host needs to dispatch the step's eager ops (estimate.host_ops; 0 where not modelled); the step
-    takes the larger of this and the GPU's time. The notes carry no per-configuration numbers (searches merge them):
-    the floor itself is StepTimeEstimate.host_s."""
-    from gpuwise.estimate.host_ops import FIT_NOTE, HOST_S_PER_OP, step_ops
+def _host_floor(model: ModelSpec, cfg: TrainingConfig, gpu_step: float, assumptions: list[str]) -> float | None:
+    """Seconds the host needs to dispatch the step's eager ops (estimate.host_ops; None where not modelled, said);
+    the step takes the larger of this and the GPU's time. Its notes carry no per-configuration numbers (searches
+    merge them; "host-bound" is per configuration and is not merged): the floor itself is StepTimeEstimate.host_s."""
+    from gpuwise.estimate.host_ops import FIT_NOTE, HOST_S_PER_OP, count_step
     from gpuwise.workload.stacks import stack_row
 
     if cfg.compile or stack_row(cfg.stack).host != "eager":
         why = "torch.compile (compiled blocks dispatch few ops)" if cfg.compile else f"stack {cfg.stack}'s own kernels"
         assumptions.append(f"host floor: not applied under {why}")
-        return 0.0
-    ops = step_ops(model, cfg)
-    if ops is None:
+        return None
+    got = count_step(model, cfg)
+    if got is None:
         assumptions.append(f"host floor: no op count for family {model.family} (the step is the GPU's time alone)")
-        return 0.0
-    host = ops * HOST_S_PER_OP
-    assumptions.append("host floor: a step takes at least its eager aten ops (counted per family on real PyTorch "
-                       f"steps, estimate/host_ops.py) x {FIT_NOTE}; host_s in --json")
+        return None
+    host = got.ops * HOST_S_PER_OP
+    gaps = f"; {'; '.join(got.notes)}" if got.notes else ""
+    assumptions.append("host floor: a step takes at least its eager aten ops (counted on gpuwise.nn's PyTorch model "
+                       f"of the family at this precision, estimate/host_ops.py) x {FIT_NOTE}{gaps}; host_s in --json")
     if host > gpu_step:
         assumptions.append("host-bound: the host dispatches this step's ops more slowly than the GPU runs them "
                            "(step time = host_s)")

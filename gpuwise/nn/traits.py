@@ -6,10 +6,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from gpuwise.errors import InputError
-from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.model_spec import FUSED_GATE_UP, FUSED_QKV, ModelSpec
 
-FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt", "phi3")
-FUSED_GATE_UP = ("phi3",)       # Hugging Face's Phi-3: gate and up are one gate_up_proj matrix
 # Families whose published configs train with dropout 0.1 (hidden and attention probabilities).
 DROPOUT = {"gpt2": 0.1, "bert": 0.1, "roberta": 0.1, "t5": 0.1}
 

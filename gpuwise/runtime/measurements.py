@@ -49,7 +49,9 @@ def runtime_spec(job):
     m0 = int(job.batch_size)
     lo, hi = int(job.min_batch or m0), int(job.max_batch or 4 * m0)
     if m.kind == "lm":
-        model, seq = str(data_path("runtime_models", f"{m.name}.json")), {"seq_len": m.seq_len}
+        # the worker's torch.optim.AdamW defaults: foreach on the GPUs the predictions are for (runtime/worker.py)
+        model, seq = str(data_path("runtime_models", f"{m.name}.json")), {"seq_len": m.seq_len,
+                                                                         "optimizer_impl": "foreach"}
     else:
         meta = m.config["gpuwise"]
         model, seq = {"name": m.name, "sample_unit": "image", **{k: float(meta[k]) for k in (

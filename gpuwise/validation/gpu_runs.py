@@ -24,6 +24,7 @@ from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measured" / "gpu"
 SETS = {"grid": DATA / "gpu_runs.csv", "check": DATA / "gpu_check_runs.csv"}
+RUNTIME = DATA / "runtime_h200_smoke.csv"      # `gpuwise run --devices cuda` on the same machine (runtime/measurements)
 GIB = 2 ** 30
 # levers the harness runs otherwise than the model describes them (docs/gpu-runs.md)
 CAVEATS = {
@@ -104,3 +105,45 @@ def summary(rows: list[GpuRow], quantity: str, *, skip_caveats: bool = False) ->
     optimistic = max(max(errs), 0.0) if quantity == "tokens_per_s" else min(min(errs), 0.0)
     return {"rows": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs),
             "max_abs_error": max(abs(e) for e in errs), "most_optimistic": optimistic}
+
+
+@dataclass(frozen=True)
+class RuntimeRow:
+    """One built-in model's steps in the runtime's measurement log: the median measured step, the prediction
+    the runtime recorded then, and today's (its goodput object, uncalibrated)."""
+
+    job: str
+    model: str
+    gpu_type: str
+    gpus: int
+    batch: int
+    steps: int                       # measured chunks
+    measured_step_s: float
+    recorded_step_s: float | None
+    today_step_s: float | None
+
+    @property
+    def error(self) -> float | None:
+        return None if self.today_step_s is None else (self.today_step_s - self.measured_step_s) / self.measured_step_s
+
+
+def runtime_rows(path: Path = RUNTIME) -> list[RuntimeRow]:
+    """The runtime log's built-in-model jobs (a user script has no model to predict) against today's model."""
+    from gpuwise.runtime.measurements import job_goodput
+    from gpuwise.runtime.workload import RunJob
+
+    groups: dict[tuple, list[dict]] = {}
+    with open(path, newline="") as fh:
+        for r in csv.DictReader(fh):
+            if r["model"]:
+                groups.setdefault((r["job"], r["model"], r["gpu_type"], int(r["gpus"]), int(r["batch"])), []).append(r)
+    out = []
+    for (job, model, gpu, gpus, batch), rs in groups.items():
+        good = job_goodput(RunJob(name=job, arrival_s=0, num_gpus=gpus, batch_size=batch, application=model,
+                                  steps=int(rs[0]["steps"])))
+        best = good.predicted_at_batch(gpu, gpus, gpus, batch) if good else None
+        recorded = [float(r["predicted_step_s"]) for r in rs if r["predicted_step_s"]]
+        out.append(RuntimeRow(job, model, gpu, gpus, batch, len(rs), statistics.median(float(r["measured_step_s"])
+                                                                                       for r in rs),
+                              statistics.median(recorded) if recorded else None, best.step_time_s if best else None))
+    return out

@@ -31,8 +31,11 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b", "qwen2": "qw
                   "mpt": "mpt-1b", "bloom": "bloom-560m", "phi": "phi-1.5", "mixtral": "mixtral-8x7b",
                   "phi3": "phi-3-mini-4k-instruct", "qwen3": "qwen3-8b"}
 IMPLS = ("fused", "foreach", "per-param")
-COLUMNS = ("family", "preset", "layer_ops", "head_ops", "recompute_layer_ops", "lora_layer_ops", "lora_target_ops",
-           "lora_head_ops", "lora_recompute_layer_ops", "lora_recompute_target_ops", "tensors_per_layer", "tensors_fixed")
+# the precisions counted apart: autocast casts every weight in forward; pure 16-bit and fp32 loops do not
+PRECISIONS = ("bf16-mixed", "bf16", "fp32")
+COLUMNS = ("family", "precision", "preset", "layer_ops", "head_ops", "recompute_layer_ops", "lora_layer_ops",
+           "lora_target_ops", "lora_head_ops", "lora_recompute_layer_ops", "lora_recompute_target_ops",
+           "chunked_loss_ops", "tensors_per_layer", "tensors_fixed")
 
 
 def _tiny(spec, layers: int):
@@ -89,31 +92,30 @@ def _per_layer(spec, cfg: TrainingConfig, impl: str = "fused") -> tuple[int, int
 BASE = TrainingConfig(micro_batch=1, seq_len=16, precision="bf16-mixed", optimizer_impl="fused")
 
 
-def family_row(family: str) -> dict:
+def family_row(family: str, precision: str = "bf16-mixed") -> dict:
+    """One family's counts at one precision (see the module docstring)."""
+    from gpuwise.estimate.lora import adapted_linears
     from gpuwise.workload.models import load_model
 
     spec = load_model(FAMILY_PRESETS[family])
-    fb, fixed, _, _, tensors, tensors_fixed = _per_layer(spec, BASE)
-    full = _per_layer(spec, replace(BASE, recompute="full"))[0]
+    base = replace(BASE, precision=precision)
+    fb, fixed, _, _, tensors, tensors_fixed = _per_layer(spec, base)
+    full = _per_layer(spec, replace(base, recompute="full"))[0]
+    chunked = count(_tiny(spec, 1), replace(base, loss_kernel="chunked"))[0] - count(_tiny(spec, 1), base)[0]
     # LoRA on q,v and on every linear: the frozen base's ops and each adapter's (its dropout, A, B, scale, add)
-    lora = replace(BASE, lora_rank=8)
+    lora = replace(base, lora_rank=8)
     (qv, qv_fixed), every = (_per_layer(spec, replace(lora, lora_targets="q,v"))[:2],
                              _per_layer(spec, replace(lora, lora_targets="all-linear"))[0])
     qv_re, every_re = (_per_layer(spec, replace(lora, lora_targets=t, recompute="full"))[0] for t in ("q,v", "all-linear"))
-    n_qv, n_all = adapted_per_layer(spec, "q,v"), adapted_per_layer(spec, "all-linear")
+    n_qv, n_all = adapted_linears(spec, "q,v"), adapted_linears(spec, "all-linear")
     target = (every - qv) / (n_all - n_qv)
     target_re = (every_re - qv_re) / (n_all - n_qv) - target
-    return {"family": family, "preset": FAMILY_PRESETS[family], "layer_ops": fb, "head_ops": fixed,
-            "recompute_layer_ops": full - fb, "lora_layer_ops": round(qv - n_qv * target, 2),
+    return {"family": family, "precision": precision, "preset": FAMILY_PRESETS[family], "layer_ops": fb,
+            "head_ops": fixed, "recompute_layer_ops": full - fb, "lora_layer_ops": round(qv - n_qv * target, 2),
             "lora_target_ops": round(target, 2), "lora_head_ops": qv_fixed,
             "lora_recompute_layer_ops": round(qv_re - qv - n_qv * target_re, 2),
-            "lora_recompute_target_ops": round(target_re, 2), "tensors_per_layer": tensors, "tensors_fixed": tensors_fixed}
-
-
-def adapted_per_layer(spec, targets: str) -> int:
-    from gpuwise.estimate.host_ops import adapted_linears
-
-    return adapted_linears(spec, targets)
+            "lora_recompute_target_ops": round(target_re, 2), "chunked_loss_ops": chunked,
+            "tensors_per_layer": tensors, "tensors_fixed": tensors_fixed}
 
 
 _UNIVERSAL: dict = {}
@@ -135,7 +137,7 @@ def universal() -> dict:
 
 
 def rows() -> tuple[list[dict], dict]:
-    return [family_row(f) for f in FAMILY_PRESETS], universal()
+    return [family_row(f, p) for f in FAMILY_PRESETS for p in PRECISIONS], universal()
 
 
 def write(path=None) -> None:
@@ -145,16 +147,20 @@ def write(path=None) -> None:
     path = path or data_path("calibration", "host_ops.csv")
     lines = [
         "# Host work of an eager PyTorch training step: aten ops dispatched, counted on gpuwise.nn's model of each",
-        "# family's preset by `python -m gpuwise.validation.host_ops --write` (TorchDispatchMode over one warm step at",
-        f"# tiny widths on the CPU, torch {torch.__version__}; bf16-mixed, eager loss, SDPA, batch 1). Per layer and",
-        "# fixed (embedding, final norm, output layer, loss) forward + backward ops; recompute_layer_ops = extra ops per",
-        "# layer with every block checkpointed; lora_layer_ops = per-layer ops with the base frozen, adapters apart;",
-        "# lora_target_ops = one adapter's ops (forward + backward); lora_head_ops = the fixed ops with the base frozen;",
-        "# lora_recompute_layer_ops / lora_recompute_target_ops = the extra of full recompute per layer (frozen base) and per adapter; tensors = trainable parameter tensors (full",
-        "# fine-tune). Rows named universal: each AdamW implementation's ops = fixed + per_tensor x trainable tensors.",
+        "# family's preset (not Hugging Face's own code, which dispatches ~15% more) by `python -m",
+        f"# gpuwise.validation.host_ops --write`: TorchDispatchMode over one warm step at tiny widths on the CPU, torch",
+        f"# {torch.__version__}, eager loss, SDPA, batch 1; per precision (autocast casts weights; pure 16-bit and fp32",
+        "# loops do not). Columns, forward + backward: layer_ops / head_ops = per layer / fixed (embedding, final norm,",
+        "# output layer, loss), from the 1- and 2-layer counts (a fixed part can come out negative: an artefact of that",
+        "# difference, exact in the sum); recompute_layer_ops = the extra per layer with every block checkpointed;",
+        "# lora_layer_ops, lora_head_ops = per layer / fixed with the base frozen, adapters apart; lora_target_ops = one",
+        "# adapter's ops; lora_recompute_layer_ops / lora_recompute_target_ops = full recompute's extra per layer (frozen",
+        "# base) / per adapter; chunked_loss_ops = the extra fixed ops of an 8-chunk cross-entropy; tensors = trainable",
+        "# parameter tensors of a full fine-tune. Rows named universal: each AdamW implementation's ops = fixed +",
+        "# per_tensor x trainable tensors (bf16-mixed llama).",
         ",".join(COLUMNS)]
     lines += [",".join(str(r[c]) for c in COLUMNS) for r in fam]
-    lines += [f"universal,{k},{v}" + "," * (len(COLUMNS) - 3) for k, v in uni.items()]
+    lines += [f"universal,,{k},{v}" + "," * (len(COLUMNS) - 4) for k, v in uni.items()]
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 

@@ -16,6 +16,9 @@ from gpuwise.errors import InputError
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 LITGPT_CSV = "litgpt_config_hub_finetune.csv"
+# a LitGPT full fine-tune (precision bf16-true, torch.optim.AdamW: its config hub's only full-fine-tune setting) keeps
+# 2 + 2 + 2 x 2 bytes per parameter after its first step: counted from the dtypes, not from the memory estimate
+FULL_BF16_ADAMW_BYTES = 8
 # litgpt's lora_* switches as the config hub README's rows spell them -> gpuwise lora_targets
 LITGPT_TARGETS = {"query+value": "q,v", "query+key+value+projection+mlp+head": "all-linear,head"}
 # config-hub model names that are not a preset name. Mistral-7B-v0.2 has every weight shape and hyper-parameter of
@@ -63,15 +66,15 @@ def litgpt_rows() -> list:
                                      passed=not est.fits(gpu), stack="litgpt"))
             continue
         measured = float(r["peak_memory_gb"])
-        floor = est.parameters + est.gradients + est.optimizer
-        if measured * 1e9 < floor:
-            # weights, gradients and optimizer moments all exist after the first optimizer step, whatever else the
-            # run does: a reading below them is of another configuration (said, and left out of the comparison)
+        states = FULL_BF16_ADAMW_BYTES * est.params / int(r["devices_in_config"])     # FSDP shards them
+        if r["method"] == "full" and measured * 1e9 < states:
+            # a full fine-tune's bf16 weights, gradients and two AdamW moments all exist after its first optimizer
+            # step, whatever else the run does: a reading below them is of another configuration (said, left out)
             out.append(ValidationRow(label, "allocated peak", measured, None, "GB", "not modelled",
                                      f"reading {measured:g} GB is below its own configuration's model states "
-                                     f"({est.params:,} parameters x (weights + gradients + optimizer moments) = "
-                                     f"{floor / 1e9:.2f} GB, {note.split(';')[0].split('(')[0].strip()} at the "
-                                     "row's commit): not a run of this configuration", stack="litgpt"))
+                                     f"({est.params:,} parameters x 8 B of bf16 weights, gradients and AdamW moments "
+                                     f"over {r['devices_in_config']} GPU(s) = {states / 1e9:.2f} GB, LitGPT's model "
+                                     "at the row's commit): not a run of this configuration", stack="litgpt"))
             continue
         out.append(ValidationRow(label, "allocated peak", measured, est.allocated / 1e9, "GB",
                                  "compared", note, stack="litgpt"))

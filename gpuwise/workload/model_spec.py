@@ -8,6 +8,11 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+# families whose attention projects q, k and v with one matrix (one LoRA adapter, one autocast cast, one module in
+# gpuwise.nn): gpt2 c_attn, bloom/falcon/gpt_neox query_key_value, mpt Wqkv, phi3 qkv_proj
+FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt", "phi3")
+FUSED_GATE_UP = ("phi3",)       # Hugging Face's Phi-3: gate and up are one gate_up_proj matrix
+
 
 @dataclass(frozen=True)
 class ModelSpec:

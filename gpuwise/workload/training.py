@@ -149,6 +149,11 @@ class TrainingConfig:
     def global_batch(self) -> int:
         return self.micro_batch * self.grad_accum * self.plan.dp
 
+    @property
+    def frozen_base(self) -> bool:
+        """LoRA or a 4-bit base (QLoRA): the base weights are frozen, only adapters train (no weight gradients)."""
+        return self.lora_rank > 0 or self.quantize is not None
+
 
 _CONFIG_FIELDS = frozenset(TrainingConfig.__dataclass_fields__)
 
