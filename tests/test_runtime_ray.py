@@ -104,7 +104,8 @@ def test_preemptions_are_recovered_with_bounded_lost_steps(pool, tmp_path):
 
 def test_a_restarted_run_resumes_from_its_sqlite_state(pool, tmp_path):
     wl = _workload(("g", 0, 1, "tiny-llama", 300, 16, 16, 16),)
-    first = execute(CLUSTER, wl, "frenzy", _opts(tmp_path, max_wall_s=4.0), pool=pool)
+    # (8 s: a loaded 2-core machine once made no checkpoint within 4 s)
+    first = execute(CLUSTER, wl, "frenzy", _opts(tmp_path, max_wall_s=8.0), pool=pool)
     assert first["jobs_unfinished"] == 1
     done_before = first["jobs"][0]["steps"]
     second = execute(CLUSTER, wl, "frenzy", _opts(tmp_path), pool=pool)

@@ -48,7 +48,8 @@ def _llama_like(r: _Reader, name: str, family: str) -> ModelSpec:
     """llama 1/2/3/3.1, mistral, mixtral, qwen2, qwen3, phi3, gemma: RMSNorm, gated MLP, rotary, GQA.
     phi3 is llama's structure with q/k/v fused into qkv_proj and gate/up into gate_up_proj (the same
     weights, counted alike); qwen3 adds an RMSNorm over each q and k head (2 x head_dim weights per
-    layer, not a ModelSpec field, so not counted: 0.0001% of Qwen3-8B) and states head_dim."""
+    layer, not a ModelSpec field: neither their weights (0.0001% of Qwen3-8B) nor the norms' saved activations
+    and ops are modelled, which the host-op count says) and states head_dim."""
     h = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     kv = int(r.get("num_key_value_heads", heads))
