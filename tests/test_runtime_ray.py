@@ -103,16 +103,17 @@ def test_preemptions_are_recovered_with_bounded_lost_steps(pool, tmp_path):
 
 
 def test_a_restarted_run_resumes_from_its_sqlite_state(pool, tmp_path):
-    wl = _workload(("g", 0, 1, "tiny-llama", 300, 16, 16, 16),)
-    # (8 s: a loaded 2-core machine once made no checkpoint within 4 s)
-    first = execute(CLUSTER, wl, "frenzy", _opts(tmp_path, max_wall_s=8.0), pool=pool)
+    # 10 s for the first run: a loaded 2-core machine once made no checkpoint within 4 s; 900 steps: this one made
+    # 250 in 8 s, so a machine several times faster still stops it unfinished
+    wl = _workload(("g", 0, 1, "tiny-llama", 900, 16, 16, 16),)
+    first = execute(CLUSTER, wl, "frenzy", _opts(tmp_path, max_wall_s=10.0), pool=pool)
     assert first["jobs_unfinished"] == 1
     done_before = first["jobs"][0]["steps"]
     second = execute(CLUSTER, wl, "frenzy", _opts(tmp_path), pool=pool)
     assert second["resumed"] and second["jobs_completed"] == 1
     starts = [e for e in second["jobs"][0]["events"] if e["kind"] == "start"]
     assert starts[-1]["step"] == done_before > 0   # continued from the recorded checkpoint
-    assert second["jobs"][0]["steps"] == 300
+    assert second["jobs"][0]["steps"] == 900
 
 
 def test_any_width_resumes_exactly(pool):
