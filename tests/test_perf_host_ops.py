@@ -103,3 +103,18 @@ def test_estimate_says_when_the_host_bounds_the_step(capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["host_s"] == pytest.approx(out["step_time_s"])
     assert any(a.startswith("host-bound") for a in out["assumptions"])
+
+
+def test_plan_reports_each_candidates_host_floor(tmp_path, capsys):
+    import json
+
+    from gpuwise.cli.main import main
+
+    job = tmp_path / "small.yaml"
+    job.write_text("name: small\nmodel: gpt2\ntraining: {tokens: 1.0e+8, seq_len: 1024, global_batch: 8}\n"
+                   "constraints: {gpus: [H100-80GB-SXM], max_gpus: 8}\n")
+    assert main(["plan", str(job), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    chosen = out["chosen"]
+    assert chosen["cp"] == 1 and chosen["host_s"] is not None and chosen["host_s"] > 0
+    assert chosen["step_time_s"] >= chosen["host_s"] * (1 - 1e-4)

@@ -46,6 +46,7 @@ class RunOption:
     memory_required_gib: float | None = None   # allocated + context + NCCL: what must fit (MemoryEstimate.required)
     batch_rounded: bool = False   # the fixed global batch could not be held exactly on this shape (see evaluate_shape)
     memory_reserved_gib: float | None = None   # the caching allocator's peak (torch.cuda.max_memory_reserved)
+    host_s: float | None = None   # the host's time to dispatch the step's eager ops (None: not modelled; estimate.host_ops)
 
     @property
     def gpus(self) -> int:
@@ -307,7 +308,8 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
         best = RunOption(gpu, gpus_per_node, nodes, c.plan, c.micro_batch, c.grad_accum, gb,
                          st.step_time_s, float(time_s[k]) / 3600.0, getattr(st, "mfu", None),
                          mem.per_gpu_gib, ckpt.gb, len(configs), c, mem.required / 2 ** 30,
-                         batch_rounded=gb not in targets, memory_reserved_gib=mem.reserved / 2 ** 30)
+                         batch_rounded=gb not in targets, memory_reserved_gib=mem.reserved / 2 ** 30,
+                         host_s=getattr(st, "host_s", None))
     return ShapeResult(best, len(configs), None if best else ("batch" if any_fit else "memory"))
 
 
