@@ -118,3 +118,27 @@ def test_plan_reports_each_candidates_host_floor(tmp_path, capsys):
     chosen = out["chosen"]
     assert chosen["cp"] == 1 and chosen["host_s"] is not None and chosen["host_s"] > 0
     assert chosen["step_time_s"] >= chosen["host_s"] * (1 - 1e-4)
+
+
+@pytest.mark.parametrize("preset,precision,recompute,lora", [
+    ("llama-3.1-8b", "bf16-mixed", "none", 0), ("qwen2.5-0.5b", "bf16", "full", 0), ("gpt2", "bf16-mixed", "full", 8)])
+def test_hf_stacks_count_transformers_own_models(preset, precision, recompute, lora):
+    """hf-trainer runs transformers' models: a real 3-layer transformers step (its own loss and gradient
+    checkpointing; a frozen base with input gradients, as PEFT) dispatches what the table predicts for it."""
+    from gpuwise.estimate.host_ops import count_step
+    from gpuwise.validation import host_ops_hf
+
+    spec = counting._tiny(load_model(preset), 3)
+    real, _ = host_ops_hf.count(preset, 3, precision, recompute == "full", lora > 0)
+    cfg = TrainingConfig(micro_batch=1, seq_len=16, precision=precision, recompute=recompute, stack="hf-trainer",
+                         lora_rank=lora, lora_targets="q,v")
+    got = count_step(spec, cfg)
+    adapters = 0.0                  # the adapters' own ops are gpuwise.nn's (the real step here has none)
+    if lora:
+        from gpuwise.estimate.host_ops import _row
+        from gpuwise.estimate.lora import adapted_linears
+
+        row, _ = _row(spec, cfg)
+        adapters = 3 * adapted_linears(spec, "q,v") * (row.lora_target_ops + row.lora_recompute_target_ops)
+    assert got.ops - got.optimizer_ops - adapters == pytest.approx(real, rel=0.01)
+    assert got.ops > count_step(spec, replace(cfg, stack="pytorch")).ops      # transformers dispatches more

@@ -6,7 +6,8 @@ the step takes the host's time. So a step takes at least ``ops x HOST_S_PER_OP``
 sequences and LoRA's many small ops hit it first.
 
 Op counts: ``gpuwise/data/calibration/host_ops.csv``, counted by `gpuwise.validation.host_ops` on gpuwise.nn's
-PyTorch model of each family (per precision: per-layer and fixed forward + backward ops, the extra of full
+PyTorch model of each family, and on transformers' own models for the stacks that run them (stacks.csv host:
+transformers; `validation.host_ops_hf`) (per precision: per-layer and fixed forward + backward ops, the extra of full
 recompute, a frozen base, one LoRA adapter, an 8-chunk loss; each AdamW implementation's ops per trainable
 tensor). Families without a row (t5, bert, roberta, explicit models) have no floor, and say so.
 """
@@ -43,6 +44,7 @@ class FamilyOps:
     layer_ops: float
     head_ops: float
     recompute_layer_ops: float
+    recompute_head_ops: float
     lora_layer_ops: float
     lora_target_ops: float
     lora_head_ops: float
@@ -57,17 +59,33 @@ class FamilyOps:
 class HostCount:
     ops: float                  # aten ops one optimizer step dispatches on the busiest rank
     notes: tuple[str, ...]      # what the count leaves out for this configuration
+    optimizer_ops: float = 0.0  # of which the optimizer step's
 
 
 @lru_cache(maxsize=1)
-def _table() -> tuple[dict[tuple[str, str], FamilyOps], dict[str, float]]:
+def _table() -> tuple[dict[tuple[str, str, str], FamilyOps], dict[str, float]]:
     fam, uni = {}, {}
     for r in read_commented_csv(data_path("calibration", "host_ops.csv")):
         if r["family"] == "universal":
             uni[r["preset"]] = float(r["layer_ops"])
             continue
-        fam[r["family"], r["precision"]] = FamilyOps(*(float(r[c]) for c in FamilyOps.__dataclass_fields__))
+        fam[r["family"], r["precision"], r["code"]] = FamilyOps(*(float(r[c]) for c in FamilyOps.__dataclass_fields__))
     return fam, uni
+
+
+def _row(spec: ModelSpec, cfg: TrainingConfig) -> tuple[FamilyOps | None, str]:
+    """The counted row of the stack's model code (stacks.csv host: transformers, else gpuwise.nn), and a note where
+    the stack's own code has no row and gpuwise.nn's stands in."""
+    from gpuwise.workload.stacks import stack_row
+
+    fam, _ = _table()
+    precision = PRECISION_ROWS.get(cfg.precision, "bf16-mixed")
+    if stack_row(cfg.stack).host == "transformers":
+        row = fam.get((spec.family, precision, "transformers"))
+        if row is not None:
+            return row, ""
+        return fam.get((spec.family, precision, "gpuwise.nn")), f"{spec.family}: gpuwise.nn's count stands in for transformers'"
+    return fam.get((spec.family, precision, "gpuwise.nn")), ""
 
 
 def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str) -> tuple[str, ...]:
@@ -90,8 +108,8 @@ def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str) -> tuple[str, ...]:
 
 def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
     """Aten ops one optimizer step of ``cfg`` dispatches on its busiest rank (None: no counted row)."""
-    fam, uni = _table()
-    row = fam.get((spec.family, PRECISION_ROWS.get(cfg.precision, "bf16-mixed")))
+    _, uni = _table()
+    row, stand_in = _row(spec, cfg)
     if row is None or not spec.is_transformer:
         return None
     from gpuwise.estimate.levers import resolve
@@ -101,7 +119,7 @@ def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
     lev = resolve(cfg)
     n = spec.n_layers + spec.n_encoder_layers
     layers, share = math.ceil(n / cfg.plan.pp), reforwarded_blocks(n, cfg.recompute)
-    fixed = row.chunked_loss_ops if lev.loss_kernel == "chunked" else 0.0
+    fixed = (row.chunked_loss_ops if lev.loss_kernel == "chunked" else 0.0) + (share > 0) * row.recompute_head_ops
     if cfg.frozen_base:
         adapters, head = adapted_linears(spec, cfg.lora_targets), "head" in lora_modules(cfg.lora_targets)
         per_layer = (row.lora_layer_ops + adapters * row.lora_target_ops
@@ -114,7 +132,8 @@ def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
         tensors = layers * row.tensors_per_layer + row.tensors_fixed
     impl = lev.optimizer_impl
     opt = 0.0 if cfg.cpu_offload else uni[f"opt_{impl}_fixed"] + uni[f"opt_{impl}_per_tensor"] * tensors
-    return HostCount(cfg.grad_accum * (layers * per_layer + fixed) + opt, _gaps(spec, cfg, lev.loss_kernel))
+    gaps = _gaps(spec, cfg, lev.loss_kernel) + ((stand_in,) if stand_in else ())
+    return HostCount(cfg.grad_accum * (layers * per_layer + fixed) + opt, gaps, opt)
 
 
 def step_ops(spec: ModelSpec, cfg: TrainingConfig) -> float | None:

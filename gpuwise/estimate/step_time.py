@@ -262,7 +262,7 @@ def _host_floor(model: ModelSpec, cfg: TrainingConfig, gpu_step: float, assumpti
     from gpuwise.estimate.host_ops import FIT_NOTE, HOST_S_PER_OP, count_step
     from gpuwise.workload.stacks import stack_row
 
-    if cfg.compile or stack_row(cfg.stack).host != "eager":
+    if cfg.compile or stack_row(cfg.stack).host == "none":
         why = "torch.compile (compiled blocks dispatch few ops)" if cfg.compile else f"stack {cfg.stack}'s own kernels"
         assumptions.append(f"host floor: not applied under {why}")
         return None
@@ -272,8 +272,9 @@ def _host_floor(model: ModelSpec, cfg: TrainingConfig, gpu_step: float, assumpti
         return None
     host = got.ops * HOST_S_PER_OP
     gaps = f"; {'; '.join(got.notes)}" if got.notes else ""
-    assumptions.append("host floor: a step takes at least its eager aten ops (counted on gpuwise.nn's PyTorch model "
-                       f"of the family at this precision, estimate/host_ops.py) x {FIT_NOTE}{gaps}; host_s in --json")
+    code = "transformers'" if stack_row(cfg.stack).host == "transformers" else "gpuwise.nn's"
+    assumptions.append(f"host floor: a step takes at least its eager aten ops (counted on {code} PyTorch model of the "
+                       f"family at this precision, estimate/host_ops.py) x {FIT_NOTE}{gaps}; host_s in --json")
     if host > gpu_step:
         assumptions.append("host-bound: the host dispatches this step's ops more slowly than the GPU runs them "
                            "(step time = host_s)")

@@ -33,7 +33,7 @@ FAMILY_PRESETS = {"llama": "llama-3.1-8b", "mistral": "mistral-7b", "qwen2": "qw
 IMPLS = ("fused", "foreach", "per-param")
 # the precisions counted apart: autocast casts every weight in forward; pure 16-bit and fp32 loops do not
 PRECISIONS = ("bf16-mixed", "bf16", "fp32")
-COLUMNS = ("family", "precision", "preset", "layer_ops", "head_ops", "recompute_layer_ops", "lora_layer_ops",
+COLUMNS = ("family", "precision", "code", "preset", "layer_ops", "head_ops", "recompute_layer_ops", "recompute_head_ops", "lora_layer_ops",
            "lora_target_ops", "lora_head_ops", "lora_recompute_layer_ops", "lora_recompute_target_ops",
            "chunked_loss_ops", "tensors_per_layer", "tensors_fixed")
 
@@ -46,13 +46,9 @@ def _tiny(spec, layers: int):
                    vocab_size=256, max_seq_len=max(64, 16))
 
 
-def count(spec, cfg: TrainingConfig, impl: str = "fused") -> tuple[int, int, int]:
-    """(forward + backward ops, optimizer-step ops, trainable tensors) of one warm step of ``spec`` under ``cfg``."""
-    import torch
+def op_counter():
+    """A TorchDispatchMode that counts every aten op dispatched inside it (``.n``)."""
     from torch.utils._python_dispatch import TorchDispatchMode
-
-    from gpuwise.trace.precision import dtypes
-    from gpuwise.trace.run import build_rank_model
 
     class Count(TorchDispatchMode):
         def __init__(self):
@@ -63,6 +59,16 @@ def count(spec, cfg: TrainingConfig, impl: str = "fused") -> tuple[int, int, int
             self.n += 1
             return func(*args, **(kwargs or {}))
 
+    return Count()
+
+
+def count(spec, cfg: TrainingConfig, impl: str = "fused") -> tuple[int, int, int]:
+    """(forward + backward ops, optimizer-step ops, trainable tensors) of one warm step of ``spec`` under ``cfg``."""
+    import torch
+
+    from gpuwise.trace.precision import dtypes
+    from gpuwise.trace.run import build_rank_model
+
     model = build_rank_model(spec, cfg, dtypes(cfg.precision, False), device="cpu")
     params = [p for p in model.parameters() if p.requires_grad]
     flags = {"fused": {"fused": True}, "foreach": {"foreach": True}, "per-param": {"foreach": False}}[impl]
@@ -71,7 +77,7 @@ def count(spec, cfg: TrainingConfig, impl: str = "fused") -> tuple[int, int, int
     counts = []
     for _ in range(2):                       # the first step creates the optimizer state: count the second
         opt.zero_grad(set_to_none=True)
-        fb, st = Count(), Count()
+        fb, st = op_counter(), op_counter()
         with fb:
             model(ids, ids).backward()
         with st:
@@ -100,7 +106,7 @@ def family_row(family: str, precision: str = "bf16-mixed") -> dict:
     spec = load_model(FAMILY_PRESETS[family])
     base = replace(BASE, precision=precision)
     fb, fixed, _, _, tensors, tensors_fixed = _per_layer(spec, base)
-    full = _per_layer(spec, replace(base, recompute="full"))[0]
+    full, full_fixed = _per_layer(spec, replace(base, recompute="full"))[:2]
     chunked = count(_tiny(spec, 1), replace(base, loss_kernel="chunked"))[0] - count(_tiny(spec, 1), base)[0]
     # LoRA on q,v and on every linear: the frozen base's ops and each adapter's (its dropout, A, B, scale, add)
     lora = replace(base, lora_rank=8)
@@ -110,8 +116,10 @@ def family_row(family: str, precision: str = "bf16-mixed") -> dict:
     n_qv, n_all = adapted_linears(spec, "q,v"), adapted_linears(spec, "all-linear")
     target = (every - qv) / (n_all - n_qv)
     target_re = (every_re - qv_re) / (n_all - n_qv) - target
-    return {"family": family, "precision": precision, "preset": FAMILY_PRESETS[family], "layer_ops": fb,
-            "head_ops": fixed, "recompute_layer_ops": full - fb, "lora_layer_ops": round(qv - n_qv * target, 2),
+    return {"family": family, "precision": precision, "code": "gpuwise.nn", "preset": FAMILY_PRESETS[family],
+            "layer_ops": fb,
+            "head_ops": fixed, "recompute_layer_ops": full - fb, "recompute_head_ops": full_fixed - fixed,
+            "lora_layer_ops": round(qv - n_qv * target, 2),
             "lora_target_ops": round(target, 2), "lora_head_ops": qv_fixed,
             "lora_recompute_layer_ops": round(qv_re - qv - n_qv * target_re, 2),
             "lora_recompute_target_ops": round(target_re, 2), "chunked_loss_ops": chunked,
@@ -137,7 +145,11 @@ def universal() -> dict:
 
 
 def rows() -> tuple[list[dict], dict]:
-    return [family_row(f, p) for f in FAMILY_PRESETS for p in PRECISIONS], universal()
+    """Every family's gpuwise.nn rows, the transformers rows of the families host_ops_hf writes, the universal."""
+    from gpuwise.validation import host_ops_hf
+
+    nn_rows = [family_row(f, p) for f in FAMILY_PRESETS for p in PRECISIONS]
+    return nn_rows + [host_ops_hf.family_row(r) for r in nn_rows if r["family"] in host_ops_hf.FAMILIES], universal()
 
 
 def write(path=None) -> None:
@@ -152,15 +164,18 @@ def write(path=None) -> None:
         f"# {torch.__version__}, eager loss, SDPA, batch 1; per precision (autocast casts weights; pure 16-bit and fp32",
         "# loops do not). Columns, forward + backward: layer_ops / head_ops = per layer / fixed (embedding, final norm,",
         "# output layer, loss), from the 1- and 2-layer counts (a fixed part can come out negative: an artefact of that",
-        "# difference, exact in the sum); recompute_layer_ops = the extra per layer with every block checkpointed;",
+        "# difference, exact in the sum); recompute_layer_ops / recompute_head_ops = the extra per layer / fixed with",
+        "# every block checkpointed;",
         "# lora_layer_ops, lora_head_ops = per layer / fixed with the base frozen, adapters apart; lora_target_ops = one",
         "# adapter's ops; lora_recompute_layer_ops / lora_recompute_target_ops = full recompute's extra per layer (frozen",
         "# base) / per adapter; chunked_loss_ops = the extra fixed ops of an 8-chunk cross-entropy; tensors = trainable",
-        "# parameter tensors of a full fine-tune. Rows named universal: each AdamW implementation's ops = fixed +",
+        "# parameter tensors of a full fine-tune. code: the model code counted, gpuwise.nn or transformers (the",
+        "# hf-trainer / ms-swift stacks; validation/host_ops_hf.py: adapters and the chunked loss from the gpuwise.nn",
+        "# row). Rows named universal: each AdamW implementation's ops = fixed +",
         "# per_tensor x trainable tensors (bf16-mixed llama).",
         ",".join(COLUMNS)]
     lines += [",".join(str(r[c]) for c in COLUMNS) for r in fam]
-    lines += [f"universal,,{k},{v}" + "," * (len(COLUMNS) - 4) for k, v in uni.items()]
+    lines += [f"universal,,,{k},{v}" + "," * (len(COLUMNS) - 5) for k, v in uni.items()]
     with open(path, "w") as fh:
         fh.write("\n".join(lines) + "\n")
 
