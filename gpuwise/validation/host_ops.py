@@ -159,7 +159,7 @@ def write(path=None) -> None:
     path = path or data_path("calibration", "host_ops.csv")
     lines = [
         "# Host work of an eager PyTorch training step: aten ops dispatched, counted on gpuwise.nn's model of each",
-        "# family's preset (not Hugging Face's own code, which dispatches 13-19% more per layer) by `python -m",
+        "# family's preset, and on transformers' own models (code column) by `python -m",
         f"# gpuwise.validation.host_ops --write`: TorchDispatchMode over one warm step at tiny widths on the CPU, torch",
         f"# {torch.__version__}, eager loss, SDPA, batch 1; per precision (autocast casts weights; pure 16-bit and fp32",
         "# loops do not). Columns, forward + backward: layer_ops / head_ops = per layer / fixed (embedding, final norm,",
