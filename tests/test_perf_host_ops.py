@@ -138,7 +138,8 @@ def test_hf_stacks_count_transformers_own_models(preset, precision, recompute, l
         from gpuwise.estimate.host_ops import _row
         from gpuwise.estimate.lora import adapted_linears
 
-        row, _ = _row(spec, cfg)
+        row, code, _ = _row(spec, cfg)
+        assert code == "transformers"
         adapters = 3 * adapted_linears(spec, "q,v") * (row.lora_target_ops + row.lora_recompute_target_ops)
     assert got.ops - got.optimizer_ops - adapters == pytest.approx(real, rel=0.01)
     assert got.ops > count_step(spec, replace(cfg, stack="pytorch")).ops      # transformers dispatches more

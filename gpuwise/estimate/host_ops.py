@@ -73,9 +73,9 @@ def _table() -> tuple[dict[tuple[str, str, str], FamilyOps], dict[str, float]]:
     return fam, uni
 
 
-def _row(spec: ModelSpec, cfg: TrainingConfig) -> tuple[FamilyOps | None, str]:
-    """The counted row of the stack's model code (stacks.csv host: transformers, else gpuwise.nn), and a note where
-    the stack's own code has no row and gpuwise.nn's stands in."""
+def _row(spec: ModelSpec, cfg: TrainingConfig) -> tuple[FamilyOps | None, str, str]:
+    """(the counted row of the stack's model code (stacks.csv host: transformers, else gpuwise.nn), that code, a note
+    where the stack's own code has no row and gpuwise.nn's stands in)."""
     from gpuwise.workload.stacks import stack_row
 
     fam, _ = _table()
@@ -83,12 +83,13 @@ def _row(spec: ModelSpec, cfg: TrainingConfig) -> tuple[FamilyOps | None, str]:
     if stack_row(cfg.stack).host == "transformers":
         row = fam.get((spec.family, precision, "transformers"))
         if row is not None:
-            return row, ""
-        return fam.get((spec.family, precision, "gpuwise.nn")), f"{spec.family}: gpuwise.nn's count stands in for transformers'"
-    return fam.get((spec.family, precision, "gpuwise.nn")), ""
+            return row, "transformers", ""
+        stand_in = f"{spec.family}: gpuwise.nn's count stands in for transformers'"
+        return fam.get((spec.family, precision, "gpuwise.nn")), "gpuwise.nn", stand_in
+    return fam.get((spec.family, precision, "gpuwise.nn")), "gpuwise.nn", ""
 
 
-def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str) -> tuple[str, ...]:
+def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str, code: str) -> tuple[str, ...]:
     """What the count leaves out for ``cfg`` (said with every estimate that uses it)."""
     from gpuwise.workload.training import recompute_policy
 
@@ -101,7 +102,7 @@ def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str) -> tuple[str, ...]:
         out.append("NF4 dequantisation ops not counted")
     if loss not in ("eager", "eager-nocast", "chunked"):
         out.append(f"loss kernel {loss} counted as eager")
-    if spec.family == "qwen3":
+    if spec.family == "qwen3" and code == "gpuwise.nn":
         out.append("qwen3's q/k RMSNorm ops not counted (gpuwise.nn has none)")
     return tuple(out)
 
@@ -109,7 +110,7 @@ def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str) -> tuple[str, ...]:
 def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
     """Aten ops one optimizer step of ``cfg`` dispatches on its busiest rank (None: no counted row)."""
     _, uni = _table()
-    row, stand_in = _row(spec, cfg)
+    row, code, stand_in = _row(spec, cfg)
     if row is None or not spec.is_transformer:
         return None
     from gpuwise.estimate.levers import resolve
@@ -132,7 +133,7 @@ def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
         tensors = layers * row.tensors_per_layer + row.tensors_fixed
     impl = lev.optimizer_impl
     opt = 0.0 if cfg.cpu_offload else uni[f"opt_{impl}_fixed"] + uni[f"opt_{impl}_per_tensor"] * tensors
-    gaps = _gaps(spec, cfg, lev.loss_kernel) + ((stand_in,) if stand_in else ())
+    gaps = _gaps(spec, cfg, lev.loss_kernel, code) + ((stand_in,) if stand_in else ())
     return HostCount(cfg.grad_accum * (layers * per_layer + fixed) + opt, gaps, opt)
 
 
