@@ -18,7 +18,8 @@ elastic-dp mean JCT 1130.0 -> 1136.9 s (+0.6%, 8 -> 6 restarts), frenzy 535.3 ->
 assumption's wording; nothing else.
 Regenerated for issue 21 (the host's dispatch floor under eager steps, estimate/host_ops.py): jobspec-mix only,
 where the gpt2 fine-tune's small steps are host-bound: elastic-dp mean JCT 1136.9 -> 1137.5 s (+0.06%), frenzy
-541.0 -> 541.0 s, and the assumptions' wording (regenerated again for the wording after review); nothing else.
+541.0 -> 541.0 s, and the assumptions' wording (regenerated twice more for wording after reviews: the
+host-floor notes, 'one GPU: no communication'); nothing else.
 """
 
 from __future__ import annotations

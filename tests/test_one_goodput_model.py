@@ -241,3 +241,26 @@ def test_the_service_backend_and_the_simulator_start_a_job_on_the_same_layout():
     want = backend.perf.specs.spec_layout(job, "H100-80GB-SXM", 16, 2, 512, 8)
     assert want and js.allocation.layout == want and js.rates[0] > 0
     assert alloc_json(js.allocation)["layout"] == want and alloc_from_json(alloc_json(js.allocation)) == alloc
+
+
+def test_context_parallelism_a_spec_cannot_use_is_refused_naming_the_field(tmp_path, capsys):
+    """cp that does not divide the sequence, cp for a model without sequences, cp on the Ray runtime (data
+    parallel only): exit 2 naming parallelism.cp, not a "does not fit" answer."""
+    bad = tmp_path / "c3.yaml"
+    bad.write_text(LONG.format(cp="[3]"))
+    assert main(["estimate", str(bad), "--gpu", "H100", "--gpus", "8"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "parallelism.cp" in err and "divide training.seq_len" in err
+    cnn = tmp_path / "cnn.yaml"
+    cnn.write_text("name: c\nmodel: resnet50\ntraining: {samples: 1.0e+6, global_batch: 256}\nparallelism: {cp: [2]}\n")
+    assert main(["plan", str(cnn)]) == 2
+    assert "parallelism.cp" in capsys.readouterr().err
+    from gpuwise.errors import InputError
+    from gpuwise.hardware.cluster import load_cluster
+    from gpuwise.runtime.jobspecs import runnable_spec
+    from gpuwise.workload.jobspec import parse_job
+
+    spec = parse_job({"name": "t", "model": "tiny-llama", "training": {"samples": 1e4, "global_batch": 16},
+                      "parallelism": {"cp": [2]}})
+    with pytest.raises(InputError, match="cp"):
+        runnable_spec(spec, load_cluster(str(ROOT / "examples" / "run" / "one-h200.yaml")))

@@ -7,7 +7,11 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwise.estimate.host_ops import HOST_S_PER_OP, host_step_s, step_ops
+from gpuwise.estimate.host_ops import HOST_S_PER_OP, step_ops
+
+
+def host_step_s(spec, cfg):
+    return step_ops(spec, cfg) * HOST_S_PER_OP
 from gpuwise.estimate.performance import step_of
 from gpuwise.hardware.gpus import get_gpu
 from gpuwise.validation import host_ops as counting

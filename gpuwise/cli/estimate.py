@@ -196,11 +196,9 @@ def _from_spec(args):
 
 
 def _host_bound(out: dict) -> str:
-    """' (host-bound ...)' when the host's dispatch of the step's eager ops is the step time (estimate.host_ops)."""
-    host = out.get("host_s") or 0.0
-    if host < out["step_time_s"] * (1 - 1e-9):
-        return ""
-    return " (host-bound: the host dispatches the step's eager ops more slowly than the GPU runs them)"
+    """' (host-bound ...)' where the estimate says the host's dispatch is the step time (estimate.host_ops)."""
+    return " (host-bound: the host dispatches the step's eager ops more slowly than the GPU runs them)" \
+        if out.get("host_bound") else ""
 
 
 def _fmt(v, unit=""):

@@ -104,6 +104,10 @@ def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str, code: str) -> tuple[s
         out.append(f"loss kernel {loss} counted as eager")
     if spec.family == "qwen3" and code == "gpuwise.nn":
         out.append("qwen3's q/k RMSNorm ops not counted (gpuwise.nn has none)")
+    if cfg.plan.cp > 1:
+        out.append("context-parallel ring ops (per-chunk attention, sends, log-sum-exp merges) not counted")
+    if cfg.precision in ("fp16-mixed", "fp8"):
+        out.append(f"{cfg.precision}: counted as bf16 autocast (its GradScaler / FP8 casts not counted)")
     return tuple(out)
 
 
@@ -140,9 +144,3 @@ def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
 def step_ops(spec: ModelSpec, cfg: TrainingConfig) -> float | None:
     got = count_step(spec, cfg)
     return None if got is None else got.ops
-
-
-def host_step_s(spec: ModelSpec, cfg: TrainingConfig) -> float | None:
-    """Seconds the host needs to issue one optimizer step of ``cfg`` (None: not counted for this family)."""
-    ops = step_ops(spec, cfg)
-    return None if ops is None else ops * HOST_S_PER_OP

@@ -66,7 +66,7 @@ def estimate(perf: JobPerformance, amount: Amount, spot: bool, price_per_gpu_hou
         "precision": cfg.precision, "recompute": cfg.recompute,
         "micro_batch": cfg.micro_batch, "grad_accum": cfg.grad_accum, "global_batch": cfg.global_batch(),
         "step_time_s": est.step_time_s, "compute_s": est.compute_s, "comm_s": est.comm_s,
-        "bubble_s": est.bubble_s, "optimizer_s": est.optimizer_s, "host_s": est.host_s, "mfu": est.mfu,
+        "bubble_s": est.bubble_s, "optimizer_s": est.optimizer_s, "host_s": est.host_s, "host_bound": est.host_bound, "mfu": est.mfu,
         "samples_per_second": est.samples_per_s, "samples_per_second_per_gpu": est.samples_per_s_per_gpu,
     }
     if token:

@@ -104,6 +104,11 @@ def space_from_jobspec(spec, *, require_amount: bool = True, inter_node_gbps: fl
     without a training amount ranks configurations by time per sample (steps = 1 sample / global batch)."""
     model = spec.model_spec()
     tr = spec.training
+    if not model.is_transformer and 1 not in spec.parallelism.cp:
+        from gpuwise.errors import InputError
+
+        raise InputError("parallelism.cp", spec.parallelism.cp, f"{model.name} has no sequence to split over GPUs "
+                         "(context parallelism is for transformers); allow cp: [1]")
     token_model = model.sample_unit == "token"
     has_amount = bool(tr.amount_samples(token_model))
     if require_amount or has_amount:

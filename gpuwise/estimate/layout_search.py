@@ -294,7 +294,7 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
         for note in st.assumptions:
             # per-plan numbers or states, not assumptions; the rest depend on the model, GPU and node count only,
             # so the configurations not timed would add nothing
-            if not note.startswith(("pipeline bubble", "host-bound")):
+            if not note.startswith(("pipeline bubble", "host-bound", "host-op count of this configuration")):
                 st_notes[note] = None
     best = None
     if timed:

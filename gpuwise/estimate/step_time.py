@@ -64,6 +64,11 @@ class StepTimeEstimate:
     host_s: float | None = None  # the host's time to dispatch the step's eager ops (estimate.host_ops; None: not modelled)
 
     @property
+    def host_bound(self) -> bool:
+        """The host's dispatch of the step's eager ops is the step time (estimate.host_ops)."""
+        return self.host_s is not None and self.host_s >= self.step_time_s
+
+    @property
     def samples_per_s_per_gpu(self) -> float:
         return self.samples_per_s / self.gpus
 
@@ -198,12 +203,15 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         if (cfg.float8 or cfg.precision == "fp8") and not gpu.fp8_tflops:
             assumptions.append(f"{gpu.name} has no fp8 tensor cores (FP8 training needs compute capability 8.9+): "
                                "timed as bf16")
-    assumptions.append(_tp_note(cfg, gpus_per_node) + "context-parallel "
-                       "K/V ring overlapped with attention; DP gradient sync overlapped with up to 80% of the last "
-                       "micro-step's backward (recompute included), not its forward (FSDP: each micro-step's forward "
-                       "all-gather with 80% of its forward, backward all-gather + reduce-scatter with 80% of its "
-                       "backward); ring collectives at "
-                       f"{comm.LINK_EFFICIENCY:.0%} of link bandwidth")
+    if plan.gpus == 1:
+        assumptions.append("one GPU: no communication")
+    else:
+        assumptions.append(_tp_note(cfg, gpus_per_node) + "context-parallel "
+                           "K/V ring overlapped with attention; DP gradient sync overlapped with up to 80% of the last "
+                           "micro-step's backward (recompute included), not its forward (FSDP: each micro-step's forward "
+                           "all-gather with 80% of its forward, backward all-gather + reduce-scatter with 80% of its "
+                           "backward); ring collectives at "
+                           f"{comm.LINK_EFFICIENCY:.0%} of link bandwidth")
     if plan.zero_shard:
         assumptions.append(f"hybrid ZeRO-1 (InternEvo zero1 = {plan.zero_shard}): gradients all-reduced over "
                            f"dp x cp = {plan.dp * plan.cp} (overlapped as above), then the updated parameters "
@@ -271,10 +279,11 @@ def _host_floor(model: ModelSpec, cfg: TrainingConfig, gpu_step: float, assumpti
         assumptions.append(f"host floor: no op count for family {model.family} (the step is the GPU's time alone)")
         return None
     host = got.ops * HOST_S_PER_OP
-    gaps = f"; {'; '.join(got.notes)}" if got.notes else ""
     code = "transformers'" if stack_row(cfg.stack).host == "transformers" else "gpuwise.nn's"
     assumptions.append(f"host floor: a step takes at least its eager aten ops (counted on {code} PyTorch model of the "
-                       f"family at this precision, estimate/host_ops.py) x {FIT_NOTE}{gaps}; host_s in --json")
+                       f"family at this precision, estimate/host_ops.py) x {FIT_NOTE}; host_s in --json")
+    if got.notes:      # this configuration's (a search does not merge them: another variant may be chosen)
+        assumptions.append("host-op count of this configuration: " + "; ".join(got.notes))
     if host > gpu_step:
         assumptions.append("host-bound: the host dispatches this step's ops more slowly than the GPU runs them "
                            "(step time = host_s)")

@@ -136,7 +136,7 @@ def candidate_dict(cs: CandidateSet, r: int) -> dict:
         "plan": opt.plan_label, "tp": opt.plan.tp, "pp": opt.plan.pp, "cp": opt.plan.cp, "dp": opt.plan.dp,
         "zero": opt.plan.zero, "step_time_s": f(opt.step_time_s), "mfu": f(opt.mfu) if opt.mfu is not None else None,
         # the host's dispatch floor under the step (None: not modelled); step_time_s == host_s: host-bound
-        "host_s": f(opt.host_s) if opt.host_s is not None else None,
+        "host_s": f(opt.host_s, 6) if opt.host_s is not None else None,
         "memory_gib_per_gpu": f(opt.memory_gib, 2), "memory_required_gib_per_gpu": f(opt.memory_required_gib, 2),
         "train_hours_no_preemption": f(opt.train_hours),
         "expected_preemptions": f(cs.preemptions[r], 2),

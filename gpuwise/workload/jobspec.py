@@ -313,7 +313,19 @@ def parse_job(data: Any, source_path: str | None = None) -> JobSpec:
         # only say "does not fit"
         raise InputError("training.cpu_offload", True, f"FSDP CPU offload needs ZeRO 3; allow it in "
                          f"parallelism.zero (now {spec.parallelism.zero}) or drop cpu_offload")
+    _check_cp(spec)
     return spec
+
+
+def _check_cp(spec: JobSpec) -> None:
+    """Context parallelism splits each sequence over a ring of GPUs: every degree allowed must divide
+    training.seq_len (a model without sequences, `space_from_jobspec`, allows only 1); else no layout could use it
+    and the search would only say "does not fit"."""
+    cp, seq = spec.parallelism.cp, spec.training.seq_len
+    bad = [c for c in cp if seq % c]
+    if bad:
+        raise InputError("parallelism.cp", cp, f"{bad} do not divide training.seq_len {seq}; use divisors of it "
+                         "(e.g. 1, 2, 4, 8)")
 
 
 def load_job(path: str | Path) -> JobSpec:

@@ -23,7 +23,7 @@ class Stack:
     norms: str               # fp32 | low
     attention: str
     recompute: str
-    host: str                # eager: the dispatcher floor applies (estimate/host_ops.py) | none
+    host: str                # HOSTS: eager (counted on gpuwise.nn) | transformers (on its models) | none (no floor)
     source: str
 
     def describe(self) -> str:
@@ -34,10 +34,15 @@ class Stack:
                 f"recompute names: {self.recompute}; from {self.source}")
 
 
+HOSTS = ("eager", "transformers", "none")   # stacks.csv column host (estimate/host_ops.py)
+
+
 @lru_cache(maxsize=1)
 def _rows() -> dict[str, Stack]:
     out = {}
     for r in read_commented_csv(data_path("stacks", "stacks.csv")):
+        if r["host"] not in HOSTS:     # data, but a typo would silently act as another value
+            raise ValueError(f"stacks.csv {r['stack']}: host {r['host']!r} is not one of {HOSTS}")
         out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
                                 r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"])
     return out
