@@ -60,6 +60,7 @@ class HostCount:
     ops: float                  # aten ops one optimizer step dispatches on the busiest rank
     notes: tuple[str, ...]      # what the count leaves out for this configuration
     optimizer_ops: float = 0.0  # of which the optimizer step's
+    code: str = "gpuwise.nn"    # whose model code was counted: gpuwise.nn | transformers
 
 
 @lru_cache(maxsize=1)
@@ -138,7 +139,7 @@ def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
     impl = lev.optimizer_impl
     opt = 0.0 if cfg.cpu_offload else uni[f"opt_{impl}_fixed"] + uni[f"opt_{impl}_per_tensor"] * tensors
     gaps = _gaps(spec, cfg, lev.loss_kernel, code) + ((stand_in,) if stand_in else ())
-    return HostCount(cfg.grad_accum * (layers * per_layer + fixed) + opt, gaps, opt)
+    return HostCount(cfg.grad_accum * (layers * per_layer + fixed) + opt, gaps, opt, code)
 
 
 def step_ops(spec: ModelSpec, cfg: TrainingConfig) -> float | None:

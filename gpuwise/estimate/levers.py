@@ -144,13 +144,9 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
         if cfg.optimizer_impl:
             out.append(f"optimizer implementation {lev.optimizer_impl} (--optimizer-impl): {cfg.optimizer} is "
                        "modelled with no step-wide temporary and the same update traffic as its default")
-    elif lev.optimizer_impl == "foreach":
+    elif lev.optimizer_impl in _UNFUSED_TEMPS:
         why = "--optimizer-impl" if cfg.optimizer_impl else f"{cfg.stack} default"
-        out.append(f"optimizer implementation foreach ({why}): the multi-tensor step allocates one "
-                   "fp32 temporary per parameter for sqrt(v)" + _UNFUSED_STEP_TEXT)
-    elif lev.optimizer_impl == "per-param":
-        why = "--optimizer-impl" if cfg.optimizer_impl else f"{cfg.stack} default"
-        out.append(f"optimizer implementation per-param ({why}): one tensor's temporaries at a time"
+        out.append(f"optimizer implementation {lev.optimizer_impl} ({why}): {_UNFUSED_TEMPS[lev.optimizer_impl]}"
                    + _UNFUSED_STEP_TEXT)
     elif cfg.optimizer_impl:     # fused, asked for over a stack default that is not
         out.append("optimizer implementation fused (--optimizer-impl): one kernel per step, no step-wide "
@@ -158,6 +154,9 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
     return tuple(out)
 
 
+# what an unfused AdamW step keeps alive at once (memory.py _optimizer_temp)
+_UNFUSED_TEMPS = {"foreach": "the multi-tensor step allocates one fp32 temporary per parameter for sqrt(v)",
+                  "per-param": "one tensor's temporaries at a time"}
 # roofline_step.UNFUSED_ADAM_EXTRA_BYTES (counted from torch.optim.adam's foreach / single-tensor update)
 _UNFUSED_STEP_TEXT = ("; an unfused (Adam)W update is 8 elementwise passes over fp32 tensors, timed as 80 bytes per "
                       "parameter read + written (Adam: 72) against the fused kernel's 28")

@@ -412,8 +412,9 @@ def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEff
             launch_s / max(t_micro, 1e-30), fwd_share)
 
 
-def _ring_latency(size: int, stride: int, hw: Hardware) -> float:
-    return comm.HOP_LATENCY_S if group_gbps(size, stride, hw) >= hw.intra_gbps else comm.NET_LATENCY_S
+def _ring_latency(gbps: float, hw: Hardware) -> float:
+    """Per-hop latency of a ring at ``gbps`` per GPU: NVLink/PCIe inside a node, the network across nodes."""
+    return comm.HOP_LATENCY_S if gbps >= hw.intra_gbps else comm.NET_LATENCY_S
 
 
 def overlap_windows(t_one: float, fwd_share: float) -> tuple[float, float]:
@@ -428,8 +429,9 @@ def hybrid_zero_s(grad_bytes: float, n_dp: int, shard: int, tp: int, hw: Hardwar
     with the last micro-step's backward of ``t_bwd`` seconds), then, after the optimizer step, each of the ``shard``
     ranks of a group broadcasts its updated parameter slice to the group (``broadcast_params``, waited before the
     next step: an all-gather's volume, exposed)."""
-    reduce = 2 * comm.ring_gather_s(grad_bytes, n_dp, group_gbps(n_dp, tp, hw), _ring_latency(n_dp, tp, hw))
-    gather = comm.ring_gather_s(grad_bytes, shard, group_gbps(shard, tp, hw), _ring_latency(shard, tp, hw))
+    all_bw, group_bw = group_gbps(n_dp, tp, hw), group_gbps(shard, tp, hw)
+    reduce = 2 * comm.ring_gather_s(grad_bytes, n_dp, all_bw, _ring_latency(all_bw, hw))
+    gather = comm.ring_gather_s(grad_bytes, shard, group_bw, _ring_latency(group_bw, hw))
     return dp_exposed_s(reduce, t_bwd) + gather
 
 
@@ -461,7 +463,7 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
     local = (_stage_params(model, p.pp) if trainable is None else trainable / p.pp) / p.tp
     n_dp = p.dp * p.cp
     dp_bw = group_gbps(n_dp, p.tp, hw)
-    lat = comm.HOP_LATENCY_S if dp_bw >= hw.intra_gbps else comm.NET_LATENCY_S
+    lat = _ring_latency(dp_bw, hw)
     t_dp = 0.0
     if n_dp > 1 and local > 0:
         if p.zero >= 3:

@@ -279,8 +279,8 @@ def _host_floor(model: ModelSpec, cfg: TrainingConfig, gpu_step: float, assumpti
         assumptions.append(f"host floor: no op count for family {model.family} (the step is the GPU's time alone)")
         return None
     host = got.ops * HOST_S_PER_OP
-    code = "transformers'" if stack_row(cfg.stack).host == "transformers" else "gpuwise.nn's"
-    assumptions.append(f"host floor: a step takes at least its eager aten ops (counted on {code} PyTorch model of the "
+    whose = "transformers'" if got.code == "transformers" else f"{got.code}'s"
+    assumptions.append(f"host floor: a step takes at least its eager aten ops (counted on {whose} PyTorch model of the "
                        f"family at this precision, estimate/host_ops.py) x {FIT_NOTE}; host_s in --json")
     if got.notes:      # this configuration's (a search does not merge them: another variant may be chosen)
         assumptions.append("host-op count of this configuration: " + "; ".join(got.notes))

@@ -35,7 +35,6 @@ class DeviceChoice:
                 "why": self.why}
 
 
-
 def describe(d: dict) -> str:
     """One line for the human output, from `DeviceChoice.as_dict` (what --json carries)."""
     if d["mode"] == "cuda":

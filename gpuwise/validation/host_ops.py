@@ -19,7 +19,6 @@ part per trainable tensor. Precision bf16-mixed, loss eager, SDPA attention, bat
 from __future__ import annotations
 
 import argparse
-import collections
 from dataclasses import replace
 
 from gpuwise.data import data_path
@@ -38,12 +37,20 @@ COLUMNS = ("family", "precision", "code", "preset", "layer_ops", "head_ops", "re
            "chunked_loss_ops", "tensors_per_layer", "tensors_fixed")
 
 
+# the widths every count runs at (an op count does not depend on them): also host_ops_hf's transformers configs
+TINY = {"hidden": 64, "heads": 4, "head_dim": 16, "ffn": 128, "vocab": 256, "positions": 64}
+
+
+def tiny_kv_heads(heads: int, kv_heads: int) -> int:
+    """Key/value heads at TINY["heads"] query heads, keeping the model's GQA ratio."""
+    return max(1, TINY["heads"] * kv_heads // max(heads, 1))
+
+
 def _tiny(spec, layers: int):
     """``spec`` at tiny widths (structure kept: families, GQA ratio, gating, biases, experts)."""
-    heads = 4
-    kv = max(1, heads * spec.n_kv_heads // max(spec.n_heads, 1))
-    return replace(spec, n_layers=layers, hidden=64, n_heads=heads, n_kv_heads=kv, head_dim=16, ffn_hidden=128,
-                   vocab_size=256, max_seq_len=max(64, 16))
+    return replace(spec, n_layers=layers, hidden=TINY["hidden"], n_heads=TINY["heads"],
+                   n_kv_heads=tiny_kv_heads(spec.n_heads, spec.n_kv_heads), head_dim=TINY["head_dim"],
+                   ffn_hidden=TINY["ffn"], vocab_size=TINY["vocab"], max_seq_len=TINY["positions"])
 
 
 def op_counter():
@@ -126,22 +133,17 @@ def family_row(family: str, precision: str = "bf16-mixed") -> dict:
             "tensors_per_layer": tensors, "tensors_fixed": tensors_fixed}
 
 
-_UNIVERSAL: dict = {}
-
-
 def universal() -> dict:
     """Each AdamW implementation's (fixed, per trainable tensor) ops, counted on the llama preset."""
-    if _UNIVERSAL:
-        return _UNIVERSAL
     from gpuwise.workload.models import load_model
 
-    spec = load_model(FAMILY_PRESETS["llama"])
+    spec, out = load_model(FAMILY_PRESETS["llama"]), {}
     for impl in IMPLS:
         _, _, opt_layer, opt_fixed, tensors, tensors_fixed = _per_layer(spec, BASE, impl)
         per_tensor = opt_layer / tensors
-        _UNIVERSAL[f"opt_{impl}_fixed"] = round(opt_fixed - per_tensor * tensors_fixed, 1)
-        _UNIVERSAL[f"opt_{impl}_per_tensor"] = round(per_tensor, 2)
-    return _UNIVERSAL
+        out[f"opt_{impl}_fixed"] = round(opt_fixed - per_tensor * tensors_fixed, 1)
+        out[f"opt_{impl}_per_tensor"] = round(per_tensor, 2)
+    return out
 
 
 def rows() -> tuple[list[dict], dict]:
@@ -152,10 +154,10 @@ def rows() -> tuple[list[dict], dict]:
     return nn_rows + [host_ops_hf.family_row(r) for r in nn_rows if r["family"] in host_ops_hf.FAMILIES], universal()
 
 
-def write(path=None) -> None:
+def write(fam: list[dict], uni: dict, path=None) -> None:
+    """Rewrite host_ops.csv from `rows`' counts."""
     import torch
 
-    fam, uni = rows()
     path = path or data_path("calibration", "host_ops.csv")
     lines = [
         "# Host work of an eager PyTorch training step: aten ops dispatched, counted on gpuwise.nn's model of each",
@@ -195,6 +197,8 @@ def fit_host_s_per_op() -> tuple[float, str]:
         if cfg.compile or r.caveat:
             continue
         ops = step_ops(load_model(r.model), cfg)
+        if ops is None:            # a family without counts has no floor to bound
+            continue
         step = cfg.micro_batch * cfg.seq_len / r.measured_tokens_per_s
         best = min(best, (step / ops, f"{r.model} {cfg.micro_batch}x{cfg.seq_len}: {step * 1e3:.1f} ms, {ops:,.0f} ops"))
     return best
@@ -204,12 +208,12 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(prog="python -m gpuwise.validation.host_ops", description=__doc__.splitlines()[0])
     ap.add_argument("--write", action="store_true", help="rewrite gpuwise/data/calibration/host_ops.csv")
     args = ap.parse_args(argv)
-    if args.write:
-        write()
     fam, uni = rows()
+    if args.write:
+        write(fam, uni)
     for r in fam:
         print(r)
-    print(dict(collections.OrderedDict(uni)))
+    print(uni)
     s, where = fit_host_s_per_op()
     print(f"host seconds per op (floor rule on the H200 grid): {s * 1e6:.1f} us, set by {where}")
     return 0

@@ -24,14 +24,19 @@ def _config(preset: str, layers: int):
     """The preset's transformers config at tiny widths (structure kept)."""
     from transformers import AutoConfig
 
+    from gpuwise.validation.host_ops import TINY, tiny_kv_heads
+
     d = json.loads(data_path("models", f"{preset}.json").read_text())
     d.pop("gpuwise", None)
     if d["model_type"] == "gpt2":
-        d.update(n_layer=layers, n_embd=64, n_head=4, n_inner=128, vocab_size=256, n_positions=64)
+        d.update(n_layer=layers, n_embd=TINY["hidden"], n_head=TINY["heads"], n_inner=TINY["ffn"],
+                 vocab_size=TINY["vocab"], n_positions=TINY["positions"])
     else:
-        kv = max(1, 4 * d.get("num_key_value_heads", d["num_attention_heads"]) // d["num_attention_heads"])
-        d.update(num_hidden_layers=layers, hidden_size=64, intermediate_size=128, num_attention_heads=4,
-                 num_key_value_heads=kv, head_dim=16, vocab_size=256, max_position_embeddings=64)
+        heads = d["num_attention_heads"]
+        d.update(num_hidden_layers=layers, hidden_size=TINY["hidden"], intermediate_size=TINY["ffn"],
+                 num_attention_heads=TINY["heads"], head_dim=TINY["head_dim"], vocab_size=TINY["vocab"],
+                 num_key_value_heads=tiny_kv_heads(heads, d.get("num_key_value_heads", heads)),
+                 max_position_embeddings=TINY["positions"])
     d.update(bos_token_id=None, eos_token_id=None, pad_token_id=None)
     cfg = AutoConfig.for_model(**d)
     cfg._attn_implementation = "sdpa"
@@ -59,7 +64,9 @@ def count(preset: str, layers: int, precision: str, recompute: bool, frozen: boo
             p.requires_grad_(False)
         model.enable_input_require_grads()
     model.train()
-    ids = torch.randint(0, 256, (1, 16))
+    from gpuwise.validation.host_ops import TINY
+
+    ids = torch.randint(0, TINY["vocab"], (1, 16))
     n = 0
     for _ in range(2):                       # count the second (warm) step
         c = op_counter()
