@@ -33,7 +33,7 @@ SPEC = """name: prop
 model: {model}
 training: {{tokens: 1.0e8, seq_len: {seq}, global_batch: {batch}, precision: bf16-mixed, optimizer: adamw,
            recompute: selective, lora_rank: {lora}}}
-parallelism: {{tp: {tp}, pp: {pp}, cp: {cp}, zero: {zero}}}
+parallelism: {{tp: {tp}, pp: {pp}, cp: {cp}, zero: {zero}, zero_shard: {zero_shard}}}
 """
 
 
@@ -47,11 +47,12 @@ def _estimate_json(capsys, spec: Path, gpu: str, gpus: int) -> dict | None:
 @given(model=st.sampled_from(["gemma-2b", "qwen2.5-7b", "llama-3.1-8b", "mistral-7b"]),
        seq=st.sampled_from([1024, 4096]), batch=st.sampled_from([32, 64, 128]), lora=st.sampled_from([0, 16]),
        tp=st.sampled_from(["[1]", "[1, 2]", "[1, 2, 4, 8]"]), pp=st.sampled_from(["[1]", "[1, 2]"]),
-       zero=st.sampled_from(["[0, 3]", "[1, 2, 3]", "[3]"]), cp=st.sampled_from(["[1]", "[1, 2]"]),
+       zero=st.sampled_from(["[0, 3]", "[1, 2, 3]", "[3]", "[1]"]), cp=st.sampled_from(["[1]", "[1, 2]"]),
+       zero_shard=st.sampled_from(["[0]", "[4]", "[0, 2, 8]"]),
        shape=st.sampled_from([("H100-80GB-SXM", 8), ("H100-80GB-SXM", 16), ("A100-80GB-SXM", 4), ("L4", 8),
                               ("H100-80GB-SXM", 12), ("A100-80GB-SXM", 5)]))
 def test_every_caller_gives_the_same_answer_for_a_shape(tmp_path_factory, capsys, model, seq, batch, lora, tp, pp,
-                                                        zero, cp, shape):
+                                                        zero, cp, zero_shard, shape):
     """`estimate` (the CLI), the planner's job, the policies' PerfModel and the simulator's ground truth:
     the same fit, layout, micro-batch, memory and step time on the same job and shape."""
     from gpuwise.plan.job import from_jobspec
@@ -59,7 +60,10 @@ def test_every_caller_gives_the_same_answer_for_a_shape(tmp_path_factory, capsys
 
     gpu, gpus = shape
     path = tmp_path_factory.mktemp("spec") / "job.yaml"
-    path.write_text(SPEC.format(model=model, seq=seq, batch=batch, lora=lora, tp=tp, pp=pp, cp=cp, zero=zero))
+    if zero_shard != "[0]" and "1" not in zero:
+        zero_shard = "[0]"          # shard groups need ZeRO 1 (refused otherwise: tested below)
+    path.write_text(SPEC.format(model=model, seq=seq, batch=batch, lora=lora, tp=tp, pp=pp, cp=cp, zero=zero,
+                                zero_shard=zero_shard))
     gpn = min(8, gpus)          # `estimate`'s default node: up to 8 GPUs
     nodes = -(-gpus // gpn)
     est = _estimate_json(capsys, path, gpu, gpus)
@@ -72,8 +76,9 @@ def test_every_caller_gives_the_same_answer_for_a_shape(tmp_path_factory, capsys
         assert est is None and policy is None and rate == 0.0
         return
     assert est is not None and est["fits"]
-    assert (est["plan"]["dp"], est["plan"]["tp"], est["plan"]["pp"], est["plan"]["cp"], est["plan"]["zero"]) == \
-        (planner.plan.dp, planner.plan.tp, planner.plan.pp, planner.plan.cp, planner.plan.zero)
+    got = est["plan"]
+    assert (got["dp"], got["tp"], got["pp"], got["cp"], got["zero"], got["zero_shard"]) == \
+        (planner.plan.dp, planner.plan.tp, planner.plan.pp, planner.plan.cp, planner.plan.zero, planner.plan.zero_shard)
     assert (est["micro_batch"], est["grad_accum"], est["global_batch"]) == \
         (planner.micro_batch, planner.grad_accum, planner.global_batch)
     assert est["step_time_s"] == pytest.approx(planner.step_time_s, rel=1e-12)
@@ -263,4 +268,61 @@ def test_context_parallelism_a_spec_cannot_use_is_refused_naming_the_field(tmp_p
     spec = parse_job({"name": "t", "model": "tiny-llama", "training": {"samples": 1e4, "global_batch": 16},
                       "parallelism": {"cp": [2]}})
     with pytest.raises(InputError, match="cp"):
+        runnable_spec(spec, load_cluster(str(ROOT / "examples" / "run" / "one-h200.yaml")))
+
+
+HYBRID = """name: hybrid-zero
+model: llama-3.1-8b
+training: {{tokens: 1.0e9, seq_len: 4096, global_batch: 64, precision: bf16-mixed, recompute: full}}
+parallelism: {{tp: [1], pp: [1], zero: {zero}, zero_shard: {zero_shard}}}
+"""
+
+
+def test_a_hybrid_zero1_group_a_spec_allows_is_what_every_caller_runs(tmp_path, capsys):
+    """parallelism.zero_shard (InternEvo's zero1 group, which `estimate --zero-shard` answers): the planner,
+    `estimate`, the policies and the simulator run the same dp32-zero1/8 layout for the same step time, which is
+    `estimate --model`'s for that fixed configuration; a lone job under FIFO takes `estimate`'s time."""
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.workload.jobspec import load_job
+
+    path = tmp_path / "h.yaml"
+    path.write_text(HYBRID.format(zero="[1]", zero_shard="[8]"))
+    est = _estimate_json(capsys, path, "H100", 32)
+    assert est is not None and (est["plan"]["zero"], est["plan"]["zero_shard"], est["plan"]["dp"]) == (1, 8, 32)
+    planner = from_jobspec(load_job(str(path))).goodput.shape("H100-80GB-SXM", 8, 4, 32).best
+    job = TraceJob("h", 0.0, 32, batch_size=64, jobspec=str(path), gpu_type="H100-80GB-SXM")
+    policy = JobModelPerf(gpus_per_node={"H100-80GB-SXM": 8}).spec_option(job, "H100-80GB-SXM", 32, 4, 64, 8)
+    assert planner.plan.zero_shard == policy.config.plan.zero_shard == 8
+    assert est["step_time_s"] == pytest.approx(planner.step_time_s, rel=1e-12) == policy.step_time_s
+    fixed = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100", "--gpus", "32", "--batch-size",
+             str(est["micro_batch"]), "--grad-accum", str(est["grad_accum"]), "--seq-len", "4096", "--precision",
+             "bf16-mixed", "--zero", "1", "--zero-shard", "8", "--recompute", est["recompute"], "--json"]
+    assert main(fixed) == 0
+    assert json.loads(capsys.readouterr().out)["step_time_s"] == pytest.approx(est["step_time_s"], rel=1e-12)
+    res = simulate(load_cluster(str(LLM_CLUSTER)), Workload((job,), "t", "gpuwise"), make_policy("fifo"), restart_s=30.0)
+    j = res.jobs[0]
+    assert "zero1/8" in j.allocation.layout
+    assert j.finish_s - j.submitted_s == pytest.approx(est["compute_hours"] * 3600.0 + 30.0, rel=1e-9)
+
+
+def test_a_shard_group_a_spec_cannot_use_is_refused_naming_the_field(tmp_path, capsys):
+    """zero_shard without ZeRO 1, for a model without transformer layers, on the Ray runtime: exit 2 naming
+    parallelism.zero_shard (or the runtime's parallelism line), not "does not fit"."""
+    bad = tmp_path / "z3.yaml"
+    bad.write_text(HYBRID.format(zero="[3]", zero_shard="[8]"))
+    assert main(["estimate", str(bad), "--gpu", "H100", "--gpus", "32"]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "parallelism.zero_shard" in err and "ZeRO 1" in err
+    cnn = tmp_path / "cnn.yaml"
+    cnn.write_text("name: c\nmodel: resnet50\ntraining: {samples: 1.0e+6, global_batch: 256}\n"
+                   "parallelism: {zero: [1], zero_shard: [4]}\n")
+    assert main(["plan", str(cnn)]) == 2
+    assert "parallelism.zero_shard" in capsys.readouterr().err
+    from gpuwise.errors import InputError
+    from gpuwise.runtime.jobspecs import runnable_spec
+    from gpuwise.workload.jobspec import parse_job
+
+    spec = parse_job({"name": "t", "model": "tiny-llama", "training": {"samples": 1e4, "global_batch": 16},
+                      "parallelism": {"zero": [1], "zero_shard": [2]}})
+    with pytest.raises(InputError, match="zero_shard"):
         runnable_spec(spec, load_cluster(str(ROOT / "examples" / "run" / "one-h200.yaml")))

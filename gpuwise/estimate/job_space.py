@@ -43,6 +43,7 @@ class JobSpace:
     inter_node_gbps: float | None = None   # node network (GB/s); None: the step-time model's default
     assumptions: tuple[str, ...] = field(default_factory=tuple)
     cp: tuple[int, ...] = (1,)        # allowed context-parallel degrees (job spec parallelism.cp; default 1)
+    zero_shard: tuple[int, ...] = (0,)  # allowed hybrid ZeRO-1 groups (parallelism.zero_shard; 0 = all dp x cp ranks)
 
     @property
     def fixed_batch(self) -> bool:
@@ -109,6 +110,11 @@ def space_from_jobspec(spec, *, require_amount: bool = True, inter_node_gbps: fl
 
         raise InputError("parallelism.cp", spec.parallelism.cp, f"{model.name} has no sequence to split over GPUs "
                          "(context parallelism is for transformers); allow cp: [1]")
+    if not model.is_transformer and 0 not in spec.parallelism.zero_shard:
+        from gpuwise.errors import InputError
+
+        raise InputError("parallelism.zero_shard", spec.parallelism.zero_shard, f"hybrid ZeRO-1 is modelled for "
+                         f"transformers; {model.name} allows zero_shard: [0] only")
     token_model = model.sample_unit == "token"
     has_amount = bool(tr.amount_samples(token_model))
     if require_amount or has_amount:
@@ -123,7 +129,7 @@ def space_from_jobspec(spec, *, require_amount: bool = True, inter_node_gbps: fl
         name=spec.name, model=model, base=base, noise=noise, batches=batch_grid(lo, hi), batch_range=(lo, hi),
         micro_batches=(tr.micro_batch,) if tr.micro_batch else MICRO_BATCHES,
         tp=tuple(spec.parallelism.tp), pp=tuple(spec.parallelism.pp), cp=tuple(spec.parallelism.cp),
-        zero=tuple(spec.parallelism.zero),
+        zero=tuple(spec.parallelism.zero), zero_shard=tuple(spec.parallelism.zero_shard),
         checkpoint_gb=ck.size_gb, checkpoint_write_gbps=ck.write_gbps, restart_s=ck.restart_minutes * 60.0,
         tokens_per_sample=tr.seq_len if token_model else 1, inter_node_gbps=inter_node_gbps,
         assumptions=_amount_lines(spec, noise, require_amount or has_amount))

@@ -21,7 +21,7 @@ from functools import lru_cache
 import numpy as np
 
 from gpuwise.estimate.job_space import FIXED_BATCH_ROUNDING, JobSpace
-from gpuwise.estimate.layouts import layout_config, layouts, recompute_variants, zero_stages
+from gpuwise.estimate.layouts import layout_config, layouts, recompute_variants, zero_groups, zero_stages
 from gpuwise.workload.training import ParallelPlan, TrainingConfig, with_changes
 
 
@@ -108,16 +108,16 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
     out = []
     for tp, pp, cp, dp in layouts(spec, cfg.seq_len, gpus, gpus_per_node, job.tp, job.pp, job.cp):
         accum = max(cfg.grad_accum, pp)
-        for zero in zero_stages(dp, job.zero):
+        for zero, group in ((z, g) for z in zero_stages(dp, job.zero) for g in zero_groups(spec, dp, cp, z, job.zero_shard)):
             hit = None
             for k, recompute in enumerate(order):
-                key = (dp, tp, pp, cp, zero, accum, recompute)    # the variant but its micro-batch
+                key = (dp, tp, pp, cp, zero, group, accum, recompute)    # the variant but its micro-batch
                 if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
                     c, est, fits = None, None, False
                 else:
                     got = configs.get(key)
                     if got is None:
-                        c = layout_config(cfg, tp, pp, cp, dp, zero, recompute)
+                        c = layout_config(cfg, tp, pp, cp, dp, zero, recompute, group)
                         got = configs[key] = (c, memory_of(spec, c))
                     c, est = got
                     fits = est.fits(gpu)

@@ -83,6 +83,16 @@ def zero_stages(dp: int, allowed=ZERO_STAGES) -> tuple[int, ...]:
     return tuple(z for z in allowed if dp > 1 or z == 0)
 
 
+def zero_groups(spec, dp: int, cp: int, zero: int, allowed=(0,)) -> tuple[int, ...]:
+    """The hybrid ZeRO-1 shard groups a layout is tried with (ParallelPlan.zero_shard): with ZeRO 1 on a
+    transformer, each allowed k > 0 that splits dp x cp into more than one group (k = dp x cp is the whole
+    group, 0); otherwise the whole group only."""
+    n = dp * cp
+    if zero != 1 or not spec.is_transformer:
+        return (0,)
+    return tuple(dict.fromkeys(k for k in allowed if k == 0 or (k < n and n % k == 0)))
+
+
 def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:
     """The recompute policies a layout is tried with, lightest first (recompute only saves memory)."""
     if not spec.is_transformer:
@@ -90,8 +100,8 @@ def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:
     return ("none", "op", "full") if cfg.flash_attention else ("none", "selective", "full")
 
 
-def layout_config(cfg: TrainingConfig, tp: int, pp: int, cp: int, dp: int, zero: int, recompute: str
-                  ) -> TrainingConfig:
+def layout_config(cfg: TrainingConfig, tp: int, pp: int, cp: int, dp: int, zero: int, recompute: str,
+                  zero_shard: int = 0) -> TrainingConfig:
     """cfg on one layout: sequence parallel with tp, at least pp micro-batches per step."""
-    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=zero)
+    plan = ParallelPlan(dp=dp, tp=tp, pp=pp, cp=cp, sp=tp > 1, zero=zero, zero_shard=zero_shard)
     return with_changes(cfg, grad_accum=max(cfg.grad_accum, pp), recompute=recompute, plan=plan)

@@ -200,7 +200,9 @@ def _assumptions(job: PlanJob, catalog, offs, cs: CandidateSet, sources: dict[st
     if len(cs):
         out.append(f"searched {len(offs)} offerings (cloud, region, instance) x {int(cs.nodes.min())}-"
                    f"{int(cs.nodes.max())} nodes x parallel plans (tp {list(job.tp)}, pp {list(job.pp)}, "
-                   f"ZeRO {list(job.zero)}, cp {list(job.cp)}) x global batches {list(job.batches)} x micro-batches: "
+                   f"ZeRO {list(job.zero)}, cp {list(job.cp)}"
+                   + (f", ZeRO-1 groups {list(job.zero_shard)}" if job.zero_shard != (0,) else "")
+                   + f") x global batches {list(job.batches)} x micro-batches: "
                    f"{cs.evaluated:,} configurations priced, {len(cs):,} candidates kept (the fastest plan "
                    "of each hardware shape is also its cheapest)")
         searched = ", ".join(recompute_variants(job.model, job.base))

@@ -40,6 +40,7 @@ class PlanJob:
     pp = property(lambda self: self.space.pp)
     cp = property(lambda self: self.space.cp)
     zero = property(lambda self: self.space.zero)
+    zero_shard = property(lambda self: self.space.zero_shard)
     checkpoint_gb = property(lambda self: self.space.checkpoint_gb)
     checkpoint_write_gbps = property(lambda self: self.space.checkpoint_write_gbps)
     tokens_per_sample = property(lambda self: self.space.tokens_per_sample)

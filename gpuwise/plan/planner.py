@@ -134,7 +134,7 @@ def candidate_dict(cs: CandidateSet, r: int) -> dict:
         # the spec's fixed batch could not be held exactly on this shape (no layout divides it): rounded
         "global_batch_rounded": bool(opt.batch_rounded),
         "plan": opt.plan_label, "tp": opt.plan.tp, "pp": opt.plan.pp, "cp": opt.plan.cp, "dp": opt.plan.dp,
-        "zero": opt.plan.zero, "step_time_s": f(opt.step_time_s), "mfu": f(opt.mfu) if opt.mfu is not None else None,
+        "zero": opt.plan.zero, "zero_shard": opt.plan.zero_shard, "step_time_s": f(opt.step_time_s), "mfu": f(opt.mfu) if opt.mfu is not None else None,
         # the host's dispatch floor under the step (None: not modelled); step_time_s == host_s: host-bound
         "host_s": f(opt.host_s, 6) if opt.host_s is not None else None,
         "memory_gib_per_gpu": f(opt.memory_gib, 2), "memory_required_gib_per_gpu": f(opt.memory_required_gib, 2),

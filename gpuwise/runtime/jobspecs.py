@@ -72,9 +72,9 @@ def runnable_spec(spec: JobSpec, cluster: ClusterSpec) -> JobSpec:
     user_training(spec)  # an entrypoint or data that is not there: refused now, not at launch
     tr = spec.training
     par = spec.parallelism
-    if 1 not in par.tp or 1 not in par.pp or 1 not in par.cp:
-        raise InputError("parallelism", {"tp": par.tp, "pp": par.pp, "cp": par.cp}, "the runtime trains data "
-                         "parallel only; allow tp: [1], pp: [1] and cp: [1]")
+    if 1 not in par.tp or 1 not in par.pp or 1 not in par.cp or 0 not in par.zero_shard:
+        raise InputError("parallelism", {"tp": par.tp, "pp": par.pp, "cp": par.cp, "zero_shard": par.zero_shard},
+                         "the runtime trains data parallel only; allow tp: [1], pp: [1], cp: [1] and zero_shard: [0]")
     changes: dict = {}
     if m.kind == "lm":
         if "seq_len" in tr.model_fields_set and tr.seq_len != m.seq_len:

@@ -172,6 +172,8 @@ class Parallelism(_Strict):
     pp: list[int] = Field([1], description="pipeline stages allowed")
     cp: list[int] = Field([1], description="context-parallel sizes allowed (the sequence split over a ring of GPUs)")
     zero: list[int] = Field([0, 1, 2, 3], description="ZeRO/FSDP stages allowed")
+    zero_shard: list[int] = Field([0], description="hybrid ZeRO-1 groups allowed (InternEvo zero1): optimizer "
+                                  "states over K of the dp x cp ranks; 0 = all of them")
     gpus_per_node: Optional[int] = Field(None, gt=0, description="override GPUs per node of the instance")
 
     @field_validator("tp", "pp", "cp")
@@ -179,6 +181,13 @@ class Parallelism(_Strict):
     def _pos(cls, v: list[int]) -> list[int]:
         if not v or any(x < 1 for x in v):
             raise ValueError("must be a non-empty list of integers >= 1")
+        return v
+
+    @field_validator("zero_shard")
+    @classmethod
+    def _zero_shard(cls, v: list[int]) -> list[int]:
+        if not v or any(x < 0 for x in v):
+            raise ValueError("must be a non-empty list of group sizes >= 0 (0 = the whole dp x cp group)")
         return v
 
     @field_validator("zero")
@@ -314,6 +323,11 @@ def parse_job(data: Any, source_path: str | None = None) -> JobSpec:
         raise InputError("training.cpu_offload", True, f"FSDP CPU offload needs ZeRO 3; allow it in "
                          f"parallelism.zero (now {spec.parallelism.zero}) or drop cpu_offload")
     _check_cp(spec)
+    par = spec.parallelism
+    if any(par.zero_shard) and 1 not in par.zero:
+        # a shard group is hybrid ZeRO-1: without stage 1 the search would never use it
+        raise InputError("parallelism.zero_shard", par.zero_shard, f"hybrid ZeRO-1 groups need ZeRO 1; allow it in "
+                         f"parallelism.zero (now {par.zero}) or give zero_shard: [0]")
     return spec
 
 
