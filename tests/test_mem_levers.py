@@ -44,6 +44,15 @@ def test_cpu_offload_keeps_only_the_unsharded_working_set_on_the_gpu():
     assert not no_fsdp.fits(get_gpu("H100")) and no_fsdp.peak_phase == "cannot run"
 
 
+def test_fit_levers_under_cpu_offload_suggest_only_changes_that_run_and_save(capsys):
+    """`memory MODEL --zero 3 --cpu-offload` on a model that misses small cards lists its levers instead of
+    refusing its own optimizer-offload suggestion (exit 2 before); a lever that saves nothing is left out."""
+    out = run_json(capsys, "memory", "llama-2-13b", "--gpus", "2", "--zero", "3", "--cpu-offload", "--json")
+    levers = {lv["lever"]: lv["required_gib"] for lv in out["how_to_fit"]}
+    assert "full activation recompute" in levers and not any("offload" in n or "8-bit" in n for n in levers)
+    assert all(gib < out["required_gib"] for n, gib in levers.items() if not n.startswith("a larger GPU"))
+
+
 def test_cpu_offload_costs_host_copies_and_a_cpu_optimizer_step():
     cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full", plan=FSDP8)
     h100 = get_gpu("H100")

@@ -40,7 +40,20 @@ def _variants(spec, cfg: TrainingConfig):
     if spec.is_transformer and cfg.lora_rank == 0:
         out.append((f"LoRA rank {LORA_RANK}", "trains adapters only (a different fine-tuning run)",
                     replace(cfg, lora_rank=LORA_RANK)))
-    return out
+    return [v for v in out if _runnable(spec, v[2])]
+
+
+def _runnable(spec, cfg: TrainingConfig) -> bool:
+    """A lever the configuration's other levers allow (e.g. no optimizer offload under FSDP CPU offload, which
+    already keeps the states on the host): the rule that refuses the same flags on the command line."""
+    from gpuwise.errors import InputError
+    from gpuwise.estimate.levers import check_levers
+
+    try:
+        check_levers(cfg, spec.is_transformer)
+    except InputError:
+        return False
+    return True
 
 
 def _zero3(cfg: TrainingConfig, n: int) -> TrainingConfig:
@@ -59,8 +72,11 @@ def fit_levers(spec, cfg: TrainingConfig, gpus: list[GpuSpec], catalog_gpus: lis
         return []
     gib = 2 ** 30
     out = []
+    now = memory_of(spec, cfg).required
     for name, cost, c in _variants(spec, cfg):
         est = memory_of(spec, c)
+        if est.required >= now:
+            continue            # saves nothing here (e.g. an 8-bit optimizer whose states are on the host)
         out.append(Lever(name, cost, est.required / gib, tuple(g.name for g in miss if est.fits(g)), c))
     left = set(g.name for g in miss)
     for n in ZERO3_GPUS:   # the smallest widths that make another GPU fit
