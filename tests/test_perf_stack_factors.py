@@ -174,3 +174,51 @@ def test_internevo_packed_rows_attend_within_2048_tokens_and_carry_their_zero1_g
         group = r["case"].split("zero1-group")[1].split()[0]
         assert int(r["zero_shard"]) == (int(r["dp"]) if group == "-1" else int(group)), r["case"]
         assert int(r["micro_batch"]) == int(r["case"].split(" mb")[1].split()[0]), r["case"]
+
+
+def test_nf4_dequantisation_share_follows_its_rule_and_times_a_4bit_base():
+    """NF4_DEQUANT_BW_SHARE is what fit_nf4_share computes from its two ms-swift rows (each nf4 row less its own
+    16-bit LoRA row); a 4-bit base then costs its dequantisation bytes / (bandwidth x share) per micro-step, more
+    with recompute (one more pass), and the estimate says so. The Vertex rows stay out of the fit."""
+    from gpuwise.estimate.roofline_step import NF4_DEQUANT_BW_SHARE
+
+    fit = se.fit_nf4_share()
+    assert len(fit) == 3 and fit["fit"] == pytest.approx(NF4_DEQUANT_BW_SHARE, rel=0.01)
+    assert all(k.endswith("bnb-nf4") for k in fit if k != "fit")
+    checks = se.nf4_checks()
+    assert {c.source for c in checks} == {"ms-swift-nf4", "vertex-nf4"}
+    assert all("in-sample" in c.case for c in checks if c.source == "ms-swift-nf4")
+    assert not any("in-sample" in c.case for c in checks if c.source == "vertex-nf4")
+    l8, a100 = load_model("llama-3.1-8b"), get_gpu("A100-80GB")
+    times = {}
+    for q in (None, "nf4"):
+        for rc in ("none", "full"):
+            cfg = TrainingConfig(micro_batch=1, seq_len=2048, lora_rank=16, quantize=q, recompute=rc)
+            times[q, rc] = analytical_step_time(l8, cfg, a100, 8)
+    added = {rc: times["nf4", rc].step_time_s - times[None, rc].step_time_s for rc in ("none", "full")}
+    # ~2.5 bytes per block weight per pass at 13.6% of 2.04 TB/s: tens of ms per pass on an 8B model
+    assert 0.03 < added["none"] / 2 < 0.08 and added["full"] == pytest.approx(1.5 * added["none"], rel=0.05)
+    assert any("NF4 base" in a and "ms per step" in a for a in times["nf4", "none"].assumptions)
+    assert not any("NF4 base" in a for a in times[None, "none"].assumptions)
+
+
+def test_estimate_by_flags_takes_the_model_flags_memory_takes(capsys, tmp_path):
+    """`estimate --model` accepts --quantize, --offload-optimizer, --no-flash-attention and --pp-schedule as
+    `memory` does (it refused them before), and refuses them next to a JOB.yaml."""
+    import json
+
+    from gpuwise.cli.main import main
+
+    base = ["estimate", "--model", "llama-3.1-8b", "--gpu", "A100-80GB", "--gpus", "1", "--batch-size", "1",
+            "--lora-rank", "16", "--json"]
+    assert main(base) == 0
+    lora = json.loads(capsys.readouterr().out)
+    assert main(base + ["--quantize", "nf4"]) == 0
+    qlora = json.loads(capsys.readouterr().out)
+    assert qlora["step_time_s"] > lora["step_time_s"] and qlora["memory_gib"]["required"] < lora["memory_gib"]["required"]
+    assert main(base + ["--no-flash-attention"]) == 0
+    assert json.loads(capsys.readouterr().out)["memory_gib"]["required"] > lora["memory_gib"]["required"]
+    spec = tmp_path / "j.yaml"
+    spec.write_text("name: j\nmodel: llama-3.1-8b\ntraining: {tokens: 1.0e8, seq_len: 2048, global_batch: 8}\n")
+    assert main(["estimate", str(spec), "--gpu", "H100", "--gpus", "8", "--quantize", "nf4"]) == 2
+    assert "--quantize" in capsys.readouterr().err

@@ -3,6 +3,7 @@
     gpuwise estimate JOB.yaml --gpu NAME --gpus N [--nodes M] [--spot] [--json]
     gpuwise estimate --model MODEL --gpu NAME --gpus N --batch-size B --seq-len L --precision P
                      --zero Z --recompute R [--grad-accum A] [--tp T] [--pp P] [--cp C] [--tokens T]
+                     [--quantize nf4] [--offload-optimizer] [--no-flash-attention] [--pp-schedule S] [levers]
                      [--price USD_PER_GPU_HOUR] [--spot] [--json]
 """
 
@@ -17,13 +18,13 @@ from gpuwise.cli.memory_flags import LEVER_NAMES as LEVERS
 # a flag typed next to a JOB.yaml is refused instead of silently ignored.
 FLAG_DEFAULTS = {"zero": 0, "zero_shard": 0, "recompute": "none", "grad_accum": 1,
                  "tp": 1, "pp": 1, "cp": 1, "optimizer": "adamw", "lora_rank": 0,
-                 "stack": "pytorch"}
+                 "stack": "pytorch", "pp_schedule": "1f1b", "offload_optimizer": False, "no_flash_attention": False}
 # precision: the stack's default when not given (memory_flags.precision_for)
-FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", "precision", *FLAG_DEFAULTS, *LEVERS)
+FLAG_ONLY = ("model", "batch_size", "tokens", "seq_len", "precision", "quantize", *FLAG_DEFAULTS, *LEVERS)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    from gpuwise.cli.memory_flags import add_lever_flags
+    from gpuwise.cli.memory_flags import add_lever_flags, add_model_flags, add_schedule_flag
     from gpuwise.workload.training import OPTIMIZERS, STACKS
 
     parser.add_argument("job", nargs="?", help="job spec YAML (see examples/); omit to give the job by flags")
@@ -49,11 +50,13 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     flags.add_argument("--grad-accum", type=int, help="micro-steps per optimizer step")
     flags.add_argument("--tp", type=int, help="tensor-parallel size")
     flags.add_argument("--pp", type=int, help="pipeline stages")
+    add_schedule_flag(flags, unset=True)
     flags.add_argument("--cp", type=int, help="context-parallel size: the sequence split over C GPUs, K/V passed "
                                               "round a ring (default 1)")
     flags.add_argument("--optimizer", help=" | ".join(OPTIMIZERS) + " (default adamw)")
     flags.add_argument("--lora-rank", type=int, help="LoRA rank (0 = full fine-tuning)")
     flags.add_argument("--tokens", type=float, help="training tokens (or samples for non-token models)")
+    add_model_flags(flags, unset=True)
     add_lever_flags(flags)
 
 
@@ -123,12 +126,13 @@ def _from_flags(args):
     if args.gpus % width:
         raise InputError("--gpus", args.gpus, f"must be a multiple of tp*pp*cp = {width}")
     plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, zero=args.zero,
-                        zero_shard=args.zero_shard, sp=args.tp > 1)
-    from gpuwise.cli.memory_flags import lever_fields, precision_for
+                        zero_shard=args.zero_shard, sp=args.tp > 1, pp_schedule=args.pp_schedule)
+    from gpuwise.cli.memory_flags import lever_fields, model_fields, precision_for
 
     cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=args.seq_len, grad_accum=args.grad_accum,
                          precision=precision_for(args), optimizer=args.optimizer, recompute=args.recompute,
-                         lora_rank=args.lora_rank, plan=plan, stack=args.stack, **lever_fields(args))
+                         lora_rank=args.lora_rank, plan=plan, stack=args.stack, **model_fields(args),
+                         **lever_fields(args))
     check_config(model, cfg)
     from gpuwise.estimate.levers import refuse_blocked
 

@@ -10,7 +10,7 @@ DEFAULT_SEQ = 2048
 
 def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True) -> None:
     """Flags describing one training configuration (plan_flags: also --gpus/--tp/--pp/--cp/--zero/--sp)."""
-    from gpuwise.workload.training import OPTIMIZERS, PP_SCHEDULES, PRECISIONS, RECOMPUTE_POLICIES, STACKS
+    from gpuwise.workload.training import OPTIMIZERS, PRECISIONS, RECOMPUTE_POLICIES, STACKS
 
     parser.add_argument("model", metavar="MODEL", help="preset name (gpuwise models), path to a config.json, or a "
                         "Hugging Face id such as meta-llama/Llama-3.1-8B (pip install 'gpuwise[hf]')")
@@ -27,9 +27,7 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
                         help=f"activation recompute {' | '.join(RECOMPUTE_POLICIES)} (selective = Megatron attention "
                         "core, op / layer-K = torchtitan selective AC; default none)")
     parser.add_argument("--lora-rank", type=int, default=0, metavar="R", help="LoRA rank; 0 = full fine-tuning (default)")
-    parser.add_argument("--quantize", default=None, metavar="nf4", help="4-bit frozen base (QLoRA): nf4")
-    parser.add_argument("--offload-optimizer", action="store_true", help="optimizer states in host memory")
-    parser.add_argument("--no-flash-attention", action="store_true", help="eager attention (keeps s^2 scores)")
+    add_model_flags(parser)
     add_lever_flags(parser)
     if plan_flags:
         parser.add_argument("--gpus", type=int, default=1, metavar="N", help="GPUs in all (default 1); dp = N/(tp*pp*cp)")
@@ -38,8 +36,7 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
                             help="hybrid ZeRO-1: optimizer states sharded over groups of K of the dp x cp ranks (InternEvo zero1 size), the updated parameters all-gathered in the group after the step; needs --zero 1 (default 0: the whole dp x cp group)")
         parser.add_argument("--tp", type=int, default=1, metavar="T", help="tensor parallel (default 1)")
         parser.add_argument("--pp", type=int, default=1, metavar="P", help="pipeline stages (default 1)")
-        parser.add_argument("--pp-schedule", default="1f1b", metavar="S",
-                            help=f"pipeline schedule {' | '.join(PP_SCHEDULES)} (default 1f1b)")
+        add_schedule_flag(parser)
         parser.add_argument("--cp", type=int, default=1, metavar="C", help="context parallel (default 1)")
         sp = parser.add_mutually_exclusive_group()
         sp.add_argument("--sp", dest="sp", action="store_true", default=None,
@@ -48,6 +45,30 @@ def add_training_flags(parser: argparse.ArgumentParser, plan_flags: bool = True)
     parser.add_argument("--gpu", action="extend", nargs="+", default=None, metavar="NAME",
                         help="GPU types to check (default: " + ", ".join(DEFAULT_GPUS) + ")")
     parser.add_argument("--json", action="store_true", help="machine-readable output")
+
+
+def add_model_flags(parser, unset: bool = False) -> None:
+    """--quantize, --offload-optimizer and --no-flash-attention (shared with `gpuwise estimate`, whose flags
+    default to None (`unset`) so that one typed next to a JOB.yaml is refused)."""
+    off = None if unset else False
+    parser.add_argument("--quantize", default=None, metavar="nf4", help="4-bit frozen base (QLoRA): nf4")
+    parser.add_argument("--offload-optimizer", action="store_true", default=off,
+                        help="optimizer states in host memory")
+    parser.add_argument("--no-flash-attention", action="store_true", default=off,
+                        help="eager attention (keeps s^2 scores)")
+
+
+def add_schedule_flag(parser, unset: bool = False) -> None:
+    from gpuwise.workload.training import PP_SCHEDULES
+
+    parser.add_argument("--pp-schedule", default=None if unset else "1f1b", metavar="S",
+                        help=f"pipeline schedule {' | '.join(PP_SCHEDULES)} (default 1f1b)")
+
+
+def model_fields(args: argparse.Namespace) -> dict:
+    """TrainingConfig fields of add_model_flags."""
+    return {"quantize": args.quantize.lower() if args.quantize else None,
+            "offload_optimizer": bool(args.offload_optimizer), "flash_attention": not args.no_flash_attention}
 
 
 def add_lever_flags(parser: argparse.ArgumentParser) -> None:
@@ -124,12 +145,10 @@ def training_config(args: argparse.Namespace, spec, plan_flags: bool = True):
         sp = args.tp > 1 if args.sp is None else (args.sp and args.tp > 1)   # the frameworks' default
         plan = ParallelPlan(dp=args.gpus // width, tp=args.tp, pp=args.pp, cp=args.cp, sp=sp, zero=args.zero,
                             zero_shard=args.zero_shard, pp_schedule=args.pp_schedule)
-    quant = args.quantize.lower() if args.quantize else None
     cfg = TrainingConfig(micro_batch=args.batch_size, seq_len=seq_len_for(spec, args.seq_len),
                           grad_accum=args.grad_accum, precision=precision_for(args), optimizer=args.optimizer,
-                          recompute=args.recompute, flash_attention=not args.no_flash_attention,
-                          lora_rank=args.lora_rank, quantize=quant, offload_optimizer=args.offload_optimizer,
-                          plan=plan, stack=args.stack, **lever_fields(args))
+                          recompute=args.recompute, lora_rank=args.lora_rank, plan=plan, stack=args.stack,
+                          **model_fields(args), **lever_fields(args))
     if plan_flags:                      # the layout is given: refuse one the levers cannot run on
         from gpuwise.estimate.levers import refuse_blocked
 

@@ -115,6 +115,7 @@ def run(args: argparse.Namespace) -> int:
                                         "predicted": c.predicted, "error": c.error} for c in comps]},
         "assumptions": assumptions,
     }
+    out["stacks"] = stacks = _stack_section()
     if getattr(args, "json", False):
         emit_json(out)
         return 0
@@ -138,8 +139,6 @@ def run(args: argparse.Namespace) -> int:
               f"{v['max_error']:.1%}") for k, v in tsum.items() if k.startswith(("source/", "size/", "stack/", "all/"))]
     print_table("Transformer tokens/s/GPU, per-op roofline (fit rows vs held-out rows)",
                 ["group", "split", "points", "median err", "max err"], trows)
-    stacks = _stack_section()
-    out["stacks"] = stacks
     _print_stacks(stacks)
     print_assumptions(assumptions + STACK_ASSUMPTIONS)
     return 0
@@ -155,6 +154,8 @@ STACK_ASSUMPTIONS = [
     "source (its rows all held out); a (generation, stack) pair left without fit rows takes gemm[a', s] x gemm[a, s'] / "
     "gemm[a', s'] from the three fitted pairs around it (separable generation x stack); stored fit = the bundled "
     "op_efficiency.csv (fit rows in-sample, held-out rows out of sample)",
+    "NF4 dequantisation: bitsandbytes' share of HBM bandwidth (roofline_step.NF4_DEQUANT_BW_SHARE) is fitted on "
+    "ms-swift's two bnb-nf4 rows (each less its model's 16-bit LoRA row); the Vertex QLoRA rows are out of sample",
     "ms-swift: samples/s with unknown tokens per sample (its implied tokens/s at max_length would exceed the A100's "
     "peak), so only ratios to the qwen-7b-chat LoRA row at the same max_length are checked; never fitted on",
 ]
@@ -163,14 +164,14 @@ STACK_ASSUMPTIONS = [
 def _stack_section() -> dict:
     """Per-source errors of the per-stack factors (LOSO and in-sample) and of the op_efficiency fit (LOSO)."""
     from gpuwise.estimate.roofline_step import _stack_factors
-    from gpuwise.validation.stack_efficiency import (calibration_loso, in_sample_errors, loso_errors, ratio_checks,
-                                                     summary)
+    from gpuwise.validation.stack_efficiency import (calibration_loso, in_sample_errors, loso_errors, nf4_checks,
+                                                     ratio_checks, summary)
     from gpuwise.validation.steptime_fit import evaluate
     from gpuwise.validation.throughput import summarize
 
     loso, ins = loso_errors(), in_sample_errors()
     cal_loso, cal_in = calibration_loso(), evaluate()
-    ratios = ratio_checks()
+    ratios, nf4 = ratio_checks(), nf4_checks()
     return {"external_loso": summary(loso), "external_in_sample": summary(ins),
             "calibration_loso": summary(cal_loso), "calibration_stored_fit": summary(cal_in),
             "ratio_checks": summarize(ratios), "factors": {k: v.__dict__ for k, v in _stack_factors().items()},
@@ -180,7 +181,10 @@ def _stack_section() -> dict:
                       "predicted_in_sample": i.predicted, "error_in_sample": i.error}
                      for e, i in zip(loso, _aligned(loso, ins))],
             "ratios": [{"case": c.case, "measured": c.measured, "predicted": c.predicted, "error": c.error}
-                       for c in ratios]}
+                       for c in ratios],
+            # seconds a 4-bit base adds per micro-step; ms-swift's are NF4_DEQUANT_BW_SHARE's fit rows (in-sample)
+            "nf4_checks": [{"source": c.source, "case": c.case, "measured_s": c.measured, "predicted_s": c.predicted,
+                            "error": c.error} for c in nf4]}
 
 
 def _aligned(loso, ins) -> list:
@@ -207,6 +211,11 @@ def _print_stacks(st: dict) -> None:
     print_table("Step time across stacks: tokens/s/GPU per source, leave-one-source-out (headline) vs the stored fit",
                 ["source", "stack", "points", "LOSO median", "LOSO max", "LOSO signed", "stored-fit median",
                  "stored-fit max"], rows)
+    print_table("NF4 (bitsandbytes 4-bit base): seconds added per micro-step vs the same model's 16-bit LoRA row",
+                ["source", "case", "measured s", "predicted s", "error"],
+                [(c["source"], c["case"], f"{c['measured_s']:.3f}", f"{c['predicted_s']:.3f}",
+                  f"{(c['predicted_s'] - c['measured_s']) / c['measured_s']:+.1%}")
+                 for c in st["nf4_checks"]])
     ext = st["external_loso"]["all"]
     print(f"external rows, leave-one-source-out: median {ext['median_error']:.1%}, max {ext['max_error']:.1%} over "
           f"{ext['points']} rows; factors: " + ", ".join(f"{k} {v['factor']:.3f} ({v['points']} rows)"

@@ -367,6 +367,43 @@ def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpE
     return t_mem + layers * phases * len(lora_modules(cfg.lora_targets)) * LORA_KERNELS_PER_TARGET * eff.launch_s
 
 
+# Share of HBM bandwidth bitsandbytes' NF4 dequantisation passes reach, on the bytes they move (nf4_dequant_s).
+# FITTED on ms-swift's two bnb-nf4 rows (qwen-7b/14b-chat LoRA on a bitsandbytes 0.41.3 4-bit base, one A100-80GB,
+# calibration/external_throughput.csv) by the rule in validation/stack_efficiency.fit_nf4_share: each row's measured
+# time per micro-step less its own model's 16-bit LoRA row's (same data) is the dequantisation; 0.136 and 0.136.
+# Out of sample: the Vertex OpenLLaMA-7B QLoRA / LoRA ratios (gpuwise validate throughput, ratio checks). Far below
+# a copy kernel's ~0.85: both sources ran QLoRA ~1.8x slower than LoRA. Newer bitsandbytes may be faster (unmeasured).
+NF4_DEQUANT_BW_SHARE = 0.136
+
+
+def nf4_dequant_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency,
+                  share: float = NF4_DEQUANT_BW_SHARE) -> float:
+    """Seconds per micro-step of dequantising a 4-bit (NF4) frozen base (0 without one). bitsandbytes' MatMul4Bit
+    dequantises each block weight to 16-bit before its GEMM: in the forward, again for the input gradient in the
+    backward (no weight gradient: frozen), and in every re-run forward. Each pass reads the 4-bit codes and block
+    constants and writes the 16-bit weight (memory-bound, one kernel), plus a 16-bit cast per extra copy the stack's
+    code makes (model_code.csv nf4_dequant_copies); with many tokens every expert of a mixture is dequantised. The
+    output layer where the stack quantises it too (nf4_output_layer)."""
+    if cfg.quantize != "nf4":
+        return 0.0
+    from gpuwise.estimate.stack_code import model_code
+    from gpuwise.workload.models import param_counts
+
+    code, counts, p = model_code(cfg.stack), param_counts(model), cfg.plan
+    total = model.n_layers + model.n_encoder_layers
+    weights = total / p.pp * (counts.layer - counts.layer_replicated) / p.tp
+    head = model.vocab_size * model.hidden / p.tp if code.nf4_output_layer else 0.0
+    passes = 2.0 + reforwarded_blocks(total, cfg.recompute)
+    per_weight = NF4_BYTES + 2.0 + 4.0 * (code.nf4_dequant_copies - 1)     # read codes, write 16-bit; each cast r+w
+    kernels = (total / p.pp * passes * _linears_per_block(model) + 2.0 * bool(head)) * code.nf4_dequant_copies
+    return (weights * passes + 2.0 * head) * per_weight / (hw.hbm_bytes_s * share) + kernels * eff.launch_s
+
+
+def _linears_per_block(model: ModelSpec) -> int:
+    """Weight matrices of one block: q, k, v, o and the MLP's (gated: 3) per expert."""
+    return 4 + (3 if model.gated_mlp else 2) * max(1, model.n_experts)
+
+
 def tp_overlap_possible(tp: int, hw: Hardware) -> bool:
     """AsyncTP (PyTorch SymmetricMemory micro-pipelining, Transformer Engine userbuffers) needs the TP group's
     peer-to-peer NVLink: the group must fit inside one node."""
@@ -388,7 +425,7 @@ def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEff
     the busiest GPU."""
     p, vb = cfg.plan, _value_bytes(cfg)
     t_micro, by_class, layers, launch_s, fwd_share = _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))
-    t_lora = lora_adapter_s(model, cfg, hw, eff)
+    t_lora = lora_adapter_s(model, cfg, hw, eff) + nf4_dequant_s(model, cfg, hw, eff)
     t_micro, by_class = t_micro + t_lora, (by_class[GEMM], by_class[ATTN], by_class[MEM] + t_lora)
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
     t_tp = 0.0

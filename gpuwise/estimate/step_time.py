@@ -188,6 +188,13 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                            "backward, 5 kernels per target)")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
     assumptions.append(eff.text)
+    if cfg.quantize == "nf4":
+        from gpuwise.estimate.roofline_step import nf4_dequant_s
+
+        t = nf4_dequant_s(model, cfg, hw, eff) * cfg.grad_accum
+        assumptions.append(f"NF4 base: every block weight dequantised to 16-bit before its GEMM in the forward, the "
+                           f"backward and each re-run forward (bitsandbytes MatMul4Bit; memory-bound, one kernel per "
+                           f"weight and pass): {t * 1e3:.3g} ms per step; the GEMMs then run at the 16-bit rates")
     if cfg.flash_attention:
         from gpuwise.estimate.op_inventory import CAUSAL_TILE
         from gpuwise.estimate.roofline_step import ATTN_CTX_HALF, attention_scale

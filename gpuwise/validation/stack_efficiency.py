@@ -34,7 +34,7 @@ def _run(r: dict) -> MeasuredRun:
     extra = {"lora_targets": r["lora_targets"]} if r["lora_targets"] else {}
     cfg = TrainingConfig(micro_batch=i["micro_batch"], seq_len=i["seq_len"], grad_accum=i["grad_accum"],
                          precision=r["precision"], recompute=r["recompute"], stack=r["stack"],
-                         flash_attention=bool(i["flash"]), lora_rank=i["lora_rank"],
+                         flash_attention=bool(i["flash"]), lora_rank=i["lora_rank"], quantize=r.get("quantize") or None,
                          plan=ParallelPlan(dp=i["dp"], tp=i["tp"], pp=i["pp"], zero=i["zero"],
                                            zero_shard=i["zero_shard"]), **extra)
     value, seq, mb = float(r["value"]), i["seq_len"], i["micro_batch"]
@@ -58,7 +58,7 @@ def external_runs() -> tuple[MeasuredRun, ...]:
 # samples/s of a dataset whose tokens per sample are not known (ms-swift): only ratios between rows of the same
 # max_length are measured (the token count per sample cancels), never an absolute rate
 RATIO_UNITS = ("samples/s",)
-RATIO_BASE = "qwen-7b-chat lora r8 q,k,v len{seq} mb1 acc16"
+RATIO_BASE = {"ms-swift": "qwen-7b-chat lora r8 q,k,v len{seq} mb1 acc16", "vertex": "openllama-7b lora r16 len{seq} mb2"}
 
 
 def ratio_checks() -> list:
@@ -67,8 +67,8 @@ def ratio_checks() -> list:
     flash attention, model size). Never fitted on."""
     from gpuwise.validation.throughput import Comparison
 
-    rows = [r for r, unit in _all_runs() if unit in RATIO_UNITS]
-    base = {(r.source, r.cfg.seq_len): r for r in rows if r.case == RATIO_BASE.format(seq=r.cfg.seq_len)}
+    rows = [r for r, unit in _all_runs() if unit in RATIO_UNITS and r.cfg.quantize is None]   # nf4: nf4_checks
+    base = {(r.source, r.cfg.seq_len): r for r in rows if r.case == RATIO_BASE[r.source].format(seq=r.cfg.seq_len)}
     out = []
     for r in rows:
         b = base.get((r.source, r.cfg.seq_len))
@@ -76,6 +76,56 @@ def ratio_checks() -> list:
             continue
         out.append(Comparison(f"{r.source}-ratio", f"{r.case} / baseline", r.tokens_per_s_per_gpu / b.tokens_per_s_per_gpu,
                               predict(r) / predict(b)))
+    return out
+
+
+def _nf4_pairs() -> list[tuple[MeasuredRun, MeasuredRun]]:
+    """(4-bit row, the same model's 16-bit LoRA row on the same data) of every source."""
+    rows = [r for r, unit in _all_runs() if unit in RATIO_UNITS]
+    out = []
+    for r in (r for r in rows if r.cfg.quantize == "nf4"):
+        twin = r.case.replace(" bnb-nf4", "").replace(" qlora ", " lora ")
+        out.append((r, next(x for x in rows if x.case == twin and x.source == r.source)))
+    return out
+
+
+def _micro_s(run: MeasuredRun, tokens_per_s: float) -> float:
+    return run.cfg.micro_batch * run.cfg.seq_len / tokens_per_s
+
+
+def nf4_checks() -> list:
+    """Seconds a 4-bit base adds per micro-step (the nf4 row less its model's 16-bit LoRA row: same data, so the
+    unknown tokens per sample cancel), measured vs predicted. ms-swift's rows are the ones NF4_DEQUANT_BW_SHARE is
+    fitted on (in-sample, case marked); Vertex's are out of sample (their QLoRA rows also run gradient
+    checkpointing, which the prediction includes)."""
+    from gpuwise.validation.throughput import Comparison
+
+    out = []
+    for r, b in _nf4_pairs():
+        measured = _micro_s(r, r.tokens_per_s_per_gpu) - _micro_s(b, b.tokens_per_s_per_gpu)
+        predicted = _micro_s(r, predict(r)) - _micro_s(b, predict(b))
+        tag = " (in-sample: fit row)" if r.source == "ms-swift" else ""
+        out.append(Comparison(f"{r.source}-nf4", f"{r.case} - {b.case}{tag}", measured, predicted))
+    return out
+
+
+def fit_nf4_share() -> dict[str, float]:
+    """The rule behind roofline_step.NF4_DEQUANT_BW_SHARE. Each ms-swift bnb-nf4 row and the same model's 16-bit LoRA
+    row ran the same data (same tokens per micro-step, unknown but equal), so their measured time difference per
+    micro-step is the dequantisation; the share is the bytes it moves at full bandwidth over that time (launches
+    taken off). Per row, and their geometric mean under "fit". Only the bytes come from the model."""
+    from gpuwise.estimate.roofline_step import nf4_dequant_s, op_efficiency_for
+    from gpuwise.estimate.step_time import _hardware
+    from gpuwise.hardware.gpus import get_gpu
+
+    out = {}
+    for r, b in (p for p in _nf4_pairs() if p[0].source == "ms-swift"):
+        gpu = get_gpu(r.gpu)
+        hw, eff = _hardware(gpu, 0.0, 8, r.inter_node_gbps), op_efficiency_for(gpu, r.cfg.stack)   # peak unused
+        launch = nf4_dequant_s(r.model, r.cfg, hw, eff, share=float("inf"))
+        moved = nf4_dequant_s(r.model, r.cfg, hw, eff, share=1.0) - launch    # seconds at the full bandwidth
+        out[r.case] = moved / (_micro_s(r, r.tokens_per_s_per_gpu) - _micro_s(b, b.tokens_per_s_per_gpu) - launch)
+    out["fit"] = float(np.exp(np.mean(np.log(list(out.values())))))
     return out
 
 
