@@ -19,6 +19,10 @@ Here the same accounting is written tensor by tensor so that it generalises:
 - recompute (training.recompute_policy names): selective (Megatron) drops the attention core's
   tensors, full keeps each layer's input plus one layer's working set, layer-K does that for every
   K-th block, op (torchtitan op-level SAC) keeps every second matmul output and the attention output;
+- Gemma 2: four norms per block (each keeps its input); attention-logit soft-capping (tanh(x / cap) * cap on the
+  s x s scores) keeps tanh's s x s output under eager attention as well, and nothing under flash attention
+  (flash-attn >= 2.6 applies it in the kernel; transformers 4.49's SDPA path drops it); final-logit soft-capping
+  keeps tanh's logits-sized output (the logits' dtype) until the loss's backward;
 - LoRA (frozen base): autograd keeps a linear layer's input only to compute its weight gradient,
   so inputs that feed only frozen matrices (MLP input, down-projection input, output-projection
   input under eager attention) are not kept; the QKV input is (the adapters read it).
@@ -36,8 +40,6 @@ from gpuwise.workload.training import LOSS_CHUNKS, recompute_policy
 
 # Families whose published configs train with dropout > 0 (masks are kept for backward).
 DROPOUT_FAMILIES = ("gpt2", "bert", "roberta", "t5")
-# Parallel-residual families with a single norm in front of attention and MLP.
-_SINGLE_NORM = ("gptj", "phi")
 
 
 @dataclass(frozen=True)
@@ -71,6 +73,8 @@ class ActivationSetting:
     frozen_keeps_inputs: bool = False  # frozen linears keep their input anyway (bitsandbytes < 0.43.2 4-bit matmul)
     norm_fp32: bool = False   # norms upcast and keep a float32 copy of their input (LitGPT RMSNorm x.float())
     kv_expanded: bool = False # GQA K/V expanded to every query head before attention (kept at query width)
+    logits_fp32: bool = False # the output layer computes float32 logits (a float32 lm_head without autocast, e.g.
+    #                           PEFT prepare_model_for_kbit_training in pure 16-bit training)
 
 
 def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
@@ -89,9 +93,7 @@ def has_dropout(spec: ModelSpec) -> bool:
 
 
 def _norms(spec: ModelSpec) -> int:
-    if spec.parallel_attn_mlp and (spec.family in _SINGLE_NORM or (spec.family == "falcon" and spec.n_kv_heads == 1)):
-        return 1
-    return 2
+    return spec.norms_per_block
 
 
 def _input_copies(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]:
@@ -125,17 +127,26 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
         pass                                         # the attention core is recomputed in backward
     elif st.flash:
         split += spec.n_heads * 4                    # float32 log-sum-exp per head
-    elif st.hf_eager:
+    else:
+        split += _eager_attention_bytes(spec, st, kv_len, kv, mask)
+    return replicated, split
+
+
+def _eager_attention_bytes(spec: ModelSpec, st: ActivationSetting, kv_len: int, kv: int, mask: int) -> float:
+    """Bytes per local token an eager attention core keeps beyond Q, K and V: its s x s tensors (and Hugging Face's
+    repeated K/V); soft-capping (Gemma 2) adds tanh's s x s output in the activation dtype (the division and the product by the cap
+    keep nothing)."""
+    e, dq = st.bytes_per_value, spec.n_heads * spec.head_dim
+    split = spec.n_heads * kv_len * e if spec.attn_softcap else 0.0
+    if st.hf_eager:
         split += 2 * (dq - kv) * e                   # K and V repeated to every query head, kept by the matmuls
         # float32 softmax output, and what the probs@V matmul reads: the dropout output (+ its mask),
         # or without dropout the 16-bit cast of the softmax (no copy in fp32)
         after = (1 + e) if mask else (e if e < 4 else 0)
-        split += spec.n_heads * kv_len * (4 + after)
-    else:
-        # softmax output (+ dropout mask and dropout output when attention dropout is on)
-        per_score = (2 * e + mask) if mask else e
-        split += spec.n_heads * kv_len * per_score
-    return replicated, split
+        return split + spec.n_heads * kv_len * (4 + after)
+    # softmax output (+ dropout mask and dropout output when attention dropout is on)
+    per_score = (2 * e + mask) if mask else e
+    return split + spec.n_heads * kv_len * per_score
 
 
 def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]:
@@ -331,8 +342,18 @@ def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, los
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
     rep = spec.hidden * (_norm_input_bytes(st) + e) / (st.tp if st.sp else 1)   # final norm in, its output
-    logits = (spec.vocab_size * _loss_bytes(loss, e)[0] / st.tp) if lm_head else 0.0
+    logits = (spec.vocab_size * (_loss_bytes(loss, e)[0] + final_softcap_bytes(spec, st, loss)) / st.tp
+              if lm_head else 0.0)
     return tokens * (rep + logits)
+
+
+def final_softcap_bytes(spec: ModelSpec, st: ActivationSetting, loss: str = "eager") -> float:
+    """Bytes per vocabulary entry and token that final-logit soft-capping keeps: tanh's output in the logits'
+    dtype, alive until the loss's backward reaches it (0 without soft-capping, and under a fused linear
+    cross-entropy, which materialises no logits)."""
+    if not spec.final_softcap or loss == "fused-linear":
+        return 0.0
+    return 4.0 if st.logits_fp32 else float(st.bytes_per_value)
 
 
 def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, loss: str = "eager") -> float:

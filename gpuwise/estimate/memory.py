@@ -418,7 +418,9 @@ class _Geometry:
                                         autocast=(autocast and not lora) or fp32_rest,
                                         hf_eager=sem.framework != "megatron",
                                         frozen_keeps_inputs=quantize == "nf4" and code.nf4_keeps_input,
-                                        norm_fp32=code.norm_fp32_input, kv_expanded=code.kv_expanded)
+                                        norm_fp32=code.norm_fp32_input, kv_expanded=code.kv_expanded,
+                                        # a float32 output layer without autocast writes float32 logits
+                                        logits_fp32=fp32_rest and not autocast)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
         self.loss = "megatron" if sem.framework == "megatron" and loss == "eager" else loss
         self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)

@@ -13,20 +13,21 @@ from gpuwise.nn.layers import MLP, Adapters, Attention, MoE, Shard, make_norm
 from gpuwise.nn.traits import Traits
 from gpuwise.workload.model_spec import ModelSpec
 
-_SINGLE_NORM_PARALLEL = ("gptj", "phi")
-
-
 def single_norm(spec: ModelSpec) -> bool:
-    return spec.parallel_attn_mlp and (spec.family in _SINGLE_NORM_PARALLEL
-                                       or (spec.family == "falcon" and spec.n_kv_heads == 1))
+    return spec.norms_per_block == 1
 
 
 class Block(nn.Module):
     def __init__(self, spec: ModelSpec, tr: Traits, shard: Shard, adapters: Adapters | None, attention: str, *,
-                 causal: bool = True, cross: bool = False):
+                 causal: bool = True, cross: bool = False, layer: int = 0):
         super().__init__()
         self.norm1 = make_norm(spec)
-        self.attn = Attention(spec, tr, shard, adapters, attention, causal)
+        self.attn = Attention(spec, tr, shard, adapters, attention, causal, window=spec.sliding_window
+                              if causal and spec.is_sliding(layer) else 0)
+        # Gemma 2: an RMSNorm on each branch's output before the residual add (post_attention_layernorm,
+        # post_feedforward_layernorm); identity elsewhere
+        self.post1 = make_norm(spec) if spec.post_norms else nn.Identity()
+        self.post2 = make_norm(spec) if spec.post_norms else nn.Identity()
         self.cross_norm = make_norm(spec) if cross else None
         self.cross_attn = Attention(spec, tr, shard, adapters, attention, False, cross=True) if cross else None
         self.norm2 = None if single_norm(spec) else make_norm(spec)
@@ -51,7 +52,7 @@ class Block(nn.Module):
             n1 = self._g(self.norm1(x))
             n2 = n1 if self.norm2 is None else self._g(self.norm2(x))
             return x + self._d(self._s(self.attn(n1, rope, bias) + self.mlp(n2)))
-        x = x + self._d(self._s(self.attn(self._g(self.norm1(x)), rope, bias)))
+        x = x + self._d(self.post1(self._s(self.attn(self._g(self.norm1(x)), rope, bias))))
         if self.cross_attn is not None:
             x = x + self._d(self._s(self.cross_attn(self._g(self.cross_norm(x)), kv_x=enc)))
-        return x + self._d(self._s(self.mlp(self._g(self.norm2(x)))))
+        return x + self._d(self.post2(self._s(self.mlp(self._g(self.norm2(x))))))

@@ -42,6 +42,12 @@ def rms_norm(x: torch.Tensor, weight: torch.Tensor, eps: float) -> torch.Tensor:
     return _RMSNorm.apply(x, weight, eps)
 
 
+def softcap(x: torch.Tensor, cap: float) -> torch.Tensor:
+    """tanh soft-capping, cap * tanh(x / cap) (Gemma 2): the division and the scalar product keep nothing for
+    backward, tanh keeps its output. cap <= 0: x unchanged."""
+    return x if cap <= 0 else torch.tanh(x / cap) * cap
+
+
 def dropout(x: torch.Tensor, p: float, training: bool) -> torch.Tensor:
     """CUDA native dropout: a 1-byte mask is kept for backward."""
     if not training or p <= 0:

@@ -89,7 +89,7 @@ def make_linear(d_in: int, d_out: int, bias: bool, adapters: Adapters | None, lo
 
 class Attention(nn.Module):
     def __init__(self, spec: ModelSpec, tr: Traits, shard: Shard, adapters: Adapters | None,
-                 attention: str, causal: bool, cross: bool = False):
+                 attention: str, causal: bool, cross: bool = False, window: int = 0):
         super().__init__()
         h, hd = spec.hidden, spec.head_dim
         self.heads, self.kv_heads, self.hd = spec.n_heads, spec.n_kv_heads, hd
@@ -107,6 +107,9 @@ class Attention(nn.Module):
         self.dropout = tr.dropout
         self.rotary_dims = int(hd * tr.rotary_fraction) // 2 * 2 if tr.positions == "rotary" else 0
         self.scale = 1.0 if spec.family == "t5" else None       # T5 folds the scale into its init
+        if spec.query_scale_dim:                                 # gemma2 query_pre_attn_scalar ** -0.5
+            self.scale = spec.query_scale_dim ** -0.5
+        self.softcap, self.window = spec.attn_softcap, window     # gemma2: tanh soft-capping, local layers
 
     def _project(self, x, kv_x):
         b, s = x.shape[:2]
@@ -141,11 +144,17 @@ class Attention(nn.Module):
         return self.o(out)
 
     def core(self, q, k, v, causal, mask):
-        """The attention core (what Megatron's selective recompute recomputes)."""
-        if self.attention == "sdpa":
+        """The attention core (what Megatron's selective recompute recomputes). "sdpa" with soft-capping or a
+        sliding window stands for flash-attn >= 2.6, which applies both inside the kernel (softcap,
+        window_size) and keeps what flash attention keeps: under fake tensors the flash kernel is traced;
+        real tensors compute the same maths eagerly (torch's SDPA has no softcap)."""
+        if self.attention == "sdpa" and (fn.is_fake(q) or not (self.softcap or self._windowed(q))):
             return fn.attention(q, k, v, causal=causal, scale=self.scale, mask=mask,
                                 dropout_p=self.dropout if self.training else 0.0)
         return self._eager(q, k, v, causal, mask)
+
+    def _windowed(self, q) -> bool:
+        return 0 < self.window < q.shape[2]
 
     def _eager(self, q, k, v, causal, mask):
         """Hugging Face eager attention: repeated K/V, scores, fp32 softmax cast back, dropout."""
@@ -153,12 +162,14 @@ class Attention(nn.Module):
         if rep > 1:
             k, v = k.repeat_interleave(rep, 1), v.repeat_interleave(rep, 1)
         scale = self.scale if self.scale is not None else 1.0 / math.sqrt(q.shape[-1])
-        scores = torch.matmul(q, k.transpose(-1, -2)) * scale
+        scores = fn.softcap(torch.matmul(q, k.transpose(-1, -2)) * scale, self.softcap)   # gemma2: + tanh output
         if mask is not None:
             scores = scores + mask
         if causal:
             s = q.shape[2]
             tri = torch.ones(s, s, dtype=torch.bool, device=q.device).triu(1)
+            if self._windowed(q):       # local layer: keys more than `window` positions back are masked too
+                tri = tri | torch.ones(s, s, dtype=torch.bool, device=q.device).tril(-self.window)
             scores = scores.masked_fill(tri, float("-inf"))
         probs = torch.softmax(scores, -1, dtype=torch.float32).to(q.dtype)
         probs = fn.dropout(probs, self.dropout, self.training)

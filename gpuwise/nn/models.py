@@ -16,7 +16,7 @@ from gpuwise.nn import positions as pos
 from gpuwise.nn.blocks import Block
 from gpuwise.nn.layers import Adapters, Attention, Shard, make_linear, make_norm
 from gpuwise.nn.traits import Traits
-from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.model_spec import SCALED_EMBEDDINGS, ModelSpec
 
 _LM_HEAD_BIAS = ("gptj", "phi")
 
@@ -48,7 +48,7 @@ class CausalLM(nn.Module):
         self.tok = nn.Embedding(v, h) if embed else None
         self.pos = nn.Embedding(spec.max_seq_len, h) if embed and tr.positions == "learned" else None
         self.emb_norm = make_norm(spec) if embed and spec.family == "bloom" else None
-        self.blocks = nn.ModuleList(Block(spec, tr, shard, adapters, attention) for _ in range(n_layers))
+        self.blocks = nn.ModuleList(Block(spec, tr, shard, adapters, attention, layer=i) for i in range(n_layers))
         self.norm = make_norm(spec) if head else None
         self.head = None
         self.head_weight = None
@@ -77,7 +77,7 @@ class CausalLM(nn.Module):
         x = self.tok(ids)
         if self.pos is not None:
             x = x + self.pos(torch.arange(ids.shape[1], device=ids.device))
-        if self.spec.family == "gemma":
+        if self.spec.family in SCALED_EMBEDDINGS:
             x = x * math.sqrt(self.spec.hidden)
         if self.emb_norm is not None:
             x = self.emb_norm(x)
@@ -110,8 +110,12 @@ class CausalLM(nn.Module):
 
     def _logits(self, x: torch.Tensor, w: torch.Tensor | None = None) -> torch.Tensor:
         if self.head is not None:
-            return self.head(x)
-        return F.linear(x.to(self._dtype(x)), self._tied_weight(x) if w is None else w)
+            logits = self.head(x)
+        else:
+            logits = F.linear(x.to(self._dtype(x)), self._tied_weight(x) if w is None else w)
+        # Gemma 2's final-logit soft-capping in the logits' dtype (transformers Gemma2ForCausalLM, litgpt GPT.forward):
+        # tanh keeps its logits-sized output for backward
+        return fn.softcap(logits, self.spec.final_softcap)
 
 
 class MaskedLM(nn.Module):

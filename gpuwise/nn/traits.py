@@ -28,7 +28,7 @@ _TRAITS = {
     "llama": (1.0, "silu", False), "mistral": (1.0, "silu", False),
     "mixtral": (1.0, "silu", False), "qwen2": (1.0, "silu", False),
     "qwen3": (1.0, "silu", False), "phi3": (1.0, "silu", False),
-    "gemma": (1.0, "gelu_tanh", False), "gpt2": (0.0, "gelu_tanh", False),
+    "gemma": (1.0, "gelu_tanh", False), "gemma2": (1.0, "gelu_tanh", False), "gpt2": (0.0, "gelu_tanh", False),
     "gptj": (0.25, "gelu_tanh", False), "gpt_neox": (0.25, "gelu", False),
     "falcon": (1.0, "gelu", False), "bloom": (0.0, "gelu_tanh", False),
     "mpt": (0.0, "gelu", False), "phi": (0.5, "gelu_tanh", False),

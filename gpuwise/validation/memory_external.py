@@ -134,9 +134,6 @@ NO_PRESET_WHY = {
                    "not read to verify how its structure maps onto one",
     "baichuan2-13b-chat": ": ALiBi positions, which gpuwise models for bloom and mpt only; how Baichuan2-13B's remote "
                           "code applies the ALiBi bias in training was not read",
-    **{m: ": Gemma 2's soft-capped attention logits (eager attention keeping s x s scores), alternating "
-          "sliding-window layers and four norms per block are not expressible in ModelSpec"
-       for m in ("Gemma 2 9B", "gemma-2-9b")},
 }
 
 SWIFT_CSV = "ms_swift_benchmark_a100.csv"
@@ -242,7 +239,17 @@ ULT_CSV = "universal_llm_trainer_gpu_test.csv"
 # the shapes of the 4k model (litgpt config.py: the same hyper-parameters but block size and rope scaling)
 ULT_MODELS = {"Llama 3.1 8B": "llama-3.1-8b", "Llama 3 8B": "llama-3-8b", "Llama 2 13B": "llama-2-13b",
               "Gemma 7B": "gemma-7b", "Llama 3.1 70B": "llama-3.1-70b", "Phi3-mini (3.8B)": "phi-3-mini-4k-instruct",
-              "Qwen 3 8B": "qwen3-8b"}
+              "Qwen 3 8B": "qwen3-8b", "Gemma 2 9B": "gemma-2-9b"}
+# Gemma 2 under the run's transformers 4.49.0 (read from its wheel): attn_implementation null leaves the default,
+# sdpa (modeling_utils._autoset_attn_implementation; 4.49's Gemma2PreTrainedModel no longer overrides
+# _check_and_enable_sdpa to force eager, as 4.42 did), and integrations/sdpa_attention.py takes no softcap argument:
+# the attention soft-capping is dropped, no s x s scores are kept. Gemma2ForCausalLM.forward soft-caps the logits
+# (tanh kept). Gemma2Model always builds a 4D float mask for sdpa (the memory-efficient kernel keeps it; each
+# sliding layer makes its own): b x s x s x 2 B = 0.25 GiB here, once plus one layer's under checkpointing, not
+# modelled
+ULT_GEMMA2_NOTE = ("; Gemma 2 (transformers 4.49.0): sdpa by default, whose path drops the attention soft-capping "
+                   "(no s x s kept); the final-logit soft-capping keeps tanh's logits-sized output; the 4D masks "
+                   "(0.25 GiB each) not modelled")
 ULT_GPUS = {"H100": "H100-80GB-SXM", "A100": "A100-80GB-SXM"}      # 80 GB (the source); the RTX Pro 6000 has no row
 
 
@@ -285,7 +292,7 @@ def universal_trainer_rows() -> list:
                 "dtype=torch.float32 and calls PEFT prepare_model_for_kbit_training (src/models/llama3.py, "
                 "src/trainer/build.py @ aefdc4a4): every other parameter in float32" if r["method"] == "QLoRA" else "")
                 + ("; FSDP CPU offload of params, grads and optimizer state" if r["fsdp"] == "True" else "")
-                + "; tool not stated: compared with per_gpu_gib")
+                + (ULT_GEMMA2_NOTE if model == "gemma-2-9b" else "") + "; tool not stated: compared with per_gpu_gib")
         gpu = get_gpu(ULT_GPUS[r["gpu"]]) if r["gpu"] in ULT_GPUS else None
         if r["oom"]:
             out.append(ValidationRow(label, f"reported OOM on {gpu.name if gpu else r['gpu']}", None,

@@ -26,15 +26,17 @@ LITGPT_TARGETS = {"query+value": "q,v", "query+key+value+projection+mlp+head": "
 LITGPT_MODELS = {"tiny-llama": "tinyllama-1.1b", "mistral-7b-v0.2": "mistral-7b"}
 
 
-def litgpt_config(r: dict[str, str]) -> TrainingConfig:
-    """The run of one LitGPT config-hub row."""
+def litgpt_config(r: dict[str, str], attn_softcap: bool = False) -> TrainingConfig:
+    """The run of one LitGPT config-hub row. `attn_softcap`: the model soft-caps its attention logits (Gemma 2),
+    which LitGPT computes eagerly (litgpt/model.py @ 00af8b0d CausalSelfAttention.scaled_dot_product_attention:
+    "with softcapping we cannot use SDPA": q @ k.mT, tanh, float32 softmax cast back, @ v)."""
     devices = int(r["devices_in_config"])
     accum = max(1, int(r["global_batch_size"] or 0) // (int(r["micro_batch_size"]) * devices))
     return TrainingConfig(micro_batch=int(r["micro_batch_size"]), grad_accum=accum, seq_len=int(r["max_seq_length"]), precision="bf16",
                           stack="litgpt", lora_rank=int(r["lora_r"] or 0),
                           lora_targets=LITGPT_TARGETS.get(r["lora_targets"], "q,v"),
                           quantize="nf4" if r["quantize"] == "bnb.nf4" else None,
-                          recompute="full" if devices > 1 else "none",
+                          recompute="full" if devices > 1 else "none", flash_attention=not attn_softcap,
                           plan=ParallelPlan(dp=devices, zero=3 if devices > 1 else 0))
 
 
@@ -58,7 +60,9 @@ def litgpt_rows() -> list:
                                      f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], ""),
                                      stack="litgpt"))
             continue
-        est = estimate_memory(spec, litgpt_config(r))
+        est = estimate_memory(spec, litgpt_config(r, spec.attn_softcap > 0))
+        if spec.attn_softcap:
+            note += "; soft-capped attention runs eagerly in LitGPT (s x s scores, tanh and float32 softmax kept)"
         if r["oom"]:
             gpu = get_gpu(r["machine"].split("x", 1)[1])
             out.append(ValidationRow(label, f"reported OOM on {gpu.name}", None, est.required / 1e9, "GB", "checked",

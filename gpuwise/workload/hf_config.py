@@ -8,6 +8,7 @@ that names the key, so a truncated or foreign config.json is reported, not silen
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any, Callable
 
@@ -53,7 +54,7 @@ def _llama_like(r: _Reader, name: str, family: str) -> ModelSpec:
     h = r.int("hidden_size")
     heads = r.int("num_attention_heads")
     kv = int(r.get("num_key_value_heads", heads))
-    tie_default = family == "gemma"        # GemmaConfig ties by default; the others do not
+    tie_default = family in ("gemma", "gemma2")     # Gemma(2)Config ties by default; the others do not
     qkv_bias = bool(r.get("attention_bias", family == "qwen2"))   # qwen2: biases on q/k/v
     return ModelSpec(
         name=name, family=family, n_layers=r.int("num_hidden_layers"), hidden=h, n_heads=heads,
@@ -63,6 +64,21 @@ def _llama_like(r: _Reader, name: str, family: str) -> ModelSpec:
         attn_bias=qkv_bias, mlp_bias=bool(r.get("mlp_bias", False)), norm="rmsnorm",
         n_experts=int(r.get("num_local_experts", 1)), experts_per_token=int(r.get("num_experts_per_tok", 1)),
     )
+
+
+def _gemma2(r: _Reader, name: str, family: str) -> ModelSpec:
+    """gemma2 (transformers models/gemma2, Gemma2Config defaults): llama's structure (GeGLU MLP, RMSNorm, rotary,
+    GQA, head_dim stated, tied embeddings by default) plus an RMSNorm after attention and after the MLP
+    (post_attention_layernorm, post_feedforward_layernorm), tanh soft-capping of the attention scores
+    (attn_logit_softcapping, default 50.0) and of the final logits (final_logit_softcapping, default 30.0),
+    sliding-window attention (sliding_window, default 4096) on the even layers (Gemma2Attention: layer_idx % 2 == 0)
+    and scores scaled by query_pre_attn_scalar ** -0.5 (default 256). A null softcap in the file means none."""
+    base = _llama_like(r, name, family)
+    return replace(base, post_norms=True, head_dim=int(r.get("head_dim", 256)),
+                   attn_softcap=float(r.cfg.get("attn_logit_softcapping", 50.0) or 0.0),
+                   final_softcap=float(r.cfg.get("final_logit_softcapping", 30.0) or 0.0),
+                   sliding_window=int(r.cfg.get("sliding_window", 4096) or 0), sliding_every=2,
+                   query_scale_dim=int(r.get("query_pre_attn_scalar", 256)))
 
 
 def _gpt2_keys(r: _Reader, name: str, family: str, *, positions: int, tied: bool, attn_bias: bool,
@@ -179,7 +195,7 @@ def _explicit(r: _Reader, name: str, family: str) -> ModelSpec:
 
 READERS: dict[str, Callable[[_Reader, str, str], ModelSpec]] = {
     "llama": _llama_like, "mistral": _llama_like, "mixtral": _llama_like, "qwen2": _llama_like,
-    "qwen3": _llama_like, "phi3": _llama_like, "gemma": _llama_like, "gpt2": _gpt2, "gpt_neox": _gpt_neox, "gptj": _gptj, "falcon": _falcon,
+    "qwen3": _llama_like, "phi3": _llama_like, "gemma": _llama_like, "gemma2": _gemma2, "gpt2": _gpt2, "gpt_neox": _gpt_neox, "gptj": _gptj, "falcon": _falcon,
     "RefinedWeb": _falcon, "RefinedWebModel": _falcon, "mpt": _mpt, "bloom": _bloom, "phi": _phi,
     "phi-msft": _phi, "bert": _bert, "roberta": _bert, "t5": _t5, "mt5": _t5, "explicit": _explicit,
 }

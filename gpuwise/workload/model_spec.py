@@ -12,6 +12,10 @@ from dataclasses import dataclass
 # gpuwise.nn): gpt2 c_attn, bloom/falcon/gpt_neox query_key_value, mpt Wqkv, phi3 qkv_proj
 FUSED_QKV = ("gpt2", "bloom", "falcon", "gpt_neox", "mpt", "phi3")
 FUSED_GATE_UP = ("phi3",)       # Hugging Face's Phi-3: gate and up are one gate_up_proj matrix
+# parallel-residual families with one norm in front of both branches (falcon-7b too: falcon with one KV head)
+SINGLE_NORM_PARALLEL = ("gptj", "phi")
+# families that multiply the token embeddings by sqrt(hidden) (Hugging Face Gemma/Gemma2 `normalizer`)
+SCALED_EMBEDDINGS = ("gemma", "gemma2")
 
 
 @dataclass(frozen=True)
@@ -37,6 +41,16 @@ class ModelSpec:
     experts_per_token: int = 1          # top-k routing
     n_encoder_layers: int = 0           # encoder-decoder models (t5): encoder depth
     parallel_attn_mlp: bool = False     # falcon/gptj/neox style parallel residual
+    # --- Gemma 2 (transformers models/gemma2, litgpt Config post_attention_norm / post_mlp_norm) ---
+    post_norms: bool = False            # a second RMSNorm on each branch's output before the residual add
+    #                                     (post_attention_layernorm, post_feedforward_layernorm): 4 norms a block
+    attn_softcap: float = 0.0           # attention-logit soft-capping: scores = tanh(scores / cap) * cap (0: none)
+    final_softcap: float = 0.0          # final-logit soft-capping on the output layer's logits (0: none)
+    sliding_window: int = 0             # window of the local-attention layers (0: every layer global)
+    sliding_every: int = 0              # every sliding_every-th layer, from layer 0, is local (gemma2: 2, the even
+    #                                     layers); under eager attention and SDPA with a mask the scores stay s x s
+    query_scale_dim: int = 0            # scores scaled by query_scale_dim ** -0.5 (gemma2 query_pre_attn_scalar;
+    #                                     0: head_dim)
     # --- explicit numbers (non-transformers, or overrides) ---
     explicit_params: int | None = None
     activation_bytes_per_sample: float | None = None   # at the precision stated in `source`
@@ -47,6 +61,18 @@ class ModelSpec:
     @property
     def is_transformer(self) -> bool:
         return self.n_layers > 0 and self.hidden > 0
+
+    @property
+    def norms_per_block(self) -> int:
+        """Norms in one decoder block: one for single-norm parallel blocks (gptj, phi, falcon-7b), else two,
+        plus the two post-branch norms of Gemma 2's blocks."""
+        single = self.parallel_attn_mlp and (self.family in SINGLE_NORM_PARALLEL
+                                             or (self.family == "falcon" and self.n_kv_heads == 1))
+        return (1 if single else 2) + (2 if self.post_norms else 0)
+
+    def is_sliding(self, layer: int) -> bool:
+        """True if decoder layer `layer` (0-based) attends within sliding_window only."""
+        return self.sliding_window > 0 and self.sliding_every > 0 and layer % self.sliding_every == 0
 
     @property
     def positions(self) -> str:

@@ -20,8 +20,6 @@ from gpuwise.workload.model_spec import ModelSpec
 
 PRESET_DIR = ("models",)
 
-# Families whose parallel-residual block has ONE layer norm feeding both attention and MLP.
-_SINGLE_NORM_PARALLEL = ("gptj", "phi")
 # Families with biases in the output layer (lm_head) although untied.
 _LM_HEAD_BIAS = ("gptj", "phi")
 _RELATIVE_BUCKETS = 32  # T5 relative-attention buckets (one table per stack, in its first layer)
@@ -87,10 +85,7 @@ def _mlp_params(spec: ModelSpec) -> tuple[int, int]:
 
 
 def _norms_per_layer(spec: ModelSpec) -> int:
-    if spec.parallel_attn_mlp and (spec.family in _SINGLE_NORM_PARALLEL
-                                   or (spec.family == "falcon" and spec.n_kv_heads == 1)):
-        return 1        # gptj, phi, falcon-7b style: one input norm for both branches
-    return 2
+    return spec.norms_per_block     # gptj, phi, falcon-7b style: 1; gemma2: 4 (pre and post each branch)
 
 
 @lru_cache(maxsize=1024)
