@@ -99,6 +99,11 @@ def cases() -> list[Case]:
         for n in (8, 64):
             out.append(_c(m, 1, seq.get(m, 2048), recompute="full", plan=_p(dp=n, zero=3)))
         out.append(_c(m, 2, seq.get(m, 2048), recompute="op", plan=_p(dp=8, zero=3)))
+    for m in ("gemma-2-2b", "gemma-2-9b"):       # Gemma 2: soft-capping under eager and flash attention, 4 norms
+        for flash in (True, False):
+            out.append(_c(m, 1, 2048, flash_attention=flash))
+            out.append(_c(m, 2, 8192, precision="bf16", recompute="full", lora_rank=8, flash_attention=flash))
+    out.append(_c("gemma-2-27b", 1, 8192, recompute="full", plan=_p(dp=8, zero=3)))
     for m in ("gpt2", "gpt2-medium", "bert-base", "roberta-base", "t5-base", "bloom-560m"):
         for mb in (4, 8, 16, 32):
             out.append(_c(m, mb, seq.get(m, 1024), flash_attention=mb != 16))
