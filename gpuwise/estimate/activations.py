@@ -73,8 +73,9 @@ class ActivationSetting:
     frozen_keeps_inputs: bool = False  # frozen linears keep their input anyway (bitsandbytes < 0.43.2 4-bit matmul)
     norm_fp32: bool = False   # norms upcast and keep a float32 copy of their input (LitGPT RMSNorm x.float())
     kv_expanded: bool = False # GQA K/V expanded to every query head before attention (kept at query width)
-    logits_fp32: bool = False # the output layer computes float32 logits (a float32 lm_head without autocast, e.g.
-    #                           PEFT prepare_model_for_kbit_training in pure 16-bit training)
+    fp32_outputs: bool = False  # linear layers write float32 outputs: float32 weights and inputs without autocast
+    #                           (PEFT prepare_model_for_kbit_training's float32 rest in pure 16-bit training, where
+    #                           bitsandbytes Linear4bit casts its output to its float32 input's dtype): float32 logits
 
 
 def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
@@ -180,7 +181,9 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
     norms = _norms(spec) + (1 if cross_attention else 0)
     qkv_x, mlp_x = _input_copies(spec, st) if not cross_attention else (0.0, 0.0)
     norm_e = _norm_input_bytes(st)                    # autocast: norm inputs are the fp32 residual stream
-    rep = a_rep + m_rep + norms * spec.hidden * norm_e + (qkv_x + mlp_x) * spec.hidden * e
+    post = 2 if spec.post_norms else 0                # Gemma 2's post-branch norms read a linear's output
+    rep = (a_rep + m_rep + (norms - post) * spec.hidden * norm_e + post * spec.hidden * _post_norm_input_bytes(st)
+           + (qkv_x + mlp_x) * spec.hidden * e)
     split = a_split + m_split
     if cross_attention:                               # decoder cross-attention over the encoder output
         c_rep, c_split = attention_bytes_per_token(spec, st)
@@ -212,6 +215,13 @@ def _norm_input_bytes(st: ActivationSetting) -> int:
     if st.norm_fp32:
         return 4
     return st.bytes_per_value if st.low_norms else residual_bytes(st)
+
+
+def _post_norm_input_bytes(st: ActivationSetting) -> int:
+    """Bytes per value a post-branch norm (Gemma 2) keeps of its input, the output projection's or down projection's
+    output: the linear's output dtype (16-bit under autocast, not the float32 residual stream), or the float32
+    copy a norm that upcasts keeps."""
+    return 4 if st.norm_fp32 or st.fp32_outputs else st.bytes_per_value
 
 
 def _matmul_outputs(spec: ModelSpec, cross_attention: bool = False) -> list[tuple[int, bool]]:
@@ -353,7 +363,7 @@ def final_softcap_bytes(spec: ModelSpec, st: ActivationSetting, loss: str = "eag
     cross-entropy, which materialises no logits)."""
     if not spec.final_softcap or loss == "fused-linear":
         return 0.0
-    return 4.0 if st.logits_fp32 else float(st.bytes_per_value)
+    return 4.0 if st.fp32_outputs else float(st.bytes_per_value)
 
 
 def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, loss: str = "eager") -> float:

@@ -419,8 +419,8 @@ class _Geometry:
                                         hf_eager=sem.framework != "megatron",
                                         frozen_keeps_inputs=quantize == "nf4" and code.nf4_keeps_input,
                                         norm_fp32=code.norm_fp32_input, kv_expanded=code.kv_expanded,
-                                        # a float32 output layer without autocast writes float32 logits
-                                        logits_fp32=fp32_rest and not autocast)
+                                        # float32 linears without autocast write float32 outputs and logits
+                                        fp32_outputs=fp32_rest and not autocast)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
         self.loss = "megatron" if sem.framework == "megatron" and loss == "eager" else loss
         self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)
@@ -637,10 +637,26 @@ def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimize
         + (f", MoE top-{spec.experts_per_token} of {spec.n_experts}" if spec.n_experts > 1 else "")
         + ("; dropout masks kept" if act.has_dropout(spec) else "; no dropout")
         + ("; flash attention (no s^2 scores)" if flash else "; eager attention keeps s^2 scores")
+        + _gemma2_text(spec, flash)
         + f"; recompute {recompute} ({_RECOMPUTE_TEXT[recompute_policy(recompute).kind]})",
         f"sequence parallel {'on' if sp else 'off'}" + (" (the frameworks' default with tp > 1)" if tp > 1 else "")
         + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"
            if sp and sem.framework == "torch" else ""))
+
+
+def _gemma2_text(spec: ModelSpec, flash: bool) -> str:
+    """What Gemma 2's structure adds to the activation accounting (empty for other models)."""
+    out = "; 4 norms per block (pre and post each branch), each keeps its input" if spec.post_norms else ""
+    if spec.attn_softcap:
+        out += (f"; attention soft-capping (cap {spec.attn_softcap:g}) " + (
+            "inside the flash kernel (flash-attn >= 2.6; transformers 4.49's SDPA path drops it): nothing kept"
+            if flash else "keeps tanh's s^2 output as well"))
+    if spec.sliding_window:
+        out += (f"; sliding window {spec.sliding_window} on every {spec.sliding_every}th layer: the same tensors "
+                "(eager attention still makes s^2 scores)")
+    if spec.final_softcap:
+        out += f"; final-logit soft-capping (cap {spec.final_softcap:g}) keeps tanh's logits-sized output"
+    return out
 
 
 @lru_cache(maxsize=16)
