@@ -652,8 +652,9 @@ def _gemma2_text(spec: ModelSpec, flash: bool) -> str:
             "inside the flash kernel (flash-attn >= 2.6; transformers 4.49's SDPA path drops it): nothing kept"
             if flash else "keeps tanh's s^2 output as well"))
     if spec.sliding_window:
-        out += (f"; sliding window {spec.sliding_window} on every {spec.sliding_every}th layer: the same tensors "
-                "(eager attention still makes s^2 scores)")
+        n = spec.sliding_every
+        out += (f"; sliding window {spec.sliding_window} on layers 0, {n}, {2 * n}, ...: no tensor changes (eager "
+                "attention still makes s^2 scores, flash attention keeps none)")
     if spec.final_softcap:
         out += f"; final-logit soft-capping (cap {spec.final_softcap:g}) keeps tanh's logits-sized output"
     return out
