@@ -92,6 +92,10 @@ def _rows(spec: ModelSpec) -> list[tuple]:
         ("mlp_down", GEMM, 0, 2 * ffn * h, 0, ffn + h, 0, ffn * h, 1, 0, 1, min(ffn, h)),
         ("residual_mlp", MEM, 0, h, 0, 3 * h, 0, 0, 0, 1, 1, 0),
     ]
+    if spec.post_norms:      # Gemma 2: an RMSNorm on each branch's output, before its residual add
+        rows.insert(rows.index(next(r for r in rows if r[0] == "residual_attn")),
+                    ("post_norm_attn", MEM, 0, 5 * h, 0, 2 * h, 0, 0, 0, 1, 1, 0))
+        rows.insert(len(rows) - 1, ("post_norm_mlp", MEM, 0, 5 * h, 0, 2 * h, 0, 0, 0, 1, 1, 0))
     if rope:
         rows.insert(2, ("rotary", MEM, 0, 3 * (q + kv), 0, 2 * (q + kv), 0, 0, 1, 0, 1, 0))
     if spec.n_experts > 1:
@@ -101,6 +105,8 @@ def _rows(spec: ModelSpec) -> list[tuple]:
         ("embedding", MEM, 1, 0, 0, 2 * h, 0, 0, 0, 1, 1, 0),
         ("final_norm", MEM, 1, 5 * h, 0, 2 * h, 0, 0, 0, 1, 1, 0),
         ("lm_head", GEMM, 1, 2 * h * V, 0, h + V, 0, h * V, 1, 0, 1, min(h, V)),
+        # Gemma 2's final soft-capping, cap * tanh(logits / cap): three elementwise passes over the logits
+        *([("logit_softcap", MEM, 1, 3 * V, 0, 6 * V, 0, 0, 1, 0, 3, 0)] if spec.final_softcap else []),
         # cross-entropy over fp32-upcast logits: read logits, write/read fp32 softmax, write grad (per value byte = 2)
         ("loss", MEM, 1, 5 * V, 0, 4 * V, 0, 0, 1, 0, 3, 0),
     ]
