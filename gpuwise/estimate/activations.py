@@ -313,8 +313,13 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
 #                 materialises one chunk's float32 logits and their gradient at a time
 #   megatron      vocab-parallel cross-entropy: logits in the model dtype plus a float32 softmax kept, the
 #                 gradient written in place
+#   cce           Apple's Cut Cross-Entropy (cut_cross_entropy cce.py @ 1f3ebdb2, what Unsloth calls): logits exist
+#                 only in on-chip tiles, forward and backward; it keeps a float32 log-sum-exp per token (CCE_KEPT) and
+#                 its backward allocates the hidden states' gradient and, frozen or not, a gradient of the classifier
+#                 matrix (cce_backward_kernel: de = zeros_like(e), dc = zeros_like(c)): cce_transient_bytes
 LOSS_BYTES = {"eager": (4.0, 8.0, 1), "eager-nocast": (None, "2e", 1), "chunked": (4.0, 8.0, LOSS_CHUNKS), "fused": (None, None, 1),
-              "fused-linear": (0.0, 8.0, LOSS_CHUNKS), "megatron": ("e+4", 0.0, 1)}
+              "fused-linear": (0.0, 8.0, LOSS_CHUNKS), "megatron": ("e+4", 0.0, 1), "cce": (0.0, 0.0, 1)}
+CCE_KEPT = 4.0     # bytes per token: Cut Cross-Entropy's float32 log-sum-exp
 
 
 def _loss_bytes(loss: str, e: int) -> tuple[float, float]:
@@ -332,7 +337,8 @@ def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, los
     e = st.bytes_per_value
     rep = spec.hidden * (_norm_input_bytes(st) + e) / (st.tp if st.sp else 1)   # final norm in, its output
     logits = (spec.vocab_size * _loss_bytes(loss, e)[0] / st.tp) if lm_head else 0.0
-    return tokens * (rep + logits)
+    lse = CCE_KEPT if lm_head and loss == "cce" else 0.0
+    return tokens * (rep + logits + lse)
 
 
 def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, loss: str = "eager") -> float:
@@ -342,7 +348,16 @@ def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool =
     if not lm_head:
         return 0.0
     tokens = st.micro_batch * st.seq_len / st.cp
+    if loss == "cce":
+        return cce_transient_bytes(spec, st)
     return tokens * spec.vocab_size * _loss_bytes(loss, st.bytes_per_value)[1] / st.tp
+
+
+def cce_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """Cut Cross-Entropy's backward allocations: the hidden states' gradient (tokens x hidden) and the classifier
+    matrix's (vocabulary x hidden, allocated even for a frozen output layer), both in the 16-bit dtype."""
+    tokens = st.micro_batch * st.seq_len / st.cp
+    return st.bytes_per_value * spec.hidden * (tokens + spec.vocab_size / st.tp)
 
 
 def quant_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

@@ -26,6 +26,7 @@ class ModelCode:
     kbit_fp32_rest: bool        # under a 4-bit base every other parameter is cast to float32 (PEFT
     #                             prepare_model_for_kbit_training): fp32 embeddings, norms and output layer
     source: str
+    lora_mlp_gate_up: bool = False  # a fused LoRA MLP keeps its input, gate and up only (Unsloth LoRA_MLP)
 
 
 @lru_cache(maxsize=1)
@@ -36,7 +37,8 @@ def _rows() -> dict[str, ModelCode]:
                                       r["nf4_keeps_input"] == "yes", r["norm_fp32_input"] == "yes",
                                       r["kv_expanded"] == "yes", int(r["nf4_dequant_copies"]),
                                       r["fsdp_no_sync"] == "unsharded",
-                                      r["separate_lm_head"] == "yes", r["kbit_fp32_rest"] == "yes", r["source"])
+                                      r["separate_lm_head"] == "yes", r["kbit_fp32_rest"] == "yes", r["source"],
+                                      r["lora_mlp_saves"] == "gate-up")
                 for r in rows}
 
 
@@ -64,6 +66,9 @@ def describe(stack: str) -> str:
         parts.append("FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)")
     if c.separate_lm_head:
         parts.append("own lm_head matrix (no weight tying)")
+    if c.lora_mlp_gate_up:
+        parts.append("with LoRA on gate, up and down its fused LoRA MLP keeps the input and the gate and up outputs "
+                     "only (activation and product recomputed in backward)")
     if c.kbit_fp32_rest:
         parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "
