@@ -76,6 +76,7 @@ def test_assumptions_state_every_unsloth_default(capsys):
                   "unsloth model code: NF4 0.5159"):
         assert any(x.startswith(start) for x in a), start
     assert any("fused LoRA MLP keeps the input and the gate and up outputs" in x for x in a)
+    assert any("embeddings, norms and output layer stay in the load dtype (16-bit)" in x for x in a)
     assert any("one GPU only" in x and "b9fe2588" in x for x in a)
     # at most 1024 tokens Unsloth materialises 16-bit logits (its Triton cross-entropy); without a checkpointing
     # policy there is nothing to offload: both said

@@ -53,7 +53,9 @@ def describe(stack: str) -> str:
     c = model_code(stack)
     if c.stack == "default":
         return ""
-    parts = [f"NF4 {c.nf4_bytes:.4g} B/param" + (" incl. the output layer" if c.nf4_output_layer else "")]
+    parts = [f"NF4 {c.nf4_bytes:.4g} B/param" + (" incl. the output layer" if c.nf4_output_layer else "")
+             + ("" if c.kbit_fp32_rest else "; under a 4-bit base the embeddings, norms"
+                + ("" if c.nf4_output_layer else " and output layer") + " stay in the load dtype (16-bit)")]
     if c.nf4_keeps_input:
         parts.append("each frozen 4-bit linear keeps its input, the previous step's until the next loss (bitsandbytes < 0.43.2)")
     if c.norm_fp32_input:
