@@ -15,9 +15,10 @@ and the assumption line that states it.
 - activation_offload (torchtune OffloadActivations, saved-tensor hooks): saved activations are copied to
   host memory on a side stream during forward and back during backward; the GPU keeps the blocks in
   transit (ACT_OFFLOAD_RESIDENT blocks' worth), the embedding and the loss tensors.
-- checkpoints offloaded (stacks.csv checkpoints host: Unsloth's use_gradient_checkpointing="unsloth"): under a
-  checkpointing recompute policy the stack copies each checkpointed block input to the host; the saved
-  activations are then those inputs, so it is activation offload of them (same GPU residency and copy time).
+- checkpoints offloaded (stacks.csv checkpoints host: Unsloth's use_gradient_checkpointing="unsloth"): under
+  recompute full the stack copies each block's checkpointed input to the host; the saved activations are then
+  those inputs, so it is activation offload of them (same GPU residency and copy time). layer-1 checkpoints
+  every block too but keeps the inputs on the GPU (Unsloth's use_gradient_checkpointing=True).
 - one-GPU stacks (stacks.csv gpus one: Unsloth): a layout on more GPUs is blocked.
 - lora_targets: lora.py. 8-bit and paged optimizers: model_states.py; a paged optimizer's state is
   allocated in CUDA unified memory outside PyTorch's caching allocator and paged to the host under
@@ -69,7 +70,7 @@ def _resolve(stack: str, loss_kernel: str | None, optimizer: str, optimizer_impl
     st = stack_row(stack)
     return Levers(loss_kernel or st.loss_kernel_for(tokens), st.grads == "fp32-main-grad",
                   optimizer_impl or st.optimizer_impl, st.norms == "low", optimizer in PAGED,
-                  st.checkpoints == "host" and recompute_policy(recompute).kind in ("full", "layer"))
+                  st.checkpoints == "host" and recompute_policy(recompute).kind == "full")
 
 
 def activation_offload(cfg: TrainingConfig) -> bool:
@@ -151,8 +152,8 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
                    f"input is copied to host memory in forward and back for its backward; {ACT_OFFLOAD_RESIDENT} "
                    "blocks' inputs, the embedding and the loss tensors stay on the GPU")
     elif st.checkpoints == "host" and not act_offload:
-        out.append(f"no checkpoints to offload: {stack} offloads checkpointed block inputs (stacks.csv checkpoints "
-                   f"host), and recompute {recompute} checkpoints no block")
+        out.append(f"checkpoints not offloaded: {stack} offloads each block's checkpointed input under recompute full "
+                   f"(stacks.csv checkpoints host); recompute {recompute} keeps its checkpoints, if any, on the GPU")
     if cfg.cpu_offload:
         host = trainable * 16 / shards
         out.append("FSDP CPU offload: sharded parameters, gradients and optimizer state in pinned host memory "
