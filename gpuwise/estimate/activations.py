@@ -71,6 +71,8 @@ class ActivationSetting:
     frozen_keeps_inputs: bool = False  # frozen linears keep their input anyway (bitsandbytes < 0.43.2 4-bit matmul)
     norm_fp32: bool = False   # norms upcast and keep a float32 copy of their input (LitGPT RMSNorm x.float())
     kv_expanded: bool = False # GQA K/V expanded to every query head before attention (kept at query width)
+    mlp_bwd_ffn: int = 2      # ffn-wide gradients the MLP backward allocates: 2 eager (gate and up, or the activation's
+    #                           input and output); 1 where a fused kernel writes them into its saved buffers (Unsloth)
 
 
 def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
@@ -290,11 +292,11 @@ def working_set_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: b
 def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     """Gradient tensors alive inside one block's backward: the gradient flowing into the block and
     the one leaving it (hidden wide) plus two ffn-wide gradients in the MLP (gate and up, or the
-    activation's input and output)."""
+    activation's input and output; `mlp_bwd_ffn` where a fused kernel makes fewer)."""
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
     k = spec.experts_per_token if spec.n_experts > 1 else 1
-    return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + 2 * k * spec.ffn_hidden / st.tp)
+    return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
 
 
 # Loss kernels (TrainingConfig.loss_kernel / the stack's default): bytes per vocabulary entry and local token

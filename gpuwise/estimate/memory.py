@@ -408,10 +408,11 @@ class _Geometry:
         enc_rep = counts.layer_replicated * 2 // 3 if self.t5 else 0        # t5 encoder: 2 of the 3 norms
         self.enc_b = self._block(counts.encoder_layer, enc_rep, 1)
         self.dec_b = self._block(counts.layer, counts.layer_replicated, 2 if self.t5 else 1)
+        fused_mlp = self._fused_lora_mlp(code, lora_targets)         # Unsloth's LoRA_MLP (model_code.csv lora_mlp)
         self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
                                         bytes_per_value=_act_bytes_per_value(precision), flash=flash,
                                         recompute=recompute, frozen_base=lora, low_norms=low_norms,
-                                        compiled=compiled or self._fused_lora_mlp(code, lora_targets),
+                                        compiled=compiled or fused_mlp, mlp_bwd_ffn=1 if fused_mlp else 2,
                                         fp8_inputs=precision == "fp8",
                                         adapted=lora_modules(lora_targets) if lora else frozenset(),
                                         sp_keeps_gathered=sem.framework == "torch",
@@ -441,8 +442,8 @@ class _Geometry:
 
     def _fused_lora_mlp(self, code, lora_targets: str) -> bool:
         """The stack's fused LoRA MLP runs (adapters on gate, up and down): it keeps gate and up only, as
-        torch.compile's partitioner does (ActivationSetting.compiled)."""
-        return (self.lora and code.lora_mlp_gate_up and self.spec.gated_mlp
+        torch.compile's partitioner does (ActivationSetting.compiled), and makes one ffn-wide gradient."""
+        return (self.lora and code.lora_mlp_fused and self.spec.gated_mlp
                 and {"gate", "up", "down"} <= lora_modules(lora_targets))
 
     def _block(self, n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:

@@ -26,7 +26,8 @@ class ModelCode:
     kbit_fp32_rest: bool        # under a 4-bit base every other parameter is cast to float32 (PEFT
     #                             prepare_model_for_kbit_training): fp32 embeddings, norms and output layer
     source: str
-    lora_mlp_gate_up: bool = False  # a fused LoRA MLP keeps its input, gate and up only (Unsloth LoRA_MLP)
+    lora_mlp_fused: bool = False  # a fused LoRA MLP: keeps its input, gate and up only; one ffn-wide gradient in
+    #                               backward (Unsloth LoRA_MLP)
 
 
 @lru_cache(maxsize=1)
@@ -38,7 +39,7 @@ def _rows() -> dict[str, ModelCode]:
                                       r["kv_expanded"] == "yes", int(r["nf4_dequant_copies"]),
                                       r["fsdp_no_sync"] == "unsharded",
                                       r["separate_lm_head"] == "yes", r["kbit_fp32_rest"] == "yes", r["source"],
-                                      r["lora_mlp_saves"] == "gate-up")
+                                      r["lora_mlp"] == "fused")
                 for r in rows}
 
 
@@ -68,9 +69,10 @@ def describe(stack: str) -> str:
         parts.append("FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)")
     if c.separate_lm_head:
         parts.append("own lm_head matrix (no weight tying)")
-    if c.lora_mlp_gate_up:
+    if c.lora_mlp_fused:
         parts.append("with LoRA on gate, up and down its fused LoRA MLP keeps the input and the gate and up outputs "
-                     "only (activation and product recomputed in backward)")
+                     "only (activation and product recomputed in backward) and its backward makes one ffn-wide "
+                     "gradient (the activation's gradients written into the gate and up buffers)")
     if c.kbit_fp32_rest:
         parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "

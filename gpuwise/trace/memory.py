@@ -120,7 +120,7 @@ def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
         ("--optimizer-in-backward with FSDP", cfg.optimizer_in_backward and cfg.plan.zero == 3),
         ("--activation-offload", cfg.activation_offload),
         (f"stack {cfg.stack}'s checkpoints offloaded to the host", lev.offload_checkpoints),
-        (f"stack {cfg.stack}'s fused LoRA MLP (gate and up kept)", cfg.lora_rank > 0 and model_code(cfg.stack).lora_mlp_gate_up),
+        (f"stack {cfg.stack}'s fused LoRA MLP (gate and up kept)", cfg.lora_rank > 0 and model_code(cfg.stack).lora_mlp_fused),
         (f"loss kernel {lev.loss_kernel}", lev.loss_kernel not in ("eager", "eager-nocast", "chunked")),
         (f"a {lev.loss_kernel} loss for {spec.family}", lev.loss_kernel in ("chunked", "eager-nocast")
          and spec.family in ("t5", "bert", "roberta")),

@@ -9,9 +9,11 @@ gpuwise.validation.memory. No constant of the memory model is fitted on any of t
   prepare_model_for_kbit_training default), eager attention (transformers' LLaMA of 2023), PEFT's default
   LoRA targets for LLaMA (q_proj, v_proj), NF4 through PEFT's QLoRA recipe (prepare_model_for_kbit_training:
   embeddings, norms and lm_head in float32; data/stacks/model_code.csv hf-trainer row).
-- unsloth_readme_max_context.csv (Unsloth README): the longest context of a "Hugging Face + FA2" 4-bit QLoRA run
-  that fits in a VRAM size is a boundary point: the estimate must fit there and must not fit at +25%
-  (MAX_CONTEXT_MARGIN); the README's OOM entries must not fit at 512 tokens. Assumed: bf16 autocast, the PEFT
+- unsloth_readme_max_context.csv (Unsloth README): the longest context of a 4-bit QLoRA run that fits in a VRAM
+  size is a boundary point: the estimate must fit there and must not fit at +25% (MAX_CONTEXT_MARGIN); the
+  README's OOM entries must not fit at 512 tokens. "Hugging Face + FA2" rows under the hf-trainer stack, Unsloth
+  rows under the unsloth stack (defined from Unsloth's code, stacks.csv). The 8B contexts are exactly linear in
+  VRAM (a line through the README's measurements, said in each row). Assumed: bf16 autocast, the PEFT
   QLoRA recipe (prepare_model_for_kbit_training: float32 embeddings, norms and lm_head, every block checkpointed;
   the README states none of these), flash attention, batch 1, all linear targets.
 """
@@ -119,7 +121,9 @@ def unsloth_rows() -> list:
         model, vram = UNSLOTH_MODELS[r["model"]], float(r["gpu_vram_gb"])
         pred = max_context(model, vram, stack=stack)
         note = (_HF_NOTE if stack == "hf-trainer" else _UNSLOTH_NOTE) + (
-            f"; {vram:g} GiB less {HEADROOM_FRACTION:.0%} headroom; estimate's longest context {pred}")
+            f"; {vram:g} GiB less {HEADROOM_FRACTION:.0%} headroom; estimate's longest context {pred}"
+            + ("; the README's 8B contexts are exactly linear in VRAM (derived from a line, not read at each size)"
+               if model == "llama-3.1-8b" else ""))
         if r["oom"]:
             ok = not _fits_vram(model, 512, vram, stack)
             out.append(ValidationRow(label, "reported OOM (no context fits): 512 tokens must not fit", None, pred,
