@@ -118,6 +118,8 @@ def test_one_gpu_stack_in_searches_job_specs_and_flags(tmp_path, capsys):
     assert not estimate_memory(L8, replace(base, plan=ParallelPlan(dp=2))).fits(get_gpu("H100"))
     assert main(["memory", "llama-3.1-8b", "--stack", "unsloth", "--gpus", "2", "--lora-rank", "8"]) == 2
     assert "unsloth trains on one GPU only" in capsys.readouterr().err
+    assert main(["estimate", str(spec), "--gpu", "L4", "--gpus", "2"]) == 2
+    assert "unsloth trains on one GPU only" in capsys.readouterr().err
 
 
 def test_trace_refuses_what_it_does_not_run():

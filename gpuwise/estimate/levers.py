@@ -108,15 +108,22 @@ def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
     """(field, value, fix) when this layout cannot run the levers, else None. Searches over layouts treat
     such a configuration as not fitting (memory.py); a layout the user gave is refused (`refuse_blocked`)."""
     p = cfg.plan
-    if p.gpus > 1 and stack_row(cfg.stack).gpus == "one":
-        return ("stack", cfg.stack, f"{cfg.stack} trains on one GPU only (stacks.csv gpus): use one GPU (dp, tp, pp "
-                "and cp 1) or another stack")
+    if stack_gpus_refusal(cfg.stack, p.gpus):
+        return stack_gpus_refusal(cfg.stack, p.gpus)
     if cfg.cpu_offload and (p.zero != 3 or resolve(cfg).fp32_main_grad):
         return ("cpu-offload", True, "FSDP CPU offload shards with FSDP: add --zero 3 (on any number of GPUs); "
                 "for optimizer state alone use --offload-optimizer")
     if cfg.optimizer_in_backward and (cfg.grad_accum > 1 or p.pp > 1):
         return ("optimizer-in-backward", True, "steps each parameter in its gradient hook, so gradients cannot "
                 "accumulate over micro-batches: use --grad-accum 1 and no pipeline (pp 1)")
+    return None
+
+
+def stack_gpus_refusal(stack: str, gpus: int) -> tuple[str, object, str] | None:
+    """(field, value, fix) when a one-GPU stack (stacks.csv gpus) is asked to run on several GPUs."""
+    if gpus > 1 and stack_row(stack).gpus == "one":
+        return ("stack", stack, f"{stack} trains on one GPU only (stacks.csv gpus): use one GPU (dp, tp, pp and cp 1) "
+                "or another stack")
     return None
 
 
