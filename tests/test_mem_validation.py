@@ -45,7 +45,7 @@ def test_headline_is_external_measured_rows_per_stack(report):
     assert sum(v[0] for v in sources.values()) == n
     assert sources["vertex_openllama7b_lora_qlora_a100_40g.csv"][0] == 7      # rows #1/#2 restate #4/#6: counted once
     checks = report.checks()
-    assert checks["unsloth_readme_max_context.csv"][0] == 9 and checks["litgpt_config_hub_finetune.csv"] == (7, 7)
+    assert checks["unsloth_readme_max_context.csv"][0] == 18 and checks["litgpt_config_hub_finetune.csv"] == (7, 7)
     # ms-swift: the repeated qwen-7b-chat LoRA baseline counts once; readings at the device's capacity are checks
     swift = [r for r in report.rows if r.source.startswith("ms_swift")]
     # (the third Jan-2024 check is Yi-34B LoRA at 4096 tokens, read at the card's capacity)

@@ -165,6 +165,12 @@ def _from_spec(args):
     gpn, nodes = _layout(args, min(job.parallelism.gpus_per_node or 8, args.gpus))
     _small_vm_network(args, gpu, gpn)
     pj = from_jobspec(job, gpus=[gpu.name], require_amount=False, inter_node_gbps=args.inter_node_gbps)
+    from gpuwise.errors import InputError
+    from gpuwise.estimate.levers import stack_gpus_refusal
+
+    why = stack_gpus_refusal(pj.base.stack, args.gpus)          # a one-GPU stack on several GPUs: exit 2
+    if why:
+        raise InputError(*why)
     res = pj.goodput.shape(gpu.name, gpn, nodes, gpus=args.gpus)
     if res.best is None:
         why = (f"no allowed tp/pp/cp/zero plan fits {pj.model.name} in {gpu.memory_gib:g} GiB per GPU"

@@ -105,10 +105,14 @@ def _none_fits(spec, cfg, fits, args) -> int:
 
     if any(f.gpus is not None for f in fits) or not fits:
         return 0
-    floor = JobGoodput.for_config(spec, cfg).memory_floor(args.max_gpus, args.gpus_per_node)
+    from gpuwise.estimate.feasible_plans import stack_gpu_limit
+
+    limit = stack_gpu_limit(cfg, args.max_gpus)
+    floor = JobGoodput.for_config(spec, cfg).memory_floor(limit, args.gpus_per_node)
     largest = max(fits, key=lambda f: f.gpu.memory_gib).gpu
     least = f"{floor.per_gpu_gib:,.1f} GiB per GPU at best" if floor is not None else "no plan"
-    sys.stderr.write(f"gpuwise fit-gpus: no feasible answer: memory binds ({least} on up to {args.max_gpus} GPUs, "
+    more = "raise --max-gpus" if limit == args.max_gpus else f"use a stack that trains on several GPUs ({cfg.stack}: one)"
+    sys.stderr.write(f"gpuwise fit-gpus: no feasible answer: memory binds ({least} on up to {limit} GPUs, "
                      f"largest GPU {largest.name} {largest.memory_gib:g} GiB); nearest feasible: lower --batch-size "
-                     f"or --seq-len, or raise --max-gpus\n")
+                     f"or --seq-len, or {more}\n")
     return 1

@@ -76,6 +76,8 @@ class ActivationSetting:
     fp32_outputs: bool = False  # linear layers write float32 outputs: float32 weights and inputs without autocast
     #                           (PEFT prepare_model_for_kbit_training's float32 rest in pure 16-bit training, where
     #                           bitsandbytes Linear4bit casts its output to its float32 input's dtype): float32 logits
+    mlp_bwd_ffn: int = 2      # ffn-wide gradients the MLP backward allocates: 2 eager (gate and up, or the activation's
+    #                           input and output); 1 where a fused kernel writes them into its saved buffers (Unsloth)
 
 
 def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
@@ -311,11 +313,11 @@ def working_set_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: b
 def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     """Gradient tensors alive inside one block's backward: the gradient flowing into the block and
     the one leaving it (hidden wide) plus two ffn-wide gradients in the MLP (gate and up, or the
-    activation's input and output)."""
+    activation's input and output; `mlp_bwd_ffn` where a fused kernel makes fewer)."""
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
     k = spec.experts_per_token if spec.n_experts > 1 else 1
-    return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + 2 * k * spec.ffn_hidden / st.tp)
+    return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
 
 
 # Loss kernels (TrainingConfig.loss_kernel / the stack's default): bytes per vocabulary entry and local token
@@ -334,8 +336,13 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
 #                 materialises one chunk's float32 logits and their gradient at a time
 #   megatron      vocab-parallel cross-entropy: logits in the model dtype plus a float32 softmax kept, the
 #                 gradient written in place
+#   cce           Apple's Cut Cross-Entropy (cut_cross_entropy cce.py @ 1f3ebdb2, what Unsloth calls): logits exist
+#                 only in on-chip tiles, forward and backward; it keeps a float32 log-sum-exp per token (CCE_KEPT) and
+#                 its backward allocates the hidden states' gradient and, frozen or not, a gradient of the classifier
+#                 matrix (cce_backward_kernel: de = zeros_like(e), dc = zeros_like(c)): cce_transient_bytes
 LOSS_BYTES = {"eager": (4.0, 8.0, 1), "eager-nocast": (None, "2e", 1), "chunked": (4.0, 8.0, LOSS_CHUNKS), "fused": (None, None, 1),
-              "fused-linear": (0.0, 8.0, LOSS_CHUNKS), "megatron": ("e+4", 0.0, 1)}
+              "fused-linear": (0.0, 8.0, LOSS_CHUNKS), "megatron": ("e+4", 0.0, 1), "cce": (0.0, 0.0, 1)}
+CCE_KEPT = 4.0     # bytes per token: Cut Cross-Entropy's float32 log-sum-exp
 
 
 def _loss_bytes(loss: str, e: int) -> tuple[float, float]:
@@ -354,14 +361,15 @@ def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, los
     rep = spec.hidden * (_norm_input_bytes(st) + e) / (st.tp if st.sp else 1)   # final norm in, its output
     logits = (spec.vocab_size * (_loss_bytes(loss, e)[0] + final_softcap_bytes(spec, st, loss)) / st.tp
               if lm_head else 0.0)
-    return tokens * (rep + logits)
+    lse = CCE_KEPT if lm_head and loss == "cce" else 0.0
+    return tokens * (rep + logits + lse)
 
 
 def final_softcap_bytes(spec: ModelSpec, st: ActivationSetting, loss: str = "eager") -> float:
     """Bytes per vocabulary entry and token that final-logit soft-capping keeps: tanh's output in the logits'
     dtype, alive until the loss's backward reaches it (0 without soft-capping, and under a fused linear
     cross-entropy, which materialises no logits)."""
-    if not spec.final_softcap or loss == "fused-linear":
+    if not spec.final_softcap or loss in ("fused-linear", "cce"):
         return 0.0
     return 4.0 if st.fp32_outputs else float(st.bytes_per_value)
 
@@ -373,7 +381,16 @@ def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool =
     if not lm_head:
         return 0.0
     tokens = st.micro_batch * st.seq_len / st.cp
+    if loss == "cce":
+        return cce_transient_bytes(spec, st)
     return tokens * spec.vocab_size * _loss_bytes(loss, st.bytes_per_value)[1] / st.tp
+
+
+def cce_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """Cut Cross-Entropy's backward allocations: the hidden states' gradient (tokens x hidden) and the classifier
+    matrix's (vocabulary x hidden, allocated even for a frozen output layer), both in the 16-bit dtype."""
+    tokens = st.micro_batch * st.seq_len / st.cp
+    return st.bytes_per_value * spec.hidden * (tokens + spec.vocab_size / st.tp)
 
 
 def quant_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

@@ -139,7 +139,14 @@ def memory_floor(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_n
     largest dp that max_gpus allows. If this floor does not fit a GPU, no plan on <= max_gpus of it fits,
     and a config too large for every GPU is refused in well under a second (it used to take minutes;
     _least_required estimates in full only the few layouts whose lower bound can win)."""
-    return _least_required(spec, _floor_configs(spec, cfg, max_gpus, gpus_per_node))
+    return _least_required(spec, _floor_configs(spec, cfg, stack_gpu_limit(cfg, max_gpus), gpus_per_node))
+
+
+def stack_gpu_limit(cfg: TrainingConfig, max_gpus: int) -> int:
+    """`max_gpus`, or 1 for a stack that trains on one GPU only (stacks.csv gpus; levers.blocked refuses more)."""
+    from gpuwise.workload.stacks import stack_row
+
+    return 1 if stack_row(cfg.stack).gpus == "one" else max_gpus
 
 
 def _floor_configs(spec: ModelSpec, cfg: TrainingConfig, max_gpus: int, gpus_per_node: int) -> list[TrainingConfig]:
@@ -202,5 +209,5 @@ def fewest_gpus(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec, max_g
         raise InputError("max-gpus", max_gpus, "must be a positive integer")
     spec = load_model(model)
     base = replace(cfg, plan=ParallelPlan(), recompute="none")
-    found = _fewest(spec, base, gpu, max_gpus, gpus_per_node)
+    found = _fewest(spec, base, gpu, stack_gpu_limit(cfg, max_gpus), gpus_per_node)
     return None if found is None else (found[0], list(found[1]))

@@ -15,6 +15,11 @@ and the assumption line that states it.
 - activation_offload (torchtune OffloadActivations, saved-tensor hooks): saved activations are copied to
   host memory on a side stream during forward and back during backward; the GPU keeps the blocks in
   transit (ACT_OFFLOAD_RESIDENT blocks' worth), the embedding and the loss tensors.
+- checkpoints offloaded (stacks.csv checkpoints host: Unsloth's use_gradient_checkpointing="unsloth"): under
+  recompute full the stack copies each block's checkpointed input to the host; the saved activations are then
+  those inputs, so it is activation offload of them (same GPU residency and copy time). layer-1 checkpoints
+  every block too but keeps the inputs on the GPU (Unsloth's use_gradient_checkpointing=True).
+- one-GPU stacks (stacks.csv gpus one: Unsloth): a layout on more GPUs is blocked.
 - lora_targets: lora.py. 8-bit and paged optimizers: model_states.py; a paged optimizer's state is
   allocated in CUDA unified memory outside PyTorch's caching allocator and paged to the host under
   memory pressure, so it is neither in max_memory_allocated nor required to fit.
@@ -28,7 +33,8 @@ from functools import lru_cache
 from gpuwise.errors import InputError
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.stacks import stack_row
-from gpuwise.workload.training import AUTOCAST_PRECISIONS, LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS, TrainingConfig
+from gpuwise.workload.training import (AUTOCAST_PRECISIONS, LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS, TrainingConfig,
+                                       recompute_policy)
 
 ACT_OFFLOAD_RESIDENT = 2       # blocks of saved activations on the GPU: the one computing and the one in transit
 PAGED = ("paged_adamw8bit",)
@@ -50,18 +56,27 @@ class Levers:
     optimizer_impl: str
     low_norms: bool
     paged: bool
+    offload_checkpoints: bool = False   # the stack copies checkpointed block inputs to the host (stacks.csv checkpoints)
 
 
 def resolve(cfg: TrainingConfig) -> Levers:
-    return _resolve(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.optimizer_impl)
+    return _resolve(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.optimizer_impl, cfg.micro_batch * cfg.seq_len,
+                    cfg.recompute)
 
 
 @lru_cache(maxsize=256)      # memory estimates ask once per stage load (the planner: ~10^4 times per plan)
-def _resolve(stack: str, loss_kernel: str | None, optimizer: str, optimizer_impl: str | None = None) -> Levers:
+def _resolve(stack: str, loss_kernel: str | None, optimizer: str, optimizer_impl: str | None = None,
+             tokens: int = 0, recompute: str = "none") -> Levers:
     st = stack_row(stack)
-    return Levers(loss_kernel or st.loss_kernel, st.grads == "fp32-main-grad", optimizer_impl or st.optimizer_impl,
-                  st.norms == "low",
-                  optimizer in PAGED)
+    return Levers(loss_kernel or st.loss_kernel_for(tokens), st.grads == "fp32-main-grad",
+                  optimizer_impl or st.optimizer_impl, st.norms == "low", optimizer in PAGED,
+                  st.checkpoints == "host" and recompute_policy(recompute).kind == "full")
+
+
+def activation_offload(cfg: TrainingConfig) -> bool:
+    """Saved activations leave the GPU: --activation-offload, or a stack that offloads its checkpoints (under a
+    checkpointing policy the checkpointed inputs are what a block saves)."""
+    return cfg.activation_offload or resolve(cfg).offload_checkpoints
 
 
 def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
@@ -93,12 +108,22 @@ def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
     """(field, value, fix) when this layout cannot run the levers, else None. Searches over layouts treat
     such a configuration as not fitting (memory.py); a layout the user gave is refused (`refuse_blocked`)."""
     p = cfg.plan
+    if stack_gpus_refusal(cfg.stack, p.gpus):
+        return stack_gpus_refusal(cfg.stack, p.gpus)
     if cfg.cpu_offload and (p.zero != 3 or resolve(cfg).fp32_main_grad):
         return ("cpu-offload", True, "FSDP CPU offload shards with FSDP: add --zero 3 (on any number of GPUs); "
                 "for optimizer state alone use --offload-optimizer")
     if cfg.optimizer_in_backward and (cfg.grad_accum > 1 or p.pp > 1):
         return ("optimizer-in-backward", True, "steps each parameter in its gradient hook, so gradients cannot "
                 "accumulate over micro-batches: use --grad-accum 1 and no pipeline (pp 1)")
+    return None
+
+
+def stack_gpus_refusal(stack: str, gpus: int) -> tuple[str, object, str] | None:
+    """(field, value, fix) when a one-GPU stack (stacks.csv gpus) is asked to run on several GPUs."""
+    if gpus > 1 and stack_row(stack).gpus == "one":
+        return ("stack", stack, f"{stack} trains on one GPU only (stacks.csv gpus): use one GPU (dp, tp, pp and cp 1) "
+                "or another stack")
     return None
 
 
@@ -112,17 +137,30 @@ def lever_notes(cfg: TrainingConfig, trainable: float) -> list[str]:
     """One assumption line per lever in effect (stack defaults say so)."""
     p = cfg.plan
     return list(_lever_notes(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.cpu_offload, cfg.optimizer_in_backward,
-                             cfg.activation_offload, p.dp * p.cp, trainable, cfg.optimizer_impl))
+                             cfg.activation_offload, p.dp * p.cp, trainable, cfg.optimizer_impl,
+                             cfg.micro_batch * cfg.seq_len, cfg.recompute))
 
 
 @lru_cache(maxsize=1024)   # the same lines for every micro-batch and accumulation of a search
 def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offload: bool, in_bwd: bool,
-                 act_offload: bool, shards: int, trainable: float, optimizer_impl: str | None = None) -> tuple[str, ...]:
+                 act_offload: bool, shards: int, trainable: float, optimizer_impl: str | None = None,
+                 tokens: int = 0, recompute: str = "none") -> tuple[str, ...]:
     cfg = TrainingConfig(stack=stack, loss_kernel=loss_kernel, optimizer=optimizer, cpu_offload=cpu_offload,
-                         optimizer_in_backward=in_bwd, activation_offload=act_offload, optimizer_impl=optimizer_impl)
+                         optimizer_in_backward=in_bwd, activation_offload=act_offload, optimizer_impl=optimizer_impl,
+                         seq_len=tokens, recompute=recompute)
     lev = resolve(cfg)
-    from_stack = "" if cfg.loss_kernel else f" ({cfg.stack} default)"
+    st = stack_row(stack)
+    from_stack = "" if cfg.loss_kernel else (
+        f" ({stack} default for micro-batches of at most {st.short_loss.split(':')[1]} tokens)"
+        if lev.loss_kernel != st.loss_kernel else f" ({stack} default)")
     out = [f"loss kernel {lev.loss_kernel}{from_stack}" + _LOSS_TEXT[lev.loss_kernel]]
+    if lev.offload_checkpoints and not act_offload:
+        out.append(f"checkpoints offloaded ({stack} default, stacks.csv checkpoints host): each checkpointed block's "
+                   f"input is copied to host memory in forward and back for its backward; {ACT_OFFLOAD_RESIDENT} "
+                   "blocks' inputs, the embedding and the loss tensors stay on the GPU")
+    elif st.checkpoints == "host" and not act_offload:
+        out.append(f"checkpoints not offloaded: {stack} offloads each block's checkpointed input under recompute full "
+                   f"(stacks.csv checkpoints host); recompute {recompute} keeps its checkpoints, if any, on the GPU")
     if cfg.cpu_offload:
         host = trainable * 16 / shards
         out.append("FSDP CPU offload: sharded parameters, gradients and optimizer state in pinned host memory "
@@ -174,6 +212,9 @@ _LOSS_TEXT = {
     "fused-linear": f": fused linear cross-entropy (Liger-Kernel style) in {LOSS_CHUNKS} token chunks: no logits "
                     "kept, one chunk's float32 logits and gradient at a time",
     "megatron": ": logits in the model dtype plus a float32 softmax (Megatron-LM vocab-parallel cross-entropy)",
+    "cce": ": Cut Cross-Entropy (Apple cut_cross_entropy, as Unsloth calls it): no logits outside on-chip tiles; a "
+           "float32 log-sum-exp per token kept; its backward allocates the hidden states' gradient and a 16-bit "
+           "gradient of the output-layer matrix (also when frozen)",
 }
 
 
@@ -219,14 +260,15 @@ def offload_seconds(cfg: TrainingConfig, gpu: GpuSpec, local_params: float, save
                     micro_compute_s: float) -> tuple[float, str | None]:
     """(exposed seconds per step, assumption line) of CPU and activation offload: host copies overlap the
     micro-step's compute (prefetch on a side stream), the CPU optimizer step does not."""
-    if not (cfg.cpu_offload or cfg.activation_offload):
+    act_off = activation_offload(cfg)
+    if not (cfg.cpu_offload or act_off):
         return 0.0, None
     link = host_link_gbps(gpu) * 1e9
     shard = local_params / (cfg.plan.dp * cfg.plan.cp)
     copy = 0.0
     if cfg.cpu_offload:        # fp32 shard to the GPU for the forward and backward gathers, fp32 gradient back
         copy += 3 * shard * 4 / link
-    if cfg.activation_offload:  # each saved byte out in forward and back in backward
+    if act_off:                 # each saved byte out in forward and back in backward
         copy += 2 * saved_bytes / link
     exposed = cfg.grad_accum * max(0.0, copy - micro_compute_s)
     cpu_step = shard / CPU_ADAM_PARAMS_PER_S if cfg.cpu_offload else 0.0

@@ -19,7 +19,8 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
-from gpuwise.estimate.levers import ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note, lever_notes, resolve
+from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, activation_offload, blocked, check_levers, kernel_note,
+                                     lever_notes, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
@@ -355,9 +356,8 @@ def saved_activation_bytes(model: ModelSpec | str, cfg: TrainingConfig) -> float
     spec = stack_model(load_model(model), cfg.stack)
     if not spec.is_transformer:
         return 0.0
-    base = replace(cfg, activation_offload=False)
     sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, cfg.plan.zero, resolve(cfg).fp32_main_grad)
-    load = _stage_loads(spec, base, sem, True, _schedule(base, 1), only=(0,))[0]
+    load = _stage_loads(spec, cfg, sem, True, _schedule(cfg, 1), only=(0,), keep_saved=True)[0]
     return load.stack + load.emb
 
 
@@ -408,10 +408,12 @@ class _Geometry:
         enc_rep = counts.layer_replicated * 2 // 3 if self.t5 else 0        # t5 encoder: 2 of the 3 norms
         self.enc_b = self._block(counts.encoder_layer, enc_rep, 1)
         self.dec_b = self._block(counts.layer, counts.layer_replicated, 2 if self.t5 else 1)
+        fused_mlp = self._fused_lora_mlp(code, lora_targets)         # Unsloth's LoRA_MLP (model_code.csv lora_mlp)
         self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
                                         bytes_per_value=_act_bytes_per_value(precision), flash=flash,
                                         recompute=recompute, frozen_base=lora, low_norms=low_norms,
-                                        compiled=compiled, fp8_inputs=precision == "fp8",
+                                        compiled=compiled or fused_mlp, mlp_bwd_ffn=1 if fused_mlp else 2,
+                                        fp8_inputs=precision == "fp8",
                                         adapted=lora_modules(lora_targets) if lora else frozenset(),
                                         sp_keeps_gathered=sem.framework == "torch",
                                         # fp32 embeddings and norms (fp32_rest): a float32 residual stream
@@ -439,6 +441,12 @@ class _Geometry:
         # torchao Float8 with FSDP2: the block's parameters are all-gathered in fp8 (1 B each)
         self.gather_b = 1.0 if float8 and fsdp else sem.compute
         self._stages: dict[int, tuple[dict, dict]] = {}
+
+    def _fused_lora_mlp(self, code, lora_targets: str) -> bool:
+        """The stack's fused LoRA MLP runs (adapters on gate, up and down): it keeps gate and up only, as
+        torch.compile's partitioner does (ActivationSetting.compiled), and makes one ffn-wide gradient."""
+        return (self.lora and code.lora_mlp_fused and self.spec.gated_mlp
+                and {"gate", "up", "down"} <= lora_modules(lora_targets))
 
     def _block(self, n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:
         """(per-GPU params, stored weight bytes, trainable params) of one layer after TP."""
@@ -522,8 +530,9 @@ _geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~400
 
 
 def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
-                 only: tuple[int, ...] | None = None) -> list[StageLoad]:
-    """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order."""
+                 only: tuple[int, ...] | None = None, keep_saved: bool = False) -> list[StageLoad]:
+    """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order;
+    keep_saved: count the saved activations as if none were offloaded (what offloading copies)."""
     p = cfg.plan
     lev = resolve(cfg)
     geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
@@ -536,6 +545,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     micro, offload = cfg.grad_accum, cfg.offload_optimizer
     # levers (levers.py): what leaves the GPU, and what is never alive all at once
     host_states, in_bwd = cfg.cpu_offload, cfg.optimizer_in_backward
+    act_off = activation_offload(cfg) and not keep_saved
     out = []
     for i in (range(p.pp) if only is None else only):
         fixed, m = geo.stage(i)
@@ -543,8 +553,8 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         opt = 0.0 if host_states or lev.paged else m["opt"] / z1
         if offload:
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
-        if in_bwd or cfg.activation_offload:
-            fixed = _lever_fixed(fixed, m, sem, geo, cfg)
+        if in_bwd or act_off:
+            fixed = _lever_fixed(fixed, m, sem, geo, cfg, act_off)
         if geo.no_sync and micro > 1 and not host_states:
             # FSDP1 no_sync: the micro-batches before the syncing one accumulate unsharded gradients (parameter
             # dtype), alive from the first backward to the syncing micro-batch's reduce-scatter
@@ -569,14 +579,14 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     return out
 
 
-def _lever_fixed(fixed: dict, m: dict, sem, geo, cfg: TrainingConfig) -> dict:
+def _lever_fixed(fixed: dict, m: dict, sem, geo, cfg: TrainingConfig, act_off: bool) -> dict:
     """A stage's fixed terms under optimizer-in-backward (the block's own gradients in the gradient dtype
-    are alive until their hooks step them, FSDP already counts them) and activation offload (only
-    ACT_OFFLOAD_RESIDENT blocks' saved activations stay on the GPU)."""
+    are alive until their hooks step them, FSDP already counts them) and activation offload, asked for or the
+    stack's offloaded checkpoints (only ACT_OFFLOAD_RESIDENT blocks' saved activations stay on the GPU)."""
     f = dict(fixed)
     if cfg.optimizer_in_backward and not geo.fsdp:
         f["block_grad_temp"] += m["big_train"] * sem.gradients
-    if cfg.activation_offload:
+    if act_off:
         f["stack"] = min(f["stack"], ACT_OFFLOAD_RESIDENT * f["layer_stack"])
     return f
 

@@ -26,6 +26,8 @@ class ModelCode:
     kbit_fp32_rest: bool        # under a 4-bit base every other parameter is cast to float32 (PEFT
     #                             prepare_model_for_kbit_training): fp32 embeddings, norms and output layer
     source: str
+    lora_mlp_fused: bool = False  # a fused LoRA MLP: keeps its input, gate and up only; one ffn-wide gradient in
+    #                               backward (Unsloth LoRA_MLP)
 
 
 @lru_cache(maxsize=1)
@@ -36,7 +38,8 @@ def _rows() -> dict[str, ModelCode]:
                                       r["nf4_keeps_input"] == "yes", r["norm_fp32_input"] == "yes",
                                       r["kv_expanded"] == "yes", int(r["nf4_dequant_copies"]),
                                       r["fsdp_no_sync"] == "unsharded",
-                                      r["separate_lm_head"] == "yes", r["kbit_fp32_rest"] == "yes", r["source"])
+                                      r["separate_lm_head"] == "yes", r["kbit_fp32_rest"] == "yes", r["source"],
+                                      r["lora_mlp"] == "fused")
                 for r in rows}
 
 
@@ -51,7 +54,9 @@ def describe(stack: str) -> str:
     c = model_code(stack)
     if c.stack == "default":
         return ""
-    parts = [f"NF4 {c.nf4_bytes:.4g} B/param" + (" incl. the output layer" if c.nf4_output_layer else "")]
+    parts = [f"NF4 {c.nf4_bytes:.4g} B/param" + (" incl. the output layer" if c.nf4_output_layer else "")
+             + ("" if c.kbit_fp32_rest else "; under a 4-bit base the embeddings, norms"
+                + ("" if c.nf4_output_layer else " and output layer") + " stay in the load dtype (16-bit)")]
     if c.nf4_keeps_input:
         parts.append("each frozen 4-bit linear keeps its input, the previous step's until the next loss (bitsandbytes < 0.43.2)")
     if c.norm_fp32_input:
@@ -64,6 +69,10 @@ def describe(stack: str) -> str:
         parts.append("FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)")
     if c.separate_lm_head:
         parts.append("own lm_head matrix (no weight tying)")
+    if c.lora_mlp_fused:
+        parts.append("with LoRA on gate, up and down its fused LoRA MLP keeps the input and the gate and up outputs "
+                     "only (activation and product recomputed in backward) and its backward makes one ffn-wide "
+                     "gradient (the activation's gradients written into the gate and up buffers)")
     if c.kbit_fp32_rest:
         parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "

@@ -256,15 +256,16 @@ def _tp_note(cfg: TrainingConfig, gpus_per_node: int) -> str:
 def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: float | None, r,
                assumptions: list[str]) -> float:
     """Exposed seconds of CPU / activation offload per step (gpuwise.estimate.levers.offload_seconds)."""
-    if not (cfg.cpu_offload or cfg.activation_offload):
+    from gpuwise.estimate.levers import activation_offload, offload_seconds
+
+    if not (cfg.cpu_offload or activation_offload(cfg)):
         return 0.0
-    from gpuwise.estimate.levers import offload_seconds
     from gpuwise.estimate.memory import saved_activation_bytes
     from gpuwise.workload.models import param_count
 
     p = cfg.plan
     local = (trainable or param_count(model)) / (p.tp * p.pp)
-    saved = saved_activation_bytes(model, cfg) if cfg.activation_offload else 0.0
+    saved = saved_activation_bytes(model, cfg) if activation_offload(cfg) else 0.0
     extra, text = offload_seconds(cfg, gpu, local, saved, r.compute_s / cfg.grad_accum)
     assumptions.append(text)
     return extra

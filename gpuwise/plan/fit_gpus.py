@@ -11,7 +11,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Callable, Optional
 
-from gpuwise.estimate.feasible_plans import plan_cost
+from gpuwise.estimate.feasible_plans import plan_cost, stack_gpu_limit
 from gpuwise.estimate.goodput import JobGoodput
 from gpuwise.estimate.memory import MemoryEstimate
 from gpuwise.hardware.types import GpuSpec
@@ -37,6 +37,7 @@ def fit_gpus(model: ModelSpec | str, cfg: TrainingConfig, gpus: list[GpuSpec], m
     """Ranked GpuFit per GPU type. recompute: restrict plans to one recompute mode (None = any);
     on_progress(done, total) is called after each GPU type (the CLI draws a progress bar with it)."""
     good = JobGoodput.for_config(model, cfg)
+    max_gpus = stack_gpu_limit(cfg, max_gpus)          # a one-GPU stack (stacks.csv gpus) searches one GPU
     out = []
     for i, gpu in enumerate(gpus):
         if on_progress is not None:

@@ -9,9 +9,11 @@ gpuwise.validation.memory. No constant of the memory model is fitted on any of t
   prepare_model_for_kbit_training default), eager attention (transformers' LLaMA of 2023), PEFT's default
   LoRA targets for LLaMA (q_proj, v_proj), NF4 through PEFT's QLoRA recipe (prepare_model_for_kbit_training:
   embeddings, norms and lm_head in float32; data/stacks/model_code.csv hf-trainer row).
-- unsloth_readme_max_context.csv (Unsloth README): the longest context of a "Hugging Face + FA2" 4-bit QLoRA run
-  that fits in a VRAM size is a boundary point: the estimate must fit there and must not fit at +25%
-  (MAX_CONTEXT_MARGIN); the README's OOM entries must not fit at 512 tokens. Assumed: bf16 autocast, the PEFT
+- unsloth_readme_max_context.csv (Unsloth README): the longest context of a 4-bit QLoRA run that fits in a VRAM
+  size is a boundary point: the estimate must fit there and must not fit at +25% (MAX_CONTEXT_MARGIN); the
+  README's OOM entries must not fit at 512 tokens. "Hugging Face + FA2" rows under the hf-trainer stack, Unsloth
+  rows under the unsloth stack (defined from Unsloth's code, stacks.csv). The 8B contexts are exactly linear in
+  VRAM (a line through the README's measurements, said in each row). Assumed: bf16 autocast, the PEFT
   QLoRA recipe (prepare_model_for_kbit_training: float32 embeddings, norms and lm_head, every block checkpointed;
   the README states none of these), flash attention, batch 1, all linear targets.
 """
@@ -74,25 +76,39 @@ def vertex_rows() -> list:
     return out
 
 
-def _unsloth_config(model: str, seq: int) -> TrainingConfig:
-    return TrainingConfig(micro_batch=1, seq_len=seq, precision="bf16-mixed", stack="hf-trainer", lora_rank=32,
-                          lora_targets="all-linear", quantize="nf4", recompute="full")
+def _unsloth_config(model: str, seq: int, stack: str = "hf-trainer") -> TrainingConfig:
+    """The README's QLoRA run (4-bit, r32 on all linear layers, batch 1) under `stack`: hf-trainer (its "Hugging
+    Face + FA2" column) or unsloth (its README example's use_gradient_checkpointing="unsloth" and optim
+    "adamw_8bit", README.md @ 000252c9; the table states neither)."""
+    unsloth = stack == "unsloth"
+    return TrainingConfig(micro_batch=1, seq_len=seq, precision="bf16-mixed", stack=stack, lora_rank=32,
+                          lora_targets="all-linear", quantize="nf4", recompute="full",
+                          optimizer="adamw8bit" if unsloth else "adamw")
 
 
-def _fits_vram(model: str, seq: int, vram_gib: float) -> bool:
+def _fits_vram(model: str, seq: int, vram_gib: float, stack: str = "hf-trainer") -> bool:
     """The estimate's fit rule (required <= device less HEADROOM_FRACTION) for a VRAM size without a named GPU."""
-    return estimate_memory(model, _unsloth_config(model, seq)).required / GIB <= vram_gib * (1 - HEADROOM_FRACTION)
+    return estimate_memory(model, _unsloth_config(model, seq, stack)).required / GIB <= vram_gib * (1 - HEADROOM_FRACTION)
 
 
-def max_context(model: str, vram_gib: float, hi: int = 1 << 20) -> int:
+def max_context(model: str, vram_gib: float, hi: int = 1 << 20, stack: str = "hf-trainer") -> int:
     """The longest context (to 16 tokens) whose estimate fits in `vram_gib` (0: not even 16 tokens)."""
     lo = 16
-    if not _fits_vram(model, lo, vram_gib):
+    if not _fits_vram(model, lo, vram_gib, stack):
         return 0
     while hi - lo > 16:
         mid = (lo + hi) // 2
-        lo, hi = (mid, hi) if _fits_vram(model, mid, vram_gib) else (lo, mid)
+        lo, hi = (mid, hi) if _fits_vram(model, mid, vram_gib, stack) else (lo, mid)
     return lo
+
+
+_UNSLOTH_NOTE = ("Unsloth 4-bit QLoRA r32 all linear, batch 1, stack unsloth (defined from its code at b9fe2588 / "
+                 "unsloth-zoo b09a9432, nothing fitted on these rows): Cut Cross-Entropy loss, checkpoints offloaded to "
+                 "the host, fused LoRA MLP keeping gate and up, 16-bit embeddings, norms and lm_head, float32 adapters; "
+                 "assumed from its README example (the table states neither): use_gradient_checkpointing=\"unsloth\", "
+                 "optim adamw_8bit")
+_HF_NOTE = ("HF + FA2 4-bit QLoRA r32 all linear, batch 1; assumed: bf16 autocast, PEFT prepare_model_for_kbit_"
+            "training (float32 embeddings, norms and lm_head; every block checkpointed; not stated)")
 
 
 def unsloth_rows() -> list:
@@ -101,25 +117,23 @@ def unsloth_rows() -> list:
     out = []
     for r in _read(UNSLOTH_CSV):
         label = f"{UNSLOTH_CSV} {r['model']} {r['framework']} {r['gpu_vram_gb']} GB"
-        if not r["framework"].startswith("Hugging Face"):
-            out.append(ValidationRow(label, "longest context that fits", None, None, "tokens", "not modelled",
-                                     "Unsloth's own kernels and offloaded checkpointing are not a gpuwise stack",
-                                     stack="unsloth"))
-            continue
+        stack = "hf-trainer" if r["framework"].startswith("Hugging Face") else "unsloth"
         model, vram = UNSLOTH_MODELS[r["model"]], float(r["gpu_vram_gb"])
-        pred = max_context(model, vram)
-        note = ("HF + FA2 4-bit QLoRA r32 all linear, batch 1; assumed: bf16 autocast, PEFT prepare_model_for_kbit_"
-                "training (float32 embeddings, norms and lm_head; every block checkpointed; not stated); "
-                f"{vram:g} GiB less {HEADROOM_FRACTION:.0%} headroom; estimate's longest context {pred}")
+        pred = max_context(model, vram, stack=stack)
+        note = (_HF_NOTE if stack == "hf-trainer" else _UNSLOTH_NOTE) + (
+            f"; {vram:g} GiB less {HEADROOM_FRACTION:.0%} headroom; estimate's longest context {pred}"
+            + ("; the README's 8B contexts are exactly linear in VRAM (derived from a line, not read at each size)"
+               if model == "llama-3.1-8b" else ""))
         if r["oom"]:
-            ok = not _fits_vram(model, 512, vram)
+            ok = not _fits_vram(model, 512, vram, stack)
             out.append(ValidationRow(label, "reported OOM (no context fits): 512 tokens must not fit", None, pred,
-                                     "tokens", "checked", note, passed=ok, stack="hf-trainer"))
+                                     "tokens", "checked", note, passed=ok, stack=stack))
             continue
         ctx = int(r["max_context_tokens_that_fit"])
-        ok = _fits_vram(model, ctx, vram) and not _fits_vram(model, int(ctx * (1 + MAX_CONTEXT_MARGIN)), vram)
+        ok = _fits_vram(model, ctx, vram, stack) and not _fits_vram(model, int(ctx * (1 + MAX_CONTEXT_MARGIN)), vram,
+                                                                     stack)
         out.append(ValidationRow(label, f"longest context that fits: fits, +{MAX_CONTEXT_MARGIN:.0%} does not",
-                                 float(ctx), pred, "tokens", "checked", note, passed=ok, stack="hf-trainer"))
+                                 float(ctx), pred, "tokens", "checked", note, passed=ok, stack=stack))
     return out
 
 

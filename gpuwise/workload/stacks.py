@@ -4,6 +4,7 @@ and job-spec fields override each default; every estimate states the row it used
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 from functools import lru_cache
 
@@ -25,26 +26,47 @@ class Stack:
     recompute: str
     host: str                # HOSTS: eager (counted on gpuwise.nn) | transformers (on its models) | none (no floor)
     source: str
+    checkpoints: str = "gpu"  # CHECKPOINTS: where a checkpointing recompute policy keeps each block's input
+    short_loss: str = ""     # "kernel:N": the loss kernel of micro-batches of at most N tokens ("" none)
+    gpus: str = "many"       # GPU_COUNTS: one = the stack trains on one GPU only
+
+    def loss_kernel_for(self, tokens: int) -> str:
+        """The stack's loss kernel for a micro-batch of `tokens` tokens (short_loss below its threshold)."""
+        if self.short_loss:
+            kernel, limit = self.short_loss.split(":")
+            if tokens <= int(limit):
+                return kernel
+        return self.loss_kernel
 
     def describe(self) -> str:
         return (f"stack {self.name} (gpuwise/data/stacks/stacks.csv; each default overridden by its flag): "
                 f"loss kernel {self.loss_kernel}, precision {self.precision}, gradients "
                 f"{'in an fp32 main_grad buffer' if self.grads == 'fp32-main-grad' else 'in the parameters dtype'}, "
                 f"optimizer implementation {self.optimizer_impl}, norms {self.norms}, attention {self.attention}, "
-                f"recompute names: {self.recompute}; from {self.source}")
+                f"recompute names: {self.recompute}"
+                + (f"; loss kernel {self.short_loss.split(':')[0]} for micro-batches of at most "
+                   f"{self.short_loss.split(':')[1]} tokens" if self.short_loss else "")
+                + ("; checkpointed block inputs offloaded to host memory" if self.checkpoints == "host" else "")
+                + ("; one GPU only" if self.gpus == "one" else "") + f"; from {self.source}")
 
 
 HOSTS = ("eager", "transformers", "none")   # stacks.csv column host (estimate/host_ops.py)
+CHECKPOINTS = ("gpu", "host")                # stacks.csv column checkpoints
+GPU_COUNTS = ("many", "one")                 # stacks.csv column gpus
 
 
 @lru_cache(maxsize=1)
 def _rows() -> dict[str, Stack]:
     out = {}
     for r in read_commented_csv(data_path("stacks", "stacks.csv")):
-        if r["host"] not in HOSTS:     # data, but a typo would silently act as another value
-            raise ValueError(f"stacks.csv {r['stack']}: host {r['host']!r} is not one of {HOSTS}")
+        for col, allowed in (("host", HOSTS), ("checkpoints", CHECKPOINTS), ("gpus", GPU_COUNTS)):
+            if r[col] not in allowed:     # data, but a typo would silently act as another value
+                raise ValueError(f"stacks.csv {r['stack']}: {col} {r[col]!r} is not one of {allowed}")
+        if r["short_loss"] and not re.fullmatch(r"[a-z-]+:\d+", r["short_loss"]):
+            raise ValueError(f"stacks.csv {r['stack']}: short_loss {r['short_loss']!r} is not kernel:tokens")
         out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
-                                r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"])
+                                r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"],
+                                r["checkpoints"], r["short_loss"], r["gpus"])
     return out
 
 

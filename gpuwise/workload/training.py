@@ -16,9 +16,9 @@ PRECISIONS = ("fp32", "bf16-mixed", "fp16-mixed", "bf16", "fp8")
 # adamw8bit / paged_adamw8bit: bitsandbytes' names (adamw-8bit is the older gpuwise spelling of adamw8bit);
 # paged: the state lives in CUDA unified memory, outside PyTorch's allocator, paged to host under pressure
 OPTIMIZERS = ("adamw", "adam", "sgd", "adafactor", "adamw-8bit", "adamw8bit", "paged_adamw8bit")
-# Cross-entropy kernels at the loss boundary: eager | eager-nocast | chunked | fused | fused-linear | megatron (what
-# each keeps: gpuwise.estimate.activations.LOSS_BYTES). --chunked-loss = chunked.
-LOSS_KERNELS = ("eager", "eager-nocast", "chunked", "fused", "fused-linear", "megatron")
+# Cross-entropy kernels at the loss boundary: eager | eager-nocast | chunked | fused | fused-linear | megatron | cce
+# (what each keeps: gpuwise.estimate.activations.LOSS_BYTES). --chunked-loss = chunked.
+LOSS_KERNELS = ("eager", "eager-nocast", "chunked", "fused", "fused-linear", "megatron", "cce")
 # precisions whose autocast runs cross_entropy in float32 whatever the logits' dtype (eager-nocast is eager there)
 AUTOCAST_PRECISIONS = ("bf16-mixed", "fp16-mixed", "fp8")
 # optimizer step implementations: fused kernel (no step-wide temporaries), foreach (multi-tensor; PyTorch's
