@@ -274,14 +274,16 @@ def run(args: argparse.Namespace) -> int:
 
 def _memory_rows(m: dict, fits: bool) -> list[tuple[str, str]]:
     """Per-GPU memory as `fits` decides it: required against usable, then what the allocator holds."""
+    from gpuwise.estimate.memory import cache_text
+
     return [("memory per GPU", f"required {m['required']:.1f} GiB {'<=' if fits else '>'} usable {m['usable']:.1f} GiB "
                                f"({'fits' if fits else 'DOES NOT FIT'})"),
             ("  required", f"allocated {m['allocated']:.1f} GiB + CUDA context + NCCL"),
             ("  usable", f"device {m['device']:.1f} GiB less headroom {m['headroom']:.1f} GiB "
                          f"({m['headroom'] / m['device']:.0%} kept free); "
                          f"{m['spare']:+.1f} GiB spare"),
-            ("  reserved", f"{m['reserved']:.1f} GiB by the caching allocator ({m['device_total']:.1f} GiB on "
-                           "nvidia-smi with context + NCCL); its cache is freed under memory pressure")]
+            ("  reserved", f"{m['reserved']:.1f} GiB by the caching allocator; with context + NCCL "
+                           + cache_text(m["device_total"], m["device"]))]
 
 
 def _does_not_fit(out: dict, model, cfg, gpu) -> dict:

@@ -753,3 +753,12 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
     if gpu is not None:
         est = replace(est, notes=est.notes + (est.fit_text(gpu),))
     return est
+
+
+def cache_text(total_gib: float, device_gib: float) -> str:
+    """What nvidia-smi shows with the allocator's cache (`total_gib`, MemoryEstimate.per_gpu_gib): that total, or,
+    where the slack measured with memory to spare would take it past the card, that the cache stops at the card."""
+    if total_gib <= device_gib:
+        return f"nvidia-smi shows {total_gib:.1f} GiB with the allocator's cache, which it frees under pressure"
+    return (f"nvidia-smi shows the card about full: the allocator's cache would reach {total_gib:.1f} GiB with memory "
+            f"to spare, above the card's {device_gib:.1f}, and is freed under pressure")

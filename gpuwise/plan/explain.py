@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuwise.estimate.memory import cache_text
+from gpuwise.hardware.gpus import get_gpu
 from gpuwise.plan.candidates import CandidateSet
 
 
@@ -85,8 +87,7 @@ def explain(cs: CandidateSet, chosen: int, objective: str, mask: np.ndarray) -> 
         + ("(ROUNDED from the spec's fixed batch: no layout of this shape holds it exactly) "
            if opt.batch_rounded else "") +
         f"(micro {opt.micro_batch} x accum {opt.grad_accum}), {opt.memory_required_gib:.1f} GiB/GPU needed "
-        f"(allocated + CUDA context + NCCL; {opt.memory_gib:.1f} GiB on nvidia-smi with the allocator's cache, "
-        "which it frees under pressure)")
+        f"(allocated + CUDA context + NCCL; {cache_text(opt.memory_gib, get_gpu(opt.gpu).total_gib)})")
     # why this GPU: best alternative per other GPU type on the same objective
     metric = _metric(cs, objective)
     gpus = np.array([cs.offerings[i].gpu for i in cs.off_idx])
