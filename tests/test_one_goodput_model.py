@@ -326,3 +326,24 @@ def test_a_shard_group_a_spec_cannot_use_is_refused_naming_the_field(tmp_path, c
                       "parallelism": {"zero": [1], "zero_shard": [2]}})
     with pytest.raises(InputError, match="zero_shard"):
         runnable_spec(spec, load_cluster(str(ROOT / "examples" / "run" / "one-h200.yaml")))
+
+
+def test_the_answer_does_not_depend_on_the_order_of_the_allowed_groups(tmp_path):
+    """zero_shard [0, 4] and [4, 0] allow the same layouts, so the goodput search gives the same best plan (a cache
+    keyed without the group once kept whichever came first); a group of all dp x cp ranks is the whole group, and a
+    layout whose ZeRO-1 buffers need a heavier recompute under accumulation is found with it."""
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.workload.jobspec import load_job
+
+    best = {}
+    for groups in ("[0, 4]", "[4, 0]", "[16]"):
+        path = tmp_path / f"g{len(best)}.yaml"
+        path.write_text(HYBRID.format(zero="[1]", zero_shard=groups))
+        best[groups] = from_jobspec(load_job(str(path))).goodput.shape("H100-80GB-SXM", 8, 2, 16).best
+    a, b, whole = best.values()
+    assert a is not None and (a.plan, a.step_time_s, a.config) == (b.plan, b.step_time_s, b.config)
+    assert whole is not None and whole.plan.zero_shard == 0
+    path = tmp_path / "four.yaml"
+    path.write_text(HYBRID.format(zero="[1]", zero_shard="[0]"))
+    four = from_jobspec(load_job(str(path))).goodput.shape("H100-80GB-SXM", 4, 1, 4).best
+    assert four is not None and four.config.recompute != "none" and four.global_batch == 64

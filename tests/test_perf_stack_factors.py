@@ -218,6 +218,24 @@ def test_estimate_by_flags_takes_the_model_flags_memory_takes(capsys, tmp_path):
     assert qlora["step_time_s"] > lora["step_time_s"] and qlora["memory_gib"]["required"] < lora["memory_gib"]["required"]
     assert main(base + ["--no-flash-attention"]) == 0
     assert json.loads(capsys.readouterr().out)["memory_gib"]["required"] > lora["memory_gib"]["required"]
+    # optimizer offload: less memory, no GPU optimizer pass, and the host's step and copies timed and stated
+    assert main(base + ["--offload-optimizer"]) == 0
+    off = json.loads(capsys.readouterr().out)
+    assert off["memory_gib"]["required"] < lora["memory_gib"]["required"] and off["optimizer_s"] == 0.0
+    assert off["step_time_s"] > lora["step_time_s"]
+    assert any("optimizer offload" in a and "CPU Adam step" in a for a in off["assumptions"])
+    # pipeline schedules: interleaved-2 halves 1F1B's bubble, ZB-H1 a third of it, GPipe keeps more memory
+    pp = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100", "--gpus", "8", "--pp", "2", "--batch-size", "1",
+          "--grad-accum", "8", "--zero", "1", "--json", "--pp-schedule"]
+    got = {}
+    for sched in ("1f1b", "gpipe", "interleaved-2", "zb"):
+        assert main(pp + [sched]) == 0
+        got[sched] = json.loads(capsys.readouterr().out)
+    assert got["interleaved-2"]["bubble_s"] == pytest.approx(got["1f1b"]["bubble_s"] / 2, rel=0.01)
+    assert got["zb"]["bubble_s"] == pytest.approx(got["1f1b"]["bubble_s"] / 3, rel=0.01)
+    assert got["gpipe"]["step_time_s"] == got["1f1b"]["step_time_s"]
+    assert got["gpipe"]["memory_gib"]["required"] > got["1f1b"]["memory_gib"]["required"]
+    assert any("schedule zb" in a for a in got["zb"]["assumptions"])
     spec = tmp_path / "j.yaml"
     spec.write_text("name: j\nmodel: llama-3.1-8b\ntraining: {tokens: 1.0e8, seq_len: 2048, global_batch: 8}\n")
     assert main(["estimate", str(spec), "--gpu", "H100", "--gpus", "8", "--quantize", "nf4"]) == 2

@@ -50,8 +50,11 @@ def _export(res, path: str) -> str:
     off = cs.offerings[cs.off_idx[res.chosen]]
     opt = cs.options[cs.opt_idx[res.chosen]]
     envs = {"GPUWISE_DP": opt.plan.dp, "GPUWISE_TP": opt.plan.tp, "GPUWISE_PP": opt.plan.pp,
-            "GPUWISE_ZERO": opt.plan.zero, "GPUWISE_GLOBAL_BATCH": opt.global_batch,
+            "GPUWISE_CP": opt.plan.cp, "GPUWISE_ZERO": opt.plan.zero, "GPUWISE_ZERO_SHARD": opt.plan.zero_shard,
+            "GPUWISE_GLOBAL_BATCH": opt.global_batch,
             "GPUWISE_MICRO_BATCH": opt.micro_batch, "GPUWISE_GRAD_ACCUM": opt.grad_accum}
+    if opt.config is not None:
+        envs["GPUWISE_RECOMPUTE"] = opt.config.recompute
     if c["checkpoint_interval_hours"]:
         envs["GPUWISE_CHECKPOINT_MINUTES"] = round(c["checkpoint_interval_hours"] * 60, 1)
     summary = (f"{c['nodes']} x {c['instance_type']} ({c['gpus']} x {c['gpu']}, "

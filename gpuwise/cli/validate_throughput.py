@@ -116,6 +116,7 @@ def run(args: argparse.Namespace) -> int:
         "assumptions": assumptions,
     }
     out["stacks"] = stacks = _stack_section()
+    out["assumptions"] = assumptions + STACK_ASSUMPTIONS
     if getattr(args, "json", False):
         emit_json(out)
         return 0
@@ -140,7 +141,7 @@ def run(args: argparse.Namespace) -> int:
     print_table("Transformer tokens/s/GPU, per-op roofline (fit rows vs held-out rows)",
                 ["group", "split", "points", "median err", "max err"], trows)
     _print_stacks(stacks)
-    print_assumptions(assumptions + STACK_ASSUMPTIONS)
+    print_assumptions(out["assumptions"])
     return 0
 
 

@@ -67,12 +67,13 @@ def fit_levers(spec, cfg: TrainingConfig, gpus: list[GpuSpec], catalog_gpus: lis
     catalog_gpus: the GPUs a larger one may be taken from (smallest that fits as is)."""
     from gpuwise.estimate.performance import memory_of
 
-    miss = [g for g in gpus if not memory_of(spec, cfg).fits(g)]
+    est_now = memory_of(spec, cfg)
+    miss = [g for g in gpus if not est_now.fits(g)]
     if not miss:
         return []
     gib = 2 ** 30
     out = []
-    now = memory_of(spec, cfg).required
+    now = est_now.required
     for name, cost, c in _variants(spec, cfg):
         est = memory_of(spec, c)
         if est.required >= now:
@@ -89,7 +90,7 @@ def fit_levers(spec, cfg: TrainingConfig, gpus: list[GpuSpec], catalog_gpus: lis
                              est.required / gib, newly, c))
         if not left:
             break
-    est = memory_of(spec, cfg)
+    est = est_now
     bigger = sorted((g for g in catalog_gpus if est.fits(g)), key=lambda g: (g.memory_gib, g.name))
     if bigger:
         g = bigger[0]

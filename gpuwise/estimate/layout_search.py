@@ -181,9 +181,22 @@ def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: 
             # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
             for _, accum in grid(c.plan.dp, micro, c.grad_accum):
                 run = _with_accum(job, c, mem, accum, runs)
-                if run[1].fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
+                if not run[1].fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
+                    run = _heavier_fit(job, c, accum, runs, spec)
+                if run is not None:
                     out.append(run)
     return out, any_fit
+
+
+def _heavier_fit(job: JobSpace, c: TrainingConfig, accum: int, runs: dict, spec) -> tuple | None:
+    """The layout of `c` with `accum` micro-batches under the lightest heavier recompute that fits `spec`
+    (allowed_plans picks a layout's recompute without accumulation; its buffers can need more), else None."""
+    variants = recompute_variants(job.model, c)
+    for recompute in variants[variants.index(c.recompute) + 1:] if c.recompute in variants else ():
+        run = _with_accum(job, with_changes(c, recompute=recompute), None, accum, runs)
+        if run[1].fits(spec):
+            return run
+    return None
 
 
 def _with_accum(job: JobSpace, c: TrainingConfig, mem, accum: int, runs: dict) -> tuple:
@@ -193,11 +206,12 @@ def _with_accum(job: JobSpace, c: TrainingConfig, mem, accum: int, runs: dict) -
     from gpuwise.estimate.performance import memory_of
 
     p = c.plan
-    key = (c.micro_batch, p.dp, p.tp, p.pp, p.cp, p.zero, c.grad_accum, c.recompute, accum)
+    key = (c.micro_batch, p.dp, p.tp, p.pp, p.cp, p.zero, p.zero_shard, c.grad_accum, c.recompute, accum)
     got = runs.get(key)
     if got is None:
         run_cfg = with_changes(c, grad_accum=accum)
-        got = runs[key] = (run_cfg, mem if accum == c.grad_accum else memory_of(job.model, run_cfg), key)
+        known = mem is not None and accum == c.grad_accum        # mem None: not estimated yet (_heavier_fit)
+        got = runs[key] = (run_cfg, mem if known else memory_of(job.model, run_cfg), key)
     return got
 
 

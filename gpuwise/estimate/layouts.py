@@ -85,12 +85,13 @@ def zero_stages(dp: int, allowed=ZERO_STAGES) -> tuple[int, ...]:
 
 def zero_groups(spec, dp: int, cp: int, zero: int, allowed=(0,)) -> tuple[int, ...]:
     """The hybrid ZeRO-1 shard groups a layout is tried with (ParallelPlan.zero_shard): with ZeRO 1 on a
-    transformer, each allowed k > 0 that splits dp x cp into more than one group (k = dp x cp is the whole
-    group, 0); otherwise the whole group only."""
+    transformer, each allowed k that divides dp x cp (k = dp x cp, or 0, is the whole group: tried as 0);
+    otherwise the whole group only."""
     n = dp * cp
     if zero != 1 or not spec.is_transformer:
         return (0,)
-    return tuple(dict.fromkeys(k for k in allowed if k == 0 or (k < n and n % k == 0)))
+    # a group of all dp x cp ranks is the whole group (0); one that does not divide them cannot be formed
+    return tuple(dict.fromkeys(0 if k == n else k for k in allowed if k == 0 or n % k == 0))
 
 
 def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:

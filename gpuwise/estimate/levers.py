@@ -258,10 +258,11 @@ def host_link_gbps(gpu: GpuSpec) -> float:
 
 def offload_seconds(cfg: TrainingConfig, gpu: GpuSpec, local_params: float, saved_bytes: float,
                     micro_compute_s: float) -> tuple[float, str | None]:
-    """(exposed seconds per step, assumption line) of CPU and activation offload: host copies overlap the
-    micro-step's compute (prefetch on a side stream), the CPU optimizer step does not."""
+    """(exposed seconds per step, assumption line) of CPU, optimizer and activation offload: host copies of
+    parameters and activations overlap the micro-step's compute (prefetch on a side stream); the CPU optimizer
+    step and, under optimizer offload (DeepSpeed ZeRO-Offload), its once-a-step copies do not."""
     act_off = activation_offload(cfg)
-    if not (cfg.cpu_offload or act_off):
+    if not (cfg.cpu_offload or act_off or cfg.offload_optimizer):
         return 0.0, None
     link = host_link_gbps(gpu) * 1e9
     shard = local_params / (cfg.plan.dp * cfg.plan.cp)
@@ -271,10 +272,16 @@ def offload_seconds(cfg: TrainingConfig, gpu: GpuSpec, local_params: float, save
     if act_off:                 # each saved byte out in forward and back in backward
         copy += 2 * saved_bytes / link
     exposed = cfg.grad_accum * max(0.0, copy - micro_compute_s)
-    cpu_step = shard / CPU_ADAM_PARAMS_PER_S if cfg.cpu_offload else 0.0
+    # ZeRO-Offload: this GPU's optimizer partition (all of it without ZeRO) steps on the host; its 16-bit gradients
+    # go down and the updated 16-bit parameters come back once per step, after the backward
+    states = (shard if cfg.plan.zero >= 1 else local_params) if cfg.offload_optimizer else 0.0
+    step_copy = 2 * states * 2 / link
+    cpu_step = (shard if cfg.cpu_offload else states) / CPU_ADAM_PARAMS_PER_S
     text = (f"offload step time: host copies at {host_link_gbps(gpu):g} GB/s per GPU (PCIe generation of "
             f"{gpu.architecture.split()[0]}, assumed) overlapped with each micro-step's compute "
             f"({exposed:.3g} s exposed per step)"
+            + (f"; optimizer offload: 16-bit gradients to the host and parameters back once per step "
+               f"({step_copy:.3g} s, not overlapped)" if cfg.offload_optimizer else "")
             + (f"; CPU Adam step {cpu_step:.3g} s ({CPU_ADAM_PARAMS_PER_S:.2g} parameters/s per GPU, assumed; not "
-               "overlapped)" if cfg.cpu_offload else ""))
-    return exposed + cpu_step, text
+               "overlapped)" if cpu_step else ""))
+    return exposed + step_copy + cpu_step, text

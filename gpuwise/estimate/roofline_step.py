@@ -394,7 +394,7 @@ def nf4_dequant_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEf
     weights = total / p.pp * (counts.layer - counts.layer_replicated) / p.tp
     head = model.vocab_size * model.hidden / p.tp if code.nf4_output_layer else 0.0
     passes = 2.0 + reforwarded_blocks(total, cfg.recompute)
-    per_weight = NF4_BYTES + 2.0 + 4.0 * (code.nf4_dequant_copies - 1)     # read codes, write 16-bit; each cast r+w
+    per_weight = code.nf4_bytes + 2.0 + 4.0 * (code.nf4_dequant_copies - 1)   # read codes, write 16-bit; casts r+w
     kernels = (total / p.pp * passes * _linears_per_block(model) + 2.0 * bool(head)) * code.nf4_dequant_copies
     return (weights * passes + 2.0 * head) * per_weight / (hw.hbm_bytes_s * share) + kernels * eff.launch_s
 
@@ -520,7 +520,7 @@ def transformer_step(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: O
 
     step_bytes = optimizer_bytes(cfg.optimizer, resolve(cfg).optimizer_impl)
     t_opt = local / shard * step_bytes / (hw.hbm_bytes_s * eff.memory) + OPTIMIZER_KERNELS * eff.launch_s
-    if cfg.cpu_offload:
+    if cfg.cpu_offload or cfg.offload_optimizer:
         t_opt = 0.0            # the host steps (levers.offload_seconds)
     classes = dict(zip(("gemm", "attention", "memory"), (c * m for c in by_class)))
     return RooflineStep(t_micro * m, t_tp * m, t_cp * m, t_p2p * m, bubble, t_dp, t_opt, classes,

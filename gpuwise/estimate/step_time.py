@@ -81,6 +81,19 @@ def _bytes_per_value(precision: str) -> int:
     return 4 if precision == "fp32" else 2
 
 
+# ZB-H1 (Qi et al. 2023, "Zero Bubble Pipeline Parallelism", arXiv 2401.10241): splitting each backward into its input
+# and weight gradients fills about two thirds of 1F1B's bubble at 1F1B's activation memory: timed as a third of it
+ZB_H1_BUBBLE_DIVISOR = 3
+
+
+def schedule_interleave(schedule: str) -> int:
+    """The bubble divisor v of a pipeline schedule (bubble = (pp - 1) / v micro-steps): interleaved-V's V chunks
+    per stage, ZB-H1's third of 1F1B's bubble, 1 for 1F1B and GPipe (the same bubble, GPipe keeps more memory)."""
+    if schedule.startswith("interleaved-"):
+        return int(schedule.split("-", 1)[1])
+    return ZB_H1_BUBBLE_DIVISOR if schedule == "zb" else 1
+
+
 def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
                          nodes: int | None = None, inter_node_gbps: float | None = None,
                          pipeline_interleave: int = PIPELINE_INTERLEAVE, efficiency=None) -> StepTimeEstimate:
@@ -113,6 +126,8 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
 
     fl = step_flops(model, cfg)
     unit, peak = compute_unit(gpu, cfg.precision)
+    if pipeline_interleave == PIPELINE_INTERLEAVE:
+        pipeline_interleave = schedule_interleave(plan.pp_schedule)
     if model.is_transformer:
         return _transformer_estimate(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps, pipeline_interleave,
                                      fl, peak, assumptions, efficiency)
@@ -193,8 +208,9 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
 
         t = nf4_dequant_s(model, cfg, hw, eff) * cfg.grad_accum
         assumptions.append(f"NF4 base: every block weight dequantised to 16-bit before its GEMM in the forward, the "
-                           f"backward and each re-run forward (bitsandbytes MatMul4Bit; memory-bound, one kernel per "
-                           f"weight and pass): {t * 1e3:.3g} ms per step; the GEMMs then run at the 16-bit rates")
+                           f"backward and each re-run forward (memory-bound, one kernel per weight and pass, at the "
+                           f"bandwidth share fitted on bitsandbytes 0.41.3's MatMul4Bit, also for the {cfg.stack} "
+                           f"stack's own kernels): {t * 1e3:.3g} ms per step; the GEMMs then run at the 16-bit rates")
     if cfg.flash_attention:
         from gpuwise.estimate.op_inventory import CAUSAL_TILE
         from gpuwise.estimate.roofline_step import ATTN_CTX_HALF, attention_scale
@@ -225,7 +241,9 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                            f"all-gathered within groups of {plan.zero_shard} after the optimizer step (exposed)")
     if plan.pp > 1:
         assumptions.append(f"pipeline bubble (pp-1)/v = {(plan.pp - 1) / max(1, interleave):g} micro-steps "
-                           f"(1F1B, v={interleave}) with m={cfg.grad_accum} micro-batches")
+                           f"(schedule {plan.pp_schedule}, v={interleave}"
+                           + (": ZB-H1 fills two thirds of 1F1B's bubble" if plan.pp_schedule == "zb" else "")
+                           + f") with m={cfg.grad_accum} micro-batches")
     step = r.step_s + _offload_s(model, cfg, gpu, trainable, r, assumptions)
     host = _host_floor(model, cfg, step, assumptions)
     step = max(step, host or 0.0)
@@ -258,7 +276,7 @@ def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: f
     """Exposed seconds of CPU / activation offload per step (gpuwise.estimate.levers.offload_seconds)."""
     from gpuwise.estimate.levers import activation_offload, offload_seconds
 
-    if not (cfg.cpu_offload or activation_offload(cfg)):
+    if not (cfg.cpu_offload or activation_offload(cfg) or cfg.offload_optimizer):
         return 0.0
     from gpuwise.estimate.memory import saved_activation_bytes
     from gpuwise.workload.models import param_count
