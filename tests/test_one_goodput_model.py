@@ -313,6 +313,10 @@ def test_a_shard_group_a_spec_cannot_use_is_refused_naming_the_field(tmp_path, c
     assert main(["estimate", str(bad), "--gpu", "H100", "--gpus", "32"]) == 2
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "parallelism.zero_shard" in err and "ZeRO 1" in err
+    three = tmp_path / "z1g3.yaml"        # valid, but no group of 3 divides dp 8: the answer names the field
+    three.write_text(HYBRID.format(zero="[1]", zero_shard="[3]"))
+    assert main(["estimate", str(three), "--gpu", "H100", "--gpus", "8"]) == 1
+    assert "parallelism.zero_shard [3] divides no layout" in capsys.readouterr().err
     cnn = tmp_path / "cnn.yaml"
     cnn.write_text("name: c\nmodel: resnet50\ntraining: {samples: 1.0e+6, global_batch: 256}\n"
                    "parallelism: {zero: [1], zero_shard: [4]}\n")

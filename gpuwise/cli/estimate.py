@@ -179,6 +179,12 @@ def _from_spec(args):
         # a long sequence's activations and logits shrink only with context parallelism, which a spec opts into
         cp = ("; allow context parallelism (parallelism.cp: [1, 2, 4, 8]) for this sequence length"
               if res.reason == "memory" and job.parallelism.cp == [1] and t.seq_len >= 16384 else "")
+        from gpuwise.estimate.layouts import groups_rule_out_zero1
+
+        s = pj.space
+        if groups_rule_out_zero1(s.model, s.base.seq_len, args.gpus, gpn, s.tp, s.pp, s.cp, s.zero, s.zero_shard):
+            cp += (f"; parallelism.zero_shard {list(s.zero_shard)} divides no layout's dp x cp on {args.gpus} GPUs, "
+                   "so no ZeRO-1 plan was tried: allow 0 (the whole group) or a divisor")
         raise Infeasible("--gpus", args.gpus, f"{why}; try more GPUs, a larger GPU or `gpuwise fit-gpus "
                                               f"{pj.model.name}`{cp}")
     cfg = res.best.config

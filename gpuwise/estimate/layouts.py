@@ -94,6 +94,16 @@ def zero_groups(spec, dp: int, cp: int, zero: int, allowed=(0,)) -> tuple[int, .
     return tuple(dict.fromkeys(0 if k == n else k for k in allowed if k == 0 or n % k == 0))
 
 
+def groups_rule_out_zero1(spec, seq_len: int, gpus: int, gpus_per_node: int | None, tp, pp, cp, zero,
+                          allowed) -> bool:
+    """True when ZeRO 1 is allowed and no allowed hybrid group divides dp x cp on any layout of `gpus` GPUs, so
+    the groups (job spec parallelism.zero_shard), not memory, leave ZeRO 1 out."""
+    if 1 not in zero or 0 in allowed:
+        return False
+    return not any(zero_groups(spec, d, c, 1, allowed) for _, _, c, d in layouts(spec, seq_len, gpus, gpus_per_node,
+                                                                                  tp, pp, cp) if d > 1)
+
+
 def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:
     """The recompute policies a layout is tried with, lightest first (recompute only saves memory)."""
     if not spec.is_transformer:
