@@ -142,3 +142,77 @@ def test_hf_trainer_unsloth_long_context_checks():
 
     ctx = max_context("llama-3.1-8b", 80.0)
     assert 28454 <= ctx < 28454 * 1.25
+
+
+def _lit_setting(spec, targets: str, **kw) -> act.ActivationSetting:
+    from gpuwise.estimate.lora import lora_modules
+
+    return act.ActivationSetting(micro_batch=2, seq_len=512, frozen_base=True, adapted=lora_modules(targets),
+                                 norm_fp32=True, kv_expanded=True, **kw)
+
+
+def test_litgpt_lora_dropout_keeps_each_adapters_input_and_mask():
+    # LitGPT LoRALinear: self.lora_dropout(x) per adapted linear (gemma-2b: h = dq = 2048, ffn 16384, bf16)
+    spec = load_model("gemma-2b")
+    on, off = _lit_setting(spec, "all-linear", lora_dropout=True), _lit_setting(spec, "all-linear")
+    h, dq, f = spec.hidden, spec.n_heads * spec.head_dim, spec.ffn_hidden
+    # QKV mask; o: dropout output + mask; gate and up: a second copy + two masks; down: the mask
+    per_token = h + dq * (2 + 1) + (h * 2 + 2 * h) + f
+    assert act.layer_bytes(spec, on) - act.layer_bytes(spec, off) == 1024 * per_token
+    # q,v only: just the QKV adapter's mask
+    qv_on, qv_off = _lit_setting(spec, "q,v", lora_dropout=True), _lit_setting(spec, "q,v")
+    assert act.layer_bytes(spec, qv_on) - act.layer_bytes(spec, qv_off) == 1024 * h
+
+
+def test_litgpt_qkv_view_and_zero_pad():
+    e, tokens = 2, 1024
+    llama = load_model("llama-2-7b")                    # MHA: V is a view of the QKV output
+    dq = llama.n_heads * llama.head_dim
+    base = act.layer_bytes(llama, _lit_setting(llama, "q,v"))
+    assert act.layer_bytes(llama, _lit_setting(llama, "q,v", qkv_view=True)) - base == tokens * 2 * dq * e
+    # q,v adapted, k not: zero_pad's index_copy keeps the q and v adapter outputs
+    assert act.layer_bytes(llama, _lit_setting(llama, "q,v", lora_qkv_pad=True)) - base == tokens * 2 * dq * e
+    assert act.layer_bytes(llama, _lit_setting(llama, "q,k,v", lora_qkv_pad=True)) == \
+        act.layer_bytes(llama, _lit_setting(llama, "q,k,v"))
+    gemma = load_model("gemma-2b")                      # one query group: the QKV output is kept (2 dkv beyond V)
+    extra = act.layer_bytes(gemma, _lit_setting(gemma, "q,v", qkv_view=True)) - act.layer_bytes(
+        gemma, _lit_setting(gemma, "q,v"))
+    assert extra == tokens * 2 * gemma.n_kv_heads * gemma.head_dim * e
+    mistral = load_model("mistral-7b")                  # 8 query groups: expand + reshape copies, no view
+    assert act.layer_bytes(mistral, _lit_setting(mistral, "q,v", qkv_view=True)) == \
+        act.layer_bytes(mistral, _lit_setting(mistral, "q,v"))
+
+
+def test_litgpt_float32_logits_held_and_128_token_chunks():
+    spec = load_model("gemma-2b")
+    v, tokens = spec.vocab_size, 1024
+    held = _lit_setting(spec, "q,v", logits_fp32_held=True, loss_chunk_tokens=128)
+    ref = _lit_setting(spec, "q,v")
+    assert act.head_bytes(spec, held, loss="chunked") - act.head_bytes(spec, ref, loss="chunked") == tokens * v * 4
+    # two float32 gradients of one 128-token chunk of each of the 2 sequences (= the 16-bit logits of the next
+    # forward while they are converted, at 512 tokens)
+    assert act.loss_transient_bytes(spec, held, loss="chunked") == v * 2 * 128 * 8
+    long = _lit_setting(spec, "q,v", logits_fp32_held=True, loss_chunk_tokens=128)
+    long = act.ActivationSetting(**{**long.__dict__, "seq_len": 4096})
+    assert act.loss_transient_bytes(spec, long, loss="chunked") == v * 2 * 4096 * 2
+
+
+def test_litgpt_rows_state_the_model_code_and_layernorm_keeps_16bit():
+    from gpuwise.estimate.stack_code import describe
+
+    text = describe("litgpt")
+    assert "own dropout output" in text and "float32 copies of the logits" in text and "128-token" in text
+    assert model_code("hf-trainer").lora_dropout is False and model_code("litgpt").loss_chunk_tokens == 128
+    # torch.nn.LayerNorm (phi-2) keeps its 16-bit input: litgpt's norm_fp32_input is its RMSNorm's (gemma-2b) only
+    from gpuwise.estimate import memory as mem
+
+    def setting(name: str) -> act.ActivationSetting:
+        spec = load_model(name)
+        sem = mem._semantics("bf16", "adamw", spec.hidden, 0, False)
+        return mem._geometry(spec, sem, True, 1, 512, "bf16", "none", True, 8, None, 1, 1, 1, False, 0, "chunked",
+                             "all-linear", False, False, False, "litgpt").st
+
+    phi, gemma = setting("phi-2"), setting("gemma-2b")
+    assert not phi.norm_fp32 and gemma.norm_fp32
+    assert phi.lora_dropout and phi.qkv_view and phi.lora_qkv_pad and phi.logits_fp32_held
+    assert phi.loss_chunk_tokens == 128

@@ -420,7 +420,12 @@ class _Geometry:
                                         autocast=(autocast and not lora) or fp32_rest,
                                         hf_eager=sem.framework != "megatron",
                                         frozen_keeps_inputs=quantize == "nf4" and code.nf4_keeps_input,
-                                        norm_fp32=code.norm_fp32_input, kv_expanded=code.kv_expanded,
+                                        # LitGPT's RMSNorm upcasts its input; torch.nn.LayerNorm keeps it as it is
+                                        norm_fp32=code.norm_fp32_input and spec.norm == "rmsnorm",
+                                        kv_expanded=code.kv_expanded, qkv_view=code.qkv_view,
+                                        lora_dropout=lora and code.lora_dropout, lora_qkv_pad=lora and code.lora_qkv_pad,
+                                        logits_fp32_held=code.logits_fp32_held and precision != "fp32",
+                                        loss_chunk_tokens=code.loss_chunk_tokens,
                                         # float32 linears without autocast write float32 outputs and logits
                                         fp32_outputs=fp32_rest and not autocast)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
