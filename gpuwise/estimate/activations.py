@@ -83,6 +83,9 @@ class ActivationSetting:
     #                           adapted linear, none shared between linears that read the same input
     qkv_view: bool = False    # V is a view of the fused QKV output (LitGPT CausalSelfAttention with one or every
     #                           query group): attention keeps the whole QKV output besides the roped Q and K copies
+    attn_out_copy: bool = False  # the output projection reads its own reshape copy of the attention output (LitGPT
+    #                           y.transpose(1, 2).reshape): a projection that keeps its input keeps it besides the
+    #                           output flash attention keeps
     lora_qkv_pad: bool = False  # LitGPT LoRAQKVLinear.zero_pad, with some of q, k, v not adapted: its index_copy keeps
     #                           its source, the adapter output of the adapted parts (16-bit)
     logits_fp32_held: bool = False  # the training loop holds float32 copies of the logits (Fabric bf16-true
@@ -141,6 +144,9 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
     lora_rep, lora_split = _lora_dropout_attention(spec, st)
     replicated, split = replicated + lora_rep, split + lora_split
+    if st.attn_out_copy and st.flash and (not st.frozen_base or st.frozen_keeps_inputs
+                                          or ("o" in st.adapted and not st.lora_dropout)):
+        split += dq * e                              # the projection's input copy besides flash attention's output
     if st.qkv_view and spec.n_kv_heads in (1, spec.n_heads):
         split += (dq + 2 * dkv - kv) * e             # the QKV output V views, beyond the V counted above
     if st.recompute == "selective":
@@ -162,7 +168,8 @@ def _lora_dropout_attention(spec: ModelSpec, st: ActivationSetting) -> tuple[flo
     rep, split = 0.0, 0.0
     qkv = [w for m, w in (("q", dq), ("k", dkv), ("v", dkv)) if m in st.adapted]
     if st.lora_dropout:
-        rep += spec.hidden if qkv else 0.0
+        # the QKV adapter's mask; a 4-bit QKV linear keeps the normed input besides the adapter's dropout output
+        rep += spec.hidden * (1 + (e if st.frozen_keeps_inputs else 0)) if qkv else 0.0
         split += dq * ((e if st.flash else 0) + 1) if "o" in st.adapted else 0.0
     if st.lora_qkv_pad and 0 < len(qkv) < 3:
         split += sum(qkv) * e
@@ -210,6 +217,9 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
         ins = len({"gate", "up"} & st.adapted) if spec.gated_mlp else int("up" in st.adapted)
         replicated += k * spec.hidden * (max(0, ins - 1) * e + ins)
         split += k * spec.ffn_hidden if "down" in st.adapted else 0.0
+        if st.frozen_keeps_inputs:       # 4-bit linears keep their own inputs besides the adapters' dropout outputs
+            replicated += k * spec.hidden * e if ins and _norms(spec) > 1 else 0.0    # single norm: QKV's input
+            split += k * spec.ffn_hidden * e if "down" in st.adapted else 0.0
     return replicated, split
 
 
@@ -430,12 +440,10 @@ def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool =
 
 
 def _token_chunk_transient(spec: ModelSpec, st: ActivationSetting) -> float:
-    """LitGPT's chunked loss (chunks of loss_chunk_tokens tokens of each sequence): the larger of the loss backward's
-    two float32 gradients of one chunk and, at the end of the next micro-batch's forward, its 16-bit logits chunks
-    while Fabric converts them to float32 (the previous micro-batch's float32 logits still held: head_bytes)."""
-    tokens = st.micro_batch * st.seq_len / st.cp
+    """LitGPT's chunked loss (chunks of loss_chunk_tokens tokens of each sequence): the loss backward's two float32
+    gradients of one chunk (the end of the next forward, where the loop holds float32 logits: memory._loss_temp)."""
     chunk = st.micro_batch * min(st.seq_len / st.cp, st.loss_chunk_tokens)
-    return spec.vocab_size * max(8.0 * chunk, (st.bytes_per_value if st.logits_fp32_held else 0.0) * tokens) / st.tp
+    return spec.vocab_size * 8.0 * chunk / st.tp
 
 
 def cce_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

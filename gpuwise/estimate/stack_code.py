@@ -30,6 +30,7 @@ class ModelCode:
     #                               backward (Unsloth LoRA_MLP)
     lora_dropout: bool = False    # each LoRA-adapted linear keeps its own dropout output and 1-byte mask (LitGPT)
     qkv_view: bool = False        # V views the fused QKV output (one or every query group): the whole output is kept
+    attn_out_copy: bool = False   # the output projection reads its own reshape copy of the attention output
     lora_qkv_pad: bool = False    # LoRAQKVLinear.zero_pad keeps the adapted parts' adapter output (LitGPT)
     logits_fp32_held: bool = False  # the loop holds float32 logits through backward and the next forward (Fabric)
     loss_chunk_tokens: int = 0    # the chunked loss runs over chunks of this many tokens per sequence (0: LOSS_CHUNKS)
@@ -45,7 +46,8 @@ def _rows() -> dict[str, ModelCode]:
                                       r["fsdp_no_sync"] == "unsharded",
                                       r["separate_lm_head"] == "yes", r["kbit_fp32_rest"] == "yes", r["source"],
                                       r["lora_mlp"] == "fused", r["lora_dropout"] == "own", r["qkv_view"] == "yes",
-                                      r["lora_qkv_pad"] == "kept", r["logits"] == "fp32-held",
+                                      r["attn_out_copy"] == "yes", r["lora_qkv_pad"] == "kept",
+                                      r["logits"] == "fp32-held",
                                       int(r["loss_chunk_tokens"]))
                 for r in rows}
 
@@ -85,6 +87,9 @@ def describe(stack: str) -> str:
     if c.qkv_view:
         parts.append("with one or every query group V is a view of the fused QKV output, which attention keeps "
                      "whole besides the roped Q and K")
+    if c.attn_out_copy:
+        parts.append("the output projection reads its own reshape copy of the attention output, kept besides flash "
+                     "attention's output where the projection keeps its input")
     if c.lora_qkv_pad:
         parts.append("LoRA on some of q, k, v keeps the adapter output zero_pad copies")
     if c.logits_fp32_held:
