@@ -215,6 +215,10 @@ def test_litgpt_float32_logits_held_and_128_token_chunks():
     est = estimate_memory(spec, TrainingConfig(micro_batch=2, seq_len=4096, precision="bf16", stack="litgpt",
                                                lora_rank=8))
     assert est.peak_phase == "loss boundary" and est.temporaries == 2 * 4096 * v * 2
+    # float32 training: the loop still holds the logits, but Fabric makes no conversion copy
+    est32 = estimate_memory(spec, TrainingConfig(micro_batch=2, seq_len=4096, precision="fp32", stack="litgpt",
+                                                 lora_rank=8))
+    assert est32.peak_phase == "loss boundary" and est32.temporaries == 2 * 128 * v * 8
 
 
 def test_litgpt_rows_state_the_model_code_and_layernorm_keeps_16bit():

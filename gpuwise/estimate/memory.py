@@ -425,7 +425,7 @@ class _Geometry:
                                         kv_expanded=code.kv_expanded, qkv_view=code.qkv_view,
                                         attn_out_copy=code.attn_out_copy,
                                         lora_dropout=lora and code.lora_dropout, lora_qkv_pad=lora and code.lora_qkv_pad,
-                                        logits_fp32_held=code.logits_fp32_held and precision != "fp32",
+                                        logits_fp32_held=code.logits_fp32_held,
                                         loss_chunk_tokens=code.loss_chunk_tokens,
                                         # float32 linears without autocast write float32 outputs and logits
                                         fp32_outputs=fp32_rest and not autocast)
@@ -483,10 +483,11 @@ class _Geometry:
         loss = _loss_transient_bytes(spec, st, self.lm_head, self.loss)
         if not (st.logits_fp32_held and self.lm_head and self.loss == "chunked"):
             return loss + self._stale_inputs(n_layers) + self.head_cast
-        conv = st.micro_batch * st.seq_len / st.cp * spec.vocab_size * st.bytes_per_value / self.tp
+        e16 = st.bytes_per_value if st.bytes_per_value < 4 else 0      # float32 logits need no conversion copy
+        conv = st.micro_batch * st.seq_len / st.cp * spec.vocab_size * e16 / self.tp
         chunk = st.micro_batch * min(st.seq_len / st.cp, st.loss_chunk_tokens) * spec.vocab_size / self.tp
         fwd = self._stale_inputs(n_layers) - self.head_dequant + max(conv, self.head_dequant - conv)
-        bwd = max(loss, self.head_dequant + chunk * st.bytes_per_value)
+        bwd = max(loss, self.head_dequant + chunk * st.bytes_per_value) if self.head_dequant else loss
         return max(fwd, bwd) + self.head_cast
 
     def stage(self, i: int) -> tuple[dict, dict]:
