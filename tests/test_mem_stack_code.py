@@ -37,11 +37,16 @@ def test_bnb_kept_inputs_only_under_quantisation():
     per_layer = act.quant_input_bytes(spec, st)
     # (3h + f) 16-bit values per token and layer: attention, output-projection, MLP and down-projection inputs
     assert per_layer == 1024 * 2 * (3 * 4096 + 11008)
-    # the previous step's inputs (32 layers + lm_head input) and two 16-bit copies of the dequantised lm_head
-    stale = 32 * per_layer + 1024 * 4096 * 2 + 2 * 2 * 32000 * 4096
-    assert abs(q.temporaries - lo.temporaries - stale) < 1e3
-    # this step's MLP and down-projection inputs are kept for backward under bitsandbytes 0.42
-    assert abs(q.activations - lo.activations - 32 * 1024 * 2 * (4096 + 11008)) < 1e3
+    # at the end of the next forward: the previous step's inputs (32 layers + lm_head input) and two 16-bit copies of
+    # the dequantised lm_head less the float32 logits not yet made (2 B each); LoRA: the 16-bit logits chunks Fabric
+    # converts to float32 (2 B a logit, = the loss backward's two float32 gradients of one 128-token chunk here)
+    conv = 1024 * 32000 * 2
+    stale = 32 * per_layer + 1024 * 4096 * 2 + 2 * 2 * 32000 * 4096 - conv
+    assert abs(q.temporaries - lo.temporaries - (stale - conv)) < 1e3
+    # this step's MLP and down-projection inputs are kept for backward under bitsandbytes 0.42, the output
+    # projection's input (LitGPT's reshape copy of the attention output, besides flash attention's output) and the
+    # QKV input (the q,v adapter reads its own dropout output): 47.7 MB a layer, as LitGPT's traced step keeps
+    assert abs(q.activations - lo.activations - 32 * 1024 * 2 * (4096 + 11008 + 4096 + 4096)) < 1e3
 
 
 def test_litgpt_unties_gemma_output_layer():
@@ -142,3 +147,96 @@ def test_hf_trainer_unsloth_long_context_checks():
 
     ctx = max_context("llama-3.1-8b", 80.0)
     assert 28454 <= ctx < 28454 * 1.25
+
+
+def _lit_setting(spec, targets: str, **kw) -> act.ActivationSetting:
+    from gpuwise.estimate.lora import lora_modules
+
+    return act.ActivationSetting(micro_batch=2, seq_len=512, frozen_base=True, adapted=lora_modules(targets),
+                                 norm_fp32=True, kv_expanded=True, **kw)
+
+
+def test_litgpt_lora_dropout_keeps_each_adapters_input_and_mask():
+    # LitGPT LoRALinear: self.lora_dropout(x) per adapted linear (gemma-2b: h = dq = 2048, ffn 16384, bf16)
+    spec = load_model("gemma-2b")
+    on, off = _lit_setting(spec, "all-linear", lora_dropout=True), _lit_setting(spec, "all-linear")
+    h, dq, f = spec.hidden, spec.n_heads * spec.head_dim, spec.ffn_hidden
+    # QKV mask; o: dropout output + mask; gate and up: a second copy + two masks; down: the mask
+    per_token = h + dq * (2 + 1) + (h * 2 + 2 * h) + f
+    assert act.layer_bytes(spec, on) - act.layer_bytes(spec, off) == 1024 * per_token
+    # q,v only: just the QKV adapter's mask
+    qv_on, qv_off = _lit_setting(spec, "q,v", lora_dropout=True), _lit_setting(spec, "q,v")
+    assert act.layer_bytes(spec, qv_on) - act.layer_bytes(spec, qv_off) == 1024 * h
+
+
+def test_litgpt_attention_output_copy_kept_where_the_projection_keeps_its_input():
+    spec = load_model("llama-2-7b")
+    dq = spec.n_heads * spec.head_dim
+    for keeps, kw in ((True, {"frozen_base": False}), (True, {"frozen_keeps_inputs": True}), (False, {}),
+                      (False, {"lora_dropout": True, "adapted": frozenset({"o"})}),
+                      (True, {"adapted": frozenset({"o"})})):
+        st = act.ActivationSetting(**{**_lit_setting(spec, "q,v").__dict__, **kw})
+        on = act.ActivationSetting(**{**st.__dict__, "attn_out_copy": True})
+        assert act.layer_bytes(spec, on) - act.layer_bytes(spec, st) == (1024 * dq * 2 if keeps else 0)
+
+
+def test_litgpt_qkv_view_and_zero_pad():
+    e, tokens = 2, 1024
+    llama = load_model("llama-2-7b")                    # MHA: V is a view of the QKV output
+    dq = llama.n_heads * llama.head_dim
+    base = act.layer_bytes(llama, _lit_setting(llama, "q,v"))
+    assert act.layer_bytes(llama, _lit_setting(llama, "q,v", qkv_view=True)) - base == tokens * 2 * dq * e
+    # q,v adapted, k not: zero_pad's index_copy keeps the q and v adapter outputs
+    assert act.layer_bytes(llama, _lit_setting(llama, "q,v", lora_qkv_pad=True)) - base == tokens * 2 * dq * e
+    assert act.layer_bytes(llama, _lit_setting(llama, "q,k,v", lora_qkv_pad=True)) == \
+        act.layer_bytes(llama, _lit_setting(llama, "q,k,v"))
+    gemma = load_model("gemma-2b")                      # one query group: the QKV output is kept (2 dkv beyond V)
+    extra = act.layer_bytes(gemma, _lit_setting(gemma, "q,v", qkv_view=True)) - act.layer_bytes(
+        gemma, _lit_setting(gemma, "q,v"))
+    assert extra == tokens * 2 * gemma.n_kv_heads * gemma.head_dim * e
+    mistral = load_model("mistral-7b")                  # 8 query groups: expand + reshape copies, no view
+    assert act.layer_bytes(mistral, _lit_setting(mistral, "q,v", qkv_view=True)) == \
+        act.layer_bytes(mistral, _lit_setting(mistral, "q,v"))
+
+
+def test_litgpt_float32_logits_held_and_128_token_chunks():
+    spec = load_model("gemma-2b")
+    v, tokens = spec.vocab_size, 1024
+    held = _lit_setting(spec, "q,v", logits_fp32_held=True, loss_chunk_tokens=128)
+    ref = _lit_setting(spec, "q,v")
+    assert act.head_bytes(spec, held, loss="chunked") - act.head_bytes(spec, ref, loss="chunked") == tokens * v * 4
+    # two float32 gradients of one 128-token chunk of each of the 2 sequences (= the 16-bit logits of the next
+    # forward while they are converted, at 512 tokens)
+    assert act.loss_transient_bytes(spec, held, loss="chunked") == v * 2 * 128 * 8
+    long = _lit_setting(spec, "q,v", logits_fp32_held=True, loss_chunk_tokens=128)
+    long = act.ActivationSetting(**{**long.__dict__, "seq_len": 4096})
+    assert act.loss_transient_bytes(spec, long, loss="chunked") == v * 2 * 128 * 8
+    # 4096 tokens: the end of the next forward (16-bit logits chunks being converted, 2 B a logit) is the larger
+    est = estimate_memory(spec, TrainingConfig(micro_batch=2, seq_len=4096, precision="bf16", stack="litgpt",
+                                               lora_rank=8))
+    assert est.peak_phase == "loss boundary" and est.temporaries == 2 * 4096 * v * 2
+    # float32 training: the loop still holds the logits, but Fabric makes no conversion copy
+    est32 = estimate_memory(spec, TrainingConfig(micro_batch=2, seq_len=4096, precision="fp32", stack="litgpt",
+                                                 lora_rank=8))
+    assert est32.peak_phase == "loss boundary" and est32.temporaries == 2 * 128 * v * 8
+
+
+def test_litgpt_rows_state_the_model_code_and_layernorm_keeps_16bit():
+    from gpuwise.estimate.stack_code import describe
+
+    text = describe("litgpt")
+    assert "own dropout output" in text and "float32 copies of the logits" in text and "128-token" in text
+    assert model_code("hf-trainer").lora_dropout is False and model_code("litgpt").loss_chunk_tokens == 128
+    # torch.nn.LayerNorm (phi-2) keeps its 16-bit input: litgpt's norm_fp32_input is its RMSNorm's (gemma-2b) only
+    from gpuwise.estimate import memory as mem
+
+    def setting(name: str) -> act.ActivationSetting:
+        spec = load_model(name)
+        sem = mem._semantics("bf16", "adamw", spec.hidden, 0, False)
+        return mem._geometry(spec, sem, True, 1, 512, "bf16", "none", True, 8, None, 1, 1, 1, False, 0, "chunked",
+                             "all-linear", False, False, False, "litgpt").st
+
+    phi, gemma = setting("phi-2"), setting("gemma-2b")
+    assert not phi.norm_fp32 and gemma.norm_fp32
+    assert phi.lora_dropout and phi.qkv_view and phi.lora_qkv_pad and phi.logits_fp32_held
+    assert phi.loss_chunk_tokens == 128

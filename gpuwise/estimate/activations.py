@@ -78,6 +78,20 @@ class ActivationSetting:
     #                           bitsandbytes Linear4bit casts its output to its float32 input's dtype): float32 logits
     mlp_bwd_ffn: int = 2      # ffn-wide gradients the MLP backward allocates: 2 eager (gate and up, or the activation's
     #                           input and output); 1 where a fused kernel writes them into its saved buffers (Unsloth)
+    lora_dropout: bool = False  # each LoRA-adapted linear runs its own dropout (p > 0) on its input (LitGPT LoRALinear,
+    #                           LoRAQKVLinear): the dropout output (the adapter's input) and a 1-byte mask are kept per
+    #                           adapted linear, none shared between linears that read the same input
+    qkv_view: bool = False    # V is a view of the fused QKV output (LitGPT CausalSelfAttention with one or every
+    #                           query group): attention keeps the whole QKV output besides the roped Q and K copies
+    attn_out_copy: bool = False  # the output projection reads its own reshape copy of the attention output (LitGPT
+    #                           y.transpose(1, 2).reshape): a projection that keeps its input keeps it besides the
+    #                           output flash attention keeps
+    lora_qkv_pad: bool = False  # LitGPT LoRAQKVLinear.zero_pad, with some of q, k, v not adapted: its index_copy keeps
+    #                           its source, the adapter output of the adapted parts (16-bit)
+    logits_fp32_held: bool = False  # the training loop holds float32 copies of the logits (Fabric bf16-true
+    #                           convert_output) through the backward and until the next forward returns
+    loss_chunk_tokens: int = 0  # chunked loss over chunks of this many tokens per sequence (LitGPT lm_head_chunk_size
+    #                           128); 0: LOSS_CHUNKS chunks
 
 
 def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
@@ -106,7 +120,9 @@ def _input_copies(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]
     without autocast, a separate cast with it)."""
     single = _norms(spec) == 1
     if not st.autocast or st.low_norms:
-        return 0.0, (-1.0 if single and _keeps_input(st, "gate", "up") else 0.0)
+        # single-norm parallel blocks share the normed input; LitGPT's LoRA dropout gives the MLP its own copy
+        shared = single and _keeps_input(st, "gate", "up") and not (st.lora_dropout and st.frozen_base)
+        return 0.0, (-1.0 if shared else 0.0)
     if st.frozen_base:
         return 0.0, 0.0
     k = spec.experts_per_token if spec.n_experts > 1 else 1
@@ -126,6 +142,13 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
     split = (dq + 2 * kv) * e                        # Q, K, V
     if _keeps_input(st, "o") or st.flash:
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
+    lora_rep, lora_split = _lora_dropout_attention(spec, st)
+    replicated, split = replicated + lora_rep, split + lora_split
+    if st.attn_out_copy and st.flash and (not st.frozen_base or st.frozen_keeps_inputs
+                                          or ("o" in st.adapted and not st.lora_dropout)):
+        split += dq * e                              # the projection's input copy besides flash attention's output
+    if st.qkv_view and spec.n_kv_heads in (1, spec.n_heads):
+        split += (dq + 2 * dkv - kv) * e             # the QKV output V views, beyond the V counted above
     if st.recompute == "selective":
         pass                                         # the attention core is recomputed in backward
     elif st.flash:
@@ -133,6 +156,24 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
     else:
         split += _eager_attention_bytes(spec, st, kv_len, kv, mask)
     return replicated, split
+
+
+def _lora_dropout_attention(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]:
+    """(replicated, split) bytes per token that LitGPT's LoRA attention keeps beyond the reference: the QKV
+    adapter's dropout mask (its dropout output replaces the kept QKV input), the output projection's dropout
+    output (flash attention keeps its own output as well) and mask, and zero_pad's kept adapter output."""
+    if not st.frozen_base:
+        return 0.0, 0.0
+    e, dq, dkv = st.bytes_per_value, spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
+    rep, split = 0.0, 0.0
+    qkv = [w for m, w in (("q", dq), ("k", dkv), ("v", dkv)) if m in st.adapted]
+    if st.lora_dropout:
+        # the QKV adapter's mask; a 4-bit QKV linear keeps the normed input besides the adapter's dropout output
+        rep += spec.hidden * (1 + (e if st.frozen_keeps_inputs else 0)) if qkv else 0.0
+        split += dq * ((e if st.flash else 0) + 1) if "o" in st.adapted else 0.0
+    if st.lora_qkv_pad and 0 < len(qkv) < 3:
+        split += sum(qkv) * e
+    return rep, split
 
 
 def _eager_attention_bytes(spec: ModelSpec, st: ActivationSetting, kv_len: int, kv: int, mask: int) -> float:
@@ -170,6 +211,15 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
         per_expert = (((4 if spec.gated_mlp else 2) - 1) * e + (_gemm_input_bytes(st) if down_in else 0)) \
             * spec.ffn_hidden
     split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
+    if st.lora_dropout and st.frozen_base:
+        # LitGPT: every adapted MLP linear keeps its own dropout output and 1-byte mask of its input (the gate and up
+        # linears each one, of the same input; the reference counts that input once)
+        ins = len({"gate", "up"} & st.adapted) if spec.gated_mlp else int("up" in st.adapted)
+        replicated += k * spec.hidden * (max(0, ins - 1) * e + ins)
+        split += k * spec.ffn_hidden if "down" in st.adapted else 0.0
+        if st.frozen_keeps_inputs:       # 4-bit linears keep their own inputs besides the adapters' dropout outputs
+            replicated += k * spec.hidden * e if ins and _norms(spec) > 1 else 0.0    # single norm: QKV's input
+            split += k * spec.ffn_hidden * e if "down" in st.adapted else 0.0
     return replicated, split
 
 
@@ -359,7 +409,8 @@ def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, los
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
     rep = spec.hidden * (_norm_input_bytes(st) + e) / (st.tp if st.sp else 1)   # final norm in, its output
-    logits = (spec.vocab_size * (_loss_bytes(loss, e)[0] + final_softcap_bytes(spec, st, loss)) / st.tp
+    held = 4.0 if st.logits_fp32_held and loss not in ("fused-linear", "cce") else 0.0   # the loop's float32 logits
+    logits = (spec.vocab_size * (_loss_bytes(loss, e)[0] + held + final_softcap_bytes(spec, st, loss)) / st.tp
               if lm_head else 0.0)
     lse = CCE_KEPT if lm_head and loss == "cce" else 0.0
     return tokens * (rep + logits + lse)
@@ -383,7 +434,16 @@ def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool =
     tokens = st.micro_batch * st.seq_len / st.cp
     if loss == "cce":
         return cce_transient_bytes(spec, st)
+    if loss == "chunked" and st.loss_chunk_tokens:
+        return _token_chunk_transient(spec, st)
     return tokens * spec.vocab_size * _loss_bytes(loss, st.bytes_per_value)[1] / st.tp
+
+
+def _token_chunk_transient(spec: ModelSpec, st: ActivationSetting) -> float:
+    """LitGPT's chunked loss (chunks of loss_chunk_tokens tokens of each sequence): the loss backward's two float32
+    gradients of one chunk (the end of the next forward, where the loop holds float32 logits: memory._loss_temp)."""
+    chunk = st.micro_batch * min(st.seq_len / st.cp, st.loss_chunk_tokens)
+    return spec.vocab_size * 8.0 * chunk / st.tp
 
 
 def cce_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

@@ -420,7 +420,13 @@ class _Geometry:
                                         autocast=(autocast and not lora) or fp32_rest,
                                         hf_eager=sem.framework != "megatron",
                                         frozen_keeps_inputs=quantize == "nf4" and code.nf4_keeps_input,
-                                        norm_fp32=code.norm_fp32_input, kv_expanded=code.kv_expanded,
+                                        # LitGPT's RMSNorm upcasts its input; torch.nn.LayerNorm keeps it as it is
+                                        norm_fp32=code.norm_fp32_input and spec.norm == "rmsnorm",
+                                        kv_expanded=code.kv_expanded, qkv_view=code.qkv_view,
+                                        attn_out_copy=code.attn_out_copy,
+                                        lora_dropout=lora and code.lora_dropout, lora_qkv_pad=lora and code.lora_qkv_pad,
+                                        logits_fp32_held=code.logits_fp32_held,
+                                        loss_chunk_tokens=code.loss_chunk_tokens,
                                         # float32 linears without autocast write float32 outputs and logits
                                         fp32_outputs=fp32_rest and not autocast)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
@@ -464,6 +470,25 @@ class _Geometry:
             return 0.0
         head = st.micro_batch * st.seq_len / st.cp * self.spec.hidden * st.bytes_per_value if self.lm_head else 0.0
         return n_layers * act.quant_input_bytes(self.spec, st) + head + self.head_dequant
+
+    def _loss_temp(self, n_layers: int) -> float:
+        """What the last stage holds at its loss boundary beyond head_keep: the loss backward's transient, the previous
+        step's 4-bit-linear inputs and dequantised output layer (_stale_inputs), autocast's output-layer cast. Where
+        the loop holds float32 logits (LitGPT under Fabric), the previous step's graph dies when `loss` is rebound,
+        before this loss's backward: then the larger of the end of the forward (the previous step's inputs, and the
+        larger of the 16-bit logits chunks Fabric converts and the output layer's dequantised copies less the float32
+        logits not yet made) and the loss backward (its float32 chunk gradients, or the output layer's dequantised
+        copies with one 16-bit chunk gradient)."""
+        st, spec = self.st, self.spec
+        loss = _loss_transient_bytes(spec, st, self.lm_head, self.loss)
+        if not (st.logits_fp32_held and self.lm_head and self.loss == "chunked"):
+            return loss + self._stale_inputs(n_layers) + self.head_cast
+        e16 = st.bytes_per_value if st.bytes_per_value < 4 else 0      # float32 logits need no conversion copy
+        conv = st.micro_batch * st.seq_len / st.cp * spec.vocab_size * e16 / self.tp
+        chunk = st.micro_batch * min(st.seq_len / st.cp, st.loss_chunk_tokens) * spec.vocab_size / self.tp
+        fwd = self._stale_inputs(n_layers) - self.head_dequant + max(conv, self.head_dequant - conv)
+        bwd = max(loss, self.head_dequant + chunk * st.bytes_per_value) if self.head_dequant else loss
+        return max(fwd, bwd) + self.head_cast
 
     def stage(self, i: int) -> tuple[dict, dict]:
         """(StageLoad fields that do not depend on dp / grad_accum / offloading, the numbers the others
@@ -512,8 +537,7 @@ class _Geometry:
             bwd_temp=self.bwd,
             emb=_embedding_bytes(spec, st) if first else 0.0,
             head_keep=_head_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
-            loss_temp=(_loss_transient_bytes(spec, st, self.lm_head, self.loss) + self._stale_inputs(n_i)
-                       + self.head_cast) if last else 0.0,
+            loss_temp=self._loss_temp(n_i) if last else 0.0,
             head_grad=out_w * sem.compute if root_bwd and last else 0.0,
             embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
                         + big_train * sem.reduce if root_bwd and first and self.lm_head else

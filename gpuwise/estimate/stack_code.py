@@ -28,6 +28,12 @@ class ModelCode:
     source: str
     lora_mlp_fused: bool = False  # a fused LoRA MLP: keeps its input, gate and up only; one ffn-wide gradient in
     #                               backward (Unsloth LoRA_MLP)
+    lora_dropout: bool = False    # each LoRA-adapted linear keeps its own dropout output and 1-byte mask (LitGPT)
+    qkv_view: bool = False        # V views the fused QKV output (one or every query group): the whole output is kept
+    attn_out_copy: bool = False   # the output projection reads its own reshape copy of the attention output
+    lora_qkv_pad: bool = False    # LoRAQKVLinear.zero_pad keeps the adapted parts' adapter output (LitGPT)
+    logits_fp32_held: bool = False  # the loop holds float32 logits through backward and the next forward (Fabric)
+    loss_chunk_tokens: int = 0    # the chunked loss runs over chunks of this many tokens per sequence (0: LOSS_CHUNKS)
 
 
 @lru_cache(maxsize=1)
@@ -39,7 +45,10 @@ def _rows() -> dict[str, ModelCode]:
                                       r["kv_expanded"] == "yes", int(r["nf4_dequant_copies"]),
                                       r["fsdp_no_sync"] == "unsharded",
                                       r["separate_lm_head"] == "yes", r["kbit_fp32_rest"] == "yes", r["source"],
-                                      r["lora_mlp"] == "fused")
+                                      r["lora_mlp"] == "fused", r["lora_dropout"] == "own", r["qkv_view"] == "yes",
+                                      r["attn_out_copy"] == "yes", r["lora_qkv_pad"] == "kept",
+                                      r["logits"] == "fp32-held",
+                                      int(r["loss_chunk_tokens"]))
                 for r in rows}
 
 
@@ -60,7 +69,7 @@ def describe(stack: str) -> str:
     if c.nf4_keeps_input:
         parts.append("each frozen 4-bit linear keeps its input, the previous step's until the next loss (bitsandbytes < 0.43.2)")
     if c.norm_fp32_input:
-        parts.append("norms keep a float32 copy of their input")
+        parts.append("RMSNorms keep a float32 copy of their input")
     if c.kv_expanded:
         parts.append("GQA K/V kept expanded to every query head")
     if c.nf4_dequant_copies > 1:
@@ -73,6 +82,20 @@ def describe(stack: str) -> str:
         parts.append("with LoRA on gate, up and down its fused LoRA MLP keeps the input and the gate and up outputs "
                      "only (activation and product recomputed in backward) and its backward makes one ffn-wide "
                      "gradient (the activation's gradients written into the gate and up buffers)")
+    if c.lora_dropout:
+        parts.append("each LoRA-adapted linear keeps its own dropout output and 1-byte mask of its input")
+    if c.qkv_view:
+        parts.append("with one or every query group V is a view of the fused QKV output, which attention keeps "
+                     "whole besides the roped Q and K")
+    if c.attn_out_copy:
+        parts.append("the output projection reads its own reshape copy of the attention output, kept besides flash "
+                     "attention's output where the projection keeps its input")
+    if c.lora_qkv_pad:
+        parts.append("LoRA on some of q, k, v keeps the adapter output zero_pad copies")
+    if c.logits_fp32_held:
+        parts.append("the training loop holds float32 copies of the logits through the backward and the next forward")
+    if c.loss_chunk_tokens:
+        parts.append(f"chunked cross-entropy over {c.loss_chunk_tokens}-token chunks")
     if c.kbit_fp32_rest:
         parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "
