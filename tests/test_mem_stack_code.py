@@ -240,3 +240,28 @@ def test_litgpt_rows_state_the_model_code_and_layernorm_keeps_16bit():
     assert not phi.norm_fp32 and gemma.norm_fp32
     assert phi.lora_dropout and phi.qkv_view and phi.lora_qkv_pad and phi.logits_fp32_held
     assert phi.loss_chunk_tokens == 128
+
+
+def test_torchtune_chunked_loss_holds_every_chunks_logits_and_its_code_row():
+    """torchtune v0.6.1: TransformerDecoder.chunked_output returns all 8 chunks' bf16 logits and
+    CEWithChunkedOutputLoss.forward holds them while it upcasts each chunk (logits.float()) and keeps its float32
+    log-softmax, so the loss forward's last chunk (2 + 4/8 B a logit beyond the kept log-softmax) outweighs the loss
+    backward's one-chunk gradients (8/8 B); torchao NF4 (block 64, scaler block 256) and the attention / norm facts."""
+    tt = model_code("torchtune")
+    assert tt.nf4_bytes == 0.5 + 1 / 64 + 4 / (64 * 256) and not tt.nf4_output_layer and not tt.nf4_keeps_input
+    assert tt.chunk_logits_held and tt.norm_fp32_input and tt.kv_expanded and tt.attn_out_copy
+    assert not tt.lora_dropout and tt.loss_chunk_tokens == 0 and not model_code("litgpt").chunk_logits_held
+    spec = load_model("llama-3.1-8b")
+    v, tokens = spec.vocab_size, 2 * 2048
+    held = act.ActivationSetting(micro_batch=2, seq_len=2048, chunk_logits_held=True)
+    ref = act.ActivationSetting(micro_batch=2, seq_len=2048)
+    assert act.loss_transient_bytes(spec, held, loss="chunked") == tokens * v * (2 + 4 / 8)
+    assert act.loss_transient_bytes(spec, ref, loss="chunked") == tokens * v * 8 / 8
+    fp32 = act.ActivationSetting(micro_batch=2, seq_len=2048, chunk_logits_held=True, bytes_per_value=4)
+    assert act.loss_transient_bytes(spec, fp32, loss="chunked") == tokens * v * 4      # .float() makes no copy
+    cfg = TrainingConfig(micro_batch=2, seq_len=2048, grad_accum=2, precision="bf16", recompute="full", lora_rank=8,
+                         lora_targets="q,v,o,gate,up,down", stack="torchtune")
+    est = estimate_memory(spec, cfg)
+    assert est.peak_phase == "loss boundary" and est.temporaries == tokens * v * 2.5
+    pt = estimate_memory(spec, TrainingConfig(**{**cfg.__dict__, "stack": "pytorch", "loss_kernel": "chunked"}))
+    assert pt.temporaries == tokens * v * 1.0

@@ -92,6 +92,10 @@ class ActivationSetting:
     #                           convert_output) through the backward and until the next forward returns
     loss_chunk_tokens: int = 0  # chunked loss over chunks of this many tokens per sequence (LitGPT lm_head_chunk_size
     #                           128); 0: LOSS_CHUNKS chunks
+    chunk_logits_held: bool = False  # the chunked loss's forward holds every chunk's 16-bit logits, which the model
+    #                           returns as one list (torchtune TransformerDecoder.chunked_output), while it makes each
+    #                           chunk's float32 copy and log-softmax: at its last chunk all the 16-bit logits, all the
+    #                           float32 log-softmax and one chunk's float32 copy are alive
 
 
 def _keeps_input(st: ActivationSetting, *modules: str) -> bool:
@@ -436,7 +440,18 @@ def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool =
         return cce_transient_bytes(spec, st)
     if loss == "chunked" and st.loss_chunk_tokens:
         return _token_chunk_transient(spec, st)
+    if loss == "chunked" and st.chunk_logits_held:
+        return tokens * spec.vocab_size * held_chunk_logits_transient(st) / st.tp
     return tokens * spec.vocab_size * _loss_bytes(loss, st.bytes_per_value)[1] / st.tp
+
+
+def held_chunk_logits_transient(st: ActivationSetting) -> float:
+    """Bytes per vocabulary entry and token beyond the kept float32 log-softmax where the chunked loss holds every
+    chunk's logits (ActivationSetting.chunk_logits_held): the larger of the loss forward's last chunk (every chunk's
+    logits in their dtype and that chunk's float32 copy; float32 logits are not copied) and the loss backward's two
+    float32 gradients of one chunk."""
+    e = 4.0 if st.fp32_outputs else float(st.bytes_per_value)
+    return max(8.0 / LOSS_CHUNKS, e + (4.0 / LOSS_CHUNKS if e < 4 else 0.0))
 
 
 def _token_chunk_transient(spec: ModelSpec, st: ActivationSetting) -> float:

@@ -427,6 +427,7 @@ class _Geometry:
                                         lora_dropout=lora and code.lora_dropout, lora_qkv_pad=lora and code.lora_qkv_pad,
                                         logits_fp32_held=code.logits_fp32_held,
                                         loss_chunk_tokens=code.loss_chunk_tokens,
+                                        chunk_logits_held=code.chunk_logits_held,
                                         # float32 linears without autocast write float32 outputs and logits
                                         fp32_outputs=fp32_rest and not autocast)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own

@@ -34,6 +34,8 @@ class ModelCode:
     lora_qkv_pad: bool = False    # LoRAQKVLinear.zero_pad keeps the adapted parts' adapter output (LitGPT)
     logits_fp32_held: bool = False  # the loop holds float32 logits through backward and the next forward (Fabric)
     loss_chunk_tokens: int = 0    # the chunked loss runs over chunks of this many tokens per sequence (0: LOSS_CHUNKS)
+    chunk_logits_held: bool = False  # the model returns every chunk's 16-bit logits, held by the chunked loss's forward
+    #                                  while it upcasts each chunk (torchtune chunked_output + CEWithChunkedOutputLoss)
 
 
 @lru_cache(maxsize=1)
@@ -48,7 +50,7 @@ def _rows() -> dict[str, ModelCode]:
                                       r["lora_mlp"] == "fused", r["lora_dropout"] == "own", r["qkv_view"] == "yes",
                                       r["attn_out_copy"] == "yes", r["lora_qkv_pad"] == "kept",
                                       r["logits"] == "fp32-held",
-                                      int(r["loss_chunk_tokens"]))
+                                      int(r["loss_chunk_tokens"]), r["chunk_logits"] == "held")
                 for r in rows}
 
 
@@ -96,6 +98,9 @@ def describe(stack: str) -> str:
         parts.append("the training loop holds float32 copies of the logits through the backward and the next forward")
     if c.loss_chunk_tokens:
         parts.append(f"chunked cross-entropy over {c.loss_chunk_tokens}-token chunks")
+    if c.chunk_logits_held:
+        parts.append("the chunked loss's forward holds every chunk's 16-bit logits (the model returns them all) while "
+                     "it makes each chunk's float32 copy and log-softmax")
     if c.kbit_fp32_rest:
         parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "
