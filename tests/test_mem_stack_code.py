@@ -249,7 +249,7 @@ def test_torchtune_chunked_loss_holds_every_chunks_logits_and_its_code_row():
     backward's one-chunk gradients (8/8 B); torchao NF4 (block 64, scaler block 256) and the attention / norm facts."""
     tt = model_code("torchtune")
     assert tt.nf4_bytes == 0.5 + 1 / 64 + 4 / (64 * 256) and not tt.nf4_output_layer and not tt.nf4_keeps_input
-    assert tt.chunk_logits_held and tt.norm_fp32_input and tt.kv_expanded and tt.attn_out_copy
+    assert tt.chunk_logits_held and tt.norm_fp32_input and tt.kv_expanded and not tt.attn_out_copy
     assert not tt.lora_dropout and tt.loss_chunk_tokens == 0 and not model_code("litgpt").chunk_logits_held
     spec = load_model("llama-3.1-8b")
     v, tokens = spec.vocab_size, 2 * 2048
@@ -265,3 +265,26 @@ def test_torchtune_chunked_loss_holds_every_chunks_logits_and_its_code_row():
     assert est.peak_phase == "loss boundary" and est.temporaries == tokens * v * 2.5
     pt = estimate_memory(spec, TrainingConfig(**{**cfg.__dict__, "stack": "pytorch", "loss_kernel": "chunked"}))
     assert pt.temporaries == tokens * v * 1.0
+
+
+def test_torchtune_nf4_dequantisation_holds_14_bytes_per_parameter_in_the_block_backward():
+    """torchao v0.10.0 NF4Tensor.get_original_weight (eager, what LinearNF4 runs forward and backward): int64 nibbles
+    (8 B/param), bf16 table lookups (2 B) and scaled halves (2 B) are alive when torch.stack writes the weight (2 B).
+    Counted for the block's largest 4-bit matrix (llama-3.1-8b: 4096 x 14336) inside its backward, QLoRA only."""
+    from gpuwise.estimate import memory as mem
+
+    spec = load_model("llama-3.1-8b")
+    assert act.largest_block_matrix(spec) == 4096 * 14336
+    cfg = TrainingConfig(micro_batch=2, seq_len=512, precision="bf16", recompute="full", lora_rank=8,
+                         lora_targets="q,v,o,gate,up,down", quantize="nf4", stack="torchtune")
+
+    def loads(c: TrainingConfig):
+        sem = mem._semantics(c.precision, c.optimizer, spec.hidden, 0, False)
+        return mem._stage_loads(spec, c, sem, True, mem._schedule(c, 1))[0]
+
+    q, lo = loads(cfg), loads(TrainingConfig(**{**cfg.__dict__, "quantize": None}))
+    assert q.bwd_temp - lo.bwd_temp == 14 * 4096 * 14336
+    hf = loads(TrainingConfig(**{**cfg.__dict__, "stack": "hf-trainer", "precision": "bf16"}))
+    assert hf.bwd_temp == lo.bwd_temp                     # other stacks: not counted (their rows say 0)
+    est = estimate_memory(spec, cfg)
+    assert est.peak_phase == "block backward"             # short sequences: the dequantisation makes the peak

@@ -374,6 +374,12 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
 
 
+def largest_block_matrix(spec: ModelSpec) -> float:
+    """Elements of a block's largest linear weight with separate q, k, v, output and MLP matrices (one expert's
+    for MoE): the attention projections (hidden x heads x head_dim) or an MLP matrix (hidden x ffn)."""
+    return float(spec.hidden * max(spec.ffn_hidden, spec.n_heads * spec.head_dim))
+
+
 # Loss kernels (TrainingConfig.loss_kernel / the stack's default): bytes per vocabulary entry and local token
 # (kept for backward, transient at the loss boundary) and how many chunks the transient is split into. None:
 # the activation dtype's bytes (e).

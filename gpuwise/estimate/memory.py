@@ -435,6 +435,8 @@ class _Geometry:
         self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)
         self.starts = [0, *accumulate(self.layers)]
         self.bwd = _backward_transient_bytes(spec, self.st) if sem.framework == "torch" else 0.0
+        if lora and quantize == "nf4":     # the stack's dequantisation of the block's largest 4-bit matrix
+            self.bwd += code.nf4_dequant_work * act.largest_block_matrix(spec) / tp
         # FSDP2 reduces the root group (embedding, final norm, output layer) once, at the end of backward:
         # the output layer's gradient, written first, stays unsharded in the compute dtype until then.
         # Without FSDP a tied output layer's gradient waits for the embedding's contribution instead, and

@@ -36,6 +36,8 @@ class ModelCode:
     loss_chunk_tokens: int = 0    # the chunked loss runs over chunks of this many tokens per sequence (0: LOSS_CHUNKS)
     chunk_logits_held: bool = False  # the model returns every chunk's 16-bit logits, held by the chunked loss's forward
     #                                  while it upcasts each chunk (torchtune chunked_output + CEWithChunkedOutputLoss)
+    nf4_dequant_work: float = 0.0  # bytes per parameter one 4-bit matrix's dequantisation holds at once, counted for a
+    #                                block's largest inside its backward (torchao eager get_original_weight: 14); 0: none
 
 
 @lru_cache(maxsize=1)
@@ -50,7 +52,8 @@ def _rows() -> dict[str, ModelCode]:
                                       r["lora_mlp"] == "fused", r["lora_dropout"] == "own", r["qkv_view"] == "yes",
                                       r["attn_out_copy"] == "yes", r["lora_qkv_pad"] == "kept",
                                       r["logits"] == "fp32-held",
-                                      int(r["loss_chunk_tokens"]), r["chunk_logits"] == "held")
+                                      int(r["loss_chunk_tokens"]), r["chunk_logits"] == "held",
+                                      float(r["nf4_dequant_work"]))
                 for r in rows}
 
 
@@ -98,6 +101,9 @@ def describe(stack: str) -> str:
         parts.append("the training loop holds float32 copies of the logits through the backward and the next forward")
     if c.loss_chunk_tokens:
         parts.append(f"chunked cross-entropy over {c.loss_chunk_tokens}-token chunks")
+    if c.nf4_dequant_work:
+        parts.append(f"dequantising a 4-bit matrix holds {c.nf4_dequant_work:g} B/param at once (the block's largest, "
+                     "in its backward)")
     if c.chunk_logits_held:
         parts.append("the chunked loss's forward holds every chunk's 16-bit logits (the model returns them all) while "
                      "it makes each chunk's float32 copy and log-softmax")
