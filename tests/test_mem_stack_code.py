@@ -288,3 +288,23 @@ def test_torchtune_nf4_dequantisation_holds_14_bytes_per_parameter_in_the_block_
     assert hf.bwd_temp == lo.bwd_temp                     # other stacks: not counted (their rows say 0)
     est = estimate_memory(spec, cfg)
     assert est.peak_phase == "block backward"             # short sequences: the dequantisation makes the peak
+
+
+def test_torchtune_full_finetune_sums_the_chunked_output_layers_gradients():
+    """torchtune applies its output layer once per loss chunk (TransformerDecoder.chunked_output): at the output layer's
+    backward autograd sums the 8 per-chunk weight gradients out of place (three vocab x hidden gradients at once)
+    with 6 of the 8 chunks' bf16 logits gradients waiting; with the optimizer in backward this is the full
+    fine-tune's peak (traced: llama-3.1-8b 2 x 2048, full recompute). LoRA (frozen output layer): no such phase."""
+    spec = load_model("llama-3.1-8b")
+    v, h, tokens = spec.vocab_size, spec.hidden, 2 * 2048
+    st = act.ActivationSetting(micro_batch=2, seq_len=2048, chunk_logits_held=True, norm_fp32=True)
+    kept, temp = act.chunked_head_backward_bytes(spec, st)
+    assert kept == tokens * h * (4 + 2) and temp == tokens * v * 2 * 6 / 8 + 3 * v * h * 2
+    cfg = TrainingConfig(micro_batch=2, seq_len=2048, precision="bf16", recompute="full", optimizer_in_backward=True,
+                         stack="torchtune")
+    est = estimate_memory(spec, cfg)
+    assert est.peak_phase == "output-layer backward" and est.temporaries == temp
+    lora = estimate_memory(spec, TrainingConfig(**{**cfg.__dict__, "lora_rank": 8, "optimizer_in_backward": False}))
+    assert lora.peak_phase == "loss boundary"
+    pt = estimate_memory(spec, TrainingConfig(**{**cfg.__dict__, "stack": "pytorch", "loss_kernel": "chunked"}))
+    assert pt.peak_phase != "output-layer backward"

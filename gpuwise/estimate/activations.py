@@ -418,12 +418,30 @@ def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, los
     loss's saved tensor (vocabulary-parallel under TP; `loss` one of LOSS_BYTES, "torch" = eager)."""
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
-    rep = spec.hidden * (_norm_input_bytes(st) + e) / (st.tp if st.sp else 1)   # final norm in, its output
+    rep = final_norm_bytes(spec, st)                                            # final norm in, its output
     held = 4.0 if st.logits_fp32_held and loss not in ("fused-linear", "cce") else 0.0   # the loop's float32 logits
     logits = (spec.vocab_size * (_loss_bytes(loss, e)[0] + held + final_softcap_bytes(spec, st, loss)) / st.tp
               if lm_head else 0.0)
     lse = CCE_KEPT if lm_head and loss == "cce" else 0.0
     return tokens * (rep + logits + lse)
+
+
+def final_norm_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """Bytes per token the final norm keeps: its input (as the norm keeps it) and its output."""
+    return spec.hidden * (_norm_input_bytes(st) + st.bytes_per_value) / (st.tp if st.sp else 1)
+
+
+def chunked_head_backward_bytes(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]:
+    """(kept, transient) bytes at a trainable output layer's backward where the model applies it once per loss chunk
+    and returns every chunk's logits (ActivationSetting.chunk_logits_held, torchtune chunked_output): autograd sums
+    the LOSS_CHUNKS per-chunk weight gradients before the weight's AccumulateGrad runs, out of place (the running
+    sum, the next chunk's gradient and their sum: three weight-sized gradients in the logits' dtype), after the
+    loss's backward has made every chunk's logits gradient; at the second chunk's sum LOSS_CHUNKS - 2 of those still
+    wait. Kept: the final norm's tensors (the float32 log-softmax is freed by then)."""
+    tokens = st.micro_batch * st.seq_len / st.cp
+    e = st.bytes_per_value
+    waiting = tokens * spec.vocab_size * e * (LOSS_CHUNKS - 2) / LOSS_CHUNKS
+    return tokens * final_norm_bytes(spec, st), (waiting + 3 * spec.vocab_size * spec.hidden * e) / st.tp
 
 
 def final_softcap_bytes(spec: ModelSpec, st: ActivationSetting, loss: str = "eager") -> float:

@@ -493,6 +493,16 @@ class _Geometry:
         bwd = max(loss, self.head_dequant + chunk * st.bytes_per_value) if self.head_dequant else loss
         return max(fwd, bwd) + self.head_cast
 
+    def _head_backward(self) -> tuple[float, float]:
+        """A trainable output layer applied once per chunk of a loss that holds every chunk's logits (torchtune):
+        the per-chunk weight gradients summed at its backward (act.chunked_head_backward_bytes); not under FSDP,
+        whose root group is counted by its own phases."""
+        st = self.st
+        if not (st.chunk_logits_held and self.loss == "chunked" and not st.loss_chunk_tokens and self.lm_head
+                and not self.lora and not self.fsdp):
+            return 0.0, 0.0
+        return act.chunked_head_backward_bytes(self.spec, st)
+
     def stage(self, i: int) -> tuple[dict, dict]:
         """(StageLoad fields that do not depend on dp / grad_accum / offloading, the numbers the others
         are made from) of stage i; built on first use (long pipelines evaluate only the stages asked for)."""
@@ -541,6 +551,7 @@ class _Geometry:
             emb=_embedding_bytes(spec, st) if first else 0.0,
             head_keep=_head_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
             loss_temp=self._loss_temp(n_i) if last else 0.0,
+            **dict(zip(("head_bwd_keep", "head_bwd"), self._head_backward() if last else (0.0, 0.0))),
             head_grad=out_w * sem.compute if root_bwd and last else 0.0,
             embed_temp=(flat * sem.compute + out_w * sem.compute * (3 if spec.tied_embeddings else 2)
                         + big_train * sem.reduce if root_bwd and first and self.lm_head else

@@ -21,6 +21,9 @@ A stage's peak is the largest of three moments (PyTorch's order of allocation an
   their sum (autograd adds them out of place), and the last block's reduce-scatter input (FSDP2
   keeps one in flight until the next group reduces). Without FSDP, only for a tied output layer:
   its gradient, the embedding's and their sum.
+- output-layer backward (a trainable output layer applied once per loss chunk, torchtune's chunked output;
+  not under FSDP): every block's checkpoint or activations and the final norm's tensors are alive, the loss's
+  backward has made every chunk's logits gradient, and autograd sums the per-chunk weight gradients out of place.
 - root reduce-scatter (FSDP2 only): the end of backward, when the root group (embedding, final
   norm, output layer: large for big vocabularies) reduces its gradients: every other gradient is
   already sharded, the root's are unsharded in the compute dtype and copied into a reduce-scatter
@@ -42,7 +45,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 PHASES = ("loss boundary", "block backward", "last block backward", "optimizer step", "embedding backward",
-          "root reduce-scatter")
+          "root reduce-scatter", "output-layer backward")
 
 
 @dataclass(slots=True)   # not frozen: a plan builds ~10^4 of these, and a frozen __init__ is 4x slower
@@ -75,6 +78,8 @@ class StageLoad:
     #                           backward and kept until the root group reduces it at the end of backward
     embed_grads: float = 0.0  # every block's gradient (sharded as ZeRO says), when the embedding runs its backward
     embed_temp: float = 0.0   # what the embedding's backward holds besides (0: no such phase; see the docstring)
+    head_bwd_keep: float = 0.0    # a per-chunk output layer's backward (chunked_head_backward_bytes): the final
+    head_bwd: float = 0.0         # norm's kept tensors; the waiting logits gradients and three weight-sized ones
     root_grad_temp: float = 0.0   # FSDP2: the root group's (embedding, final norm, output layer) gradient
     #                               reduction at the end of backward: its unsharded gradients in the compute
     #                               dtype plus the reduce-scatter input in the reduction dtype, less the shard
@@ -116,6 +121,9 @@ def _phase_parts(s: StageLoad) -> list[tuple[str, tuple[float, float, float, flo
                                             + s.block_grad_temp + s.bwd_temp + s.head_grad)))
     if s.embed_temp:
         out.append(("embedding backward", (w, o, s.embed_grads, 0.0, s.embed_temp)))
+    if s.head_bwd:
+        out.append(("output-layer backward", (w, o, early_grads, kept + s.head_bwd_keep,
+                                              s.stage_compute + s.in_flight * s.casts + s.head_bwd)))
     if s.root_grad_temp:
         out.append(("root reduce-scatter", (w, o, s.grads, 0.0, s.root_grad_temp)))
     return out

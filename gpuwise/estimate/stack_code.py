@@ -106,7 +106,8 @@ def describe(stack: str) -> str:
                      "in its backward)")
     if c.chunk_logits_held:
         parts.append("the chunked loss's forward holds every chunk's 16-bit logits (the model returns them all) while "
-                     "it makes each chunk's float32 copy and log-softmax")
+                     "it makes each chunk's float32 copy and log-softmax, and a trainable output layer (applied once "
+                     "per chunk) sums its per-chunk weight gradients out of place at its backward")
     if c.kbit_fp32_rest:
         parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "
