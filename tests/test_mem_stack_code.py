@@ -308,3 +308,19 @@ def test_torchtune_full_finetune_sums_the_chunked_output_layers_gradients():
     assert lora.peak_phase == "loss boundary"
     pt = estimate_memory(spec, TrainingConfig(**{**cfg.__dict__, "stack": "pytorch", "loss_kernel": "chunked"}))
     assert pt.peak_phase != "output-layer backward"
+
+
+def test_torchtune_trainable_rmsnorm_keeps_its_float32_normalised_input():
+    """torchtune RMSNorm: F.rms_norm(x.float(), weight=scale) (float32 input, bf16 weight: PyTorch's composite) keeps
+    the float32 input copy and, for a trainable scale, the float32 normalised product too: 2 norms a layer x 4 B x
+    hidden per token in a full fine-tune without recompute; a LoRA base (frozen norms) keeps the input copy only."""
+    spec = load_model("llama-3.1-8b")
+    tokens, h = 2 * 1024, spec.hidden
+    tt = act.ActivationSetting(micro_batch=2, seq_len=1024, norm_fp32=True, norm_weight_fp32=True)
+    lit = act.ActivationSetting(micro_batch=2, seq_len=1024, norm_fp32=True)
+    assert act.layer_bytes(spec, tt) - act.layer_bytes(spec, lit) == tokens * 2 * h * 4
+    frozen = [act.ActivationSetting(micro_batch=2, seq_len=1024, norm_fp32=True, frozen_base=True, **kw)
+              for kw in ({"norm_weight_fp32": True}, {})]
+    assert act.layer_bytes(spec, frozen[0]) == act.layer_bytes(spec, frozen[1])
+    assert act.final_norm_bytes(spec, tt) == h * (4 + 2 + 4)
+    assert model_code("torchtune").norm_weight_fp32 and not model_code("litgpt").norm_weight_fp32

@@ -72,6 +72,8 @@ class ActivationSetting:
     #                           caches casts of weights only), so q, k and v each hold a copy
     frozen_keeps_inputs: bool = False  # frozen linears keep their input anyway (bitsandbytes < 0.43.2 4-bit matmul)
     norm_fp32: bool = False   # norms upcast and keep a float32 copy of their input (LitGPT RMSNorm x.float())
+    norm_weight_fp32: bool = False  # a norm's weight multiplies its float32 normalised input: a trainable weight keeps
+    #                           that float32 product (torchtune RMSNorm, F.rms_norm on x.float())
     kv_expanded: bool = False # GQA K/V expanded to every query head before attention (kept at query width)
     fp32_outputs: bool = False  # linear layers write float32 outputs: float32 weights and inputs without autocast
     #                           (PEFT prepare_model_for_kbit_training's float32 rest in pure 16-bit training, where
@@ -239,7 +241,7 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
     norm_e = _norm_input_bytes(st)                    # autocast: norm inputs are the fp32 residual stream
     post = 2 if spec.post_norms else 0                # Gemma 2's post-branch norms read a linear's output
     rep = (a_rep + m_rep + (norms - post) * spec.hidden * norm_e + post * spec.hidden * _post_norm_input_bytes(st)
-           + (qkv_x + mlp_x) * spec.hidden * e)
+           + (qkv_x + mlp_x) * spec.hidden * e + norms * spec.hidden * _norm_product_bytes(st))
     split = a_split + m_split
     if cross_attention:                               # decoder cross-attention over the encoder output
         c_rep, c_split = attention_bytes_per_token(spec, st)
@@ -271,6 +273,12 @@ def _norm_input_bytes(st: ActivationSetting) -> int:
     if st.norm_fp32:
         return 4
     return st.bytes_per_value if st.low_norms else residual_bytes(st)
+
+
+def _norm_product_bytes(st: ActivationSetting) -> int:
+    """Bytes per value a trainable norm weight keeps of the float32 normalised input it multiplies (torchtune's
+    RMSNorm); 0 where the norm keeps no such product (frozen weights, or a 16-bit product the reference counts)."""
+    return 4 if st.norm_weight_fp32 and st.norm_fp32 and not st.frozen_base else 0
 
 
 def _post_norm_input_bytes(st: ActivationSetting) -> int:
@@ -428,7 +436,7 @@ def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, los
 
 def final_norm_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     """Bytes per token the final norm keeps: its input (as the norm keeps it) and its output."""
-    return spec.hidden * (_norm_input_bytes(st) + st.bytes_per_value) / (st.tp if st.sp else 1)
+    return spec.hidden * (_norm_input_bytes(st) + st.bytes_per_value + _norm_product_bytes(st)) / (st.tp if st.sp else 1)
 
 
 def chunked_head_backward_bytes(spec: ModelSpec, st: ActivationSetting) -> tuple[float, float]:

@@ -422,6 +422,7 @@ class _Geometry:
                                         frozen_keeps_inputs=quantize == "nf4" and code.nf4_keeps_input,
                                         # LitGPT's RMSNorm upcasts its input; torch.nn.LayerNorm keeps it as it is
                                         norm_fp32=code.norm_fp32_input and spec.norm == "rmsnorm",
+                                        norm_weight_fp32=code.norm_weight_fp32,
                                         kv_expanded=code.kv_expanded, qkv_view=code.qkv_view,
                                         attn_out_copy=code.attn_out_copy,
                                         lora_dropout=lora and code.lora_dropout, lora_qkv_pad=lora and code.lora_qkv_pad,

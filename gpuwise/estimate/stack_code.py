@@ -38,6 +38,8 @@ class ModelCode:
     #                                  while it upcasts each chunk (torchtune chunked_output + CEWithChunkedOutputLoss)
     nf4_dequant_work: float = 0.0  # bytes per parameter one 4-bit matrix's dequantisation holds at once, counted for a
     #                                block's largest inside its backward (torchao eager get_original_weight: 14); 0: none
+    norm_weight_fp32: bool = False  # the norm multiplies its float32 normalised input by its weight: a trainable weight
+    #                                 keeps that float32 product (torchtune RMSNorm: F.rms_norm(x.float(), weight=...))
 
 
 @lru_cache(maxsize=1)
@@ -53,7 +55,7 @@ def _rows() -> dict[str, ModelCode]:
                                       r["attn_out_copy"] == "yes", r["lora_qkv_pad"] == "kept",
                                       r["logits"] == "fp32-held",
                                       int(r["loss_chunk_tokens"]), r["chunk_logits"] == "held",
-                                      float(r["nf4_dequant_work"]))
+                                      float(r["nf4_dequant_work"]), r["norm_weight_fp32"] == "yes")
                 for r in rows}
 
 
@@ -74,7 +76,9 @@ def describe(stack: str) -> str:
     if c.nf4_keeps_input:
         parts.append("each frozen 4-bit linear keeps its input, the previous step's until the next loss (bitsandbytes < 0.43.2)")
     if c.norm_fp32_input:
-        parts.append("RMSNorms keep a float32 copy of their input")
+        parts.append("RMSNorms keep a float32 copy of their input"
+                     + (" and, with a trainable weight, the float32 normalised input it multiplies"
+                        if c.norm_weight_fp32 else ""))
     if c.kv_expanded:
         parts.append("GQA K/V kept expanded to every query head")
     if c.nf4_dequant_copies > 1:
