@@ -363,3 +363,23 @@ def test_trace_reports_the_lora_targets_it_traced(capsys):
                      "--method", method, "--json"]) == 0
         got[method] = json.loads(capsys.readouterr().out)["trainable_params"]
     assert got["trace"] == got["analytic"] == adapter_params(load_model("llama-3.2-1b"), 16, "all-linear")
+
+
+def test_lora_targets_default_to_the_stacks_own_and_a_named_list_wins(capsys, tmp_path):
+    """torchtune's LoRA configs adapt q, v, output_proj and the MLP and Unsloth's get_peft_model all seven
+    linears (stacks.csv lora_targets): with no targets named, `memory` and a job spec use the stack's; named
+    targets override it; the stack line states the default."""
+    from gpuwise.workload.jobspec import parse_job
+
+    def targets(*extra):
+        out = run_json(capsys, "memory", "llama-3.1-8b", "--lora-rank", "16", *extra, "--json")
+        return out["config"]["lora_targets"], out["trainable_params"]
+
+    assert targets()[0] == "q,v"
+    tune, unsloth = targets("--stack", "torchtune"), targets("--stack", "unsloth")
+    assert tune[0] == "q,v,o,gate,up,down" and unsloth[0] == "q,k,v,o,gate,up,down" and unsloth[1] > tune[1]
+    assert targets("--stack", "torchtune", "--lora-targets", "q,v") == targets()
+    spec = parse_job({"name": "t", "model": "llama-3.1-8b", "training": {"tokens": 1e8, "global_batch": 8,
+                                                                         "lora_rank": 16, "stack": "torchtune"}})
+    assert spec.training.config_fields()["lora_targets"] == "q,v,o,gate,up,down"
+    assert "LoRA targets q,v,o,gate,up,down when none are named" in stack_row("torchtune").describe()

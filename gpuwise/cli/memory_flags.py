@@ -97,7 +97,7 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
                         help="asynchronous tensor parallelism: TP collectives overlapped with GEMMs")
     parser.add_argument("--lora-targets", default=None, metavar="T",
                         help=f"LoRA target modules q,k,v,o,gate,up,down,head (comma-separated) or all-linear "
-                             f"(default {LORA_DEFAULT})")
+                             f"(default: the stack's, {LORA_DEFAULT} for pytorch)")
 
 
 # TrainingConfig fields that are levers (flags of memory, estimate, fit-gpus and plan)
@@ -106,8 +106,13 @@ LEVER_NAMES = ("cpu_offload", "loss_kernel", "optimizer_impl", "optimizer_in_bac
 
 
 def lever_fields(args: argparse.Namespace) -> dict:
-    """TrainingConfig fields of the lever flags that were given (the others keep their defaults)."""
-    return {n: getattr(args, n) for n in LEVER_NAMES if getattr(args, n, None) is not None}
+    """TrainingConfig fields of the lever flags that were given (the others keep their defaults), and the stack's
+    LoRA targets where none are named."""
+    from gpuwise.workload.stacks import stack_row
+
+    out = {n: getattr(args, n) for n in LEVER_NAMES if getattr(args, n, None) is not None}
+    out.setdefault("lora_targets", stack_row(getattr(args, "stack", None) or "pytorch").lora_targets)
+    return out
 
 
 def precision_for(args: argparse.Namespace) -> str:

@@ -29,6 +29,7 @@ class Stack:
     checkpoints: str = "gpu"  # CHECKPOINTS: where a checkpointing recompute policy keeps each block's input
     short_loss: str = ""     # "kernel:N": the loss kernel of micro-batches of at most N tokens ("" none)
     gpus: str = "many"       # GPU_COUNTS: one = the stack trains on one GPU only
+    lora_targets: str = "q,v"  # LoRA target modules when the user names none (--lora-targets overrides)
 
     def loss_kernel_for(self, tokens: int) -> str:
         """The stack's loss kernel for a micro-batch of `tokens` tokens (short_loss below its threshold)."""
@@ -47,7 +48,8 @@ class Stack:
                 + (f"; loss kernel {self.short_loss.split(':')[0]} for micro-batches of at most "
                    f"{self.short_loss.split(':')[1]} tokens" if self.short_loss else "")
                 + ("; checkpointed block inputs offloaded to host memory" if self.checkpoints == "host" else "")
-                + ("; one GPU only" if self.gpus == "one" else "") + f"; from {self.source}")
+                + ("; one GPU only" if self.gpus == "one" else "") + f"; LoRA targets {self.lora_targets} when none "
+                "are named" + f"; from {self.source}")
 
 
 HOSTS = ("eager", "transformers", "none")   # stacks.csv column host (estimate/host_ops.py)
@@ -57,16 +59,21 @@ GPU_COUNTS = ("many", "one")                 # stacks.csv column gpus
 
 @lru_cache(maxsize=1)
 def _rows() -> dict[str, Stack]:
+    from gpuwise.workload.training import LORA_MODULES   # training.py imports this module
+
     out = {}
     for r in read_commented_csv(data_path("stacks", "stacks.csv")):
         for col, allowed in (("host", HOSTS), ("checkpoints", CHECKPOINTS), ("gpus", GPU_COUNTS)):
             if r[col] not in allowed:     # data, but a typo would silently act as another value
                 raise ValueError(f"stacks.csv {r['stack']}: {col} {r[col]!r} is not one of {allowed}")
+        if set(r["lora_targets"].split(",")) - set(LORA_MODULES) and r["lora_targets"] != "all-linear":
+            raise ValueError(f"stacks.csv {r['stack']}: lora_targets {r['lora_targets']!r} names a module not in "
+                             f"{LORA_MODULES}")
         if r["short_loss"] and not re.fullmatch(r"[a-z-]+:\d+", r["short_loss"]):
             raise ValueError(f"stacks.csv {r['stack']}: short_loss {r['short_loss']!r} is not kernel:tokens")
         out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
                                 r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"],
-                                r["checkpoints"], r["short_loss"], r["gpus"])
+                                r["checkpoints"], r["short_loss"], r["gpus"], r["lora_targets"])
     return out
 
 
