@@ -219,6 +219,11 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                            f"2k-8k rate above (efficiency ~ keys/(keys + {ATTN_CTX_HALF:g}) per query tile, assumed); a "
                            f"causal mask computes the {CAUSAL_TILE}-key tiles on and below the diagonal, "
                            f"(seq + {CAUSAL_TILE}) / 2 keys per query")
+    if model.sliding_window and cfg.seq_len > model.sliding_window:
+        assumptions.append(f"sliding-window layers (window {model.sliding_window:,}) timed as full causal attention: "
+                           "an over-estimate of their attention time at this length")
+    if model.attn_softcap and not cfg.flash_attention:
+        assumptions.append("attention soft-capping's tanh over the s x s scores is not timed (eager attention)")
     if cfg.compile or cfg.float8 or cfg.async_tp or cfg.precision == "fp8":
         from gpuwise.estimate.levers import kernel_note
 
