@@ -357,3 +357,28 @@ def test_hf_trainer_rmsnorm_fp32_copy_and_peft_per_adapter_input_casts():
         return mem._geometry(spec, sem, True, 2, 512, precision, "none", False, 16, None, 1, 1, 1, False, 0, "eager",
                              "q,v", False, False, False, "hf-trainer").st
     assert st("fp16-mixed").lora_input_cast and st("fp16-mixed").norm_fp32 and not st("bf16").lora_input_cast
+
+
+def test_hf_eager_attention_backward_holds_the_score_gradients():
+    """softmax(scores, dtype=float32).to(q.dtype) @ V: its backward frees the 16-bit probabilities and holds the
+    float32 gradient of the softmax output and the scores' gradient together (float32 scores under a float32
+    residual stream, whose additive mask is float32); flash attention and dropout families add nothing."""
+    spec = load_model("llama-7b")
+    base = dict(micro_batch=2, seq_len=2048, flash=False, hf_eager=True)
+    tokens, scores = 2 * 2048, 32 * 2048
+
+    def extra(**kw) -> float:
+        with_grads = act.backward_transient_bytes(spec, act.ActivationSetting(**base, **kw))
+        return with_grads - act.backward_transient_bytes(spec, act.ActivationSetting(**{**base, "flash": True}, **kw))
+
+    assert extra() == tokens * scores * (4 + 2 - 2)                # 16-bit scores: float32 + 16-bit, less the probs
+    assert extra(autocast=True) == tokens * scores * (4 + 4 - 2)   # float32 mask, float32 scores
+    assert extra(bytes_per_value=4) == tokens * scores * (4 + 4)   # fp32: no 16-bit cast
+    bert = load_model("bert-large")
+    st = act.ActivationSetting(**base)
+    assert act.backward_transient_bytes(bert, st) == act.backward_transient_bytes(bert, act.ActivationSetting(
+        **{**base, "flash": True}))
+    # the QLoRA recipe (float32 rest) under recompute full: the block backward, 6 B a score more than before
+    q = estimate_memory(spec, TrainingConfig(micro_batch=2, seq_len=2048, precision="fp16-mixed", stack="hf-trainer",
+                                             lora_rank=16, quantize="nf4", recompute="full", flash_attention=False))
+    assert q.peak_phase == "block backward"

@@ -393,7 +393,21 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
     k = spec.experts_per_token if spec.n_experts > 1 else 1
-    return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
+    return tokens * (e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
+                     + _eager_score_grad_bytes(spec, st) / st.tp)
+
+
+def _eager_score_grad_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """Per token: the s x s gradients a Hugging Face eager attention core (softmax(scores, dtype=float32).to(q.dtype),
+    no attention dropout) holds at its softmax backward beyond what the block keeps: the float32 gradient of the
+    softmax output (the cast's backward) and the scores' gradient in the scores' dtype, float32 where the additive
+    mask is (it has the embedding output's dtype: float32 under a float32 residual stream), less the 16-bit
+    probabilities the probs @ V backward freed before (traced: transformers eager attention under autocast)."""
+    if st.flash or not st.hf_eager or has_dropout(spec):
+        return 0.0
+    e = st.bytes_per_value
+    scores = 4 if residual_bytes(st) == 4 else e
+    return spec.n_heads * st.seq_len / st.cp * (4 + scores - (e if e < 4 else 0))
 
 
 def largest_block_matrix(spec: ModelSpec) -> float:
