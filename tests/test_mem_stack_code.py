@@ -120,7 +120,7 @@ def test_hf_trainer_kbit_recipe_keeps_every_other_parameter_in_float32():
     """PEFT prepare_model_for_kbit_training (the hf-trainer row) casts embeddings, norms and the 16-bit output layer
     to float32: 2 more bytes per such parameter, a float32 residual stream (each checkpointed layer input and the
     final norm's input), and the output layer's 16-bit autocast copy saved for its backward. ms-swift 1.x does not
-    call it (default row); without a 4-bit base nothing changes."""
+    call it (default row)."""
     spec = load_model("llama-3.1-8b")
     c = param_counts(spec)
 
@@ -137,7 +137,9 @@ def test_hf_trainer_kbit_recipe_keeps_every_other_parameter_in_float32():
     assert hf.temporaries - swift.temporaries == spec.vocab_size * spec.hidden * 2
     assert any("prepare_model_for_kbit_training" in a for a in hf.assumptions)
     lora_hf, lora_swift = estimate_memory(spec, cfg("hf-trainer", None)), estimate_memory(spec, cfg("ms-swift", None))
-    assert lora_hf.allocated == lora_swift.allocated
+    # without a 4-bit base only the RMSNorm fact differs at the loss boundary (recompute full keeps no block
+    # internals there): the final norm's float32 copy of its 16-bit input
+    assert lora_hf.allocated - lora_swift.allocated == 4096 * spec.hidden * 2
 
 
 def test_hf_trainer_unsloth_long_context_checks():
@@ -324,3 +326,59 @@ def test_torchtune_trainable_rmsnorm_keeps_its_float32_normalised_input():
     assert act.layer_bytes(spec, frozen[0]) == act.layer_bytes(spec, frozen[1])
     assert act.final_norm_bytes(spec, tt) == h * (4 + 2 + 4)
     assert model_code("torchtune").norm_weight_fp32 and not model_code("litgpt").norm_weight_fp32
+
+
+def test_hf_trainer_rmsnorm_fp32_copy_and_peft_per_adapter_input_casts():
+    """transformers LlamaRMSNorm keeps a float32 copy of its 16-bit input; PEFT Linear.forward casts each adapted
+    linear's input to its float32 adapters' dtype, so under autocast q and v each keep their own 16-bit copy of the
+    normed input (gate and up likewise; one fused linear, or one adapted linear per input, nothing extra)."""
+    hf, ref = model_code("hf-trainer"), model_code("pytorch")
+    assert hf.norm_fp32_input and hf.lora_input_cast and not ref.lora_input_cast and not ref.norm_fp32_input
+    spec = load_model("llama-7b")
+    base = dict(micro_batch=2, seq_len=512, flash=False, hf_eager=True, frozen_base=True)
+    tokens, h = 2 * 512, 4096
+
+    def diff(adapted: set, **kw) -> float:
+        on = act.ActivationSetting(**base, adapted=frozenset(adapted), lora_input_cast=True, **kw)
+        off = act.ActivationSetting(**base, adapted=frozenset(adapted), **kw)
+        return act.layer_bytes(spec, on) - act.layer_bytes(spec, off)
+
+    assert diff({"q", "v"}) == tokens * h * 2                 # one copy beyond the one counted
+    assert diff({"q", "k", "v", "gate", "up", "down"}) == tokens * h * 2 * (2 + 1)
+    assert diff({"q", "o"}) == 0 and diff({"q", "v"}, lora_dropout=True) == 0
+    norm = act.ActivationSetting(**base, adapted=frozenset({"q", "v"}), norm_fp32=True)
+    plain = act.ActivationSetting(**base, adapted=frozenset({"q", "v"}))
+    assert act.layer_bytes(spec, norm) - act.layer_bytes(spec, plain) == tokens * 2 * h * (4 - 2)
+    # the estimate passes the cast copies on only under mixed precision (the Trainer's autocast)
+    from gpuwise.estimate import memory as mem
+
+    def st(precision: str) -> act.ActivationSetting:
+        sem = mem._semantics(precision, "adamw", spec.hidden, 0, False)
+        return mem._geometry(spec, sem, True, 2, 512, precision, "none", False, 16, None, 1, 1, 1, False, 0, "eager",
+                             "q,v", False, False, False, "hf-trainer").st
+    assert st("fp16-mixed").lora_input_cast and st("fp16-mixed").norm_fp32 and not st("bf16").lora_input_cast
+
+
+def test_hf_eager_attention_backward_holds_the_score_gradients():
+    """softmax(scores, dtype=float32).to(q.dtype) @ V: its backward frees the 16-bit probabilities and holds the
+    float32 gradient of the softmax output and the scores' gradient together (float32 scores under a float32
+    residual stream, whose additive mask is float32); flash attention and dropout families add nothing."""
+    spec = load_model("llama-7b")
+    base = dict(micro_batch=2, seq_len=2048, flash=False, hf_eager=True)
+    tokens, scores = 2 * 2048, 32 * 2048
+
+    def extra(**kw) -> float:
+        with_grads = act.backward_transient_bytes(spec, act.ActivationSetting(**base, **kw))
+        return with_grads - act.backward_transient_bytes(spec, act.ActivationSetting(**{**base, "flash": True}, **kw))
+
+    assert extra() == tokens * scores * (4 + 2 - 2)                # 16-bit scores: float32 + 16-bit, less the probs
+    assert extra(autocast=True) == tokens * scores * (4 + 4 - 2)   # float32 mask, float32 scores
+    assert extra(bytes_per_value=4) == tokens * scores * (4 + 4)   # fp32: no 16-bit cast
+    bert = load_model("bert-large")
+    st = act.ActivationSetting(**base)
+    assert act.backward_transient_bytes(bert, st) == act.backward_transient_bytes(bert, act.ActivationSetting(
+        **{**base, "flash": True}))
+    # the QLoRA recipe (float32 rest) under recompute full: the block backward, 6 B a score more than before
+    q = estimate_memory(spec, TrainingConfig(micro_batch=2, seq_len=2048, precision="fp16-mixed", stack="hf-trainer",
+                                             lora_rank=16, quantize="nf4", recompute="full", flash_attention=False))
+    assert q.peak_phase == "block backward"

@@ -80,6 +80,9 @@ class ActivationSetting:
     #                           bitsandbytes Linear4bit casts its output to its float32 input's dtype): float32 logits
     mlp_bwd_ffn: int = 2      # ffn-wide gradients the MLP backward allocates: 2 eager (gate and up, or the activation's
     #                           input and output); 1 where a fused kernel writes them into its saved buffers (Unsloth)
+    lora_input_cast: bool = False  # under autocast each LoRA-adapted linear keeps its own 16-bit cast of its input
+    #                           (PEFT Linear.forward x.to(lora_A.weight.dtype), float32 adapters): q and v reading one
+    #                           normed input keep two copies, gate and up two
     lora_dropout: bool = False  # each LoRA-adapted linear runs its own dropout (p > 0) on its input (LitGPT LoRALinear,
     #                           LoRAQKVLinear): the dropout output (the adapter's input) and a 1-byte mask are kept per
     #                           adapted linear, none shared between linears that read the same input
@@ -150,6 +153,7 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
     lora_rep, lora_split = _lora_dropout_attention(spec, st)
     replicated, split = replicated + lora_rep, split + lora_split
+    replicated += _lora_cast_copies(st, ("q", "k", "v"), spec.family in FUSED_QKV) * spec.hidden * e
     if st.attn_out_copy and st.flash and (not st.frozen_base or st.frozen_keeps_inputs
                                           or ("o" in st.adapted and not st.lora_dropout)):
         split += dq * e                              # the projection's input copy besides flash attention's output
@@ -182,6 +186,14 @@ def _lora_dropout_attention(spec: ModelSpec, st: ActivationSetting) -> tuple[flo
     return rep, split
 
 
+def _lora_cast_copies(st: ActivationSetting, group: tuple[str, ...], fused: bool) -> int:
+    """16-bit input copies beyond the one the reference counts that the adapted linears of `group` (separate linears
+    reading one input) keep where each casts its input for its own adapter (`lora_input_cast`)."""
+    if not (st.lora_input_cast and st.frozen_base) or st.lora_dropout or fused:
+        return 0
+    return max(0, len(st.adapted.intersection(group)) - 1)
+
+
 def _eager_attention_bytes(spec: ModelSpec, st: ActivationSetting, kv_len: int, kv: int, mask: int) -> float:
     """Bytes per local token an eager attention core keeps beyond Q, K and V: its s x s tensors (and Hugging Face's
     repeated K/V); soft-capping (Gemma 2) adds tanh's s x s output in the activation dtype (the division and the product by the cap
@@ -205,6 +217,8 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     # first linear's input
     replicated = spec.hidden * mask + (spec.hidden * _gemm_input_bytes(st) * k if _keeps_input(st, "gate", "up") else 0)
+    replicated += k * _lora_cast_copies(st, ("gate", "up"), not spec.gated_mlp or spec.family in FUSED_GATE_UP) \
+        * spec.hidden * e
     if spec.n_experts > 1:
         # the router weights multiply each routed expert's output: their gradient needs those k outputs
         replicated += spec.hidden * e * k
@@ -379,7 +393,21 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
     k = spec.experts_per_token if spec.n_experts > 1 else 1
-    return tokens * e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
+    return tokens * (e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
+                     + _eager_score_grad_bytes(spec, st) / st.tp)
+
+
+def _eager_score_grad_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
+    """Per token: the s x s gradients a Hugging Face eager attention core (softmax(scores, dtype=float32).to(q.dtype),
+    no attention dropout) holds at its softmax backward beyond what the block keeps: the float32 gradient of the
+    softmax output (the cast's backward) and the scores' gradient in the scores' dtype, float32 where the additive
+    mask is (it has the embedding output's dtype: float32 under a float32 residual stream), less the 16-bit
+    probabilities the probs @ V backward freed before (traced: transformers eager attention under autocast)."""
+    if st.flash or not st.hf_eager or has_dropout(spec):
+        return 0.0
+    e = st.bytes_per_value
+    scores = 4 if residual_bytes(st) == 4 else e
+    return spec.n_heads * st.seq_len / st.cp * (4 + scores - (e if e < 4 else 0))
 
 
 def largest_block_matrix(spec: ModelSpec) -> float:

@@ -426,6 +426,8 @@ class _Geometry:
                                         kv_expanded=code.kv_expanded, qkv_view=code.qkv_view,
                                         attn_out_copy=code.attn_out_copy,
                                         lora_dropout=lora and code.lora_dropout, lora_qkv_pad=lora and code.lora_qkv_pad,
+                                        # PEFT's per-adapter input cast is a 16-bit copy under autocast (mixed precision)
+                                        lora_input_cast=lora and code.lora_input_cast and precision.endswith("-mixed"),
                                         logits_fp32_held=code.logits_fp32_held,
                                         loss_chunk_tokens=code.loss_chunk_tokens,
                                         chunk_logits_held=code.chunk_logits_held,

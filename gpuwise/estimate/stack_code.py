@@ -40,6 +40,8 @@ class ModelCode:
     #                                block's largest inside its backward (torchao eager get_original_weight: 14); 0: none
     norm_weight_fp32: bool = False  # the norm multiplies its float32 normalised input by its weight: a trainable weight
     #                                 keeps that float32 product (torchtune RMSNorm: F.rms_norm(x.float(), weight=...))
+    lora_input_cast: bool = False  # under autocast each LoRA-adapted linear keeps its own 16-bit cast of its input
+    #                                (PEFT x.to(lora_A.weight.dtype), float32 adapters): none shared between linears
 
 
 @lru_cache(maxsize=1)
@@ -55,7 +57,8 @@ def _rows() -> dict[str, ModelCode]:
                                       r["attn_out_copy"] == "yes", r["lora_qkv_pad"] == "kept",
                                       r["logits"] == "fp32-held",
                                       int(r["loss_chunk_tokens"]), r["chunk_logits"] == "held",
-                                      float(r["nf4_dequant_work"]), r["norm_weight_fp32"] == "yes")
+                                      float(r["nf4_dequant_work"]), r["norm_weight_fp32"] == "yes",
+                                      r["lora_input_cast"] == "own")
                 for r in rows}
 
 
@@ -93,6 +96,9 @@ def describe(stack: str) -> str:
                      "gradient (the activation's gradients written into the gate and up buffers)")
     if c.lora_dropout:
         parts.append("each LoRA-adapted linear keeps its own dropout output and 1-byte mask of its input")
+    if c.lora_input_cast:
+        parts.append("under mixed precision each LoRA-adapted linear keeps its own 16-bit cast of its input (PEFT "
+                     "casts it to the float32 adapters' dtype)")
     if c.qkv_view:
         parts.append("with one or every query group V is a view of the fused QKV output, which attention keeps "
                      "whole besides the roped Q and K")
