@@ -205,8 +205,9 @@ _LOSS_TEXT = {
              "vocabulary-wide gradients at the loss boundary (vocabulary-parallel under TP)",
     "eager-nocast": ": cross-entropy on the logits in their own dtype (no float32 upcast): the log-softmax kept, two "
                     "vocabulary-wide gradients at the loss boundary, all in the logits' dtype",
-    "chunked": f": cross-entropy in {LOSS_CHUNKS} token chunks (torchtune CEWithChunkedOutputLoss): every chunk's "
-               "float32 log-softmax kept, the loss-boundary gradients one chunk at a time",
+    "chunked": f": cross-entropy in {LOSS_CHUNKS} token chunks (torchtune CEWithChunkedOutputLoss; a stack whose "
+               "own chunking differs says so in its model-code line): every chunk's float32 log-softmax kept, the "
+               "loss-boundary gradients one chunk at a time",
     "fused": ": a fused cross-entropy kernel over 16-bit logits (flash-attn Triton, llm-foundry): 16-bit logits kept, "
              "one 16-bit gradient in backward",
     "fused-linear": f": fused linear cross-entropy (Liger-Kernel style) in {LOSS_CHUNKS} token chunks: no logits "

@@ -234,4 +234,10 @@ def _notes(spec, cfg, schedule, stage) -> list[str]:
                    f"in flight, last stage 1 (zb-h1 holds the same peak as 1F1B); peak on the {stage} stage")
     if cfg.grad_accum > 1 and p.pp == 1:
         out.append("gradient accumulation: two micro-steps traced (gradients live during the second forward)")
+    from gpuwise.estimate.stack_code import model_code
+
+    if model_code(cfg.stack).stack != "default":
+        out.append(f"stack {cfg.stack}: the trace runs gpuwise.nn's reference model, not {cfg.stack}'s own code; that "
+                   "code's facts (data/stacks/model_code.csv, e.g. its kept copies and loss loop) are counted by "
+                   "--method analytic only")
     return out

@@ -223,7 +223,7 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
         measured = float(r["gpu_memory_gib_reserved_per_gpu_max"]) if r["gpu_memory_gib_reserved_per_gpu_max"] else None
         if why:
             out.append(ValidationRow(label, "peak reserved per GPU", measured, None, "GiB", "not modelled", why,
-                                     stack="hf-trainer"))
+                                     stack="ms-swift"))
             continue
         cfg = _swift_config(r)
         est = estimate_memory(SWIFT_MODELS[r["model"]], cfg)
@@ -236,15 +236,15 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
         if r["oom"]:
             out.append(ValidationRow(label, f"OOM on {gpu.name}: must not fit", None, est.required / GIB, "GiB",
                                      "checked", note + "; " + est.fit_text(gpu), passed=not est.fits(gpu),
-                                     stack="hf-trainer"))
+                                     stack="ms-swift"))
             continue
         if measured >= SWIFT_NEAR_CAPACITY * gpu.total_gib:
             out.append(ValidationRow(label, f"ran on {gpu.name} (reserved {measured:.2f} GiB: at capacity)", measured,
                                      est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
-                                     passed=est.fits(gpu), stack="hf-trainer"))
+                                     passed=est.fits(gpu), stack="ms-swift"))
             continue
         out.append(ValidationRow(label, "peak reserved per GPU", measured, est.reserved / GIB, "GiB", "compared", note,
-                                 stack="hf-trainer"))
+                                 stack="ms-swift"))
     return out
 
 
@@ -296,7 +296,7 @@ def universal_trainer_rows() -> list:
         if model is None:
             out.append(ValidationRow(label, "peak memory", None, None, "GiB", "not modelled",
                                      f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], ""),
-                                     stack="pytorch"))
+                                     stack="hf-trainer"))
             continue
         est = estimate_memory(model, _ult_config(r))
         note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
@@ -312,16 +312,16 @@ def universal_trainer_rows() -> list:
             out.append(ValidationRow(label, f"reported OOM on {gpu.name if gpu else r['gpu']}", None,
                                      est.required / GIB, "GiB", "checked" if gpu else "not modelled",
                                      note + ("; " + est.fit_text(gpu) if gpu else "; no gpuwise GPU row for it"),
-                                     passed=(not est.fits(gpu)) if gpu else None, stack="pytorch")
+                                     passed=(not est.fits(gpu)) if gpu else None, stack="hf-trainer")
                        if gpu else ValidationRow(label, "reported OOM", None, None, "GiB", "not modelled",
-                                                 f"no gpuwise GPU row for {r['gpu']}", stack="pytorch"))
+                                                 f"no gpuwise GPU row for {r['gpu']}", stack="hf-trainer"))
             continue
         measured = float(r["peak_memory_gib"])
         if gpu is not None and measured >= (1 - HEADROOM_FRACTION) * gpu.total_gib:
             out.append(ValidationRow(label, f"ran on {gpu.name} (peak {measured:g} GiB: at capacity)", measured,
                                      est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
-                                     passed=est.fits(gpu), stack="pytorch"))
+                                     passed=est.fits(gpu), stack="hf-trainer"))
             continue
         out.append(ValidationRow(label, "peak memory vs device total", measured, est.per_gpu_gib, "GiB", "compared",
-                                 note, stack="pytorch"))
+                                 note, stack="hf-trainer"))
     return out

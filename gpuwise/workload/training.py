@@ -141,7 +141,8 @@ class TrainingConfig:
     optimizer_impl: str | None = None     # OPTIMIZER_IMPLS (None = the stack's)
     optimizer_in_backward: bool = False   # each parameter stepped in its gradient hook (no full gradient set)
     activation_offload: bool = False      # saved activations moved to host memory during forward
-    lora_targets: str = LORA_DEFAULT      # LORA_MODULES, comma-separated, or all-linear
+    lora_targets: str = LORA_DEFAULT      # LORA_MODULES, comma-separated, or all-linear; q,v is the pytorch stack's:
+    #                                       the CLI and job specs fill in the named stack's (stacks.csv lora_targets)
     compile: bool = False           # torch.compile (inductor) of each block
     float8: bool = False            # torchao Float8 training: FP8 GEMMs and FP8 all-gather of FSDP parameters
     async_tp: bool = False          # asynchronous tensor parallelism: TP collectives overlapped with the GEMMs
