@@ -37,7 +37,7 @@ def lora_modules(targets: str = LORA_DEFAULT) -> frozenset[str]:
     bad = sorted(names - set(LORA_MODULES))
     if bad or not names:
         raise InputError("lora-targets", targets, "use all-linear or module names from " + ",".join(LORA_MODULES)
-                         + " separated by commas (default " + LORA_DEFAULT + ")")
+                         + " separated by commas (default: the stack's, " + LORA_DEFAULT + " for pytorch)")
     return names
 
 

@@ -687,7 +687,8 @@ def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimize
         + (", gated MLP (4 tensors of ffn width)" if spec.gated_mlp else "")
         + (f", MoE top-{spec.experts_per_token} of {spec.n_experts}" if spec.n_experts > 1 else "")
         + ("; dropout masks kept" if act.has_dropout(spec) else "; no dropout")
-        + ("; flash attention (no s^2 scores)" if flash else "; eager attention keeps s^2 scores")
+        + ("; flash attention (no s^2 scores)" if flash else "; eager attention keeps s^2 scores, and its softmax "
+           "backward holds two score-sized gradients")
         + _gemma2_text(spec, flash)
         + f"; recompute {recompute} ({_RECOMPUTE_TEXT[recompute_policy(recompute).kind]})",
         f"sequence parallel {'on' if sp else 'off'}" + (" (the frameworks' default with tp > 1)" if tp > 1 else "")

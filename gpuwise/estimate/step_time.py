@@ -33,7 +33,6 @@ from gpuwise.workload.training import TrainingConfig
 
 DP_OVERLAP = 0.8            # fraction of the last backward pass that can hide the gradient all-reduce
 OPTIMIZER_BYTES_PER_PARAM = 16.0   # Adam: read fp32 param+grad+m+v, write param+m+v (~4x4 bytes)
-PIPELINE_INTERLEAVE = 1
 
 
 def default_inter_node_gbps(gpu: GpuSpec) -> tuple[float, str]:
@@ -96,7 +95,7 @@ def schedule_interleave(schedule: str) -> int:
 
 def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
                          nodes: int | None = None, inter_node_gbps: float | None = None,
-                         pipeline_interleave: int = PIPELINE_INTERLEAVE, efficiency=None) -> StepTimeEstimate:
+                         pipeline_interleave: int | None = None, efficiency=None) -> StepTimeEstimate:
     """Analytical step time of ``cfg`` (its ParallelPlan gives dp/tp/pp/zero) on ``gpu``.
 
     ``gpus_per_node`` GPUs per instance; ``nodes`` defaults to the fewest that hold the plan;
@@ -126,7 +125,7 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
 
     fl = step_flops(model, cfg)
     unit, peak = compute_unit(gpu, cfg.precision)
-    if pipeline_interleave == PIPELINE_INTERLEAVE:
+    if pipeline_interleave is None:        # the plan's schedule (interleaved-V, zb); callers may give v instead
         pipeline_interleave = schedule_interleave(plan.pp_schedule)
     if model.is_transformer:
         return _transformer_estimate(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps, pipeline_interleave,
