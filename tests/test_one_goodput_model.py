@@ -317,6 +317,11 @@ def test_a_shard_group_a_spec_cannot_use_is_refused_naming_the_field(tmp_path, c
     three.write_text(HYBRID.format(zero="[1]", zero_shard="[3]"))
     assert main(["estimate", str(three), "--gpu", "H100", "--gpus", "8"]) == 1
     assert "parallelism.zero_shard [3] divides no layout" in capsys.readouterr().err
+    big = tmp_path / "z1g3-70b.yaml"      # `plan` names the groups too when nothing fits
+    big.write_text(HYBRID.format(zero="[1]", zero_shard="[3]").replace("llama-3.1-8b", "llama-3.1-70b")
+                   + "constraints: {gpus: [H100], max_gpus: 16}\n")
+    assert main(["plan", str(big)]) == 1
+    assert "parallelism.zero_shard [3]" in capsys.readouterr().out
     cnn = tmp_path / "cnn.yaml"
     cnn.write_text("name: c\nmodel: resnet50\ntraining: {samples: 1.0e+6, global_batch: 256}\n"
                    "parallelism: {zero: [1], zero_shard: [4]}\n")
