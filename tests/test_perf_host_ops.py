@@ -8,14 +8,14 @@ from dataclasses import replace
 import pytest
 
 from gpuwise.estimate.host_ops import HOST_S_PER_OP, step_ops
-
-
-def host_step_s(spec, cfg):
-    return step_ops(spec, cfg) * HOST_S_PER_OP
 from gpuwise.estimate.performance import step_of
 from gpuwise.hardware.gpus import get_gpu
 from gpuwise.validation import host_ops as counting
 from gpuwise.workload.models import load_model
+
+
+def host_step_s(spec, cfg):
+    return step_ops(spec, cfg) * HOST_S_PER_OP
 from gpuwise.workload.training import TrainingConfig
 
 BASE = TrainingConfig(micro_batch=1, seq_len=16, precision="bf16-mixed", optimizer_impl="fused")
@@ -39,6 +39,7 @@ def test_counts_predict_a_real_step_at_another_depth(family, cfg):
 
 
 def test_per_op_cost_is_the_floor_rule_on_the_h200_grid():
+    """A consistency check: HOST_S_PER_OP is what its rule gives on the H200 grid it is fitted on (in-sample)."""
     s, where = counting.fit_host_s_per_op()
     assert HOST_S_PER_OP == pytest.approx(round(s * 1e7) / 1e7)
     assert where.startswith("gpt2-xl")

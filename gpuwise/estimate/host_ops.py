@@ -137,7 +137,7 @@ def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
         fixed += row.head_ops
         tensors = layers * row.tensors_per_layer + row.tensors_fixed
     impl = lev.optimizer_impl
-    opt = 0.0 if cfg.cpu_offload else uni[f"opt_{impl}_fixed"] + uni[f"opt_{impl}_per_tensor"] * tensors
+    opt = 0.0 if cfg.cpu_offload or cfg.offload_optimizer else uni[f"opt_{impl}_fixed"] + uni[f"opt_{impl}_per_tensor"] * tensors
     gaps = _gaps(spec, cfg, lev.loss_kernel, code) + ((stand_in,) if stand_in else ())
     return HostCount(cfg.grad_accum * (layers * per_layer + fixed) + opt, gaps, opt, code)
 

@@ -106,13 +106,9 @@ def space_from_jobspec(spec, *, require_amount: bool = True, inter_node_gbps: fl
     model = spec.model_spec()
     tr = spec.training
     if not model.is_transformer and 1 not in spec.parallelism.cp:
-        from gpuwise.errors import InputError
-
         raise InputError("parallelism.cp", spec.parallelism.cp, f"{model.name} has no sequence to split over GPUs "
                          "(context parallelism is for transformers); allow cp: [1]")
     if not model.is_transformer and 0 not in spec.parallelism.zero_shard:
-        from gpuwise.errors import InputError
-
         raise InputError("parallelism.zero_shard", spec.parallelism.zero_shard, f"hybrid ZeRO-1 is modelled for "
                          f"transformers; {model.name} allows zero_shard: [0] only")
     token_model = model.sample_unit == "token"

@@ -108,8 +108,8 @@ def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
     """(field, value, fix) when this layout cannot run the levers, else None. Searches over layouts treat
     such a configuration as not fitting (memory.py); a layout the user gave is refused (`refuse_blocked`)."""
     p = cfg.plan
-    if stack_gpus_refusal(cfg.stack, p.gpus):
-        return stack_gpus_refusal(cfg.stack, p.gpus)
+    if why := stack_gpus_refusal(cfg.stack, p.gpus):
+        return why
     if cfg.cpu_offload and (p.zero != 3 or resolve(cfg).fp32_main_grad):
         return ("cpu-offload", True, "FSDP CPU offload shards with FSDP: add --zero 3 (on any number of GPUs); "
                 "for optimizer state alone use --offload-optimizer")

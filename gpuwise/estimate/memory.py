@@ -19,7 +19,7 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
-from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, activation_offload, blocked, check_levers, kernel_note,
+from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
                                      lever_notes, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
@@ -186,6 +186,11 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
                                                    and int(sched[12:]) >= 2)):
         raise InputError("pp-schedule", sched, "use one of " + ", ".join(PP_SCHEDULES) + " (V >= 2 chunks per stage, "
                          "e.g. interleaved-2)")
+    from gpuwise.estimate.layouts import pipeline_limit
+
+    if sched.startswith("interleaved-") and p.pp * int(sched[12:]) > pipeline_limit(spec):
+        raise InputError("pp-schedule", sched, f"pp {p.pp} x {sched[12:]} chunks needs at least that many layers "
+                         f"({pipeline_limit(spec)} here): use fewer chunks per stage")
     if p.zero not in (0, 1, 2, 3):
         raise InputError("zero", p.zero, "use a ZeRO stage 0, 1, 2 or 3")
     check_zero_shard(p)
@@ -455,10 +460,7 @@ class _Geometry:
         self._stages: dict[int, tuple[dict, dict]] = {}
 
     def _fused_lora_mlp(self, code, lora_targets: str) -> bool:
-        """The stack's fused LoRA MLP runs (adapters on gate, up and down): it keeps gate and up only, as
-        torch.compile's partitioner does (ActivationSetting.compiled), and makes one ffn-wide gradient."""
-        return (self.lora and code.lora_mlp_fused and self.spec.gated_mlp
-                and {"gate", "up", "down"} <= lora_modules(lora_targets))
+        return self.lora and fused_lora_mlp(self.spec, code, lora_targets)
 
     def _block(self, n_params: int, n_rep: int, blocks: int) -> tuple[float, float, float]:
         """(per-GPU params, stored weight bytes, trainable params) of one layer after TP."""
@@ -586,7 +588,7 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     micro, offload = cfg.grad_accum, cfg.offload_optimizer
     # levers (levers.py): what leaves the GPU, and what is never alive all at once
     host_states, in_bwd = cfg.cpu_offload, cfg.optimizer_in_backward
-    act_off = activation_offload(cfg) and not keep_saved
+    act_off = (cfg.activation_offload or lev.offload_checkpoints) and not keep_saved   # levers.activation_offload
     out = []
     for i in (range(p.pp) if only is None else only):
         fixed, m = geo.stage(i)
@@ -804,3 +806,9 @@ def cache_text(total_gib: float, device_gib: float) -> str:
         return f"nvidia-smi shows {total_gib:.1f} GiB with the allocator's cache, which it frees under pressure"
     return (f"nvidia-smi shows the card about full: the allocator's cache would reach {total_gib:.1f} GiB with memory "
             f"to spare, above the card's {device_gib:.1f}, and is freed under pressure")
+
+
+def fused_lora_mlp(spec: ModelSpec, code, lora_targets: str) -> bool:
+    """The stack's fused LoRA MLP runs (a gated MLP with adapters on gate, up and down): it keeps gate and up only,
+    as torch.compile's partitioner does (ActivationSetting.compiled), and makes one ffn-wide gradient."""
+    return code.lora_mlp_fused and spec.gated_mlp and {"gate", "up", "down"} <= lora_modules(lora_targets)

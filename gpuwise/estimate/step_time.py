@@ -90,7 +90,7 @@ def schedule_interleave(schedule: str) -> int:
     per stage, ZB-H1's third of 1F1B's bubble, 1 for 1F1B and GPipe (the same bubble, GPipe keeps more memory)."""
     if schedule.startswith("interleaved-"):
         return int(schedule.split("-", 1)[1])
-    return ZB_H1_BUBBLE_DIVISOR if schedule == "zb" else 1
+    return ZB_H1_BUBBLE_DIVISOR if schedule in ("zb", "zb-h1") else 1
 
 
 def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: int = 8,
@@ -280,14 +280,15 @@ def _offload_s(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, trainable: f
     """Exposed seconds of CPU / activation offload per step (gpuwise.estimate.levers.offload_seconds)."""
     from gpuwise.estimate.levers import activation_offload, offload_seconds
 
-    if not (cfg.cpu_offload or activation_offload(cfg) or cfg.offload_optimizer):
+    act_off = activation_offload(cfg)
+    if not (cfg.cpu_offload or act_off or cfg.offload_optimizer):
         return 0.0
     from gpuwise.estimate.memory import saved_activation_bytes
     from gpuwise.workload.models import param_count
 
     p = cfg.plan
     local = (trainable or param_count(model)) / (p.tp * p.pp)
-    saved = saved_activation_bytes(model, cfg) if activation_offload(cfg) else 0.0
+    saved = saved_activation_bytes(model, cfg) if act_off else 0.0
     extra, text = offload_seconds(cfg, gpu, local, saved, r.compute_s / cfg.grad_accum)
     assumptions.append(text)
     return extra

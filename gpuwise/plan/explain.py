@@ -158,8 +158,8 @@ def _groups_hint(job) -> str:
     space = job.space
     if 1 not in space.zero or 0 in space.zero_shard:
         return ""
-    return (f" ZeRO 1 was tried only with parallelism.zero_shard {list(space.zero_shard)} (groups dividing dp x cp); "
-            "allow 0 to try the whole group.")
+    return (f" ZeRO 1 was tried only where a group of parallelism.zero_shard {list(space.zero_shard)} divides a "
+            "layout's dp x cp; allow 0 to try the whole group.")
 
 
 def infeasible(cs: CandidateSet, job, allowed: np.ndarray | None = None) -> dict:

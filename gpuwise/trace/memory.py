@@ -113,14 +113,16 @@ def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
 def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
     """InputError for levers the trace does not run (the analytic method models them: gpuwise.estimate.levers)."""
     from gpuwise.estimate.levers import resolve
+    from gpuwise.estimate.memory import fused_lora_mlp
     from gpuwise.estimate.stack_code import model_code
+
     lev = resolve(cfg)
     what = [name for name, on in (
         ("--cpu-offload", cfg.cpu_offload),
         ("--optimizer-in-backward with FSDP", cfg.optimizer_in_backward and cfg.plan.zero == 3),
         ("--activation-offload", cfg.activation_offload),
         (f"stack {cfg.stack}'s checkpoints offloaded to the host", lev.offload_checkpoints),
-        (f"stack {cfg.stack}'s fused LoRA MLP (gate and up kept)", cfg.lora_rank > 0 and model_code(cfg.stack).lora_mlp_fused),
+        (f"stack {cfg.stack}'s fused LoRA MLP (gate and up kept)", cfg.lora_rank > 0 and fused_lora_mlp(spec, model_code(cfg.stack), cfg.lora_targets)),
         (f"loss kernel {lev.loss_kernel}", lev.loss_kernel not in ("eager", "eager-nocast", "chunked")),
         (f"a {lev.loss_kernel} loss for {spec.family}", lev.loss_kernel in ("chunked", "eager-nocast")
          and spec.family in ("t5", "bert", "roberta")),

@@ -162,7 +162,7 @@ def write(fam: list[dict], uni: dict, path=None) -> None:
     lines = [
         "# Host work of an eager PyTorch training step: aten ops dispatched, counted on gpuwise.nn's model of each",
         "# family's preset, and on transformers' own models (code column) by `python -m",
-        f"# gpuwise.validation.host_ops --write`: TorchDispatchMode over one warm step at tiny widths on the CPU, torch",
+        "# gpuwise.validation.host_ops --write`: TorchDispatchMode over one warm step at tiny widths on the CPU, torch",
         f"# {torch.__version__}, eager loss, SDPA, batch 1; per precision (autocast casts weights; pure 16-bit and fp32",
         "# loops do not). Columns, forward + backward: layer_ops / head_ops = per layer / fixed (embedding, final norm,",
         "# output layer, loss), from the 1- and 2-layer counts (a fixed part can come out negative: an artefact of that",

@@ -48,6 +48,8 @@ def count(preset: str, layers: int, precision: str, recompute: bool, frozen: boo
     import torch
     from transformers import AutoModelForCausalLM
 
+    from gpuwise.validation.host_ops import TINY
+
     from gpuwise.validation.host_ops import op_counter
 
     model = AutoModelForCausalLM.from_config(_config(preset, layers))
@@ -64,8 +66,6 @@ def count(preset: str, layers: int, precision: str, recompute: bool, frozen: boo
             p.requires_grad_(False)
         model.enable_input_require_grads()
     model.train()
-    from gpuwise.validation.host_ops import TINY
-
     ids = torch.randint(0, TINY["vocab"], (1, 16))
     n = 0
     for _ in range(2):                       # count the second (warm) step

@@ -16,9 +16,6 @@ from gpuwise.errors import InputError
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 LITGPT_CSV = "litgpt_config_hub_finetune.csv"
-# a LitGPT full fine-tune (precision bf16-true, torch.optim.AdamW: its config hub's only full-fine-tune setting) keeps
-# 2 + 2 + 2 x 2 bytes per parameter after its first step: counted from the dtypes, not from the memory estimate
-FULL_BF16_ADAMW_BYTES = 8
 # litgpt's lora_* switches as the config hub README's rows spell them -> gpuwise lora_targets
 LITGPT_TARGETS = {"query+value": "q,v", "query+key+value+projection+mlp+head": "all-linear,head"}
 # config-hub model names that are not a preset name. Mistral-7B-v0.2 has every weight shape and hyper-parameter of
@@ -42,6 +39,7 @@ def litgpt_config(r: dict[str, str], attn_softcap: bool = False) -> TrainingConf
 
 def litgpt_rows() -> list:
     from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.estimate.model_states import state_bytes
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.validation.memory import ValidationRow, _read
     from gpuwise.validation.memory_external import NO_PRESET_WHY
@@ -70,13 +68,17 @@ def litgpt_rows() -> list:
                                      passed=not est.fits(gpu), stack="litgpt"))
             continue
         measured = float(r["peak_memory_gb"])
-        states = FULL_BF16_ADAMW_BYTES * est.params / int(r["devices_in_config"])     # FSDP shards them
+        # a LitGPT full fine-tune (bf16-true, torch.optim.AdamW: the config hub's only full-fine-tune setting) keeps
+        # bf16 weights, gradients and two moments after its first step: counted from the dtypes (model_states)
+        sb = state_bytes("bf16", "adamw")
+        per_param = sb.weights + sb.gradients + sb.optimizer
+        states = per_param * est.params / int(r["devices_in_config"])     # FSDP shards them
         if r["method"] == "full" and measured * 1e9 < states:
             # a full fine-tune's bf16 weights, gradients and two AdamW moments all exist after its first optimizer
             # step, whatever else the run does: a reading below them is of another configuration (said, left out)
             out.append(ValidationRow(label, "allocated peak", measured, None, "GB", "not modelled",
                                      f"reading {measured:g} GB is below its own configuration's model states "
-                                     f"({est.params:,} parameters x 8 B of bf16 weights, gradients and AdamW moments "
+                                     f"({est.params:,} parameters x {per_param:g} B of bf16 weights, gradients and AdamW moments "
                                      f"over {r['devices_in_config']} GPU(s) = {states / 1e9:.2f} GB, LitGPT's model "
                                      "at the row's commit): not a run of this configuration", stack="litgpt"))
             continue
