@@ -107,6 +107,12 @@ def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str, code: str) -> tuple[s
         out.append("qwen3's q/k RMSNorm ops not counted (gpuwise.nn has none)")
     if cfg.plan.cp > 1:
         out.append("context-parallel ring ops (per-chunk attention, sends, log-sum-exp merges) not counted")
+    if cfg.plan.tp > 1:
+        out.append("tensor-parallel collectives (and sequence-parallel gathers) not counted")
+    if cfg.plan.zero == 3 and cfg.plan.dp * cfg.plan.cp > 1:
+        out.append("FSDP's hooks, all-gathers and reduce-scatters not counted")
+    if cfg.plan.pp > 1:
+        out.append("pipeline sends and receives not counted")
     if cfg.precision in ("fp16-mixed", "fp8"):
         out.append(f"{cfg.precision}: counted as bf16 autocast (its GradScaler / FP8 casts not counted)")
     return tuple(out)

@@ -692,6 +692,7 @@ def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimize
         + ("; flash attention (no s^2 scores)" if flash else "; eager attention keeps s^2 scores, and its softmax "
            "backward holds two score-sized gradients")
         + _gemma2_text(spec, flash)
+        + ("; qwen3's q/k RMSNorms (their saved inputs and weights) not counted" if spec.family == "qwen3" else "")
         + f"; recompute {recompute} ({_RECOMPUTE_TEXT[recompute_policy(recompute).kind]})",
         f"sequence parallel {'on' if sp else 'off'}" + (" (the frameworks' default with tp > 1)" if tp > 1 else "")
         + ("; as DTensor does it (torchtitan): the QKV and MLP-input linears keep the all-gathered input"

@@ -237,6 +237,10 @@ def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_
         if deficit <= 0 or not (_discrete(t, integer) or boot_delay > 0) or ks_lo[i] == ks_hi[i]:
             continue
         ka, kb = ks_hi[i], ks_lo[i]
+        if integer and kb - ka > 1:
+            # whole widths mix adjacent ones (A.3.6); at very large widths (uncapped speedups) several widths tie
+            # within the float precision of mu and the argmin can jump by more than one between mu_lo and mu_hi
+            kb = ka + 1
         if not _discrete(t, integer) and abs(kb - ka) <= 1e-7 * ka:
             continue  # a continuous width: mu_lo and mu_hi agree to rounding
         delta = w[i] * t.load * (cost_per_work(t, kb, boot_delay) - cost_per_work(t, ka, boot_delay))
