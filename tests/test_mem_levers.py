@@ -44,6 +44,19 @@ def test_cpu_offload_keeps_only_the_unsharded_working_set_on_the_gpu():
     assert not no_fsdp.fits(get_gpu("H100")) and no_fsdp.peak_phase == "cannot run"
 
 
+def test_fsdp1_cpu_offload_holds_every_gradient_shard_until_the_backward_ends():
+    """FSDP1 (hf-trainer: accelerate) keeps each unit's reduced gradient shard on the GPU (_saved_grad_shard) until
+    the final callback; FSDP2 (pytorch) moves it to the host at once. Full recompute: the last block's backward,
+    with every other block's shard written, is the FSDP1 peak, whatever the accumulation."""
+    cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full", precision="bf16", cpu_offload=True,
+                         grad_accum=4, plan=ParallelPlan(dp=2, zero=3))
+    fsdp1, fsdp2 = estimate_memory(L8, replace(cfg, stack="hf-trainer")), estimate_memory(L8, cfg)
+    shards = (fsdp2.params - 2 * L8.vocab_size * L8.hidden) * 2 / 2       # every block's bf16 gradient, 2 ranks
+    assert fsdp1.peak_phase == "last block backward" and fsdp1.gradients >= 0.95 * shards
+    assert fsdp2.gradients == 0.0 and fsdp1.allocated - fsdp2.allocated >= 0.8 * shards
+    assert any("every block's reduced gradient shard until the backward ends" in a for a in fsdp1.assumptions)
+
+
 def test_fit_levers_under_cpu_offload_suggest_only_changes_that_run_and_save(capsys):
     """`memory MODEL --zero 3 --cpu-offload` on a model that misses small cards lists its levers instead of
     refusing its own optimizer-offload suggestion (exit 2 before); a lever that saves nothing is left out."""

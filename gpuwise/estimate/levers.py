@@ -32,6 +32,7 @@ from functools import lru_cache
 
 from gpuwise.errors import InputError
 from gpuwise.hardware.types import GpuSpec
+from gpuwise.estimate.stack_code import model_code
 from gpuwise.workload.stacks import stack_row
 from gpuwise.workload.training import (AUTOCAST_PRECISIONS, LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS, TrainingConfig,
                                        recompute_policy)
@@ -165,8 +166,9 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
         host = trainable * 16 / shards
         out.append("FSDP CPU offload: sharded parameters, gradients and optimizer state in pinned host memory "
                    f"(~{host / 2 ** 30:.1f} GiB of host memory per GPU at 4 + 4 + 8 B per parameter), the optimizer "
-                   "step on the CPU; the GPU keeps the gathered blocks, the root group, one block's gradient and "
-                   "the activations")
+                   "step on the CPU; the GPU keeps the gathered blocks, the root group, "
+                   + ("every block's reduced gradient shard until the backward ends (FSDP1)"
+                      if model_code(stack).offload_grads_held else "one block's gradient") + " and the activations")
     if cfg.optimizer_in_backward:
         out.append("optimizer in backward: each parameter is stepped in its gradient hook and its gradient freed, "
                    "so one block's gradients are alive at a time (no gradient accumulation)")

@@ -409,6 +409,8 @@ class _Geometry:
         self.autocast = autocast = sem.framework == "torch" and zero == 0 and sem.compute > 0
         self.pp_fsdp = fsdp and pp > 1
         self.no_sync = fsdp and code.fsdp_unsharded_accum and not self.pp_fsdp     # FSDP1 no_sync accumulation
+        # FSDP1 under CPU offload: each block's gradient shard stays on the GPU until the backward ends
+        self.held_grads = fsdp and code.offload_grads_held and not self.pp_fsdp
         self.t5 = spec.family == "t5"
         enc_rep = counts.layer_replicated * 2 // 3 if self.t5 else 0        # t5 encoder: 2 of the 3 norms
         self.enc_b = self._block(counts.encoder_layer, enc_rep, 1)
@@ -588,6 +590,9 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     micro, offload = cfg.grad_accum, cfg.offload_optimizer
     # levers (levers.py): what leaves the GPU, and what is never alive all at once
     host_states, in_bwd = cfg.cpu_offload, cfg.optimizer_in_backward
+    # FSDP1 CPU offload: the step reads the host copies, but every block's gradient shard is on the GPU from its
+    # reduce-scatter to the end of that backward (stack_code offload_grads_held)
+    grads_held = host_states and geo.held_grads
     act_off = (cfg.activation_offload or lev.offload_checkpoints) and not keep_saved   # levers.activation_offload
     out = []
     for i in (range(p.pp) if only is None else only):
@@ -610,14 +615,15 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             # earlier micro-batches' gradients exist at the peak when a forward follows a backward
             # (more micro-batches than this stage keeps in flight)
             accumulating=micro > held or sem.framework == "megatron",
-            late_grads=(m["late"] / z2 if micro == 1 and not geo.pp_fsdp and not offload and not host_states
-                        and not in_bwd else 0.0),
+            late_grads=(m["late"] / z2 if grads_held or (micro == 1 and not geo.pp_fsdp and not offload
+                                                         and not host_states and not in_bwd) else 0.0),
             opt_temp=0.0 if host_states or in_bwd else _optimizer_temp(cfg, lev, sem, m["trainable"] / z1),
             in_flight=held,
             root_grad_temp=m["flat"] * (sem.compute + sem.reduce - sem.reduce / z3) if m["root"] else 0.0,
             # (with accumulation the earlier micro-batches' gradients of the root are there too)
-            embed_grads=((grads if micro > 1 and geo.tied_bwd else 0.0 if host_states or in_bwd else m["embed"] / z2)
-                         if (geo.root_bwd or geo.tied_bwd) and i == 0 else 0.0),
+            embed_grads=((grads if micro > 1 and geo.tied_bwd else 0.0 if (host_states and not grads_held) or in_bwd
+                          else m["embed"] / z2) if (geo.root_bwd or geo.tied_bwd) and i == 0 else 0.0),
+            held_grads=m["embed"] / z2 if grads_held else 0.0,
             **fixed))
     return out
 

@@ -10,9 +10,10 @@ A stage's peak is the largest of three moments (PyTorch's order of allocation an
   recomputed block (full / layer-K / op AC), the gradients flowing through the block, FSDP2's
   current and prefetched unsharded block, the root group (gathered until the end of backward)
   and the block's unsharded gradient plus its reduce-scatter input in the reduction dtype.
-- last block backward (one micro-batch in flight, no accumulation): the stage's last block to run
-  its backward, with every other block's gradient written (sharded under FSDP) and one block's
-  activations left; with little activation memory (full recompute) this is the block-backward peak.
+- last block backward (one micro-batch in flight, no accumulation; or FSDP1 under CPU offload, whose
+  gradient shards stay on the GPU until the backward ends whatever the accumulation): the stage's last
+  block to run its backward, with every other block's gradient written (sharded under FSDP) and one
+  block's activations left; with little activation memory (full recompute) this is the block-backward peak.
 - optimizer step: parameters, all gradients, optimizer states and the step's temporaries
   (PyTorch's default foreach AdamW makes one fp32 copy of the moments for sqrt(v)).
 - embedding backward: the end of backward, when the embedding's gradient is computed with every
@@ -80,6 +81,8 @@ class StageLoad:
     embed_temp: float = 0.0   # what the embedding's backward holds besides (0: no such phase; see the docstring)
     head_bwd_keep: float = 0.0    # a per-chunk output layer's backward (chunked_head_backward_bytes): the final
     head_bwd: float = 0.0         # norm's kept tensors; the waiting logits gradients and three weight-sized ones
+    held_grads: float = 0.0   # FSDP1 CPU offload: every block's gradient shard, on the GPU until the backward ends
+    #                           (the step reads the host copies), at the root group's reduction
     root_grad_temp: float = 0.0   # FSDP2: the root group's (embedding, final norm, output layer) gradient
     #                               reduction at the end of backward: its unsharded gradients in the compute
     #                               dtype plus the reduce-scatter input in the reduction dtype, less the shard
@@ -125,7 +128,7 @@ def _phase_parts(s: StageLoad) -> list[tuple[str, tuple[float, float, float, flo
         out.append(("output-layer backward", (w, o, early_grads, kept + s.head_bwd_keep,
                                               s.stage_compute + s.in_flight * s.casts + s.head_bwd)))
     if s.root_grad_temp:
-        out.append(("root reduce-scatter", (w, o, s.grads, 0.0, s.root_grad_temp)))
+        out.append(("root reduce-scatter", (w, o, s.grads + s.held_grads, 0.0, s.root_grad_temp)))
     return out
 
 

@@ -42,6 +42,8 @@ class ModelCode:
     #                                 keeps that float32 product (torchtune RMSNorm: F.rms_norm(x.float(), weight=...))
     lora_input_cast: bool = False  # under autocast each LoRA-adapted linear keeps its own 16-bit cast of its input
     #                                (PEFT x.to(lora_A.weight.dtype), float32 adapters): none shared between linears
+    offload_grads_held: bool = False  # under FSDP CPU offload each unit's reduced gradient shard stays on the GPU
+    #                                   until the backward ends (FSDP1 _saved_grad_shard); False: moved to the host
 
 
 @lru_cache(maxsize=1)
@@ -58,7 +60,7 @@ def _rows() -> dict[str, ModelCode]:
                                       r["logits"] == "fp32-held",
                                       int(r["loss_chunk_tokens"]), r["chunk_logits"] == "held",
                                       float(r["nf4_dequant_work"]), r["norm_weight_fp32"] == "yes",
-                                      r["lora_input_cast"] == "own")
+                                      r["lora_input_cast"] == "own", r["fsdp_offload_grads"] == "held")
                 for r in rows}
 
 
@@ -88,6 +90,9 @@ def describe(stack: str) -> str:
         parts.append(f"{c.nf4_dequant_copies} 16-bit copies of a 4-bit weight per matmul")
     if c.fsdp_unsharded_accum:
         parts.append("FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)")
+    if c.offload_grads_held:
+        parts.append("under FSDP CPU offload each block's reduced gradient shard stays on the GPU until the backward "
+                     "ends (FSDP1)")
     if c.separate_lm_head:
         parts.append("own lm_head matrix (no weight tying)")
     if c.lora_mlp_fused:

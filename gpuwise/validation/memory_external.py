@@ -305,7 +305,10 @@ def universal_trainer_rows() -> list:
                 r["method"] else "") + ("; NF4 + double quantisation; its code loads the 4-bit model with "
                 "dtype=torch.float32 and calls PEFT prepare_model_for_kbit_training (src/models/llama3.py, "
                 "src/trainer/build.py @ aefdc4a4): every other parameter in float32" if r["method"] == "QLoRA" else "")
-                + ("; FSDP CPU offload of params, grads and optimizer state" if r["fsdp"] == "True" else "")
+                + ("; FSDP CPU offload of params, grads and optimizer state: torch FSDP1 (src/trainer/build.py: "
+                   "FullyShardedDataParallel, CPUOffload(offload_params=True)), whose gradient shards stay on the "
+                   "GPU until the backward ends, as under hf-trainer (stack_code offload_grads_held)"
+                   if r["fsdp"] == "True" else "")
                 + (ULT_GEMMA2_NOTE if model == "gemma-2-9b" else "") + "; tool not stated: compared with per_gpu_gib")
         gpu = get_gpu(ULT_GPUS[r["gpu"]]) if r["gpu"] in ULT_GPUS else None
         if r["oom"]:
