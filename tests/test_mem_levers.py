@@ -16,7 +16,7 @@ from gpuwise.estimate.lora import adapter_params
 from gpuwise.estimate.memory import estimate_memory
 from gpuwise.estimate.performance import job_performance
 from gpuwise.hardware.gpus import get_gpu
-from gpuwise.workload.models import load_model
+from gpuwise.workload.models import load_model, param_counts
 from gpuwise.workload.stacks import stack_row
 from gpuwise.workload.training import STACKS, ParallelPlan, TrainingConfig
 
@@ -45,16 +45,40 @@ def test_cpu_offload_keeps_only_the_unsharded_working_set_on_the_gpu():
 
 
 def test_fsdp1_cpu_offload_holds_every_gradient_shard_until_the_backward_ends():
-    """FSDP1 (hf-trainer: accelerate) keeps each unit's reduced gradient shard on the GPU (_saved_grad_shard) until
-    the final callback; FSDP2 (pytorch) moves it to the host at once. Full recompute: the last block's backward,
-    with every other block's shard written, is the FSDP1 peak, whatever the accumulation."""
+    """FSDP1 (universal-llm-trainer: torch FullyShardedDataParallel in its own loop) keeps each unit's reduced
+    gradient shard on the GPU (_saved_grad_shard) until the final callback; FSDP2 (pytorch) moves it to the host at
+    once. Full recompute: the last block's backward, with every other block's shard written, is the FSDP1 peak,
+    whatever the accumulation in a loop that syncs every micro-batch (no no_sync)."""
     cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full", precision="bf16", cpu_offload=True,
                          grad_accum=4, plan=ParallelPlan(dp=2, zero=3))
-    fsdp1, fsdp2 = estimate_memory(L8, replace(cfg, stack="hf-trainer")), estimate_memory(L8, cfg)
+    fsdp1, fsdp2 = estimate_memory(L8, replace(cfg, stack="universal-llm-trainer")), estimate_memory(L8, cfg)
     shards = (fsdp2.params - 2 * L8.vocab_size * L8.hidden) * 2 / 2       # every block's bf16 gradient, 2 ranks
     assert fsdp1.peak_phase == "last block backward" and fsdp1.gradients >= 0.95 * shards
     assert fsdp2.gradients == 0.0 and fsdp1.allocated - fsdp2.allocated >= 0.8 * shards
     assert any("every block's reduced gradient shard until the backward ends" in a for a in fsdp1.assumptions)
+
+
+def test_trainer_fsdp_accumulation_keeps_unsharded_gradients_on_the_gpu_also_under_cpu_offload():
+    """The transformers Trainer (and ms-swift 1.x, which runs it) does every micro-batch but the last under
+    accelerate's no_sync, which is FSDP1's no_sync(): every unit's unsharded gradient is alive until the syncing
+    micro-batch, on the GPU under CPU offload too (FSDP1's post-backward hook returns before the reduce-scatter and
+    the host copy). A loop that syncs every micro-batch (universal-llm-trainer, Composer/llm-foundry) and FSDP2
+    (pytorch) accumulate sharded (model_code.csv fsdp_no_sync)."""
+    full = 2 * param_counts(L8).total                  # every parameter's unsharded bf16 gradient
+    for offload in (False, True):
+        cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full", precision="bf16", cpu_offload=offload,
+                             plan=ParallelPlan(dp=2, zero=3))
+
+        def est(stack, accum, cfg=cfg):
+            return estimate_memory(L8, replace(cfg, stack=stack, grad_accum=accum))
+        for stack in ("hf-trainer", "ms-swift"):
+            acc4, acc1, synced4 = est(stack, 4), est(stack, 1), est("universal-llm-trainer", 4)
+            assert abs(acc4.gradients - full) < 1e6, (stack, offload)
+            assert acc1.gradients <= full / 2 and synced4.gradients <= full / 2
+            assert acc4.allocated - synced4.allocated >= 0.3 * full
+            assert any("FSDP1 no_sync" in a for a in acc4.assumptions)
+        for stack in ("universal-llm-trainer", "llm-foundry", "pytorch"):
+            assert est(stack, 4).gradients <= full / 2, (stack, offload)
 
 
 def test_fit_levers_under_cpu_offload_suggest_only_changes_that_run_and_save(capsys):

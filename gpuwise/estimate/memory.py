@@ -603,9 +603,10 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
         if in_bwd or act_off:
             fixed = _lever_fixed(fixed, m, sem, geo, cfg, act_off)
-        if geo.no_sync and micro > 1 and not host_states:
+        if geo.no_sync and micro > 1:
             # FSDP1 no_sync: the micro-batches before the syncing one accumulate unsharded gradients (parameter
-            # dtype), alive from the first backward to the syncing micro-batch's reduce-scatter
+            # dtype), alive from the first backward to the syncing micro-batch's reduce-scatter; on the GPU under
+            # CPU offload too (the post-backward hook returns before the reduce-scatter and the host copy)
             fixed = {**fixed, "acc_grads": m["trainable"] * sem.gradients}
         held = in_flight(schedule, p.pp, i, micro)
         out.append(StageLoad(

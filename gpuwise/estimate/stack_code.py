@@ -89,7 +89,8 @@ def describe(stack: str) -> str:
     if c.nf4_dequant_copies > 1:
         parts.append(f"{c.nf4_dequant_copies} 16-bit copies of a 4-bit weight per matmul")
     if c.fsdp_unsharded_accum:
-        parts.append("FSDP gradient accumulation keeps unsharded gradients (FSDP1 no_sync)")
+        parts.append("FSDP gradient accumulation keeps every unit's unsharded gradient on the GPU until the syncing "
+                     "micro-batch, under CPU offload too (FSDP1 no_sync)")
     if c.offload_grads_held:
         parts.append("under FSDP CPU offload each block's reduced gradient shard stays on the GPU until the backward "
                      "ends (FSDP1)")

@@ -276,7 +276,7 @@ def _ult_config(r: dict[str, str]) -> TrainingConfig:
     # to the model (no ForCausalLMLoss upcast): 16-bit logits stay 16-bit; QLoRA's float32 output layer (PEFT
     # prepare_model_for_kbit_training) makes float32 logits, which the eager rule counts
     return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["seq_len"]),
-                          grad_accum=int(r["grad_accum"]), precision="bf16", stack="hf-trainer",
+                          grad_accum=int(r["grad_accum"]), precision="bf16", stack="universal-llm-trainer",
                           loss_kernel=None if r["method"] == "QLoRA" else "eager-nocast",
                           lora_rank=int(r["lora_r"]) if lora else 0, lora_targets="all-linear",
                           quantize="nf4" if r["method"] == "QLoRA" else None, recompute="full",
@@ -296,7 +296,7 @@ def universal_trainer_rows() -> list:
         if model is None:
             out.append(ValidationRow(label, "peak memory", None, None, "GiB", "not modelled",
                                      f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], ""),
-                                     stack="hf-trainer"))
+                                     stack="universal-llm-trainer"))
             continue
         est = estimate_memory(model, _ult_config(r))
         note = ("HF transformers model, torch.optim.AdamW (foreach), bf16 weights without fp32 masters, every block "
@@ -307,7 +307,8 @@ def universal_trainer_rows() -> list:
                 "src/trainer/build.py @ aefdc4a4): every other parameter in float32" if r["method"] == "QLoRA" else "")
                 + ("; FSDP CPU offload of params, grads and optimizer state: torch FSDP1 (src/trainer/build.py: "
                    "FullyShardedDataParallel, CPUOffload(offload_params=True)), whose gradient shards stay on the "
-                   "GPU until the backward ends, as under hf-trainer (stack_code offload_grads_held)"
+                   "GPU until the backward ends (stack_code offload_grads_held); its loop calls backward on every micro-batch "
+                   "without no_sync (src/trainer/trainer.py): gradients accumulate sharded"
                    if r["fsdp"] == "True" else "")
                 + (ULT_GEMMA2_NOTE if model == "gemma-2-9b" else "") + "; tool not stated: compared with per_gpu_gib")
         gpu = get_gpu(ULT_GPUS[r["gpu"]]) if r["gpu"] in ULT_GPUS else None
@@ -315,16 +316,16 @@ def universal_trainer_rows() -> list:
             out.append(ValidationRow(label, f"reported OOM on {gpu.name if gpu else r['gpu']}", None,
                                      est.required / GIB, "GiB", "checked" if gpu else "not modelled",
                                      note + ("; " + est.fit_text(gpu) if gpu else "; no gpuwise GPU row for it"),
-                                     passed=(not est.fits(gpu)) if gpu else None, stack="hf-trainer")
+                                     passed=(not est.fits(gpu)) if gpu else None, stack="universal-llm-trainer")
                        if gpu else ValidationRow(label, "reported OOM", None, None, "GiB", "not modelled",
-                                                 f"no gpuwise GPU row for {r['gpu']}", stack="hf-trainer"))
+                                                 f"no gpuwise GPU row for {r['gpu']}", stack="universal-llm-trainer"))
             continue
         measured = float(r["peak_memory_gib"])
         if gpu is not None and measured >= (1 - HEADROOM_FRACTION) * gpu.total_gib:
             out.append(ValidationRow(label, f"ran on {gpu.name} (peak {measured:g} GiB: at capacity)", measured,
                                      est.required / GIB, "GiB", "checked", note + "; " + est.fit_text(gpu),
-                                     passed=est.fits(gpu), stack="hf-trainer"))
+                                     passed=est.fits(gpu), stack="universal-llm-trainer"))
             continue
         out.append(ValidationRow(label, "peak memory vs device total", measured, est.per_gpu_gib, "GiB", "compared",
-                                 note, stack="hf-trainer"))
+                                 note, stack="universal-llm-trainer"))
     return out
