@@ -8,6 +8,7 @@ input), slow refusals and unclear messages. Commands run in-process through `gpu
 from __future__ import annotations
 
 import csv
+import json
 import time
 import tracemalloc
 from pathlib import Path
@@ -15,6 +16,7 @@ from pathlib import Path
 import pytest
 
 from gpuwise.cli.main import main as _main
+from gpuwise.hardware.gpus import get_gpu
 
 ROOT = Path(__file__).resolve().parent.parent
 JOB = str(ROOT / "examples" / "llama-3.1-8b-pretrain.yaml")
@@ -132,6 +134,23 @@ def test_infeasible_plan_exits_1_naming_binding_and_nearest(capsys):
         assert main(["plan", JOB, "--gpu", "T4", "--max-gpus", "1", *extra]) == 1
         line = _one_line(capsys)
         assert "memory" in line and "nearest feasible: min_gpus" in line
+
+
+def test_estimate_nearest_feasible_keeps_the_gpu_count_asked_where_another_plan_fits(capsys):
+    """4 x H100 asked (plain data parallel does not fit an 8B full fine-tune): the nearest option changes the layout
+    on those 4 GPUs, not the number rented; it fits when asked for, and the fewest-GPU answer is smaller."""
+    from gpuwise.estimate.goodput import JobGoodput
+    from gpuwise.workload.training import TrainingConfig
+
+    args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100", "--gpus", "4", "--batch-size", "2",
+            "--seq-len", "4096"]
+    assert main([*args, "--json"]) == 1
+    near = json.loads(capsys.readouterr().out)["infeasible"]["nearest"]
+    good = JobGoodput.for_config("llama-3.1-8b", TrainingConfig(micro_batch=2, seq_len=4096))
+    h100 = get_gpu("H100")
+    (cfg, mem), fewest = good.fitting_plans(h100, 4)[0], good.fewest_fitting(h100)[0]
+    assert (near["gpus"], near["plan"], near["recompute"]) == (4, cfg.plan.label(), cfg.recompute)
+    assert mem.fits(h100) and cfg.plan.gpus == 4 and fewest < 4
 
 
 def test_estimate_that_does_not_fit_exits_1_with_nearest_gpu_count(capsys):

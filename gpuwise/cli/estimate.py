@@ -144,7 +144,7 @@ def _from_flags(args):
         amount = Amount(NoiseModel(math.inf, cfg.global_batch(), samples),
                         f"training amount: {args.tokens:.4g} {'tokens' if token else 'samples'} at global batch "
                         f"{cfg.global_batch()} (steps = amount / batch)")
-    args.evaluated = (model, cfg, gpu)   # for the nearest feasible option if it does not fit
+    args.evaluated = (model, cfg, gpu, gpn)   # for the nearest feasible option if it does not fit
     perf = job_performance(model, cfg, gpu, gpn, nodes, args.inter_node_gbps, amount.noise)
     return estimate(perf, amount, args.spot, args.price)
 
@@ -204,7 +204,7 @@ def _from_spec(args):
             desc += "; no noise_scale given, so larger batches are assumed to need no extra samples"
         amount = Amount(pj.noise, desc)
     ck = job.checkpoint
-    args.evaluated = (pj.model, cfg, gpu)
+    args.evaluated = (pj.model, cfg, gpu, gpn)
     perf = job_performance(pj.model, cfg, gpu, gpn, nodes, args.inter_node_gbps, amount.noise, ck.size_gb)
     out = estimate(perf, amount, args.spot, args.price, ck.write_gbps, ck.interval_minutes, ck.restart_minutes,
                    job.deadline_hours, job.budget_usd, notes)
@@ -292,12 +292,13 @@ def _memory_rows(m: dict, fits: bool) -> list[tuple[str, str]]:
                            + cache_text(m["device_total"], m["device"]))]
 
 
-def _does_not_fit(out: dict, model, cfg, gpu) -> dict:
-    """The binding constraint (memory) and the nearest feasible option: the fewest GPUs of this type
-    on which some parallel plan of the same micro-batch and sequence fits."""
+def _does_not_fit(out: dict, model, cfg, gpu, gpus_per_node: int) -> dict:
+    """The binding constraint (memory) and the nearest feasible option (JobGoodput.nearest_fitting): another
+    plan or recompute on the GPUs asked for, else the fewest GPUs of this type on which some parallel plan of
+    the same micro-batch and sequence fits."""
     from gpuwise.estimate.goodput import JobGoodput
 
-    found = JobGoodput.for_config(model, cfg).fewest_fitting(gpu)
+    found = JobGoodput.for_config(model, cfg).nearest_fitting(gpu, cfg.plan.gpus, gpus_per_node)
     m = out["memory_gib"]
     need = f"required {m['required']:.1f} GiB per GPU > usable {m['usable']:.1f} GiB of {gpu.name}"
     if found is None:

@@ -168,6 +168,14 @@ class JobGoodput:
 
         return fewest_gpus(self.space.model, self._memory_cfg(micro_batch), _gpu_spec(gpu), limit, gpus_per_node)
 
+    def nearest_fitting(self, gpu, gpus: int, gpus_per_node: int = 8, limit: int = 1024):
+        """Memory first, for a configuration that does not fit on ``gpus`` GPUs: the nearest change that does,
+        (GPU count, ranked plans). The count asked for is kept where another plan or recompute fits on it (a layout
+        change is nearer than renting a different number of GPUs); otherwise the fewest GPUs on 8-GPU nodes
+        (``fewest_fitting``, as fit-gpus answers)."""
+        same = self.fitting_plans(gpu, gpus, gpus_per_node) if gpus <= limit else []
+        return (gpus, same) if same else self.fewest_fitting(gpu, 8, limit)
+
     def memory_floor(self, limit: int, gpus_per_node: int = 8, micro_batch: int | None = None):
         """The smallest per-GPU memory of any plan on at most ``limit`` GPUs (`feasible_plans.memory_floor`)."""
         from dataclasses import replace
