@@ -382,3 +382,26 @@ def test_hf_eager_attention_backward_holds_the_score_gradients():
     q = estimate_memory(spec, TrainingConfig(micro_batch=2, seq_len=2048, precision="fp16-mixed", stack="hf-trainer",
                                              lora_rank=16, quantize="nf4", recompute="full", flash_attention=False))
     assert q.peak_phase == "block backward"
+
+
+def test_llm_foundry_flash_attention_keeps_its_repadded_output():
+    """llm-foundry @ 8c8dd48f flash_attn_fn (attn_impl flash): q, k, v gathered out of the QKV output
+    (bert_padding.index_first_axis copies, kept by flash attention) and the output re-padded by pad_input into a new
+    tensor that out_proj keeps besides flash's own output. Traced (MPT block re-created under FakeTensorMode): 34 h +
+    4 heads B a token and layer; with LPLayerNorm's 16-bit input and flash-attn's cross-entropy (16-bit logits)."""
+    from gpuwise.estimate.stack_code import describe
+
+    spec = load_model("mpt-125m")
+    tokens, h, v = 2 * 2048, spec.hidden, spec.vocab_size
+
+    def acts(flash: bool) -> float:
+        cfg = TrainingConfig(micro_batch=2, seq_len=2048, stack="llm-foundry", recompute="none", flash_attention=flash)
+        return estimate_memory(spec, cfg).activations
+
+    head = tokens * (2 * h * 2 + v * 2)                     # final norm's 16-bit input and output, 16-bit logits
+    assert acts(True) == spec.n_layers * tokens * (34 * h + 4 * spec.n_heads) + head
+    assert model_code("llm-foundry").attn_out_copy and "pad_input" in describe("llm-foundry")
+    # the copy is flash attention's re-padding (attn_impl torch has no pad_input): the rule is flash-only
+    eager = act.ActivationSetting(micro_batch=2, seq_len=2048, flash=False, low_norms=True)
+    assert act.layer_bytes(spec, act.ActivationSetting(**{**eager.__dict__, "attn_out_copy": True})) == \
+        act.layer_bytes(spec, eager)

@@ -88,9 +88,10 @@ class ActivationSetting:
     #                           adapted linear, none shared between linears that read the same input
     qkv_view: bool = False    # V is a view of the fused QKV output (LitGPT CausalSelfAttention with one or every
     #                           query group): attention keeps the whole QKV output besides the roped Q and K copies
-    attn_out_copy: bool = False  # the output projection reads its own reshape copy of the attention output (LitGPT
-    #                           y.transpose(1, 2).reshape): a projection that keeps its input keeps it besides the
-    #                           output flash attention keeps
+    attn_out_copy: bool = False  # the output projection reads its own copy of the attention output (LitGPT
+    #                           y.transpose(1, 2).reshape; llm-foundry's flash path re-pads it with flash-attn's
+    #                           pad_input): a projection that keeps its input keeps it besides the output flash
+    #                           attention keeps
     lora_qkv_pad: bool = False  # LitGPT LoRAQKVLinear.zero_pad, with some of q, k, v not adapted: its index_copy keeps
     #                           its source, the adapter output of the adapted parts (16-bit)
     logits_fp32_held: bool = False  # the training loop holds float32 copies of the logits (Fabric bf16-true

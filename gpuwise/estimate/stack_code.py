@@ -30,7 +30,8 @@ class ModelCode:
     #                               backward (Unsloth LoRA_MLP)
     lora_dropout: bool = False    # each LoRA-adapted linear keeps its own dropout output and 1-byte mask (LitGPT)
     qkv_view: bool = False        # V views the fused QKV output (one or every query group): the whole output is kept
-    attn_out_copy: bool = False   # the output projection reads its own reshape copy of the attention output
+    attn_out_copy: bool = False   # the output projection reads its own copy of the attention output (LitGPT's reshape,
+    #                               llm-foundry's flash-attn pad_input)
     lora_qkv_pad: bool = False    # LoRAQKVLinear.zero_pad keeps the adapted parts' adapter output (LitGPT)
     logits_fp32_held: bool = False  # the loop holds float32 logits through backward and the next forward (Fabric)
     loss_chunk_tokens: int = 0    # the chunked loss runs over chunks of this many tokens per sequence (0: LOSS_CHUNKS)
@@ -109,8 +110,9 @@ def describe(stack: str) -> str:
         parts.append("with one or every query group V is a view of the fused QKV output, which attention keeps "
                      "whole besides the roped Q and K")
     if c.attn_out_copy:
-        parts.append("the output projection reads its own reshape copy of the attention output, kept besides flash "
-                     "attention's output where the projection keeps its input")
+        parts.append("the output projection reads its own copy of the attention output (a reshape, or flash-attn's "
+                     "pad_input re-padding), kept besides flash attention's output where the projection keeps its "
+                     "input")
     if c.lora_qkv_pad:
         parts.append("LoRA on some of q, k, v keeps the adapter output zero_pad copies")
     if c.logits_fp32_held:
