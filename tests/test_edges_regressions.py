@@ -153,6 +153,24 @@ def test_estimate_nearest_feasible_keeps_the_gpu_count_asked_where_another_plan_
     assert mem.fits(h100) and cfg.plan.gpus == 4 and fewest < 4
 
 
+def test_estimate_of_a_spec_no_allowed_plan_fits_names_the_nearest_option(tmp_path, capsys):
+    """A job spec whose allowed plans (plain data parallel, no recompute) do not fit 4 x H100: exit 1, one line naming
+    memory and the nearest option on those 4 GPUs (any layout, as the flags' answer), which runs once allowed."""
+    spec = tmp_path / "job.yaml"
+    body = ("name: dp-only\nmodel: llama-3.1-8b\ntraining: {{seq_len: 4096, global_batch: 8, recompute: none}}\n"
+            "parallelism: {{tp: [1], pp: [1], zero: [{zero}]}}\n")
+    spec.write_text(body.format(zero=0))
+    for extra in ([], ["--json"]):
+        assert main(["estimate", str(spec), "--gpu", "H100", "--gpus", "4", *extra]) == 1
+        line = _one_line(capsys)
+        assert "plan fits llama-3.1-8b" in line and "nearest feasible: 4 x H100-80GB-SXM with plan dp4-zero" in line
+    zero = line.split("plan dp4-zero")[1][0]
+    spec.write_text(body.format(zero=zero))
+    assert main(["estimate", str(spec), "--gpu", "H100", "--gpus", "4", "--json"]) == 0
+    got = json.loads(capsys.readouterr().out)
+    assert got["fits"] and (got["plan"]["dp"], got["plan"]["zero"]) == (4, int(zero))
+
+
 def test_estimate_that_does_not_fit_exits_1_with_nearest_gpu_count(capsys):
     args = ["estimate", "--model", "llama-3.1-8b", "--gpu", "H100", "--gpus", "1", "--batch-size", "1"]
     assert main(args) == 1

@@ -185,7 +185,8 @@ def _from_spec(args):
         if groups_rule_out_zero1(s.model, s.base.seq_len, args.gpus, gpn, s.tp, s.pp, s.cp, s.zero, s.zero_shard):
             cp += (f"; parallelism.zero_shard {list(s.zero_shard)} divides no layout's dp x cp on {args.gpus} GPUs, "
                    "so no ZeRO-1 plan was tried: allow 0 (the whole group) or a divisor")
-        raise Infeasible("--gpus", args.gpus, f"{why}; try more GPUs, a larger GPU or `gpuwise fit-gpus "
+        near = _spec_nearest(pj, gpu, args.gpus, gpn) if res.reason == "memory" else ""
+        raise Infeasible("--gpus", args.gpus, f"{why}; {near}try more GPUs, a larger GPU or `gpuwise fit-gpus "
                                               f"{pj.model.name}`{cp}")
     cfg = res.best.config
     lo, hi = t.batch_range
@@ -209,6 +210,19 @@ def _from_spec(args):
     out = estimate(perf, amount, args.spot, args.price, ck.write_gbps, ck.interval_minutes, ck.restart_minutes,
                    job.deadline_hours, job.budget_usd, notes)
     return {"job": job.name, **out}
+
+
+def _spec_nearest(pj, gpu, gpus: int, gpus_per_node: int) -> str:
+    """'nearest feasible: ...; ' for a job spec none of whose allowed plans fits in memory: the nearest option of
+    any layout and recompute at the spec's first micro-batch (JobGoodput.nearest_fitting, as the flags' answer and
+    plan's hint ask every layout), which the spec's parallelism or recompute must allow; '' if nothing fits."""
+    found = pj.goodput.nearest_fitting(gpu, gpus, gpus_per_node)
+    if found is None:
+        return ""
+    n, plans = found
+    c = plans[0][0]
+    return (f"nearest feasible: {n} x {gpu.name} with plan {c.plan.label()}, recompute {c.recompute} (allow its "
+            "tp/pp/cp/zero in parallelism and its recompute in training); ")
 
 
 def _host_bound(out: dict) -> str:
