@@ -25,10 +25,11 @@ A stage's peak is the largest of three moments (PyTorch's order of allocation an
 - output-layer backward (a trainable output layer applied once per loss chunk, torchtune's chunked output;
   not under FSDP): every block's checkpoint or activations and the final norm's tensors are alive, the loss's
   backward has made every chunk's logits gradient, and autograd sums the per-chunk weight gradients out of place.
-- root reduce-scatter (FSDP2 only): the end of backward, when the root group (embedding, final
-  norm, output layer: large for big vocabularies) reduces its gradients: every other gradient is
-  already sharded, the root's are unsharded in the compute dtype and copied into a reduce-scatter
-  input in the reduction dtype (traced: gpuwise.trace).
+- root reduce-scatter (FSDP without pipeline parallelism, full fine-tunes): the end of backward, when the
+  root group (embedding, final norm, output layer: large for big vocabularies) reduces its gradients:
+  every other gradient is already sharded (under FSDP1 CPU offload still on the GPU: held_grads), the
+  root's are unsharded in the compute dtype and copied into a reduce-scatter input in the reduction
+  dtype (traced: gpuwise.trace).
 Gradients from earlier micro-batches are alive in the first two moments when a step has more
 than one micro-batch (gradient accumulation; a pipeline with several micro-batches interleaves
 forwards with earlier backwards). Under pipeline parallelism FSDP2 keeps the stage unsharded
