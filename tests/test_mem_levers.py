@@ -58,6 +58,19 @@ def test_fsdp1_cpu_offload_holds_every_gradient_shard_until_the_backward_ends():
     assert any("every block's reduced gradient shard until the backward ends" in a for a in fsdp1.assumptions)
 
 
+def test_fsdp1_cpu_offload_with_the_optimizer_in_backward_drops_each_shard_at_once():
+    """FSDP1 with the optimizer in backward runs prepare_gradient_for_optim in each unit's post-backward
+    (torch/distributed/fsdp/_runtime_utils.py _post_backward_use_sharded_grad_views), which deletes
+    _saved_grad_shard there: no block's shard waits for the end of backward, and the note does not say so."""
+    cfg = TrainingConfig(micro_batch=1, seq_len=2048, recompute="full", precision="bf16", cpu_offload=True,
+                         plan=ParallelPlan(dp=2, zero=3), stack="universal-llm-trainer")
+    held, in_bwd = estimate_memory(L8, cfg), estimate_memory(L8, replace(cfg, optimizer_in_backward=True))
+    shards = (held.params - 2 * L8.vocab_size * L8.hidden) * 2 / 2       # every block's bf16 gradient, 2 ranks
+    assert held.gradients >= 0.95 * shards and in_bwd.gradients <= 0.05 * shards
+    assert held.allocated - in_bwd.allocated >= 0.8 * shards
+    assert not any("every block's reduced gradient shard" in a for a in in_bwd.assumptions)
+
+
 def test_trainer_fsdp_accumulation_keeps_unsharded_gradients_on_the_gpu_also_under_cpu_offload():
     """The transformers Trainer (and ms-swift 1.x, which runs it) does every micro-batch but the last under
     accelerate's no_sync, which is FSDP1's no_sync(): every unit's unsharded gradient is alive until the syncing

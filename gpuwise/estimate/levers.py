@@ -168,7 +168,8 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
                    f"(~{host / 2 ** 30:.1f} GiB of host memory per GPU at 4 + 4 + 8 B per parameter), the optimizer "
                    "step on the CPU; the GPU keeps the gathered blocks, the root group, "
                    + ("every block's reduced gradient shard until the backward ends (FSDP1)"
-                      if model_code(stack).offload_grads_held else "one block's gradient") + " and the activations")
+                      if model_code(stack).offload_grads_held and not in_bwd else "one block's gradient")
+                   + " and the activations")
     if cfg.optimizer_in_backward:
         out.append("optimizer in backward: each parameter is stepped in its gradient hook and its gradient freed, "
                    "so one block's gradients are alive at a time (no gradient accumulation)")

@@ -591,8 +591,9 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     # levers (levers.py): what leaves the GPU, and what is never alive all at once
     host_states, in_bwd = cfg.cpu_offload, cfg.optimizer_in_backward
     # FSDP1 CPU offload: the step reads the host copies, but every block's gradient shard is on the GPU from its
-    # reduce-scatter to the end of that backward (stack_code offload_grads_held)
-    grads_held = host_states and geo.held_grads
+    # reduce-scatter to the end of that backward (stack_code offload_grads_held); with the optimizer in backward
+    # FSDP1 runs prepare_gradient_for_optim in each unit's post-backward, which drops the shard at once
+    grads_held = host_states and geo.held_grads and not in_bwd
     act_off = (cfg.activation_offload or lev.offload_checkpoints) and not keep_saved   # levers.activation_offload
     out = []
     for i in (range(p.pp) if only is None else only):
