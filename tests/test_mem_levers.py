@@ -207,6 +207,26 @@ def test_eight_bit_and_paged_optimizers():
     assert paged.optimizer == 0.0 and any("unified memory" in a for a in paged.assumptions)
 
 
+def test_universal_llm_trainer_defaults_to_its_own_dtype_loss_as_its_rows_are_modelled(capsys):
+    """universal-llm-trainer's loop calls nn.CrossEntropyLoss on the logits as the model returns them (no labels to
+    the model, no autocast): its default loss keeps no float32 upcast of 16-bit logits (2 + 4 B per vocabulary
+    entry and token at the loss boundary, not eager's 4 + 8), takes float32 logits (QLoRA's float32 output layer)
+    as they are, and becomes eager under autocast, where cross_entropy runs in float32."""
+    cfg = TrainingConfig(micro_batch=2, seq_len=8192, precision="bf16", stack="universal-llm-trainer", lora_rank=8,
+                         lora_targets="all-linear", recompute="full")
+    own, eager = estimate_memory(L8, cfg), estimate_memory(L8, replace(cfg, loss_kernel="eager"))
+    assert own.peak_phase == eager.peak_phase == "loss boundary"
+    assert eager.allocated - own.allocated == pytest.approx(2 * 8192 * L8.vocab_size * 6, rel=1e-9)
+    q = replace(cfg, quantize="nf4")                   # float32 logits: nothing to upcast, eager's bytes
+    assert estimate_memory(L8, q).allocated == estimate_memory(L8, replace(q, loss_kernel="eager")).allocated
+    mixed = replace(cfg, precision="bf16-mixed")
+    assert estimate_memory(L8, mixed).allocated == estimate_memory(L8, replace(mixed, loss_kernel="eager")).allocated
+    assert main(["memory", "llama-3.1-8b", "--stack", "universal-llm-trainer", "--precision", "bf16-mixed",
+                 "--batch-size", "1", "--json"]) == 0
+    notes = json.loads(capsys.readouterr().out)["assumptions"]
+    assert any(a.startswith("loss kernel eager (universal-llm-trainer default eager-nocast; autocast") for a in notes)
+
+
 def test_every_stack_is_a_row_with_a_source_and_is_stated(capsys):
     assert STACKS[0] == "pytorch" and set(STACKS) >= {"torchtitan", "megatron", "deepspeed", "hf-trainer",
                                                       "llm-foundry", "torchtune", "litgpt"}

@@ -442,6 +442,12 @@ LOSS_BYTES = {"eager": (4.0, 8.0, 1), "eager-nocast": (None, "2e", 1), "chunked"
 CCE_KEPT = 4.0     # bytes per token: Cut Cross-Entropy's float32 log-sum-exp
 
 
+def _loss_e(st: ActivationSetting, loss: str) -> float:
+    """The bytes `e` of LOSS_BYTES: the activation dtype's, or for eager-nocast (the logits in their own dtype) 4
+    where the output layer writes float32 logits (fp32_outputs: a float32 output layer without autocast)."""
+    return 4.0 if loss == "eager-nocast" and st.fp32_outputs else st.bytes_per_value
+
+
 def _loss_bytes(loss: str, e: int) -> tuple[float, float]:
     """(kept, transient) bytes per vocabulary entry and token of loss kernel `loss`."""
     kept, temp, chunks = LOSS_BYTES["eager" if loss == "torch" else loss]
@@ -454,10 +460,10 @@ def head_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool = True, los
     """What the last pipeline stage keeps for backward: the final norm's input and output and the
     loss's saved tensor (vocabulary-parallel under TP; `loss` one of LOSS_BYTES, "torch" = eager)."""
     tokens = st.micro_batch * st.seq_len / st.cp
-    e = st.bytes_per_value
     rep = final_norm_bytes(spec, st)                                            # final norm in, its output
     held = 4.0 if st.logits_fp32_held and loss not in ("fused-linear", "cce") else 0.0   # the loop's float32 logits
-    logits = (spec.vocab_size * (_loss_bytes(loss, e)[0] + held + final_softcap_bytes(spec, st, loss)) / st.tp
+    kept = _loss_bytes(loss, _loss_e(st, loss))[0]
+    logits = (spec.vocab_size * (kept + held + final_softcap_bytes(spec, st, loss)) / st.tp
               if lm_head else 0.0)
     lse = CCE_KEPT if lm_head and loss == "cce" else 0.0
     return tokens * (rep + logits + lse)
@@ -503,7 +509,7 @@ def loss_transient_bytes(spec: ModelSpec, st: ActivationSetting, lm_head: bool =
         return _token_chunk_transient(spec, st)
     if loss == "chunked" and st.chunk_logits_held:
         return tokens * spec.vocab_size * held_chunk_logits_transient(st) / st.tp
-    return tokens * spec.vocab_size * _loss_bytes(loss, st.bytes_per_value)[1] / st.tp
+    return tokens * spec.vocab_size * _loss_bytes(loss, _loss_e(st, loss))[1] / st.tp
 
 
 def held_chunk_logits_transient(st: ActivationSetting) -> float:

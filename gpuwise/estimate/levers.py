@@ -62,14 +62,17 @@ class Levers:
 
 def resolve(cfg: TrainingConfig) -> Levers:
     return _resolve(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.optimizer_impl, cfg.micro_batch * cfg.seq_len,
-                    cfg.recompute)
+                    cfg.recompute, cfg.precision)
 
 
 @lru_cache(maxsize=256)      # memory estimates ask once per stage load (the planner: ~10^4 times per plan)
 def _resolve(stack: str, loss_kernel: str | None, optimizer: str, optimizer_impl: str | None = None,
-             tokens: int = 0, recompute: str = "none") -> Levers:
+             tokens: int = 0, recompute: str = "none", precision: str = "") -> Levers:
     st = stack_row(stack)
-    return Levers(loss_kernel or st.loss_kernel_for(tokens), st.grads == "fp32-main-grad",
+    kernel = loss_kernel or st.loss_kernel_for(tokens)
+    if kernel == "eager-nocast" and precision in AUTOCAST_PRECISIONS:   # a stack's own-dtype loss under autocast:
+        kernel = "eager"                                                 # cross_entropy runs in float32 there
+    return Levers(kernel, st.grads == "fp32-main-grad",
                   optimizer_impl or st.optimizer_impl, st.norms == "low", optimizer in PAGED,
                   st.checkpoints == "host" and recompute_policy(recompute).kind == "full")
 
@@ -139,21 +142,22 @@ def lever_notes(cfg: TrainingConfig, trainable: float) -> list[str]:
     p = cfg.plan
     return list(_lever_notes(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.cpu_offload, cfg.optimizer_in_backward,
                              cfg.activation_offload, p.dp * p.cp, trainable, cfg.optimizer_impl,
-                             cfg.micro_batch * cfg.seq_len, cfg.recompute))
+                             cfg.micro_batch * cfg.seq_len, cfg.recompute, cfg.precision))
 
 
 @lru_cache(maxsize=1024)   # the same lines for every micro-batch and accumulation of a search
 def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offload: bool, in_bwd: bool,
                  act_offload: bool, shards: int, trainable: float, optimizer_impl: str | None = None,
-                 tokens: int = 0, recompute: str = "none") -> tuple[str, ...]:
+                 tokens: int = 0, recompute: str = "none", precision: str = "bf16-mixed") -> tuple[str, ...]:
     cfg = TrainingConfig(stack=stack, loss_kernel=loss_kernel, optimizer=optimizer, cpu_offload=cpu_offload,
                          optimizer_in_backward=in_bwd, activation_offload=act_offload, optimizer_impl=optimizer_impl,
-                         seq_len=tokens, recompute=recompute)
+                         seq_len=tokens, recompute=recompute, precision=precision)
     lev = resolve(cfg)
     st = stack_row(stack)
     from_stack = "" if cfg.loss_kernel else (
-        f" ({stack} default for micro-batches of at most {st.short_loss.split(':')[1]} tokens)"
-        if lev.loss_kernel != st.loss_kernel else f" ({stack} default)")
+        f" ({stack} default)" if lev.loss_kernel == st.loss_kernel else
+        f" ({stack} default {st.loss_kernel}; autocast runs cross_entropy in float32)" if not st.short_loss else
+        f" ({stack} default for micro-batches of at most {st.short_loss.split(':')[1]} tokens)")
     out = [f"loss kernel {lev.loss_kernel}{from_stack}" + _LOSS_TEXT[lev.loss_kernel]]
     if lev.offload_checkpoints and not act_offload:
         out.append(f"checkpoints offloaded ({stack} default, stacks.csv checkpoints host): each checkpointed block's "

@@ -274,10 +274,9 @@ def _ult_config(r: dict[str, str]) -> TrainingConfig:
     fsdp = r["fsdp"] == "True"
     # its loss: nn.CrossEntropyLoss on the HF model's logits, no autocast (amp_training False) and no labels passed
     # to the model (no ForCausalLMLoss upcast): 16-bit logits stay 16-bit; QLoRA's float32 output layer (PEFT
-    # prepare_model_for_kbit_training) makes float32 logits, which the eager rule counts
+    # prepare_model_for_kbit_training) makes float32 logits: the stack's own loss kernel, eager-nocast (stacks.csv)
     return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["seq_len"]),
                           grad_accum=int(r["grad_accum"]), precision="bf16", stack="universal-llm-trainer",
-                          loss_kernel=None if r["method"] == "QLoRA" else "eager-nocast",
                           lora_rank=int(r["lora_r"]) if lora else 0, lora_targets="all-linear",
                           quantize="nf4" if r["method"] == "QLoRA" else None, recompute="full",
                           cpu_offload=fsdp and r["fsdp_cpu_offload"] == "True",
