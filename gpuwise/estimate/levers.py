@@ -142,13 +142,14 @@ def lever_notes(cfg: TrainingConfig, trainable: float) -> list[str]:
     p = cfg.plan
     return list(_lever_notes(cfg.stack, cfg.loss_kernel, cfg.optimizer, cfg.cpu_offload, cfg.optimizer_in_backward,
                              cfg.activation_offload, p.dp * p.cp, trainable, cfg.optimizer_impl,
-                             cfg.micro_batch * cfg.seq_len, cfg.recompute, cfg.precision))
+                             cfg.micro_batch * cfg.seq_len, cfg.recompute, cfg.precision, p.pp))
 
 
 @lru_cache(maxsize=1024)   # the same lines for every micro-batch and accumulation of a search
 def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offload: bool, in_bwd: bool,
                  act_offload: bool, shards: int, trainable: float, optimizer_impl: str | None = None,
-                 tokens: int = 0, recompute: str = "none", precision: str = "bf16-mixed") -> tuple[str, ...]:
+                 tokens: int = 0, recompute: str = "none", precision: str = "bf16-mixed",
+                 pp: int = 1) -> tuple[str, ...]:
     cfg = TrainingConfig(stack=stack, loss_kernel=loss_kernel, optimizer=optimizer, cpu_offload=cpu_offload,
                          optimizer_in_backward=in_bwd, activation_offload=act_offload, optimizer_impl=optimizer_impl,
                          seq_len=tokens, recompute=recompute, precision=precision)
@@ -172,7 +173,7 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
                    f"(~{host / 2 ** 30:.1f} GiB of host memory per GPU at 4 + 4 + 8 B per parameter), the optimizer "
                    "step on the CPU; the GPU keeps the gathered blocks, the root group, "
                    + ("every block's reduced gradient shard until the backward ends (FSDP1)"
-                      if model_code(stack).offload_grads_held and not in_bwd else "one block's gradient")
+                      if model_code(stack).offload_grads_held and not in_bwd and pp == 1 else "one block's gradient")
                    + " and the activations")
     if cfg.optimizer_in_backward:
         out.append("optimizer in backward: each parameter is stepped in its gradient hook and its gradient freed, "
