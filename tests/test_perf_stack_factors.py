@@ -47,7 +47,7 @@ def test_stored_factors_follow_the_rule_on_the_named_rows():
     """Re-running the rule on the bundled rows gives the stored factors (the CSV is the rule's output), and the
     median signed log error of each stack's rows under its factor is ~0 (the rule's definition)."""
     fits = se.fitted_factors()
-    assert set(fits) == {"internevo", "llm.c", "hf-trainer"}
+    assert set(fits) == {"internevo", "llm.c", "universal-llm-trainer"}
     for stack, (k, rows) in fits.items():
         assert stack_factor(stack).factor == pytest.approx(k, abs=0.002)
         assert stack_factor(stack).points == len(rows)
