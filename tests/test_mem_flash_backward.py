@@ -18,10 +18,10 @@ import pytest
 
 torch = pytest.importorskip("torch")
 
-from gpuwise.nn import functions as fn  # noqa: E402
-from gpuwise.trace.run import StageRun, trace_phases  # noqa: E402
-from gpuwise.workload.models import load_model  # noqa: E402
-from gpuwise.workload.training import TrainingConfig  # noqa: E402
+from gpuwise.nn import functions as fn
+from gpuwise.trace.run import StageRun, trace_phases
+from gpuwise.workload.models import load_model
+from gpuwise.workload.training import TrainingConfig
 
 
 def _round(x: int, m: int) -> int:
