@@ -390,7 +390,11 @@ def working_set_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: b
 def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     """Gradient tensors alive inside one block's backward: the gradient flowing into the block and
     the one leaving it (hidden wide) plus two ffn-wide gradients in the MLP (gate and up, or the
-    activation's input and output; `mlp_bwd_ffn` where a fused kernel makes fewer)."""
+    activation's input and output; `mlp_bwd_ffn` where a fused kernel makes fewer). Not counted: a flash
+    kernel's backward buffers (flash-attn 2.x and PyTorch's port, flash_api.cpp mha_bwd: float32 dq_accum and
+    softmax_d, GQA dK/dV at query-head width), alive only after the MLP's backward has freed its tensors and its
+    gradients: 14-64% of the MLP moment's extra bytes per token over 56 presets, never a block's peak (tests/
+    test_mem_flash_backward.py)."""
     tokens = st.micro_batch * st.seq_len / st.cp
     e = st.bytes_per_value
     k = spec.experts_per_token if spec.n_experts > 1 else 1
