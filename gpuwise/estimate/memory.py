@@ -698,8 +698,8 @@ def _layout_notes(spec: ModelSpec, sem: StateSemantics, precision: str, optimize
         + (f", MoE top-{spec.experts_per_token} of {spec.n_experts}" if spec.n_experts > 1 else "")
         + ("; dropout masks kept" if act.has_dropout(spec) else "; no dropout")
         + ("; flash attention (no s^2 scores; its backward's float32 dQ accumulator and GQA-expanded dK/dV are "
-           "alive after the MLP's backward freed more: not counted)" if flash else "; eager attention keeps s^2 scores, and its softmax "
-           "backward holds two score-sized gradients")
+           "alive after the MLP's backward freed more: not counted)" if flash
+           else "; eager attention keeps s^2 scores, and its softmax backward holds two score-sized gradients")
         + _gemma2_text(spec, flash)
         + ("; qwen3's q/k RMSNorms (their saved inputs and weights) not counted" if spec.family == "qwen3" else "")
         + f"; recompute {recompute} ({_RECOMPUTE_TEXT[recompute_policy(recompute).kind]})",
