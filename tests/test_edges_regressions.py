@@ -162,8 +162,15 @@ def test_estimate_of_a_spec_no_allowed_plan_fits_names_the_nearest_option(tmp_pa
     spec.write_text(body.format(zero=0))
     for extra in ([], ["--json"]):
         assert main(["estimate", str(spec), "--gpu", "H100", "--gpus", "4", *extra]) == 1
-        line = _one_line(capsys)
+        captured = capsys.readouterr()
+        line, = captured.err.strip().splitlines()
         assert "plan fits llama-3.1-8b" in line and "nearest feasible: 4 x H100-80GB-SXM with plan dp4-zero" in line
+        # --json: stdout carries the same answer as an object (nothing printed without it)
+        if extra:
+            bad = json.loads(captured.out)["infeasible"]
+            assert bad["binding"] == "--gpus" and bad["value"] == 4 and bad["fix"] in line
+        else:
+            assert captured.out == ""
     zero = line.split("plan dp4-zero")[1][0]
     spec.write_text(body.format(zero=zero))
     assert main(["estimate", str(spec), "--gpu", "H100", "--gpus", "4", "--json"]) == 0

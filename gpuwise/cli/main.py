@@ -124,6 +124,10 @@ def main(argv: list[str] | None = None) -> int:
         return int(module.run(args) or 0)
     except Infeasible as exc:  # valid input, nothing feasible: the binding constraint and the nearest option
         sys.stderr.write(f"gpuwise {name}: {exc}\n")
+        if getattr(args, "json", False):     # a --json caller parses stdout: the same answer as an object
+            from gpuwise.cli.output import emit_json
+
+            emit_json({"infeasible": {"binding": exc.field, "value": exc.value, "fix": exc.fix, "message": str(exc)}})
         return 1
     except InputError as exc:
         sys.stderr.write(f"gpuwise {name}: {exc}\n")
