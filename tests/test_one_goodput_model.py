@@ -305,6 +305,26 @@ def test_a_hybrid_zero1_group_a_spec_allows_is_what_every_caller_runs(tmp_path, 
     assert j.finish_s - j.submitted_s == pytest.approx(est["compute_hours"] * 3600.0 + 30.0, rel=1e-9)
 
 
+def test_the_zero_shard_hint_is_one_function_estimate_and_plan_render(tmp_path):
+    """layouts.zero_shard_hint: per shape only where no group divides a layout's dp x cp there (8 GPUs: dp 8, no 3;
+    6 GPUs: dp 6 takes a group of 3), over every shape whenever the whole group is left out; '' once 0 is allowed."""
+    from gpuwise.estimate.layouts import zero_shard_hint
+    from gpuwise.plan.job import from_jobspec
+    from gpuwise.workload.jobspec import load_job
+
+    def space(groups: str):
+        path = tmp_path / f"g{len(groups)}.yaml"
+        path.write_text(HYBRID.format(zero="[1]", zero_shard=groups))
+        return from_jobspec(load_job(str(path))).space
+
+    three = space("[3]")
+    assert zero_shard_hint(three, 8, 8).startswith("parallelism.zero_shard [3] divides no layout's dp x cp on 8 GPUs")
+    assert zero_shard_hint(three, 6, 8) == ""
+    assert zero_shard_hint(three).startswith("ZeRO 1 was tried only where a group of parallelism.zero_shard [3]")
+    whole = space("[0, 3]")
+    assert zero_shard_hint(whole, 8, 8) == zero_shard_hint(whole) == ""
+
+
 def test_a_shard_group_a_spec_cannot_use_is_refused_naming_the_field(tmp_path, capsys):
     """zero_shard without ZeRO 1, for a model without transformer layers, on the Ray runtime: exit 2 naming
     parallelism.zero_shard (or the runtime's parallelism line), not "does not fit"."""

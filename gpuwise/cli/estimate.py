@@ -179,12 +179,10 @@ def _from_spec(args):
         # a long sequence's activations and logits shrink only with context parallelism, which a spec opts into
         cp = ("; allow context parallelism (parallelism.cp: [1, 2, 4, 8]) for this sequence length"
               if res.reason == "memory" and job.parallelism.cp == [1] and t.seq_len >= 16384 else "")
-        from gpuwise.estimate.layouts import groups_rule_out_zero1
+        from gpuwise.estimate.layouts import zero_shard_hint
 
-        s = pj.space
-        if groups_rule_out_zero1(s.model, s.base.seq_len, args.gpus, gpn, s.tp, s.pp, s.cp, s.zero, s.zero_shard):
-            cp += (f"; parallelism.zero_shard {list(s.zero_shard)} divides no layout's dp x cp on {args.gpus} GPUs, "
-                   "so no ZeRO-1 plan was tried: allow 0 (the whole group) or a divisor")
+        groups = zero_shard_hint(pj.space, args.gpus, gpn)
+        cp += f"; {groups}" if groups else ""
         near = _spec_nearest(pj, gpu, args.gpus, gpn) if res.reason == "memory" else ""
         raise Infeasible("--gpus", args.gpus, f"{why}; {near}try more GPUs, a larger GPU or `gpuwise fit-gpus "
                                               f"{pj.model.name}`{cp}")

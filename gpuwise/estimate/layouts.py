@@ -104,6 +104,24 @@ def groups_rule_out_zero1(spec, seq_len: int, gpus: int, gpus_per_node: int | No
                                                                                   tp, pp, cp) if d > 1)
 
 
+def zero_shard_hint(space, gpus: int | None = None, gpus_per_node: int | None = None) -> str:
+    """The infeasibility hint of a job space (estimate.job_space.JobSpace) whose hybrid ZeRO-1 groups
+    (parallelism.zero_shard) leave out the whole group, or '' when they do not. On one shape of `gpus` GPUs
+    (`estimate`), only where no group divides any layout's dp x cp there (groups_rule_out_zero1); with gpus None
+    (`plan`, every shape), whenever the groups leave the whole group out. The one copy of this hint's test and words."""
+    if 1 not in space.zero or 0 in space.zero_shard:
+        return ""
+    groups = list(space.zero_shard)
+    if gpus is None:
+        return (f"ZeRO 1 was tried only where a group of parallelism.zero_shard {groups} divides a layout's "
+                "dp x cp; allow 0 to try the whole group.")
+    if not groups_rule_out_zero1(space.model, space.base.seq_len, gpus, gpus_per_node, space.tp, space.pp, space.cp,
+                                 space.zero, space.zero_shard):
+        return ""
+    return (f"parallelism.zero_shard {groups} divides no layout's dp x cp on {gpus} GPUs, so no ZeRO-1 plan was "
+            "tried: allow 0 (the whole group) or a divisor")
+
+
 def recompute_variants(spec, cfg: TrainingConfig) -> tuple[str, ...]:
     """The recompute policies a layout is tried with, lightest first (recompute only saves memory)."""
     if not spec.is_transformer:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from gpuwise.estimate.layouts import zero_shard_hint
 from gpuwise.estimate.memory import cache_text
 from gpuwise.hardware.gpus import get_gpu
 from gpuwise.plan.candidates import CandidateSet
@@ -152,16 +153,6 @@ def _fewest_gpus(cs: CandidateSet, job, limit: int = 1024) -> list[dict]:
     return sorted(out, key=lambda d: d["gpus"])
 
 
-def _groups_hint(job) -> str:
-    """A spec whose hybrid ZeRO-1 groups (parallelism.zero_shard) leave out the whole group: ZeRO 1 was tried only
-    where a group divides dp x cp (estimate names the field per shape: layouts.groups_rule_out_zero1)."""
-    space = job.space
-    if 1 not in space.zero or 0 in space.zero_shard:
-        return ""
-    return (f" ZeRO 1 was tried only where a group of parallelism.zero_shard {list(space.zero_shard)} divides a "
-            "layout's dp x cp; allow 0 to try the whole group.")
-
-
 def infeasible(cs: CandidateSet, job, allowed: np.ndarray | None = None) -> dict:
     """Which constraint binds and the nearest feasible option, when no candidate meets them all
     (allowed: the rows that may be chosen at all, e.g. without outlier prices; default every row)."""
@@ -176,12 +167,13 @@ def infeasible(cs: CandidateSet, job, allowed: np.ndarray | None = None) -> dict
             if nearest:
                 hint = " Nearest feasible: " + "; ".join(f"{n['gpus']} x {n['gpu']}" for n in nearest) + \
                        " (fewest GPUs on which some plan fits, any parallel layout)."
+            groups = zero_shard_hint(job.space)      # the spec's ZeRO-1 groups, if they left ZeRO 1 out
             return {"binding": "memory",
                     "message": "the job does not fit in memory on any allowed GPU type with up to "
                                f"{job.max_gpus or 'the default maximum of'} GPUs and the allowed "
                                "parallel plans; allow more GPUs (--max-gpus, constraints.max_gpus), larger "
                                "GPUs (--gpu), more tensor/pipeline parallelism or ZeRO-3, or recompute." + hint
-                               + _groups_hint(job),
+                               + (f" {groups}" if groups else ""),
                     "nearest": {"min_gpus": nearest} if nearest else None}
         return {"binding": "batch", "message": "no parallel plan reaches an allowed global batch on the "
                 "allowed GPU counts; widen training.global_batch", "nearest": None}
