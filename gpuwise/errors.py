@@ -16,10 +16,10 @@ class InputError(ValueError):
 
     def __init__(self, field: str, value: object, fix: str):
         self.field, self.value, self.fix = field, value, fix
-        super().__init__(f"{field}: {_short(value)} is invalid; {fix}")
+        super().__init__(f"{field}: {short_repr(value)} is invalid; {fix}")
 
 
-def _short(value: object, limit: int = 100) -> str:
+def short_repr(value: object, limit: int = 100) -> str:
     """repr of a bad value, cut so that a whole parsed file never fills the one-line message."""
     text = repr(value)
     return text if len(text) <= limit else text[: limit - 5] + " ...)"
@@ -34,7 +34,7 @@ class Infeasible(InputError):
 
     def __init__(self, field: str, value: object, fix: str):
         super().__init__(field, value, fix)
-        self.args = (f"no feasible answer: {field} = {_short(value)} binds; {fix}",)
+        self.args = (f"no feasible answer: {field} = {short_repr(value)} binds; {fix}",)
 
     def __str__(self) -> str:
         return self.args[0]

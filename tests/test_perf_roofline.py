@@ -110,10 +110,10 @@ def test_validation_targets_per_split_and_size_class():
 @pytest.mark.slow
 def test_refit_reproduces_the_bundled_constants():
     """op_efficiency.csv is what fit_op_efficiency gives on the split=fit rows (re-derivable)."""
-    from gpuwise.estimate.roofline_step import _eff_table
+    from gpuwise.estimate.roofline_step import op_efficiency_table
     from gpuwise.validation.steptime_fit import fit_op_efficiency
 
-    fitted, stored = fit_op_efficiency(), _eff_table()
+    fitted, stored = fit_op_efficiency(), op_efficiency_table()
     for key in ((a, s) for a in ("Ampere", "Hopper") for s in ("pytorch", "megatron")):
         for f in ("gemm", "attention", "launch_s", "gemm_w0"):
             assert getattr(fitted[key], f) == pytest.approx(getattr(stored[key], f), rel=0.02, abs=1.0 if

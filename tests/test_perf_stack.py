@@ -93,9 +93,9 @@ def test_leave_one_source_out_stays_within_25_percent():
 def test_unfitted_architectures_are_never_more_efficient_than_fitted_ones():
     """The default row (Blackwell, MI300X, Ada, Volta, ...) of each stack is at or below its lowest fitted row,
     so the planner is not drawn to a GPU only because it has no measurements."""
-    from gpuwise.estimate.roofline_step import _eff_table
+    from gpuwise.estimate.roofline_step import op_efficiency_table
 
-    table = _eff_table()
+    table = op_efficiency_table()
     for stack in ("pytorch", "megatron"):
         fitted = [e for (arch, s), e in table.items() if s == stack and arch != "default"]
         default = table["default", stack]

@@ -164,7 +164,7 @@ STACK_ASSUMPTIONS = [
 
 def _stack_section() -> dict:
     """Per-source errors of the per-stack factors (LOSO and in-sample) and of the op_efficiency fit (LOSO)."""
-    from gpuwise.estimate.roofline_step import _stack_factors
+    from gpuwise.estimate.roofline_step import stack_factor_table
     from gpuwise.validation.stack_efficiency import (calibration_loso, in_sample_errors, loso_errors, nf4_checks,
                                                      ratio_checks, summary)
     from gpuwise.validation.steptime_fit import evaluate
@@ -175,7 +175,7 @@ def _stack_section() -> dict:
     ratios, nf4 = ratio_checks(), nf4_checks()
     return {"external_loso": summary(loso), "external_in_sample": summary(ins),
             "calibration_loso": summary(cal_loso), "calibration_stored_fit": summary(cal_in),
-            "ratio_checks": summarize(ratios), "factors": {k: v.__dict__ for k, v in _stack_factors().items()},
+            "ratio_checks": summarize(ratios), "factors": {k: v.__dict__ for k, v in stack_factor_table().items()},
             "runs": [{"source": e.run.source, "case": e.run.case, "stack": e.run.cfg.stack,
                       "measured_tokens_per_s_per_gpu": e.run.tokens_per_s_per_gpu,
                       "predicted_loso": e.predicted, "factor_loso": e.factor, "how": e.how, "error_loso": e.error,

@@ -95,7 +95,7 @@ class OpEfficiency:
 
 
 @lru_cache(maxsize=1)
-def _eff_table() -> dict[tuple[str, str], OpEfficiency]:
+def op_efficiency_table() -> dict[tuple[str, str], OpEfficiency]:
     """{(architecture, stack): efficiencies}; architecture "default" rows serve GPUs without a fitted row."""
     out = {}
     for r in read_commented_csv(data_path("calibration", "op_efficiency.csv")):
@@ -108,15 +108,16 @@ def _eff_table() -> dict[tuple[str, str], OpEfficiency]:
 def op_efficiency_for(gpu: GpuSpec, stack: str = "pytorch") -> OpEfficiency:
     """The fitted row of ``gpu``'s architecture under ``stack``; a stack without fitted rows (stacks.csv
     column efficiency) takes the rows of the stack it names, and says so; InputError for an unknown stack."""
-    return _op_efficiency(gpu.architecture.split()[0], stack)
+    return op_efficiency(gpu.architecture.split()[0], stack)
 
 
 @lru_cache(maxsize=256)
-def _op_efficiency(arch: str, stack: str) -> OpEfficiency:
+def op_efficiency(arch: str, stack: str) -> OpEfficiency:
+    """The efficiencies of GPU architecture ``arch`` under ``stack`` (op_efficiency_for, by architecture name)."""
     from gpuwise.workload.stacks import stack_row
 
     stack_row(stack)                                 # InputError naming the stacks
-    t = _eff_table()
+    t = op_efficiency_table()
     if (arch, stack) in t or ("default", stack) in t:
         return t.get((arch, stack), t.get(("default", stack)))
     return scaled_efficiency(base_efficiency(arch, stack), stack_factor(stack))
@@ -127,7 +128,7 @@ def base_efficiency(arch: str, stack: str) -> OpEfficiency:
     from gpuwise.workload.stacks import stack_row
 
     fallback = stack_row(stack).efficiency
-    t = _eff_table()
+    t = op_efficiency_table()
     return t.get((arch, fallback), t["default", fallback])
 
 
@@ -143,14 +144,15 @@ class StackFactor:
 
 
 @lru_cache(maxsize=1)
-def _stack_factors() -> dict[str, StackFactor]:
+def stack_factor_table() -> dict[str, StackFactor]:
+    """{stack: StackFactor}: every row of calibration/stack_efficiency.csv, the ``default`` row included."""
     return {r["stack"]: StackFactor(r["stack"], float(r["factor"]), int(r["points"]), r["sources"], r["fitted_on"])
             for r in read_commented_csv(data_path("calibration", "stack_efficiency.csv"))}
 
 
 def stack_factor(stack: str) -> StackFactor:
     """The stack's fitted factor, or the stated default row (factor 1.0) for a stack without measured rows."""
-    t = _stack_factors()
+    t = stack_factor_table()
     if stack in t:
         return t[stack]
     d = t["default"]

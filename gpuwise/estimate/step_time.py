@@ -190,7 +190,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     from gpuwise.workload.models import param_count
 
     plan = cfg.plan
-    hw = _hardware(gpu, peak, gpus_per_node, inter_node_gbps)
+    hw = roofline_hardware(gpu, peak, gpus_per_node, inter_node_gbps)
     eff = efficiency or op_efficiency_for(gpu, cfg.stack)
     trainable = None
     if cfg.frozen_base:
@@ -321,7 +321,8 @@ def _host_floor(model: ModelSpec, cfg: TrainingConfig, gpu_step: float, assumpti
     return host
 
 
-def _hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: float):
+def roofline_hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_gbps: float):
+    """The roofline's rates (roofline_step.Hardware) of ``gpu`` at tensor peak ``peak`` FLOP/s on this node/network."""
     from gpuwise.estimate.roofline_step import Hardware
 
     return Hardware(peak, gpu.fp32_tflops * 1e12, gpu.hbm_gbps * 1e9, gpu.intra_node_gbps, inter_node_gbps,
@@ -349,4 +350,4 @@ def _bound_rates(gpu: GpuSpec, precision: str, stack: str):
     the bound's hot path)."""
     from gpuwise.estimate.roofline_step import op_efficiency_for
 
-    return _hardware(gpu, compute_unit(gpu, precision)[1], 0, 0.0), op_efficiency_for(gpu, stack)
+    return roofline_hardware(gpu, compute_unit(gpu, precision)[1], 0, 0.0), op_efficiency_for(gpu, stack)

@@ -19,7 +19,7 @@ from typing import Any, AsyncIterator
 
 from fastapi import HTTPException, Request
 
-from gpuwise.errors import InputError, _short
+from gpuwise.errors import InputError, short_repr
 
 MAX_BODY_BYTES = 256 * 1024      # a job spec is a few KB
 MAX_DEPTH = 12                   # a job spec nests 3 levels
@@ -37,8 +37,8 @@ def echo(value: Any) -> Any:
     try:
         text = json.dumps(value, allow_nan=False)
     except (TypeError, ValueError):
-        return _short(value, MAX_ECHO)
-    return value if len(text) <= MAX_ECHO else _short(value, MAX_ECHO)
+        return short_repr(value, MAX_ECHO)
+    return value if len(text) <= MAX_ECHO else short_repr(value, MAX_ECHO)
 
 
 async def read_body(request: Request, timeout_s: float) -> bytes:
@@ -174,7 +174,7 @@ def check_user_paths(spec, inputs_dir: str | None):
         target = (root / rel).resolve()
         if not argv or rel.is_absolute() or ".." in rel.parts or str(rel).startswith("~") \
                 or not target.is_relative_to(root):
-            raise InputError(f, _short(value), "name a file inside the server's inputs folder, relative to it "
+            raise InputError(f, short_repr(value), "name a file inside the server's inputs folder, relative to it "
                              "(no absolute path, no '..')")
         fixed[f] = shlex.join([str(target), *argv[1:]]) if f == "entrypoint" else str(target)
     return spec.model_copy(update=fixed)

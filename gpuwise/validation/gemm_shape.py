@@ -56,8 +56,8 @@ def _efficiency(c: Case, gemm: float | None = None, factor: float | None = None)
     one, or ``factor``)."""
     from gpuwise.estimate.roofline_step import (
         StackFactor,
-        _eff_table,
         base_efficiency,
+        op_efficiency_table,
         scaled_efficiency,
         stack_factor,
     )
@@ -65,8 +65,8 @@ def _efficiency(c: Case, gemm: float | None = None, factor: float | None = None)
 
     arch = get_gpu(c.gpu).architecture.split()[0]
     stack = c.cfg.stack
-    own = (arch, stack) in _eff_table()
-    base = _eff_table()[arch, stack] if own else base_efficiency(arch, stack)
+    own = (arch, stack) in op_efficiency_table()
+    base = op_efficiency_table()[arch, stack] if own else base_efficiency(arch, stack)
     if gemm is not None:
         base = replace(base, gemm=gemm)
     if own:
@@ -144,14 +144,19 @@ def _gpu_run_cases() -> list[Case]:
     """bf16 rows of the H200 grid and check sets without a caveat (the headline rows of `validate gpu`)."""
     from gpuwise.hardware.gpus import resolve_gpu_name
     from gpuwise.validation.gpu_measure import config
-    from gpuwise.validation.gpu_runs import SETS, _caveat, _entry, measured_rows
+    from gpuwise.validation.gpu_runs import (
+        SETS,
+        config_caveat,
+        config_key,
+        measured_rows,
+    )
     from gpuwise.workload.models import load_model
 
     out = []
     for name, path in SETS.items():
         for r in measured_rows(path):
-            e = _entry(r)
-            if _caveat(e) or e[3] != "bf16-mixed":
+            e = config_key(r)
+            if config_caveat(e) or e[3] != "bf16-mixed":
                 continue
             case = f"{e[0]} mb{e[1]} seq{e[2]} {e[4]}" + (f" lora{e[5]}" if e[5] else "") + (f" {e[7]}" if e[7] else "")
             out.append(Case(f"h200-{name}", case, load_model(e[0]), config(*e[1:]), resolve_gpu_name(r["device"]), 1,

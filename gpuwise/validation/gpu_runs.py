@@ -57,7 +57,9 @@ class GpuRow:
                 "tokens_per_s": rel(self.predicted_tokens_per_s, self.measured_tokens_per_s)}
 
 
-def _entry(r: dict) -> tuple:
+def config_key(r: dict) -> tuple:
+    """A measured row's configuration: (model, micro_batch, seq_len, precision, recompute, lora_rank, quantize,
+    levers)."""
     return (r["model"], int(r["micro_batch"]), int(r["seq_len"]), r["precision"], r["recompute"],
             int(r["lora_rank"]), r["quantize"] or None, r.get("levers", ""))
 
@@ -73,7 +75,8 @@ def measured_rows(path: Path) -> list[dict]:
     return [r for r in last.values() if r["status"] == "ok"]
 
 
-def _caveat(entry: tuple) -> str:
+def config_caveat(entry: tuple) -> str:
+    """The caveats (CAVEATS) that apply to a configuration (config_key), joined; '' for none."""
     keys = [k for k in CAVEATS if k in entry[7] or entry[6] == k]
     return "; ".join(CAVEATS[k] for k in keys)
 
@@ -86,11 +89,11 @@ def compare(set_name: str, path: Path | None = None) -> list[GpuRow]:
 
     out = []
     for r in measured_rows(path or SETS[set_name]):
-        e = _entry(r)
+        e = config_key(r)
         alloc, res, tps = predicted(load_model(e[0]), config(*e[1:]), resolve_gpu_name(r["device"]))
         out.append(GpuRow(set_name, r["device"], e[0], e, float(r["measured_allocated_gib"]),
                           float(r["measured_reserved_gib"]), float(r["measured_tokens_per_s"]), alloc / GIB,
-                          res / GIB, tps, _caveat(e)))
+                          res / GIB, tps, config_caveat(e)))
     return out
 
 

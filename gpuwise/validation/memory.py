@@ -133,7 +133,7 @@ class ValidationReport:
         return max(self.errors)
 
 
-def _read(name: str) -> list[dict[str, str]]:
+def read_measured(name: str) -> list[dict[str, str]]:
     """Rows of a measured CSV; lines starting with '#' are header comments (sources, column meanings)."""
     with open(data_path("measured", name), newline="", encoding="utf-8") as f:
         return list(csv.DictReader(line for line in f if not line.startswith("#")))
@@ -161,7 +161,7 @@ def _megatron_cfg(r: dict[str, str], mode: str) -> TrainingConfig:
 def _megatron_rows() -> list[ValidationRow]:
     out = []
     src = "megatron_korthikanti2022_via_calculon.csv"
-    for r in _read(src):
+    for r in read_measured(src):
         label = f"{src} {r['source_item']} {r['model']} {r['recompute_mode']}"
         unit = r["unit"]
         if r["source_item"] == "tab5":
@@ -202,7 +202,7 @@ def _megatron_rows() -> list[ValidationRow]:
 def bert_rows(context: bool = True) -> list[tuple[dict[str, str], TrainingConfig]]:
     """The HF-docs BERT-large rows with the configuration each describes."""
     out = []
-    for r in _read("hf_transformers_docs_bert_large_memory.csv"):
+    for r in read_measured("hf_transformers_docs_bert_large_memory.csv"):
         cfg = TrainingConfig(micro_batch=int(r["per_device_train_batch_size"]), seq_len=512,
                              grad_accum=int(r["gradient_accumulation_steps"]), precision="fp32", optimizer="adamw",
                              flash_attention=False, stack="hf-trainer")
@@ -226,7 +226,7 @@ def _bert_rows() -> list[ValidationRow]:
 
 def _peft_rows() -> list[ValidationRow]:
     out = []
-    for r in _read("peft_readme_memory_a100_80gb.csv"):
+    for r in read_measured("peft_readme_memory_a100_80gb.csv"):
         label = f"peft_readme_memory_a100_80gb.csv {r['model']} {r['method']}"
         name = PEFT_MODELS[r["model"]]
         method = r["method"]
@@ -309,7 +309,7 @@ def slack_rows() -> list[SlackRow]:
 
     out = [SlackRow(_source_repo(r["source_url"]), f"{r['model']} ({r['source_url']})", r["multi_gpu"] == "yes",
                     float(r["allocated"]), float(r["reserved"]), r["unit"], r["metric"], r["setup"])
-           for r in _read(ALLOCATOR_CSV) if r["use"] == "fit"]
+           for r in read_measured(ALLOCATOR_CSV) if r["use"] == "fit"]
     for r in measured_rows(SETS["grid"]):
         label = f"{r['model']} mb {r['micro_batch']} seq {r['seq_len']} {r['precision']} recompute {r['recompute']}"
         out.append(SlackRow(GRID_SOURCE, f"{label} {r['levers']}".strip() + f" ({r['device']})", False,
@@ -370,7 +370,7 @@ def _allocator_rows() -> list[ValidationRow]:
     from gpuwise.estimate.overhead import allocator_slack_bytes
 
     out = []
-    for r in _read(ALLOCATOR_CSV):
+    for r in read_measured(ALLOCATOR_CSV):
         label = f"{ALLOCATOR_CSV} {r['model']} ({r['source_url']})"
         alloc, reserved = float(r["allocated"]), float(r["reserved"])
         # the estimator's reserved for this allocated peak (the one-GPU rows are eager PyTorch loops)

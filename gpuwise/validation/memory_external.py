@@ -43,10 +43,10 @@ def _vertex_config(r: dict[str, str]) -> TrainingConfig:
 
 
 def vertex_rows() -> list:
-    from gpuwise.validation.memory import ValidationRow, _read
+    from gpuwise.validation.memory import ValidationRow, read_measured
 
     out = []
-    for r in _read(VERTEX_CSV):
+    for r in read_measured(VERTEX_CSV):
         label = f"{VERTEX_CSV} #{r['statement_id']} {r['method'].split(' [')[0]} r{r['lora_rank']} batch " \
                 f"{r['micro_batch_size']} x {r['max_seq_len']} {r['gpu'].split(' (')[0]}"
         kind = r["measurement"]
@@ -112,10 +112,10 @@ _HF_NOTE = ("HF + FA2 4-bit QLoRA r32 all linear, batch 1; assumed: bf16 autocas
 
 
 def unsloth_rows() -> list:
-    from gpuwise.validation.memory import ValidationRow, _read
+    from gpuwise.validation.memory import ValidationRow, read_measured
 
     out = []
-    for r in _read(UNSLOTH_CSV):
+    for r in read_measured(UNSLOTH_CSV):
         label = f"{UNSLOTH_CSV} {r['model']} {r['framework']} {r['gpu_vram_gb']} GB"
         stack = "hf-trainer" if r["framework"].startswith("Hugging Face") else "unsloth"
         model, vram = UNSLOTH_MODELS[r["model"]], float(r["gpu_vram_gb"])
@@ -210,10 +210,10 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
     """ms-swift rows of one run (`name`: SWIFT_CSV or SWIFT_DEC_CSV): reserved peak per GPU vs the estimate's
     reserved (allocated + allocator slack); a repeated row is counted once; a reading at the device's capacity is
     checked against `fits`, an OOM reading against not fitting."""
-    from gpuwise.validation.memory import ValidationRow, _read
+    from gpuwise.validation.memory import ValidationRow, read_measured
 
     out, seen, gpu = [], set(), get_gpu(SWIFT_GPU)
-    for r in _read(name):
+    for r in read_measured(name):
         label = (f"{name} {r['model']} {r['sft_type']} {r['quantization']} len {r['max_length']} batch "
                  f"{r['micro_batch_size']} accum {r['grad_accum_steps']} FA {r['flash_attn']} GC "
                  f"{r['gradient_checkpointing']} r{r['lora_rank'] or '-'} {r['lora_target_modules'] or ''}").strip()
@@ -286,10 +286,10 @@ def _ult_config(r: dict[str, str]) -> TrainingConfig:
 def universal_trainer_rows() -> list:
     """universal-llm-trainer rows: "Peak Mem." (tool not stated) vs the device total per GPU; readings at the card's
     capacity are checked against `fits`."""
-    from gpuwise.validation.memory import ValidationRow, _read
+    from gpuwise.validation.memory import ValidationRow, read_measured
 
     out = []
-    for r in _read(ULT_CSV):
+    for r in read_measured(ULT_CSV):
         label = f"{ULT_CSV} {r['gpu']} {r['model']} {r['method']}" + (" FSDP+offload" if r["fsdp"] == "True" else "")
         model = ULT_MODELS.get(r["model"])
         if model is None:

@@ -41,12 +41,12 @@ def litgpt_rows() -> list:
     from gpuwise.estimate.memory import estimate_memory
     from gpuwise.estimate.model_states import state_bytes
     from gpuwise.hardware.gpus import get_gpu
-    from gpuwise.validation.memory import ValidationRow, _read
+    from gpuwise.validation.memory import ValidationRow, read_measured
     from gpuwise.validation.memory_external import NO_PRESET_WHY
     from gpuwise.workload.models import load_model
 
     out = []
-    for r in _read(LITGPT_CSV):
+    for r in read_measured(LITGPT_CSV):
         label = f"{LITGPT_CSV} {r['model']} {r['method']} {r['machine']}"
         note = ("LitGPT config hub (max_memory_allocated / 1e9): bf16-true, 512 tokens, LoRA targets and micro-batch "
                 "from the row's YAML; " + ("FSDP full shard + every block checkpointed" if int(r["devices_in_config"]) > 1
@@ -96,9 +96,9 @@ def torchao_rows() -> list:
     """The Llama2-7B rows: peak allocated saved by an 8-bit AdamW against fused AdamW (pure bf16, torchtune);
     the rest (no gpuwise preset or optimizer name) are not modelled, with the reason."""
     from gpuwise.estimate.memory import estimate_memory
-    from gpuwise.validation.memory import ValidationRow, _read
+    from gpuwise.validation.memory import ValidationRow, read_measured
 
-    rows = _read(TORCHAO_CSV)
+    rows = read_measured(TORCHAO_CSV)
     base = {r["table"]: float(r["peak_memory_gb"]) for r in rows if r["optimizer_impl"] == "PyTorch AdamW (fused)"}
     cfg = TrainingConfig(precision="bf16", stack="torchtune")       # batch and sequence do not change the saving
     out = []

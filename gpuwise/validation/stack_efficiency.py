@@ -17,7 +17,12 @@ from functools import lru_cache
 import numpy as np
 
 from gpuwise.data import data_path, read_commented_csv
-from gpuwise.validation.steptime_fit import MeasuredRun, RunError, _spec, predict
+from gpuwise.validation.steptime_fit import (
+    MeasuredRun,
+    RunError,
+    model_from_dims,
+    predict,
+)
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
 FACTOR_ITERATIONS = 6      # fixed-point steps of the median rule (converges to < 0.1% in 3-4 on these rows)
@@ -27,8 +32,8 @@ def _run(r: dict) -> MeasuredRun:
     i = {k: int(r[k]) for k in ("layers", "hidden", "heads", "kv_heads", "head_dim", "ffn", "vocab", "seq_len", "gpus",
                                 "tp", "pp", "dp", "zero", "zero_shard", "micro_batch", "grad_accum", "flash",
                                 "lora_rank")}
-    model = _spec(r["case"].split()[0], r["family"], i["layers"], i["hidden"], i["heads"], i["kv_heads"], i["ffn"],
-                  i["vocab"], i["seq_len"])
+    model = model_from_dims(r["case"].split()[0], r["family"], i["layers"], i["hidden"], i["heads"], i["kv_heads"],
+                            i["ffn"], i["vocab"], i["seq_len"])
     if i["head_dim"]:
         model = replace(model, head_dim=i["head_dim"])
     extra = {"lora_targets": r["lora_targets"]} if r["lora_targets"] else {}
@@ -115,13 +120,13 @@ def fit_nf4_share() -> dict[str, float]:
     micro-step is the dequantisation; the share is the bytes it moves at full bandwidth over that time (launches
     taken off). Per row, and their geometric mean under "fit". Only the bytes come from the model."""
     from gpuwise.estimate.roofline_step import nf4_dequant_s, op_efficiency_for
-    from gpuwise.estimate.step_time import _hardware
+    from gpuwise.estimate.step_time import roofline_hardware
     from gpuwise.hardware.gpus import get_gpu
 
     out = {}
     for r, b in (p for p in _nf4_pairs() if p[0].source == "ms-swift"):
         gpu = get_gpu(r.gpu)
-        hw, eff = _hardware(gpu, 0.0, 8, r.inter_node_gbps), op_efficiency_for(gpu, r.cfg.stack)   # peak unused
+        hw, eff = roofline_hardware(gpu, 0.0, 8, r.inter_node_gbps), op_efficiency_for(gpu, r.cfg.stack)   # peak unused
         launch = nf4_dequant_s(r.model, r.cfg, hw, eff, share=float("inf"))
         moved = nf4_dequant_s(r.model, r.cfg, hw, eff, share=1.0) - launch    # seconds at the full bandwidth
         out[r.case] = moved / (_micro_s(r, r.tokens_per_s_per_gpu) - _micro_s(b, b.tokens_per_s_per_gpu) - launch)
@@ -188,10 +193,10 @@ def in_sample_errors(runs=None) -> list[ScoredRun]:
 def loso_errors(runs=None, default: float | None = None) -> list[ScoredRun]:
     """Each source scored with its stack's factor refitted on the other sources of that stack; the stated
     default factor (calibration/stack_efficiency.csv row ``default``) when no other source has the stack."""
-    from gpuwise.estimate.roofline_step import _stack_factors
+    from gpuwise.estimate.roofline_step import stack_factor_table
 
     runs = runs or external_runs()
-    default = _stack_factors()["default"].factor if default is None else default
+    default = stack_factor_table()["default"].factor if default is None else default
     out = []
     for source, rs in _by(runs, lambda r: r.source).items():
         for stack, own in _by(rs, lambda r: r.cfg.stack).items():
@@ -236,10 +241,10 @@ def write_stack_efficiency() -> dict[str, float]:
                     f"calibration/external_throughput.csv ({sources}){single}\"")
     with open(path, "w") as fh:
         fh.write("\n".join(kept) + "\n")
-    from gpuwise.estimate.roofline_step import _op_efficiency, _stack_factors
+    from gpuwise.estimate.roofline_step import op_efficiency, stack_factor_table
 
-    _stack_factors.cache_clear()
-    _op_efficiency.cache_clear()
+    stack_factor_table.cache_clear()
+    op_efficiency.cache_clear()
     return {s: k for s, (k, _) in fits.items()}
 
 

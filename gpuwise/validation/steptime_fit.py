@@ -53,8 +53,10 @@ class MeasuredRun:
         return next(name for name, lo, hi in SIZE_CLASSES if lo <= p < hi)
 
 
-def _spec(name: str, family: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,
-          seq: int) -> ModelSpec:
+def model_from_dims(name: str, family: str, layers: int, hidden: int, heads: int, kv: int, ffn: int, vocab: int,
+                    seq: int) -> ModelSpec:
+    """A Llama (gated MLP, RMSNorm, rotary) or GPT (biases, LayerNorm, learned positions) model of measured rows
+    that give its dimensions, not a preset name."""
     llama = family == "llama"
     return ModelSpec(name=name, family="llama" if llama else "gpt", n_layers=layers, hidden=hidden, n_heads=heads,
                      n_kv_heads=kv, head_dim=hidden // heads, ffn_hidden=ffn, vocab_size=vocab, max_seq_len=seq,
@@ -67,8 +69,8 @@ def _throughput_rows() -> list[MeasuredRun]:
     for r in read_commented_csv(data_path("calibration", "transformer_throughput.csv")):
         i = {k: int(r[k]) for k in ("layers", "hidden", "heads", "kv_heads", "ffn", "vocab", "seq_len", "gpus", "tp",
                                     "pp", "cp", "vp", "dp", "zero", "sp", "micro_batch", "global_batch")}
-        model = _spec(r["case"].split()[0], r["family"], i["layers"], i["hidden"], i["heads"], i["kv_heads"],
-                      i["ffn"], i["vocab"], i["seq_len"])
+        model = model_from_dims(r["case"].split()[0], r["family"], i["layers"], i["hidden"], i["heads"], i["kv_heads"],
+                                i["ffn"], i["vocab"], i["seq_len"])
         accum = i["global_batch"] // (i["micro_batch"] * i["dp"])
         cfg = TrainingConfig(micro_batch=i["micro_batch"], seq_len=i["seq_len"], grad_accum=accum,
                              precision="bf16-mixed", recompute=r["recompute"], stack=r["stack"],
@@ -90,7 +92,7 @@ def _korthikanti_rows() -> list[MeasuredRun]:
             if r["source_item"] != "tab5":
                 continue
             h, heads, seq = int(r["hidden"]), int(r["heads"]), int(r["seq_len"])
-            model = _spec(r["model"], "gpt", int(r["layers"]), h, heads, heads, int(r["ffn"]), 51200, seq)
+            model = model_from_dims(r["model"], "gpt", int(r["layers"]), h, heads, heads, int(r["ffn"]), 51200, seq)
             tp, pp, dp = int(r["tp"]), int(r["pp"]), int(r["dp"])
             mb, gb = int(r["micro_batch"]), int(r["global_batch"])
             rec = "full" if r["recompute_mode"] == "full" else "selective"
@@ -157,10 +159,10 @@ def fit_op_efficiency(runs=None) -> dict:
     plus the launch-cost prior). Returns {architecture: OpEfficiency} with points and fitted_on filled in."""
     from scipy.optimize import least_squares
 
-    from gpuwise.estimate.roofline_step import _eff_table
+    from gpuwise.estimate.roofline_step import op_efficiency_table
 
     runs = [r for r in (runs or measured_runs()) if r.split == "fit"]
-    base = _eff_table()
+    base = op_efficiency_table()
     meas = np.array([r.tokens_per_s_per_gpu for r in runs])
     keys = [_key(r) for r in runs]
 
@@ -270,10 +272,10 @@ def _main() -> None:
     ap.add_argument("--promote", metavar="CASE", help="with --leave-out: a held-out case to fit on instead")
     args = ap.parse_args()
     if args.write:
-        from gpuwise.estimate.roofline_step import _eff_table
+        from gpuwise.estimate.roofline_step import op_efficiency_table
 
         write_op_efficiency(fit_op_efficiency())
-        _eff_table.cache_clear()
+        op_efficiency_table.cache_clear()
     errors = leave_source_out(args.leave_out, args.promote) if args.leave_out else evaluate()
     for e in errors:
         print(f"{e.run.source:20s} {e.run.case:46s} {e.run.cfg.stack:8s} {e.run.split:7s} "

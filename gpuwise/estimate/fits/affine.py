@@ -16,7 +16,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from gpuwise.errors import InputError
-from gpuwise.estimate.fits.common import _check, check_points
+from gpuwise.estimate.fits.common import check_points, check_values
 
 NAME = "affine"
 ASSUMPTION = "Scavenger affine step-time form tau(K, B) = c0 + c1*B/K + s0 + s1*K (no node term, no overlap)"
@@ -55,9 +55,9 @@ def fit_affine(workers, global_batch, tau, compute_time=None) -> AffineStepTime:
     if not (k.size == b.size == t.size == (t.size if c is None else c.size)):
         raise InputError("points", (k.size, b.size, t.size), "workers, global_batch, tau (and compute_time) "
                          "need the same length")
-    _check("workers", k)
-    _check("global_batch", b)
-    _check("tau", t)
+    check_values("workers", k)
+    check_values("global_batch", b)
+    check_values("tau", t)
     if c is not None:
         (c0, c1), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(k), b / k]), c, rcond=None)
         (s0, s1), *_ = np.linalg.lstsq(np.column_stack([np.ones_like(k), k]), t - c, rcond=None)

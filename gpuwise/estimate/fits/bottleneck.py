@@ -34,8 +34,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gpuwise.estimate.fits.common import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, as_arrays, check_points,
-                                          distinct_points, minimise_from, overlapped)
+from gpuwise.estimate.fits.common import (GAMMA_BOUNDS, LOG_NODE_RATIO, TIME_FLOOR_S, as_arrays, check_points,
+                                          distinct_points, minimise_from, overlapped, robust_loss)
 from gpuwise.estimate.fits.extended import DELTA_BOUNDS, ETA_BOUNDS, FACTOR_BOUNDS
 from gpuwise.estimate.fits.pollux import default_init
 
@@ -80,7 +80,7 @@ def predict_bottleneck(params: BottleneckParams, num_nodes, num_replicas, local_
     """(step_time, sync_time) in seconds, vectorised like ``fits.predict``."""
     p = params
     nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, grad_accum)
-    t_grad = np.maximum(p.alpha_c + p.beta_c * np.power(bsz, p.delta), _FLOOR)
+    t_grad = np.maximum(p.alpha_c + p.beta_c * np.power(bsz, p.delta), TIME_FLOOR_S)
     t_net = _network(p.alpha_n, p.alpha_r, p.beta_r, p.eta, p.two_node, p.kappa, p.kappa_two, nodes, reps)
     return overlapped(t_grad, t_net, p.gamma, accum)
 
@@ -101,9 +101,9 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
     # theta = log alpha_c, log beta_c*b_ref^delta, delta, log alpha_r, log beta_r, gamma, log alpha_n,
     #         two_node, eta, kappa, kappa_two
     def pack(p: BottleneckParams) -> np.ndarray:
-        v = [max(x, _FLOOR) for x in (p.alpha_c, p.beta_c * b_ref ** p.delta)]
-        w = [max(x, _FLOOR) for x in (p.alpha_r, p.beta_r)]
-        return np.array([*np.log(v), p.delta, *np.log(w), p.gamma, np.log(max(p.alpha_n, _FLOOR)), p.two_node,
+        v = [max(x, TIME_FLOOR_S) for x in (p.alpha_c, p.beta_c * b_ref ** p.delta)]
+        w = [max(x, TIME_FLOOR_S) for x in (p.alpha_r, p.beta_r)]
+        return np.array([*np.log(v), p.delta, *np.log(w), p.gamma, np.log(max(p.alpha_n, TIME_FLOOR_S)), p.two_node,
                          p.eta, p.kappa, p.kappa_two])
 
     def unpack(t: np.ndarray) -> BottleneckParams:
@@ -115,7 +115,7 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
     inverse, (u_nodes, u_reps, u_bsz, u_accum) = distinct_points(nodes, reps, bsz, accum)
     u_rel = u_bsz / b_ref
     log_step = np.log(step)
-    log_comp = None if comp is None else np.log(np.maximum(comp, _FLOOR))
+    log_comp = None if comp is None else np.log(np.maximum(comp, TIME_FLOOR_S))
     w_prior = prior_weight * 10.0 / (n + 10.0)
     multi_node = nodes > 1
     per_node = reps / nodes
@@ -136,10 +136,10 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
         t_net = _network(np.exp(t[6]), np.exp(t[3]), np.exp(t[4]), t[8], t[7], t[9], t[10], u_nodes, u_reps)
         g = t[5]
         pred = (u_accum - 1.0) * t_grad + t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
-        total = _robust(np.log(pred)[inverse] - log_step)
+        total = robust_loss(np.log(pred)[inverse] - log_step)
         if log_comp is not None:
-            total += 0.25 * _robust(np.log(t_grad)[inverse] - log_comp)
-        total += w_prior * tie * (t[6] - t[3] - _LOG_NODE_RATIO) ** 2          # across ~ 3x within (Pollux prior)
+            total += 0.25 * robust_loss(np.log(t_grad)[inverse] - log_comp)
+        total += w_prior * tie * (t[6] - t[3] - LOG_NODE_RATIO) ** 2          # across ~ 3x within (Pollux prior)
         total += w_prior * (0.1 if seen_r_slope else 1.0) * (t[4] - (t[3] + np.log(0.05))) ** 2
         total += w_prior * 0.1 * (g - 1.5) ** 2
         for i, mu in centre.items():
@@ -148,9 +148,9 @@ def fit_bottleneck(num_nodes, num_replicas, local_bsz, step_time, sync_time=None
 
     bounds = ([(-25.0, 5.0)] * 2 + [DELTA_BOUNDS] + [(-25.0, 5.0)] * 2 + [GAMMA_BOUNDS] + [(-25.0, 5.0)]
               + [FACTOR_BOUNDS, ETA_BOUNDS, FACTOR_BOUNDS, FACTOR_BOUNDS])
-    start = np.array([np.log(max(base.alpha_c, _FLOOR)), np.log(max(base.beta_c * b_ref, _FLOOR)), 1.0,
-                      np.log(max(base.alpha_r, _FLOOR)), np.log(max(base.beta_r, _FLOOR)), base.gamma,
-                      np.log(max(base.alpha_n, _FLOOR)), 0.0, 0.0, 0.0, 0.0])
+    start = np.array([np.log(max(base.alpha_c, TIME_FLOOR_S)), np.log(max(base.beta_c * b_ref, TIME_FLOOR_S)), 1.0,
+                      np.log(max(base.alpha_r, TIME_FLOOR_S)), np.log(max(base.beta_r, TIME_FLOOR_S)), base.gamma,
+                      np.log(max(base.alpha_n, TIME_FLOOR_S)), 0.0, 0.0, 0.0, 0.0])
     starts = [pack(init)] if init is not None else []
     for g0 in (1.5, 1.0, 3.0):   # the overlap exponent makes the surface non-convex
         x0 = start.copy()

@@ -13,7 +13,7 @@ import numpy as np
 
 from gpuwise.errors import InputError
 
-_FLOOR = 1e-8          # seconds; keeps log() finite for terms the data drive to zero
+TIME_FLOOR_S = 1e-8          # seconds; keeps log() finite for terms the data drive to zero
 GAMMA_BOUNDS = (1.0, 10.0)
 
 
@@ -29,8 +29,8 @@ def overlapped(t_grad, t_net, gamma: float, grad_accum):
     if np.any(np.asarray(grad_accum) < 1):   # 0 = Pollux's "no extra step" would silently subtract one
         raise InputError("grad_accum", float(np.min(grad_accum)), "give micro-steps per optimizer step (>= 1; 1 = none)")
     # (a^g + b^g)^(1/g) computed as a * (1 + (b/a)^g)^(1/g): no overflow for gamma up to 10.
-    ratio = np.where(t_grad > 0, t_net / np.maximum(t_grad, _FLOOR), 0.0)
-    t_optim = np.maximum(t_grad, _FLOOR) * (1.0 + ratio ** gamma) ** (1.0 / gamma)
+    ratio = np.where(t_grad > 0, t_net / np.maximum(t_grad, TIME_FLOOR_S), 0.0)
+    t_optim = np.maximum(t_grad, TIME_FLOOR_S) * (1.0 + ratio ** gamma) ** (1.0 / gamma)
     step = (grad_accum - 1.0) * t_grad + t_optim
     sync = t_optim - t_grad
     if np.ndim(step) == 0:
@@ -38,7 +38,7 @@ def overlapped(t_grad, t_net, gamma: float, grad_accum):
     return step, sync
 
 
-def _check(name: str, arr: np.ndarray, positive: bool = True) -> None:
+def check_values(name: str, arr: np.ndarray, positive: bool = True) -> None:
     if not np.all(np.isfinite(arr)):
         raise InputError(name, arr.tolist()[:5], "all values must be finite numbers")
     if positive and np.any(arr <= 0):
@@ -47,11 +47,11 @@ def _check(name: str, arr: np.ndarray, positive: bool = True) -> None:
 
 NODE_NET_RATIO = 3.0   # prior: across-node / within-node sync time; median of full fits of the 6 bundled
                        # Pollux profiles is 3.3-4.4 (T4 nodes, 10 Gb/s-class network vs PCIe)
-_LOG_NODE_RATIO = float(np.log(NODE_NET_RATIO))
+LOG_NODE_RATIO = float(np.log(NODE_NET_RATIO))
 _ROBUST_SCALE = 0.05  # log-error scale (~5%) beyond which residuals count linearly, not squared
 
 
-def _robust(err: np.ndarray) -> float:
+def robust_loss(err: np.ndarray) -> float:
     """Mean soft-L1 loss of log errors: quadratic below ~5%, linear above, so one odd placement
     (profiles scatter by +-10% between placements with the same node/replica counts) does not
     drag the whole fit."""
@@ -77,9 +77,9 @@ def check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
         raise InputError("points", n, "need at least 2 measured rows to fit the step-time model")
     if not (nodes.size == reps.size == bsz.size == n == accum.size):
         raise InputError("points", (nodes.size, reps.size, bsz.size, n), "all columns need the same length")
-    _check("step_time", step)
-    _check("local_bsz", bsz)
-    _check("num_replicas", reps)
+    check_values("step_time", step)
+    check_values("local_bsz", bsz)
+    check_values("num_replicas", reps)
     if not np.all(np.isfinite(accum)) or np.any(accum < 1):
         raise InputError("grad_accum", accum[~(accum >= 1)].tolist()[:5], "give micro-steps per optimizer step >= 1")
     if np.any(nodes > reps) or np.any(nodes < 1):
@@ -89,7 +89,7 @@ def check_points(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
         sync = np.asarray(sync_time, dtype=float).ravel()
         if sync.size != n:
             raise InputError("sync_time", sync.size, f"give one sync time per measured row ({n})")
-        _check("sync_time", sync, positive=False)
+        check_values("sync_time", sync, positive=False)
         sync = np.clip(sync, 0.0, step * 0.999)
     return nodes, reps, bsz, step, accum, sync
 

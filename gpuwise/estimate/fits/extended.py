@@ -25,8 +25,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gpuwise.estimate.fits.common import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, as_arrays, check_points,
-                                          distinct_points, minimise_from, overlapped)
+from gpuwise.estimate.fits.common import (GAMMA_BOUNDS, LOG_NODE_RATIO, TIME_FLOOR_S, as_arrays, check_points,
+                                          distinct_points, minimise_from, overlapped, robust_loss)
 from gpuwise.estimate.fits.pollux import PolluxParams, fit_pollux
 
 NAME = "extended"
@@ -75,7 +75,7 @@ def predict_extended(params: ExtendedParams, num_nodes, num_replicas, local_bsz,
     nodes, reps, bsz, accum = as_arrays(num_nodes, num_replicas, local_bsz, grad_accum)
     t_grad, t_net = _times(p.alpha_c, p.beta_c, p.delta, p.alpha_n, p.beta_n, p.alpha_r, p.beta_r, p.eta,
                            p.two_node, p.one_per_node, nodes, reps, bsz)
-    t_grad = np.maximum(t_grad, _FLOOR)
+    t_grad = np.maximum(t_grad, TIME_FLOOR_S)
     return overlapped(t_grad, t_net, p.gamma, accum)
 
 
@@ -99,7 +99,7 @@ def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
     b_ref = float(np.exp(np.mean(np.log(bsz))))   # compute is parametrised at the data's typical batch
 
     def pack(p: ExtendedParams) -> np.ndarray:
-        v = [max(x, _FLOOR) for x in (p.alpha_c, p.beta_c * b_ref ** p.delta, p.alpha_n, p.beta_n, p.alpha_r,
+        v = [max(x, TIME_FLOOR_S) for x in (p.alpha_c, p.beta_c * b_ref ** p.delta, p.alpha_n, p.beta_n, p.alpha_r,
                                        p.beta_r)]
         return np.array([*np.log(v), p.delta, p.eta, p.gamma, p.two_node, p.one_per_node])
 
@@ -112,7 +112,7 @@ def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
     inverse, (u_nodes, u_reps, u_bsz, u_accum) = distinct_points(nodes, reps, bsz, accum)
     u_rel = u_bsz / b_ref
     log_step = np.log(step)
-    log_comp = None if comp is None else np.log(np.maximum(comp, _FLOOR))
+    log_comp = None if comp is None else np.log(np.maximum(comp, TIME_FLOOR_S))
     w_prior = prior_weight * 10.0 / (n + 10.0)
     seen_delta = np.unique(bsz).size >= 3
     seen_eta = np.unique(nodes[nodes > 1]).size >= 2
@@ -134,11 +134,11 @@ def fit_extended(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, 
         across = (an + bn * extra) * np.exp(eta * node_log + t[9] * two + t[10] * one_per)
         t_net = np.where(multi, np.where(multi_node, across, ar + br * extra), 0.0)
         pred = (u_accum - 1.0) * t_grad + t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
-        total = _robust(np.log(pred)[inverse] - log_step)
+        total = robust_loss(np.log(pred)[inverse] - log_step)
         if log_comp is not None:
-            total += 0.25 * _robust(np.log(t_grad)[inverse] - log_comp)
+            total += 0.25 * robust_loss(np.log(t_grad)[inverse] - log_comp)
         tie = 0.1 if (seen_n and seen_r) else 10.0
-        total += w_prior * tie * (t[2] - t[4] - _LOG_NODE_RATIO) ** 2
+        total += w_prior * tie * (t[2] - t[4] - LOG_NODE_RATIO) ** 2
         for lb, la, seen in ((t[5], t[4], seen_r_slope), (t[3], t[2], seen_n_slope)):
             total += w_prior * (0.1 if seen else 1.0) * (lb - (la + np.log(0.05))) ** 2
         total += w_prior * 0.1 * (g - 1.5) ** 2

@@ -30,8 +30,8 @@ from dataclasses import asdict, dataclass
 
 import numpy as np
 
-from gpuwise.estimate.fits.common import (_FLOOR, _LOG_NODE_RATIO, GAMMA_BOUNDS, _robust, as_arrays, check_points,
-                                          distinct_points, overlapped)
+from gpuwise.estimate.fits.common import (GAMMA_BOUNDS, LOG_NODE_RATIO, TIME_FLOOR_S, as_arrays, check_points,
+                                          distinct_points, overlapped, robust_loss)
 
 NAME = "pollux"
 ASSUMPTION = ("Pollux 7-parameter step-time form (compute alpha_c + beta_c*b; all-reduce alpha + beta*(replicas-2), "
@@ -78,7 +78,7 @@ def _unpack(theta: np.ndarray) -> PolluxParams:
 
 
 def _pack(p: PolluxParams) -> np.ndarray:
-    v = [max(getattr(p, n), _FLOOR) for n in _NAMES[:6]]
+    v = [max(getattr(p, n), TIME_FLOOR_S) for n in _NAMES[:6]]
     return np.array([*np.log(v), p.gamma])
 
 
@@ -134,7 +134,7 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, gr
     seen_r_slope = bool(np.any((reps > 2) & (nodes == 1)))
     seen_n_slope = bool(np.any((reps > 2) & (nodes > 1)))
     log_step = np.log(step)
-    log_comp = None if comp is None else np.log(np.maximum(comp, _FLOOR))
+    log_comp = None if comp is None else np.log(np.maximum(comp, TIME_FLOOR_S))
     w_prior = prior_weight * 10.0 / (n + 10.0)  # fades as points accumulate
 
     # the prediction depends only on (across nodes?, replicas, local batch, accum): evaluate it once per
@@ -151,13 +151,13 @@ def fit_pollux(num_nodes, num_replicas, local_bsz, step_time, sync_time=None, gr
         t_net = np.where(u_multi, np.where(u_multi_node, an + bn * u_extra, ar + br * u_extra), 0.0)
         t_optim = t_grad * (1.0 + (t_net / t_grad) ** g) ** (1.0 / g)
         pred = (u_accum - 1.0) * t_grad + t_optim
-        total = _robust(np.log(pred)[inverse] - log_step)
+        total = robust_loss(np.log(pred)[inverse] - log_step)
         if log_comp is not None:
-            total += 0.25 * _robust(np.log(t_grad)[inverse] - log_comp)
+            total += 0.25 * robust_loss(np.log(t_grad)[inverse] - log_comp)
         la_n, lb_n, la_r, lb_r = theta[2], theta[3], theta[4], theta[5]
         # across-node all-reduce ~NODE_NET_RATIO x the within-node one (strong prior while either is unseen)
         tie = 0.1 if (seen_n and seen_r) else 10.0
-        total += w_prior * tie * (la_n - la_r - _LOG_NODE_RATIO) ** 2
+        total += w_prior * tie * (la_n - la_r - LOG_NODE_RATIO) ** 2
         # slopes: small next to the intercepts unless the data say otherwise
         for lb, la, seen in ((lb_r, la_r, seen_r_slope), (lb_n, la_n, seen_n_slope)):
             total += w_prior * (0.1 if seen else 1.0) * (lb - (la + np.log(0.05))) ** 2
