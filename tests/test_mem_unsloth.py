@@ -146,3 +146,17 @@ def test_unsloth_readme_rows_are_checked_with_the_stack():
     passed = sorted(r.source.split(" Instruct Unsloth ")[1] for r in rows if r.passed)
     assert [r.source.split("csv ")[1].split(" Instruct")[0] for r in rows if r.passed].count("Llama 3.3 (70B)") == 2
     assert passed == ["48 GB", "80 GB", "80 GB"]
+
+
+def test_stacks_csv_short_loss_is_parsed_once_into_the_stack_record():
+    """stacks.csv short_loss "fused:1024" is the typed record's (short_loss_kernel, short_loss_tokens); the stack's
+    loss kernel switches at the threshold; a stack without one keeps its loss kernel at any length."""
+    from gpuwise.workload.stacks import stack_row
+
+    st = stack_row("unsloth")
+    assert (st.short_loss_kernel, st.short_loss_tokens) == ("fused", 1024)
+    assert (st.loss_kernel_for(1024), st.loss_kernel_for(1025)) == ("fused", st.loss_kernel) == ("fused", "cce")
+    assert "loss kernel fused for micro-batches of at most 1024 tokens" in st.describe()
+    plain = stack_row("pytorch")
+    assert (plain.short_loss_kernel, plain.short_loss_tokens) == ("", 0)
+    assert plain.loss_kernel_for(1) == plain.loss_kernel and "micro-batches of at most" not in plain.describe()

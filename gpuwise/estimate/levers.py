@@ -157,8 +157,8 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
     st = stack_row(stack)
     from_stack = "" if cfg.loss_kernel else (
         f" ({stack} default)" if lev.loss_kernel == st.loss_kernel else
-        f" ({stack} default {st.loss_kernel}; autocast runs cross_entropy in float32)" if not st.short_loss else
-        f" ({stack} default for micro-batches of at most {st.short_loss.split(':')[1]} tokens)")
+        f" ({stack} default {st.loss_kernel}; autocast runs cross_entropy in float32)" if not st.short_loss_kernel else
+        f" ({stack} default for micro-batches of at most {st.short_loss_tokens} tokens)")
     out = [f"loss kernel {lev.loss_kernel}{from_stack}" + _LOSS_TEXT[lev.loss_kernel]]
     if lev.offload_checkpoints and not act_offload:
         out.append(f"checkpoints offloaded ({stack} default, stacks.csv checkpoints host): each checkpointed block's "

@@ -27,16 +27,15 @@ class Stack:
     host: str                # HOSTS: eager (counted on gpuwise.nn) | transformers (on its models) | none (no floor)
     source: str
     checkpoints: str = "gpu"  # CHECKPOINTS: where a checkpointing recompute policy keeps each block's input
-    short_loss: str = ""     # "kernel:N": the loss kernel of micro-batches of at most N tokens ("" none)
+    short_loss_kernel: str = ""  # stacks.csv short_loss "kernel:N": the loss kernel of micro-batches of at most
+    short_loss_tokens: int = 0   # N tokens; "" and 0 when the stack has none
     gpus: str = "many"       # GPU_COUNTS: one = the stack trains on one GPU only
     lora_targets: str = "q,v"  # LoRA target modules when the user names none (--lora-targets overrides)
 
     def loss_kernel_for(self, tokens: int) -> str:
-        """The stack's loss kernel for a micro-batch of `tokens` tokens (short_loss below its threshold)."""
-        if self.short_loss:
-            kernel, limit = self.short_loss.split(":")
-            if tokens <= int(limit):
-                return kernel
+        """The stack's loss kernel for a micro-batch of `tokens` tokens (short_loss_kernel up to its threshold)."""
+        if self.short_loss_kernel and tokens <= self.short_loss_tokens:
+            return self.short_loss_kernel
         return self.loss_kernel
 
     def describe(self) -> str:
@@ -45,8 +44,8 @@ class Stack:
                 f"{'in an fp32 main_grad buffer' if self.grads == 'fp32-main-grad' else 'in the parameters dtype'}, "
                 f"optimizer implementation {self.optimizer_impl}, norms {self.norms}, attention {self.attention}, "
                 f"recompute names: {self.recompute}"
-                + (f"; loss kernel {self.short_loss.split(':')[0]} for micro-batches of at most "
-                   f"{self.short_loss.split(':')[1]} tokens" if self.short_loss else "")
+                + (f"; loss kernel {self.short_loss_kernel} for micro-batches of at most "
+                   f"{self.short_loss_tokens} tokens" if self.short_loss_kernel else "")
                 + ("; checkpointed block inputs offloaded to host memory" if self.checkpoints == "host" else "")
                 + ("; one GPU only" if self.gpus == "one" else "") + f"; LoRA targets {self.lora_targets} when none "
                 "are named" + f"; from {self.source}")
@@ -71,9 +70,10 @@ def _rows() -> dict[str, Stack]:
                              f"{LORA_MODULES}")
         if r["short_loss"] and not re.fullmatch(r"[a-z-]+:\d+", r["short_loss"]):
             raise ValueError(f"stacks.csv {r['stack']}: short_loss {r['short_loss']!r} is not kernel:tokens")
+        short_kernel, _, short_tokens = r["short_loss"].partition(":")      # parsed here only: kernel:tokens
         out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
                                 r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"],
-                                r["checkpoints"], r["short_loss"], r["gpus"], r["lora_targets"])
+                                r["checkpoints"], short_kernel, int(short_tokens or 0), r["gpus"], r["lora_targets"])
     return out
 
 
