@@ -158,3 +158,41 @@ def test_memory_notes_built_on_first_read():
     fresh = memory._estimate.__wrapped__(spec, cfg, False, True, 1, True)   # not read yet
     assert pickle.loads(pickle.dumps(fresh)) == est and dataclasses.replace(fresh).notes == notes
     assert memory.MemoryEstimate(1, 2, 3, 4, 5, 6, 7).notes == ()
+
+
+def test_fast_estimate_is_the_dataclass():
+    """`memory._new_estimate` (the estimates' constructor without the frozen __init__) gives the object the
+    dataclass's __init__ gives: equal, same attributes in the same order (so the same pickle), notes read
+    through their descriptor (deferred or not), still frozen."""
+    import dataclasses
+    import pickle
+
+    from gpuwise.estimate import memory
+
+    values = (1.5, 2.0, 3.0, 4.0, 5.0, 6, 7, 1, ("a", "b"), 0.5, 0.25, 0.125, 0.0625, "optimizer step")
+    fast, slow = memory._new_estimate(*values), memory.MemoryEstimate(*values)
+    assert fast == slow and list(fast.__dict__.items()) == list(slow.__dict__.items())
+    assert pickle.dumps(fast) == pickle.dumps(slow) and fast.required == slow.required
+    lazy = memory._new_estimate(*values[:8], lambda: ["x"], *values[9:])
+    assert lazy.notes == ("x",) and lazy == dataclasses.replace(slow, notes=("x",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.parameters = 0.0
+
+
+@pytest.mark.parametrize("field,changes", [("batch-size", {"micro_batch": 0}), ("grad-accum", {"grad_accum": True}),
+                                           ("dp", {"plan": "dp0"}), ("cp", {"plan": "cp2.0"})])
+def test_check_config_refuses_sizes(field, changes):
+    """check_config's fast path (every size a positive int) still refuses a size that is not, naming its field."""
+    import dataclasses
+
+    from gpuwise.errors import InputError
+    from gpuwise.estimate.memory import check_config
+    from gpuwise.workload.training import ParallelPlan
+
+    plans = {"dp0": ParallelPlan(dp=0), "cp2.0": ParallelPlan(cp=2.0)}
+    if "plan" in changes:
+        changes = {"plan": plans[changes["plan"]]}
+    cfg = dataclasses.replace(TrainingConfig(), **changes)
+    with pytest.raises(InputError, match=field):
+        check_config(JOB.space.model, cfg)
+    check_config(JOB.space.model, TrainingConfig())      # the default is fine

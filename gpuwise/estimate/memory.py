@@ -19,6 +19,7 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
+from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
                                      lever_notes, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
@@ -154,6 +155,9 @@ class MemoryEstimate:
         return total - HEADROOM_FRACTION * total - self.required / GIB
 
 
+# MemoryEstimate's fields in order as its __dict__ holds them (`notes` under its descriptor's slot)
+_ESTIMATE_SLOTS = tuple("_notes" if f == "notes" else f for f in MemoryEstimate.__dataclass_fields__)
+
 # Kept free when deciding `fits`: what the allocator cannot reuse under memory pressure. A public OOM
 # report shows 1.83 GiB reserved-but-unallocated next to 75.31 GiB allocated (2.4%, 70B model on an
 # 80 GB GPU, vllm-project/compressed-tensors PR #587); 5% leaves room for more fragmented workloads.
@@ -169,8 +173,9 @@ def fit_headroom_gib(gpu: GpuSpec) -> float:
 def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
     """Raise InputError (one line: field, value, fix) for settings that cannot be trained."""
     p = cfg.plan
-    for name, value in (("batch-size", cfg.micro_batch), ("seq-len", cfg.seq_len), ("grad-accum", cfg.grad_accum),
-                        ("dp", p.dp), ("tp", p.tp), ("pp", p.pp), ("cp", p.cp)):
+    sizes = (("batch-size", cfg.micro_batch), ("seq-len", cfg.seq_len), ("grad-accum", cfg.grad_accum),
+             ("dp", p.dp), ("tp", p.tp), ("pp", p.pp), ("cp", p.cp))
+    for name, value in sizes if not all(type(v) is int and v > 0 for _, v in sizes) else ():   # searches: all fine
         if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
             raise InputError(name, value, "must be a positive integer")
     if cfg.precision not in PRECISIONS:
@@ -186,8 +191,6 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
                                                    and int(sched[12:]) >= 2)):
         raise InputError("pp-schedule", sched, "use one of " + ", ".join(PP_SCHEDULES) + " (V >= 2 chunks per stage, "
                          "e.g. interleaved-2)")
-    from gpuwise.estimate.layouts import pipeline_limit
-
     if sched.startswith("interleaved-") and p.pp * int(sched[12:]) > pipeline_limit(spec):
         raise InputError("pp-schedule", sched, f"pp {p.pp} x {sched[12:]} chunks needs at least that many layers "
                          f"({pipeline_limit(spec)} here): use fewer chunks per stage")
@@ -305,9 +308,9 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     p = cfg.plan
     fp32_grads = fp32_grads or resolve(cfg).fp32_main_grad       # the stack's gradient buffer (Megatron main_grad)
     sem = _semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
-    loads = _stage_loads(spec, cfg, sem, lm_head, _schedule(cfg, interleave))
+    schedule = _schedule(cfg, interleave)
     best = None
-    for i, load in enumerate(loads):
+    for i, load in enumerate(_stage_loads(spec, cfg, sem, lm_head, schedule)):
         alloc, phase, parts = peak(load)
         if best is None or alloc > best[0]:
             best = (alloc, i, phase, parts)
@@ -315,7 +318,7 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     counts = param_counts(spec)
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else counts.total
     # the assumption lines are built when first read (MemoryEstimate.notes): a search reads a few of thousands
-    notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, _schedule(cfg, interleave))
+    notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, schedule)
     return estimate_from_parts(parts, cfg, counts.total, trainable, notes, phase, stage, context)
 
 
@@ -325,11 +328,19 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
     """A MemoryEstimate from the tensor bytes at the peak by part (parameters, gradients, optimizer,
     activations, temporaries), estimated or traced: the overhead model (overhead.py) adds what tensors
     don't show, the allocator slack as a fraction of the allocated peak, so both methods share one schema."""
-    alloc = sum(parts[k] for k in PARTS if k != "overhead")
-    slack, ctx, nccl = _overheads(cfg, alloc, context)
-    return MemoryEstimate(parts["parameters"], parts["gradients"], parts["optimizer"], parts["activations"],
-                          slack + ctx + nccl, params, trainable, peak_stage, notes, temporaries=parts["temporaries"],
-                          allocator=slack, context=ctx, nccl=nccl, peak_phase=peak_phase)
+    w, g, o, a, t = parts["parameters"], parts["gradients"], parts["optimizer"], parts["activations"], parts["temporaries"]
+    slack, ctx, nccl = _overheads(cfg, sum((w, g, o, a, t)), context)     # summed in PARTS order
+    return _new_estimate(w, g, o, a, slack + ctx + nccl, params, trainable, peak_stage, notes, t, slack, ctx, nccl,
+                         peak_phase)
+
+
+def _new_estimate(*values) -> MemoryEstimate:
+    """``MemoryEstimate(*values)`` (every field, in order) without the frozen dataclass's __init__, which sets
+    each field through object.__setattr__ (a search builds ~6,000 estimates): the same attributes in the same
+    order, `notes` kept where its descriptor keeps it (tests/test_plan_candidates.py compares the two)."""
+    est = object.__new__(MemoryEstimate)
+    est.__dict__.update(zip(_ESTIMATE_SLOTS, values))
+    return est
 
 
 def _cannot_run(spec: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
