@@ -196,3 +196,34 @@ def test_check_config_refuses_sizes(field, changes):
     with pytest.raises(InputError, match=field):
         check_config(JOB.space.model, cfg)
     check_config(JOB.space.model, TrainingConfig())      # the default is fine
+
+
+def test_micro_step_key_holds_what_the_bound_reads():
+    """The step-time bound's memo (`step_time.micro_step_key`) leaves out only fields the micro-step time does not
+    read: changing any of them leaves `_micro_step_bound` as it was, float for float, and the bound with a memo
+    equals the bound without; changing a field of the key does change the time (the key is not just a label)."""
+    import dataclasses
+
+    from gpuwise.estimate import step_time
+    from gpuwise.workload.training import ParallelPlan
+
+    spec, gpu = JOB.space.model, get_gpu("H100")
+    base = TrainingConfig(micro_batch=2, seq_len=4096, grad_accum=4, recompute="op",
+                          plan=ParallelPlan(dp=4, tp=2, pp=2, sp=True, zero=1))
+    left_out = {"grad_accum": 9, "optimizer": "sgd", "offload_optimizer": True, "loss_kernel": "chunked",
+                "optimizer_impl": "fused", "lora_targets": "all-linear", "async_tp": True,
+                "plan": dataclasses.replace(base.plan, dp=16, zero=3, pp_schedule="gpipe")}
+    ref = step_time._micro_step_bound(spec, base, gpu)
+    for name, value in left_out.items():
+        cfg = dataclasses.replace(base, **{name: value})
+        assert step_time.micro_step_key(cfg) == step_time.micro_step_key(base), name
+        assert step_time._micro_step_bound(spec, cfg, gpu) == ref, name
+    memo: dict = {}
+    for cfg in (base, dataclasses.replace(base, grad_accum=3), base):
+        assert step_time.step_time_lower_bound(spec, cfg, gpu, memo) == step_time.step_time_lower_bound(spec, cfg, gpu)
+    assert len(memo) == 1
+    for name, value in {"micro_batch": 4, "seq_len": 8192, "recompute": "full", "precision": "fp8",
+                        "plan": dataclasses.replace(base.plan, tp=4)}.items():
+        cfg = dataclasses.replace(base, **{name: value})
+        assert step_time.micro_step_key(cfg) != step_time.micro_step_key(base), name
+        assert step_time._micro_step_bound(spec, cfg, gpu) != ref, name

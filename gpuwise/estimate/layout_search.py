@@ -225,15 +225,17 @@ def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs:
     are strictly slower than the best, so they can neither win nor tie (`best_of` keeps the first of
     equals); the rest are timed and `best_of` picks among them exactly as among all. `exhaustive` times
     every configuration (the benchmark's and the tests' reference). `bounds`: the step-time bounds of this
-    GPU type by configuration key (`_fitting_configs`), shared by every shape of the job."""
+    GPU type by configuration key (`_fitting_configs`), shared by every shape of the job, and under "_micro_steps"
+    their micro-step times by `step_time.micro_step_key` (the model and GPU are the job's and this type's)."""
     from gpuwise.estimate.performance import step_bound_of, step_of
 
     steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _, _ in configs], float)), float)
     order = range(len(configs))
     if not exhaustive:
+        micro_steps = bounds.setdefault("_micro_steps", {})     # this GPU's micro-step times (step_bound_of's memo)
         for c, _, key in configs:
             if key not in bounds:
-                bounds[key] = step_bound_of(job.model, c, spec)
+                bounds[key] = step_bound_of(job.model, c, spec, micro_steps)
         bound = steps * np.array([bounds[key] for _, _, key in configs])
         order = np.argsort(bound, kind="stable").tolist()
     best, out = np.inf, []

@@ -87,10 +87,11 @@ def step_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: 
     return analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
 
 
-def step_bound_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:
+def step_bound_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, memo: dict | None = None) -> float:
     """Seconds that ``step_of(model, cfg, gpu, ...).step_time_s`` is at least, on any node size and network,
-    at a fraction of its cost (searches prune with it; ``step_time.step_time_lower_bound``)."""
-    return step_time_lower_bound(model, cfg, gpu)
+    at a fraction of its cost (searches prune with it; ``step_time.step_time_lower_bound``, whose ``memo`` is
+    the caller's for this model and GPU)."""
+    return step_time_lower_bound(model, cfg, gpu, memo)
 
 
 class JobPerformance:
