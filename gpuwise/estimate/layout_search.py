@@ -118,7 +118,7 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
                     got = configs.get(key)
                     if got is None:
                         c = layout_config(cfg, tp, pp, cp, dp, zero, recompute, group)
-                        got = configs[key] = (c, memory_of(spec, c))
+                        got = configs[key] = (c, memory_of(spec, c, memoise=False))   # kept here
                     c, est = got
                     fits = est.fits(gpu)
                     if misses is not None and not fits:
@@ -211,7 +211,7 @@ def _with_accum(job: JobSpace, c: TrainingConfig, mem, accum: int, runs: dict) -
     if got is None:
         run_cfg = with_changes(c, grad_accum=accum)
         known = mem is not None and accum == c.grad_accum        # mem None: not estimated yet (_heavier_fit)
-        got = runs[key] = (run_cfg, mem if known else memory_of(job.model, run_cfg), key)
+        got = runs[key] = (run_cfg, mem if known else memory_of(job.model, run_cfg, memoise=False), key)   # kept here
     return got
 
 

@@ -328,7 +328,7 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
     """A MemoryEstimate from the tensor bytes at the peak by part (parameters, gradients, optimizer,
     activations, temporaries), estimated or traced: the overhead model (overhead.py) adds what tensors
     don't show, the allocator slack as a fraction of the allocated peak, so both methods share one schema."""
-    w, g, o, a, t = parts["parameters"], parts["gradients"], parts["optimizer"], parts["activations"], parts["temporaries"]
+    w, g, o, a, t = (parts[k] for k in ("parameters", "gradients", "optimizer", "activations", "temporaries"))
     slack, ctx, nccl = _overheads(cfg, sum((w, g, o, a, t)), context)     # summed in PARTS order
     return _new_estimate(w, g, o, a, slack + ctx + nccl, params, trainable, peak_stage, notes, t, slack, ctx, nccl,
                          peak_phase)
@@ -796,7 +796,7 @@ _RECOMPUTE_TEXT = {
 
 def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | None = None, *,
                     fp32_grads: bool = False, lm_head: bool = True, interleave: int = 1,
-                    context: bool = True) -> MemoryEstimate:
+                    context: bool = True, memoise: bool = True) -> MemoryEstimate:
     """Per-GPU peak memory of one training step.
 
     model: ModelSpec or preset name / config.json path
@@ -809,9 +809,11 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
     context: include the CUDA context and NCCL buffers in the overhead (False to compare with
         allocated-tensor peaks; the allocator slack is always included in `overhead`; compare
         `allocated` with torch.cuda.max_memory_allocated)
+    memoise: keep the estimate in this module's cache (False: a caller that keeps its estimates itself, the
+        layout search's ~6,000 distinct ones; the same estimate either way)
     """
     spec = stack_model(load_model(model), cfg.stack)
-    est = _estimate(spec, cfg, fp32_grads, lm_head, interleave, context)
+    est = (_estimate if memoise else _estimate.__wrapped__)(spec, cfg, fp32_grads, lm_head, interleave, context)
     if gpu is not None:
         est = replace(est, notes=est.notes + (est.fit_text(gpu),))
     return est

@@ -70,10 +70,11 @@ def checkpoint_size(model: ModelSpec, cfg: TrainingConfig) -> Checkpoint:
                                      f"parameter, as the memory model keeps them) of {what}")
 
 
-def memory_of(model: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
-    """Per-GPU peak memory (``JobPerformance.memory`` without building one: hot loops of searches)."""
+def memory_of(model: ModelSpec, cfg: TrainingConfig, memoise: bool = True) -> MemoryEstimate:
+    """Per-GPU peak memory (``JobPerformance.memory`` without building one: hot loops of searches).
+    ``memoise`` False: for a caller that keeps each estimate itself (the layout search), not kept twice."""
     # without the GPU: estimate_memory memoises per (model, cfg), shared by every shape of a search
-    return estimate_memory(model, cfg)
+    return estimate_memory(model, cfg, memoise=memoise)
 
 
 def memory_bound_of(model: ModelSpec, cfg: TrainingConfig) -> float:
