@@ -270,3 +270,27 @@ def test_bad_rows_are_named_by_the_same_line_either_way(tmp_path, monkeypatch, l
     _write(tmp_path / "lambda" / "vms.csv", LAMBDA_HEADER, lines)
     fast, slow = _both_ways(monkeypatch, "lambda", tmp_path / "lambda" / "vms.csv")
     assert fast == slow and f"line {line}" in fast
+
+
+@pytest.mark.parametrize("cells, column", [("x,H100,true,26.0,225.0,2.49,us-east-1,,", "AcceleratorCount"),
+                                           ("x,H100,1.0,26.0,225.0,inf,us-east-1,,", "Price"),
+                                           ("x,H100,1.0,26.0,225.0,-1,us-east-1,,", "Price")])
+def test_catalog_rows_checked_without_the_bool_validator(tmp_path, cells, column):
+    """A catalog row's model (text cells only, strict_base(text_cells=True)) still refuses text that is not a
+    valid number, infinities and negative prices, naming the line and the column; the strict base of other
+    files still refuses a YAML true as a number."""
+    from pydantic import ValidationError
+
+    from gpuwise.user_files import strict_base
+
+    _write(tmp_path / "lambda" / "vms.csv", LAMBDA_HEADER, [cells])
+    with pytest.raises(InputError) as exc:
+        load_catalog([tmp_path], include_user=False)
+    assert "line 2" in str(exc.value) and column in str(exc.value)
+    assert strict_base() is strict_base(False) and strict_base(text_cells=True) is not strict_base()
+
+    class Row(strict_base()):
+        n: float
+
+    with pytest.raises(ValidationError, match="true/false"):
+        Row.model_validate({"n": True})

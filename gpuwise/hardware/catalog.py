@@ -277,7 +277,7 @@ def _vms_row() -> type:
 
     from gpuwise.user_files import strict_base
 
-    class VmsRow(strict_base()):
+    class VmsRow(strict_base(text_cells=True)):     # cells of a CSV file: text only (_reader)
         InstanceType: str = ""
         AcceleratorName: str = ""
         AcceleratorCount: Optional[float] = Field(None, gt=0, description="GPUs per instance")
