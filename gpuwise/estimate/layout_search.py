@@ -112,10 +112,10 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
             hit = None
             for k, recompute in enumerate(order):
                 key = (dp, tp, pp, cp, zero, group, accum, recompute)    # the variant but its micro-batch
-                if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
+                got = configs.get(key)   # estimated already (another GPU type): its own fit test is the cheaper
+                if got is None and misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
                     c, est, fits = None, None, False
                 else:
-                    got = configs.get(key)
                     if got is None:
                         c = layout_config(cfg, tp, pp, cp, dp, zero, recompute, group)
                         got = configs[key] = (c, memory_of(spec, c, memoise=False))   # kept here
