@@ -23,7 +23,7 @@ from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
                                      lever_notes, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
-from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
+from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak, stage_values
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
 from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
                                        nccl_bytes)
@@ -471,6 +471,7 @@ class _Geometry:
         # torchao Float8 with FSDP2: the block's parameters are all-gathered in fp8 (1 B each)
         self.gather_b = 1.0 if float8 and fsdp else sem.compute
         self._stages: dict[int, tuple[dict, dict]] = {}
+        self._values: dict[int, list] = {}
 
     def _fused_lora_mlp(self, code, lora_targets: str) -> bool:
         return self.lora and fused_lora_mlp(self.spec, code, lora_targets)
@@ -528,6 +529,16 @@ class _Geometry:
             self._stages[i] = self._build(i)
         return self._stages[i]
 
+    def values(self, i: int) -> list:
+        """A fresh list of stage i's StageLoad values in field order (`stage`'s fixed fields; the
+        configuration's, _PER_CONFIG, None until `_stage_loads` fills them)."""
+        if i not in self._values:
+            fixed = self.stage(i)[0]
+            if FIELD_INDEX.keys() - fixed.keys() != set(_PER_CONFIG):      # every field set exactly once
+                raise AssertionError(f"StageLoad fields: {sorted(FIELD_INDEX.keys() - fixed.keys() ^ set(_PER_CONFIG))}")
+            self._values[i] = stage_values(fixed)
+        return self._values[i].copy()
+
     def _build(self, i: int) -> tuple[dict, dict]:
         spec, sem, counts, st, lora, tp = self.spec, self.sem, self.counts, self.st, self.lora, self.tp
         enc_b, dec_b, first, last = self.enc_b, self.dec_b, i == 0, i == self.pp - 1
@@ -584,6 +595,11 @@ class _Geometry:
 
 _geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~400
 
+# the StageLoad fields `_stage_loads` sets per configuration (the others are the geometry's), by position
+_PER_CONFIG = ("weights", "grads", "optimizer", "accumulating", "late_grads", "opt_temp", "in_flight",
+               "root_grad_temp", "embed_grads", "held_grads")
+_W, _G, _O, _ACC, _LATE, _OPT_T, _HELD, _ROOT_T, _EMB_G, _HELD_G = (FIELD_INDEX[f] for f in _PER_CONFIG)
+
 
 def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
                  only: tuple[int, ...] | None = None, keep_saved: bool = False) -> list[StageLoad]:
@@ -612,30 +628,30 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         opt = 0.0 if host_states or lev.paged else m["opt"] / z1
         if offload:
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
+        v = geo.values(i)                       # StageLoad's values in field order; the fixed ones set
         if in_bwd or act_off:
-            fixed = _lever_fixed(fixed, m, sem, geo, cfg, act_off)
+            v = stage_values(_lever_fixed(fixed, m, sem, geo, cfg, act_off))
         if geo.no_sync and micro > 1 and not host_states:
             # FSDP1 no_sync: the micro-batches before the syncing one accumulate unsharded gradients (parameter
             # dtype), alive from the first backward to the syncing micro-batch's reduce-scatter
-            fixed = {**fixed, "acc_grads": m["trainable"] * sem.gradients}
+            v[FIELD_INDEX["acc_grads"]] = m["trainable"] * sem.gradients
         held = in_flight(schedule, p.pp, i, micro)
-        out.append(StageLoad(
-            weights=0.0 if host_states else m["w_bytes"] / z3, grads=grads, optimizer=opt,
-            # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
-            # zero_grad (set_to_none)
-            # earlier micro-batches' gradients exist at the peak when a forward follows a backward
-            # (more micro-batches than this stage keeps in flight)
-            accumulating=micro > held or sem.framework == "megatron",
-            late_grads=(m["late"] / z2 if grads_held or (micro == 1 and not geo.pp_fsdp and not offload
-                                                         and not host_states and not in_bwd) else 0.0),
-            opt_temp=0.0 if host_states or in_bwd else _optimizer_temp(cfg, lev, sem, m["trainable"] / z1),
-            in_flight=held,
-            root_grad_temp=m["flat"] * (sem.compute + sem.reduce - sem.reduce / z3) if m["root"] else 0.0,
-            # (with accumulation the earlier micro-batches' gradients of the root are there too)
-            embed_grads=((grads if micro > 1 and geo.tied_bwd else 0.0 if (host_states and not grads_held) or in_bwd
-                          else m["embed"] / z2) if (geo.root_bwd or geo.tied_bwd) and i == 0 else 0.0),
-            held_grads=m["embed"] / z2 if grads_held else 0.0,
-            **fixed))
+        v[_W], v[_G], v[_O] = 0.0 if host_states else m["w_bytes"] / z3, grads, opt
+        # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
+        # zero_grad (set_to_none)
+        # earlier micro-batches' gradients exist at the peak when a forward follows a backward
+        # (more micro-batches than this stage keeps in flight)
+        v[_ACC] = micro > held or sem.framework == "megatron"
+        v[_LATE] = (m["late"] / z2 if grads_held or (micro == 1 and not geo.pp_fsdp and not offload
+                                                    and not host_states and not in_bwd) else 0.0)
+        v[_OPT_T] = 0.0 if host_states or in_bwd else _optimizer_temp(cfg, lev, sem, m["trainable"] / z1)
+        v[_HELD] = held
+        v[_ROOT_T] = m["flat"] * (sem.compute + sem.reduce - sem.reduce / z3) if m["root"] else 0.0
+        # (with accumulation the earlier micro-batches' gradients of the root are there too)
+        v[_EMB_G] = ((grads if micro > 1 and geo.tied_bwd else 0.0 if (host_states and not grads_held) or in_bwd
+                      else m["embed"] / z2) if (geo.root_bwd or geo.tied_bwd) and i == 0 else 0.0)
+        v[_HELD_G] = m["embed"] / z2 if grads_held else 0.0
+        out.append(StageLoad(*v))
     return out
 
 
