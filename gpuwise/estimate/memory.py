@@ -23,7 +23,7 @@ from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
                                      lever_notes, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
-from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak, stage_values
+from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak, peak_values, stage_values
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
 from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
                                        nccl_bytes)
@@ -293,7 +293,7 @@ def _overheads(cfg: TrainingConfig, allocated: float, context: bool) -> tuple[fl
     one-GPU fraction of the stack (overhead.slack_fraction)."""
     p = cfg.plan
     groups = (p.dp * p.cp, p.tp, p.pp, p.cp)
-    multi = any(g > 1 for g in groups)
+    multi = max(groups) > 1
     return allocator_slack_bytes(allocated, multi, cfg.stack), context_bytes(context), nccl_bytes(groups) if context else 0.0
 
 
@@ -305,21 +305,21 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
         return _explicit_estimate(spec, cfg, fp32_grads, context)
     if blocked(cfg):
         return _cannot_run(spec, cfg)
-    p = cfg.plan
-    fp32_grads = fp32_grads or resolve(cfg).fp32_main_grad       # the stack's gradient buffer (Megatron main_grad)
+    p, lev = cfg.plan, resolve(cfg)
+    fp32_grads = fp32_grads or lev.fp32_main_grad       # the stack's gradient buffer (Megatron main_grad)
     sem = _semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
     schedule = _schedule(cfg, interleave)
     best = None
-    for i, load in enumerate(_stage_loads(spec, cfg, sem, lm_head, schedule)):
-        alloc, phase, parts = peak(load)
+    for i, load in enumerate(_stage_loads(spec, cfg, sem, lm_head, schedule, lev=lev)):
+        alloc, phase, parts = peak_values(load)
         if best is None or alloc > best[0]:
             best = (alloc, i, phase, parts)
-    alloc, stage, phase, parts = best
+    alloc, stage, phase, (w, o, g, a, t) = best        # memory_timeline's part order
     counts = param_counts(spec)
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else counts.total
     # the assumption lines are built when first read (MemoryEstimate.notes): a search reads a few of thousands
     notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, schedule)
-    return estimate_from_parts(parts, cfg, counts.total, trainable, notes, phase, stage, context)
+    return _from_parts(w, g, o, a, t, cfg, counts.total, trainable, notes, phase, stage, context)
 
 
 def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: int, trainable: int,
@@ -329,6 +329,12 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
     activations, temporaries), estimated or traced: the overhead model (overhead.py) adds what tensors
     don't show, the allocator slack as a fraction of the allocated peak, so both methods share one schema."""
     w, g, o, a, t = (parts[k] for k in ("parameters", "gradients", "optimizer", "activations", "temporaries"))
+    return _from_parts(w, g, o, a, t, cfg, params, trainable, notes, peak_phase, peak_stage, context)
+
+
+def _from_parts(w: float, g: float, o: float, a: float, t: float, cfg: TrainingConfig, params: int, trainable: int,
+                notes, peak_phase: str, peak_stage: int, context: bool) -> MemoryEstimate:
+    """`estimate_from_parts` of the parts parameters, gradients, optimizer, activations and temporaries."""
     slack, ctx, nccl = _overheads(cfg, sum((w, g, o, a, t)), context)     # summed in PARTS order
     return _new_estimate(w, g, o, a, slack + ctx + nccl, params, trainable, peak_stage, notes, t, slack, ctx, nccl,
                          peak_phase)
@@ -363,7 +369,7 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, resolve(cfg).fp32_main_grad)
     loads = _stage_loads(spec, cfg, sem, True, _schedule(cfg, 1), only=tuple(sorted({0, p.pp - 1})))
     _, ctx, nccl = _overheads(cfg, 0.0, True)
-    return max(peak(load)[0] for load in loads) + ctx + nccl
+    return max(peak_values(load)[0] for load in loads) + ctx + nccl
 
 
 def saved_activation_bytes(model: ModelSpec | str, cfg: TrainingConfig) -> float:
@@ -602,11 +608,12 @@ _W, _G, _O, _ACC, _LATE, _OPT_T, _HELD, _ROOT_T, _EMB_G, _HELD_G = (FIELD_INDEX[
 
 
 def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
-                 only: tuple[int, ...] | None = None, keep_saved: bool = False) -> list[StageLoad]:
+                 only: tuple[int, ...] | None = None, keep_saved: bool = False, lev=None) -> list[StageLoad]:
     """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order;
-    keep_saved: count the saved activations as if none were offloaded (what offloading copies)."""
+    keep_saved: count the saved activations as if none were offloaded (what offloading copies);
+    lev: `resolve(cfg)` where the caller has it."""
     p = cfg.plan
-    lev = resolve(cfg)
+    lev = resolve(cfg) if lev is None else lev
     geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
                     cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp, p.zero,
                     lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile, cfg.float8, cfg.stack)

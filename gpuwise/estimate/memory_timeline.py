@@ -144,9 +144,16 @@ def _phase_parts(s: StageLoad) -> list[tuple[str, tuple[float, float, float, flo
 
 def peak(s: StageLoad) -> tuple[float, str, dict[str, float]]:
     """(allocated bytes, phase, parts) at the stage's peak (the first phase of the largest sum)."""
+    best, name, parts = peak_values(s)
+    return best, name, dict(zip(_PARTS, parts))
+
+
+def peak_values(s: StageLoad) -> tuple[float, str, tuple[float, float, float, float, float]]:
+    """`peak` with the parts as a tuple in _PARTS order (parameters, optimizer, gradients, activations,
+    temporaries): the memory estimate compares every stage's peak and keeps one stage's parts."""
     best, name, parts = None, "", ()
     for n, ps in _phase_parts(s):
         total = sum(ps)      # summed in _PARTS order, as the phase's parts are
         if best is None or total > best:
             best, name, parts = total, n, ps
-    return best, name, dict(zip(_PARTS, parts))
+    return best, name, parts
