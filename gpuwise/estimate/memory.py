@@ -173,11 +173,11 @@ def fit_headroom_gib(gpu: GpuSpec) -> float:
 def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
     """Raise InputError (one line: field, value, fix) for settings that cannot be trained."""
     p = cfg.plan
-    sizes = (("batch-size", cfg.micro_batch), ("seq-len", cfg.seq_len), ("grad-accum", cfg.grad_accum),
-             ("dp", p.dp), ("tp", p.tp), ("pp", p.pp), ("cp", p.cp))
-    for name, value in sizes if not all(type(v) is int and v > 0 for _, v in sizes) else ():   # searches: all fine
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise InputError(name, value, "must be a positive integer")
+    sizes = (cfg.micro_batch, cfg.seq_len, cfg.grad_accum, p.dp, p.tp, p.pp, p.cp)
+    if {*map(type, sizes)} != {int} or min(sizes) <= 0:     # a search's configurations skip the loop
+        for name, value in zip(("batch-size", "seq-len", "grad-accum", "dp", "tp", "pp", "cp"), sizes):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise InputError(name, value, "must be a positive integer")
     if cfg.precision not in PRECISIONS:
         raise InputError("precision", cfg.precision, "use one of " + ", ".join(PRECISIONS))
     if cfg.optimizer not in OPTIMIZERS:
@@ -196,7 +196,8 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
                          f"({pipeline_limit(spec)} here): use fewer chunks per stage")
     if p.zero not in (0, 1, 2, 3):
         raise InputError("zero", p.zero, "use a ZeRO stage 0, 1, 2 or 3")
-    check_zero_shard(p)
+    if p.zero_shard != 0 or type(p.zero_shard) is not int:     # 0: nothing to check (the common case)
+        check_zero_shard(p)
     if cfg.lora_rank < 0:
         raise InputError("lora-rank", cfg.lora_rank, "use 0 (full fine-tuning) or a positive rank")
     if cfg.quantize not in (None, "nf4"):
