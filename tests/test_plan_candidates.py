@@ -227,3 +227,22 @@ def test_micro_step_key_holds_what_the_bound_reads():
         cfg = dataclasses.replace(base, **{name: value})
         assert step_time.micro_step_key(cfg) != step_time.micro_step_key(base), name
         assert step_time._micro_step_bound(spec, cfg, gpu) != ref, name
+
+
+@pytest.mark.parametrize("stack,precision,pp", [("pytorch", "bf16-mixed", 1), ("deepspeed", "bf16-mixed", 2),
+                                                ("megatron", "bf16", 4), ("hf-trainer", "fp16-mixed", 2)])
+def test_zero_1_and_2_share_a_geometry(stack, precision, pp):
+    """memory._Geometry reads the ZeRO stage only as 0 and >= 3, so `_stage_loads` builds one geometry for ZeRO-1
+    and ZeRO-2 (`_geometry_zero`): built for each, every stage's fixed terms and numbers are equal."""
+    from gpuwise.estimate import memory
+
+    spec = JOB.space.model
+    geos = []
+    for zero in (1, 2):
+        sem = memory._semantics(precision, "adamw", spec.hidden, zero, False)
+        geos.append(memory._Geometry(spec, sem, True, 2, 4096, precision, "op", True, 0, None, 2, pp, 1, True, zero,
+                                     "eager", "q,v", False, False, False, stack))
+    assert memory._geometry_zero(2) == memory._geometry_zero(1) == 1 and memory._geometry_zero(3) == 3
+    assert all(geos[0].stage(i) == geos[1].stage(i) for i in range(pp))
+    assert {k: v for k, v in vars(geos[0]).items() if k != "_stages"} == \
+        {k: v for k, v in vars(geos[1]).items() if k != "_stages"}

@@ -402,7 +402,9 @@ class _Geometry:
     counts, per-GPU parameters and their bytes before ZeRO sharding, activation terms. The planner's
     thousands of estimates of one job share a few hundred of these (they differ in dp and grad_accum),
     so each stage's part is built once (`stage`, memoised) and `_stage_loads` only shards and schedules
-    it: the same expressions on the same values, hence the same floats."""
+    it: the same expressions on the same values, hence the same floats. `zero` is read only as zero == 0
+    (autocast) and zero >= 3 (FSDP), so `_stage_loads` passes ZeRO-2 as 1 (`_geometry_zero`): stages 1 and 2
+    differ in sharding only, which it applies per configuration (tests/test_plan_candidates.py compares them)."""
 
     def __init__(self, spec: ModelSpec, sem: StateSemantics, lm_head: bool, micro_batch: int, seq_len: int,
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
@@ -541,8 +543,9 @@ class _Geometry:
         configuration's, _PER_CONFIG, None until `_stage_loads` fills them)."""
         if i not in self._values:
             fixed = self.stage(i)[0]
-            if FIELD_INDEX.keys() - fixed.keys() != set(_PER_CONFIG):      # every field set exactly once
-                raise AssertionError(f"StageLoad fields: {sorted(FIELD_INDEX.keys() - fixed.keys() ^ set(_PER_CONFIG))}")
+            unset = FIELD_INDEX.keys() - fixed.keys()
+            if unset != set(_PER_CONFIG):      # every field set exactly once
+                raise AssertionError(f"StageLoad fields: {sorted(unset ^ set(_PER_CONFIG))}")
             self._values[i] = stage_values(fixed)
         return self._values[i].copy()
 
@@ -600,7 +603,12 @@ class _Geometry:
         return fixed, made_of
 
 
-_geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~400
+_geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~300
+
+
+def _geometry_zero(zero: int) -> int:
+    """The ZeRO stage as _Geometry reads it (zero == 0, zero >= 3): 1 and 2 share a geometry."""
+    return 1 if zero == 2 else zero
 
 # the StageLoad fields `_stage_loads` sets per configuration (the others are the geometry's), by position
 _PER_CONFIG = ("weights", "grads", "optimizer", "accumulating", "late_grads", "opt_temp", "in_flight",
@@ -616,8 +624,9 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     p = cfg.plan
     lev = resolve(cfg) if lev is None else lev
     geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
-                    cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp, p.zero,
-                    lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile, cfg.float8, cfg.stack)
+                    cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp,
+                    _geometry_zero(p.zero), lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile,
+                    cfg.float8, cfg.stack)
     n_shard = _shard_group(cfg)
     z3 = n_shard if p.zero >= 3 else 1
     z2 = n_shard if p.zero >= 2 else 1
