@@ -294,3 +294,23 @@ def test_catalog_rows_checked_without_the_bool_validator(tmp_path, cells, column
 
     with pytest.raises(ValidationError, match="true/false"):
         Row.model_validate({"n": True})
+
+
+def test_fast_offering_is_the_dataclass():
+    """The catalog's fast Offering constructor gives the dataclass's object (equal, same hash, fields, pickle),
+    still frozen; wrong fields still raise the __init__'s TypeError."""
+    import dataclasses
+    import pickle
+
+    from gpuwise.hardware.types import Offering
+
+    fields = dict(cloud="gcp", region="europe-north1", zone="europe-north1-a", instance_type="a3-highgpu-8g",
+                  gpu="H100-80GB-SXM", gpus_per_node=8.0, vcpus=208.0, memory_gib=1872.0, price_usd_per_hour=88.2,
+                  spot_price_usd_per_hour=9.4, catalog_date="2026-05-20", catalog_source="bundled")
+    fast, slow = catalog_mod._offering(**fields), Offering(**fields)
+    assert type(fast) is Offering and fast == slow and hash(fast) == hash(slow)
+    assert list(fast.__dict__.items()) == list(slow.__dict__.items()) and pickle.dumps(fast) == pickle.dumps(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.gpu = "A100"
+    with pytest.raises(TypeError):
+        catalog_mod._offering(**{**fields, "gpus": 8})
