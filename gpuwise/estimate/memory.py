@@ -494,8 +494,7 @@ class _Geometry:
                          and not lora)
         # torchao Float8 with FSDP2: the block's parameters are all-gathered in fp8 (1 B each)
         self.gather_b = 1.0 if float8 and fsdp else sem.compute
-        self._stages: dict[int, tuple[dict, dict]] = {}
-        self._values: dict[int, list] = {}
+        self._stages: dict[int, tuple[dict, dict, list]] = {}
 
     def _fused_lora_mlp(self, code, lora_targets: str) -> bool:
         return self.lora and fused_lora_mlp(self.spec, code, lora_targets)
@@ -546,23 +545,19 @@ class _Geometry:
             return 0.0, 0.0
         return act.chunked_head_backward_bytes(self.spec, st)
 
-    def stage(self, i: int) -> tuple[dict, dict]:
+    def stage(self, i: int) -> tuple[dict, dict, list]:
         """(StageLoad fields that do not depend on dp / grad_accum / offloading, the numbers the others
-        are made from) of stage i; built on first use (long pipelines evaluate only the stages asked for)."""
-        if i not in self._stages:
-            self._stages[i] = self._build(i)
-        return self._stages[i]
-
-    def values(self, i: int) -> list:
-        """A fresh list of stage i's StageLoad values in field order (`stage`'s fixed fields; the
-        configuration's, _PER_CONFIG, None until `_stage_loads` fills them)."""
-        if i not in self._values:
-            fixed = self.stage(i)[0]
+        are made from, StageLoad's values in field order with those fields set and the configuration's,
+        _PER_CONFIG, None: `_stage_loads` copies and fills them) of stage i; built on first use (long
+        pipelines evaluate only the stages asked for)."""
+        got = self._stages.get(i)
+        if got is None:
+            fixed, made_of = self._build(i)
             unset = FIELD_INDEX.keys() - fixed.keys()
             if unset != set(_PER_CONFIG):      # every field set exactly once
                 raise AssertionError(f"StageLoad fields: {sorted(unset ^ set(_PER_CONFIG))}")
-            self._values[i] = stage_values(fixed)
-        return self._values[i].copy()
+            got = self._stages[i] = (fixed, made_of, stage_values(fixed))
+        return got
 
     def _build(self, i: int) -> tuple[dict, dict]:
         spec, sem, counts, st, lora, tp = self.spec, self.sem, self.counts, self.st, self.lora, self.tp
@@ -655,12 +650,12 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     act_off = (cfg.activation_offload or lev.offload_checkpoints) and not keep_saved   # levers.activation_offload
     out = []
     for i in (range(p.pp) if only is None else only):
-        fixed, m = geo.stage(i)
+        fixed, m, values = geo.stage(i)
         grads = 0.0 if host_states or in_bwd else m["grads"] / z2
         opt = 0.0 if host_states or lev.paged else m["opt"] / z1
         if offload:
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
-        v = geo.values(i)                       # StageLoad's values in field order; the fixed ones set
+        v = values.copy()                       # StageLoad's values in field order; the fixed ones set
         if in_bwd or act_off:
             v = stage_values(_lever_fixed(fixed, m, sem, geo, cfg, act_off))
         if geo.no_sync and micro > 1 and not host_states:
