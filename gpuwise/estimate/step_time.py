@@ -336,15 +336,22 @@ def step_time_lower_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, m
     not below it either). 0 for explicit models (no bound). Searches skip configurations whose bound
     cannot beat their best so far. The operator time reads the GPU's rates only, not its node or network.
     ``memo``: a dict the caller keeps for this model and GPU only, holding the micro-step's time by
-    `micro_step_key` (a search's thousands of bounds share a few hundred)."""
+    `micro_step_key` (a search's thousands of bounds share a few hundred). With pipeline stages the bound adds
+    the bubble of that operator time, (pp - 1) / v micro-steps (roofline_step.transformer_step's bubble is the
+    same factor times a micro-step that includes its operator time, and the terms before it are not negative,
+    so the rounded step is not below the rounded bound either)."""
     if not model.is_transformer:
         return 0.0
     if memo is None:
-        return cfg.grad_accum * _micro_step_bound(model, cfg, gpu)
-    key = micro_step_key(cfg)
-    micro = memo.get(key)
-    if micro is None:
-        micro = memo[key] = _micro_step_bound(model, cfg, gpu)
+        micro = _micro_step_bound(model, cfg, gpu)
+    else:
+        key = micro_step_key(cfg)
+        micro = memo.get(key)
+        if micro is None:
+            micro = memo[key] = _micro_step_bound(model, cfg, gpu)
+    p = cfg.plan
+    if p.pp > 1:
+        return cfg.grad_accum * micro + (p.pp - 1) / max(1, schedule_interleave(p.pp_schedule)) * micro
     return cfg.grad_accum * micro
 
 
