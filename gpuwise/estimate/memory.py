@@ -494,7 +494,7 @@ class _Geometry:
                          and not lora)
         # torchao Float8 with FSDP2: the block's parameters are all-gathered in fp8 (1 B each)
         self.gather_b = 1.0 if float8 and fsdp else sem.compute
-        self._stages: dict[int, tuple[dict, dict, list]] = {}
+        self._stages: dict = {}     # stage index, and its shape (`stage`) -> (fixed, made_of, values)
 
     def _fused_lora_mlp(self, code, lora_targets: str) -> bool:
         return self.lora and fused_lora_mlp(self.spec, code, lora_targets)
@@ -552,11 +552,18 @@ class _Geometry:
         pipelines evaluate only the stages asked for)."""
         got = self._stages.get(i)
         if got is None:
-            fixed, made_of = self._build(i)
-            unset = FIELD_INDEX.keys() - fixed.keys()
-            if unset != set(_PER_CONFIG):      # every field set exactly once
-                raise AssertionError(f"StageLoad fields: {sorted(unset ^ set(_PER_CONFIG))}")
-            got = self._stages[i] = (fixed, made_of, stage_values(fixed))
+            # _build reads the stage only as first / last, its layer count and its encoder layers: the middle stages
+            # of an even split are built once
+            n_i, start = self.layers[i], self.starts[i]
+            shape = (i == 0, i == self.pp - 1, n_i, max(0, min(start + n_i, self.spec.n_encoder_layers) - start))
+            got = self._stages.get(shape)
+            if got is None:
+                fixed, made_of = self._build(i)
+                unset = FIELD_INDEX.keys() - fixed.keys()
+                if unset != set(_PER_CONFIG):      # every field set exactly once
+                    raise AssertionError(f"StageLoad fields: {sorted(unset ^ set(_PER_CONFIG))}")
+                got = self._stages[shape] = (fixed, made_of, stage_values(fixed))
+            self._stages[i] = got
         return got
 
     def _build(self, i: int) -> tuple[dict, dict]:
