@@ -310,7 +310,10 @@ def _overheads(cfg: TrainingConfig, allocated: float, context: bool) -> tuple[fl
     p = cfg.plan
     groups = (p.dp * p.cp, p.tp, p.pp, p.cp)
     multi = max(groups) > 1
-    return allocator_slack_bytes(allocated, multi, cfg.stack), context_bytes(context), nccl_bytes(groups) if context else 0.0
+    return allocator_slack_bytes(allocated, multi, cfg.stack), context_bytes(context), _nccl(groups) if context else 0.0
+
+
+_nccl = lru_cache(maxsize=256)(nccl_bytes)     # a few group shapes per plan, ~6,000 estimates
 
 
 @lru_cache(maxsize=16384)
@@ -331,11 +334,11 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
         if best is None or alloc > best[0]:
             best = (alloc, i, phase, parts)
     alloc, stage, phase, (w, o, g, a, t) = best        # memory_timeline's part order
-    counts = param_counts(spec)
-    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else counts.total
+    total = param_counts(spec).total
+    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else total
     # the assumption lines are built when first read (MemoryEstimate.notes): a search reads a few of thousands
     notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, schedule)
-    return _from_parts(w, g, o, a, t, cfg, counts.total, trainable, notes, phase, stage, context)
+    return _from_parts(w, g, o, a, t, cfg, total, trainable, notes, phase, stage, context)
 
 
 def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: int, trainable: int,
