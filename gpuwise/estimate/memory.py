@@ -328,13 +328,14 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
     fp32_grads = fp32_grads or lev.fp32_main_grad       # the stack's gradient buffer (Megatron main_grad)
     sem = _semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
     schedule = _schedule(cfg, interleave)
+    geo = _layout_geometry(spec, cfg, sem, lm_head, lev)
     best = None
-    for i, load in enumerate(_stage_loads(spec, cfg, sem, lm_head, schedule, lev=lev)):
+    for i, load in enumerate(_stage_loads(spec, cfg, sem, lm_head, schedule, lev=lev, geo=geo)):
         alloc, phase, parts = peak_values(load)
         if best is None or alloc > best[0]:
             best = (alloc, i, phase, parts)
     alloc, stage, phase, (w, o, g, a, t) = best        # memory_timeline's part order
-    total = param_counts(spec).total
+    total = geo.counts.total                   # param_counts(spec)'s
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else total
     # the assumption lines are built when first read (MemoryEstimate.notes): a search reads a few of thousands
     notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, schedule)
@@ -626,6 +627,15 @@ class _Geometry:
 _geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~300
 
 
+def _layout_geometry(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, lev) -> _Geometry:
+    """The geometry of ``cfg``'s layout (memoised: `_geometry`)."""
+    p = cfg.plan
+    return _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
+                     cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp,
+                     _geometry_zero(p.zero), lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile,
+                     cfg.float8, cfg.stack)
+
+
 def _geometry_zero(zero: int) -> int:
     """The ZeRO stage as _Geometry reads it (zero == 0, zero >= 3): 1 and 2 share a geometry."""
     return 1 if zero == 2 else zero
@@ -637,16 +647,14 @@ _W, _G, _O, _ACC, _LATE, _OPT_T, _HELD, _ROOT_T, _EMB_G, _HELD_G = (FIELD_INDEX[
 
 
 def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
-                 only: tuple[int, ...] | None = None, keep_saved: bool = False, lev=None) -> list[StageLoad]:
+                 only: tuple[int, ...] | None = None, keep_saved: bool = False, lev=None,
+                 geo: _Geometry | None = None) -> list[StageLoad]:
     """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order;
     keep_saved: count the saved activations as if none were offloaded (what offloading copies);
-    lev: `resolve(cfg)` where the caller has it."""
+    lev, geo: `resolve(cfg)` and `_layout_geometry(...)` where the caller has them."""
     p = cfg.plan
     lev = resolve(cfg) if lev is None else lev
-    geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
-                    cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp,
-                    _geometry_zero(p.zero), lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile,
-                    cfg.float8, cfg.stack)
+    geo = _layout_geometry(spec, cfg, sem, lm_head, lev) if geo is None else geo
     n_shard = _shard_group(cfg)
     z3 = n_shard if p.zero >= 3 else 1
     z2 = n_shard if p.zero >= 2 else 1
