@@ -246,3 +246,23 @@ def test_zero_1_and_2_share_a_geometry(stack, precision, pp):
     assert all(geos[0].stage(i) == geos[1].stage(i) for i in range(pp))
     assert {k: v for k, v in vars(geos[0]).items() if k != "_stages"} == \
         {k: v for k, v in vars(geos[1]).items() if k != "_stages"}
+
+
+def test_model_hash_is_kept_but_never_pickled():
+    """ModelSpec keeps its hash after the first call (the estimates' memos hash it ~10^4 times a plan): the same value
+    as the fields' hash, equal specs hash equal, and neither a pickle nor a copy carries it (a string's hash
+    differs between processes), so an unpickled spec hashes afresh."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from gpuwise.workload.models import load_model
+
+    spec = load_model("llama-3.1-8b")
+    fields = tuple(getattr(spec, f.name) for f in dataclasses.fields(spec))
+    assert hash(spec) == hash(fields) and spec.__dict__["_hash"] == hash(fields)
+    twin = dataclasses.replace(spec)
+    assert twin == spec and hash(twin) == hash(spec) and hash(dataclasses.replace(spec, name="x")) != hash(spec)
+    for other in (pickle.loads(pickle.dumps(spec)), copy.copy(spec), copy.deepcopy(spec)):
+        assert "_hash" not in other.__dict__ and other == spec and hash(other) == hash(spec)
+    assert dataclasses.asdict(spec) == dataclasses.asdict(twin) and "_hash" not in dataclasses.asdict(spec)
