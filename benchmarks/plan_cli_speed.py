@@ -4,8 +4,10 @@ The baseline is another commit of this repository (default: the parent of the pl
 exported with `git archive` into a temporary folder and run with its own tree first on PYTHONPATH. Each
 round runs the baseline and then the working tree, one after the other (so both see the same machine
 load), and the summary takes the minimum over the rounds of each: wall seconds and CPU seconds (user +
-sys of the child process, which other processes' load inflates less than wall time). The two outputs
-must be byte-identical (the planner's answer does not depend on how fast it is computed).
+sys of the child process, which other processes' load inflates less than wall time), and the median of
+each side's rounds on a second line (new/base of the medians; on a shared machine the median says how
+typical the minimum is). The two outputs must be byte-identical (the planner's answer does not depend
+on how fast it is computed).
 
     python benchmarks/plan_cli_speed.py [--base REV] [--rounds N] [JOB.yaml ...]
 """
@@ -15,6 +17,7 @@ from __future__ import annotations
 import argparse
 import os
 import resource
+import statistics
 import subprocess
 import sys
 import tarfile
@@ -59,9 +62,11 @@ def compare(base: Path, job: str, rounds: int) -> None:
         for name, tree in (("base", base), ("new", ROOT)):
             wall, cpu, outs[name] = run_once(tree, job)
             times[name].append((wall, cpu))
-    (bw, bc), (nw, nc) = ((min(w for w, _ in times[k]), min(c for _, c in times[k])) for k in ("base", "new"))
-    print(f"{Path(job).name:32} base {bw:5.2f} s wall {bc:5.2f} s CPU | new {nw:5.2f} s wall {nc:5.2f} s CPU | "
-          f"new/base: wall {nw / bw:.2f}, CPU {nc / bc:.2f} | same --json output: {outs['base'] == outs['new']}")
+    for stat, pick in (("min", min), ("median", statistics.median)):
+        (bw, bc), (nw, nc) = ((pick(w for w, _ in times[k]), pick(c for _, c in times[k])) for k in ("base", "new"))
+        print(f"{Path(job).name:32} {stat:6} base {bw:5.2f} s wall {bc:5.2f} s CPU | new {nw:5.2f} s wall "
+              f"{nc:5.2f} s CPU | new/base: wall {nw / bw:.2f}, CPU {nc / bc:.2f} | "
+              f"same --json output: {outs['base'] == outs['new']}")
 
 
 def main() -> None:
@@ -70,7 +75,7 @@ def main() -> None:
     ap.add_argument("--base", default=BASE, help=f"baseline revision (default {BASE})")
     ap.add_argument("--rounds", type=int, default=5)
     args = ap.parse_args()
-    print(f"min of {args.rounds} alternating rounds per side; baseline {args.base}; "
+    print(f"min and median of {args.rounds} alternating rounds per side; baseline {args.base}; "
           f"PYTHONDONTWRITEBYTECODE={os.environ.get('PYTHONDONTWRITEBYTECODE', '')!r} "
           "(1: every run compiles gpuwise's sources, as on this project's machines)")
     with tempfile.TemporaryDirectory() as tmp:

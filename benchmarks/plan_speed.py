@@ -58,7 +58,7 @@ def timed(job, cat, repeats: int = 3) -> tuple[float, int, int]:
     for _ in range(repeats):
         j = fresh(job)
         t0 = time.perf_counter()
-        res = plan(j, cat, "knee")   # a new goodput object per plan; estimate_memory's own cache persists
+        res = plan(j, cat, "knee")   # a new goodput object per plan (it keeps the search's memory estimates)
         times.append(time.perf_counter() - t0)
     return statistics.median(times), res.candidates.evaluated, len(res.candidates)
 

@@ -52,14 +52,27 @@ def load_yaml(path: str | Path, field: str, kind: str = "YAML file") -> Any:
 # the one-line message. Built on first use so that commands reading no such file skip pydantic's import.
 
 
-@lru_cache(maxsize=1)
-def strict_base() -> type:
+def strict_base(text_cells: bool = False) -> type:
     """Base of the models of a user's file: unknown keys are typos (refused with the closest valid
-    key) and NaN/inf are never a count, time, size or price."""
+    key) and NaN/inf are never a count, time, size or price. ``text_cells``: every value the model gets
+    is text (a CSV reader's cells), so no true/false can reach a number: the base without that check,
+    whose Python call per cell is most of a large catalog's validation."""
+    return _strict_base(bool(text_cells))
+
+
+@lru_cache(maxsize=2)     # one class per kind (strict_base() and strict_base(False) are the same class)
+def _strict_base(text_cells: bool) -> type:
     from pydantic import BaseModel, ConfigDict, ValidationInfo, field_validator
 
+    config = ConfigDict(extra="forbid", allow_inf_nan=False)
+    if text_cells:
+        class TextStrict(BaseModel):
+            model_config = config
+
+        return TextStrict
+
     class Strict(BaseModel):
-        model_config = ConfigDict(extra="forbid", allow_inf_nan=False)
+        model_config = config
 
         @field_validator("*", mode="before")
         @classmethod

@@ -270,3 +270,47 @@ def test_bad_rows_are_named_by_the_same_line_either_way(tmp_path, monkeypatch, l
     _write(tmp_path / "lambda" / "vms.csv", LAMBDA_HEADER, lines)
     fast, slow = _both_ways(monkeypatch, "lambda", tmp_path / "lambda" / "vms.csv")
     assert fast == slow and f"line {line}" in fast
+
+
+@pytest.mark.parametrize("cells, column", [("x,H100,true,26.0,225.0,2.49,us-east-1,,", "AcceleratorCount"),
+                                           ("x,H100,1.0,26.0,225.0,inf,us-east-1,,", "Price"),
+                                           ("x,H100,1.0,26.0,225.0,-1,us-east-1,,", "Price")])
+def test_catalog_rows_checked_without_the_bool_validator(tmp_path, cells, column):
+    """A catalog row's model (text cells only, strict_base(text_cells=True)) still refuses text that is not a
+    valid number, infinities and negative prices, naming the line and the column; the strict base of other
+    files still refuses a YAML true as a number."""
+    from pydantic import ValidationError
+
+    from gpuwise.user_files import strict_base
+
+    _write(tmp_path / "lambda" / "vms.csv", LAMBDA_HEADER, [cells])
+    with pytest.raises(InputError) as exc:
+        load_catalog([tmp_path], include_user=False)
+    assert "line 2" in str(exc.value) and column in str(exc.value)
+    assert strict_base() is strict_base(False) and strict_base(text_cells=True) is not strict_base()
+
+    class Row(strict_base()):
+        n: float
+
+    with pytest.raises(ValidationError, match="true/false"):
+        Row.model_validate({"n": True})
+
+
+def test_fast_offering_is_the_dataclass():
+    """The catalog's fast Offering constructor gives the dataclass's object (equal, same hash, fields, pickle),
+    still frozen; wrong fields still raise the __init__'s TypeError."""
+    import dataclasses
+    import pickle
+
+    from gpuwise.hardware.types import Offering
+
+    fields = dict(cloud="gcp", region="europe-north1", zone="europe-north1-a", instance_type="a3-highgpu-8g",
+                  gpu="H100-80GB-SXM", gpus_per_node=8.0, vcpus=208.0, memory_gib=1872.0, price_usd_per_hour=88.2,
+                  spot_price_usd_per_hour=9.4, catalog_date="2026-05-20", catalog_source="bundled")
+    fast, slow = catalog_mod._offering(**fields), Offering(**fields)
+    assert type(fast) is Offering and fast == slow and hash(fast) == hash(slow)
+    assert list(fast.__dict__.items()) == list(slow.__dict__.items()) and pickle.dumps(fast) == pickle.dumps(slow)
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.gpu = "A100"
+    with pytest.raises(TypeError):
+        catalog_mod._offering(**{**fields, "gpus": 8})

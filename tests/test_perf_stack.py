@@ -104,18 +104,25 @@ def test_unfitted_architectures_are_never_more_efficient_than_fitted_ones():
 
 def test_step_time_bound_is_the_compute_part_and_never_above_it():
     """The planner's branch and bound relies on step_time_lower_bound <= the step time for every stack,
-    precision, recompute policy and layout (the bound re-derives the hardware and dtypes the step uses)."""
-    from gpuwise.estimate.step_time import step_time_lower_bound
+    precision, recompute policy, layout and pipeline schedule (the bound re-derives the hardware and dtypes the
+    step uses): it is the step's compute time, plus with pipeline stages that compute's share of the bubble,
+    (pp - 1) / v micro-steps of it."""
+    from gpuwise.estimate.step_time import schedule_interleave, step_time_lower_bound
 
     m = load_model("llama-3.1-8b")
     for stack in ("pytorch", "megatron"):
         for precision in ("bf16-mixed", "fp32"):
             for recompute in ("none", "op", "layer-3", "full", "selective"):
                 for plan in (ParallelPlan(dp=8, zero=3), ParallelPlan(dp=2, tp=4, sp=True, zero=1),
-                             ParallelPlan(dp=2, pp=2, cp=2, zero=3)):
-                    cfg = TrainingConfig(micro_batch=2, seq_len=4096, grad_accum=4, precision=precision,
+                             ParallelPlan(dp=2, pp=2, cp=2, zero=3), ParallelPlan(dp=1, pp=4, pp_schedule="zb"),
+                             ParallelPlan(dp=2, tp=2, sp=True, pp=2, pp_schedule="interleaved-2", zero=1),
+                             ParallelPlan(dp=1, pp=8, pp_schedule="gpipe")):
+                    cfg = TrainingConfig(micro_batch=2, seq_len=4096, grad_accum=8, precision=precision,
                                          recompute=recompute, stack=stack, plan=plan)
+                    bubble = (plan.pp - 1) / schedule_interleave(plan.pp_schedule) / cfg.grad_accum
                     for gpu in ("H100", "A100-80GB", "L4"):
                         est = analytical_step_time(m, cfg, get_gpu(gpu), 8)
                         bound = step_time_lower_bound(m, cfg, get_gpu(gpu))
-                        assert bound == pytest.approx(est.compute_s, rel=1e-9) and bound <= est.step_time_s
+                        assert bound == pytest.approx(est.compute_s * (1 + bubble), rel=1e-9)
+                        assert bound <= est.step_time_s
+                        assert plan.pp == 1 or est.bubble_s >= bubble * est.compute_s

@@ -158,3 +158,111 @@ def test_memory_notes_built_on_first_read():
     fresh = memory._estimate.__wrapped__(spec, cfg, False, True, 1, True)   # not read yet
     assert pickle.loads(pickle.dumps(fresh)) == est and dataclasses.replace(fresh).notes == notes
     assert memory.MemoryEstimate(1, 2, 3, 4, 5, 6, 7).notes == ()
+
+
+def test_fast_estimate_is_the_dataclass():
+    """`memory._new_estimate` (the estimates' constructor without the frozen __init__) gives the object the
+    dataclass's __init__ gives: equal, same attributes in the same order (so the same pickle), notes read
+    through their descriptor (deferred or not), still frozen."""
+    import dataclasses
+    import pickle
+
+    from gpuwise.estimate import memory
+
+    values = (1.5, 2.0, 3.0, 4.0, 5.0, 6, 7, 1, ("a", "b"), 0.5, 0.25, 0.125, 0.0625, "optimizer step")
+    fast, slow = memory._new_estimate(*values), memory.MemoryEstimate(*values)
+    assert fast == slow and list(fast.__dict__.items()) == list(slow.__dict__.items())
+    assert pickle.dumps(fast) == pickle.dumps(slow) and fast.required == slow.required
+    lazy = memory._new_estimate(*values[:8], lambda: ["x"], *values[9:])
+    assert lazy.notes == ("x",) and lazy == dataclasses.replace(slow, notes=("x",))
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        fast.parameters = 0.0
+
+
+@pytest.mark.parametrize("field,changes", [("batch-size", {"micro_batch": 0}), ("grad-accum", {"grad_accum": True}),
+                                           ("dp", {"plan": "dp0"}), ("cp", {"plan": "cp2.0"})])
+def test_check_config_refuses_sizes(field, changes):
+    """check_config's fast path (every size a positive int) still refuses a size that is not, naming its field."""
+    import dataclasses
+
+    from gpuwise.errors import InputError
+    from gpuwise.estimate.memory import check_config
+    from gpuwise.workload.training import ParallelPlan
+
+    plans = {"dp0": ParallelPlan(dp=0), "cp2.0": ParallelPlan(cp=2.0)}
+    if "plan" in changes:
+        changes = {"plan": plans[changes["plan"]]}
+    cfg = dataclasses.replace(TrainingConfig(), **changes)
+    with pytest.raises(InputError, match=field):
+        check_config(JOB.space.model, cfg)
+    check_config(JOB.space.model, TrainingConfig())      # the default is fine
+
+
+def test_micro_step_key_holds_what_the_bound_reads():
+    """The step-time bound's memo (`step_time.micro_step_key`) leaves out only fields the micro-step time does not
+    read: changing any of them leaves `_micro_step_bound` as it was, float for float, and the bound with a memo
+    equals the bound without; changing a field of the key does change the time (the key is not just a label)."""
+    import dataclasses
+
+    from gpuwise.estimate import step_time
+    from gpuwise.workload.training import ParallelPlan
+
+    spec, gpu = JOB.space.model, get_gpu("H100")
+    base = TrainingConfig(micro_batch=2, seq_len=4096, grad_accum=4, recompute="op",
+                          plan=ParallelPlan(dp=4, tp=2, pp=2, sp=True, zero=1))
+    left_out = {"grad_accum": 9, "optimizer": "sgd", "offload_optimizer": True, "loss_kernel": "chunked",
+                "optimizer_impl": "fused", "lora_targets": "all-linear", "async_tp": True,
+                "plan": dataclasses.replace(base.plan, dp=16, zero=3, pp_schedule="gpipe")}
+    ref = step_time._micro_step_bound(spec, base, gpu)
+    for name, value in left_out.items():
+        cfg = dataclasses.replace(base, **{name: value})
+        assert step_time.micro_step_key(cfg) == step_time.micro_step_key(base), name
+        assert step_time._micro_step_bound(spec, cfg, gpu) == ref, name
+    memo: dict = {}
+    for cfg in (base, dataclasses.replace(base, grad_accum=3), base):
+        assert step_time.step_time_lower_bound(spec, cfg, gpu, memo) == step_time.step_time_lower_bound(spec, cfg, gpu)
+    assert len(memo) == 1
+    for name, value in {"micro_batch": 4, "seq_len": 8192, "recompute": "full", "precision": "fp8",
+                        "plan": dataclasses.replace(base.plan, tp=4)}.items():
+        cfg = dataclasses.replace(base, **{name: value})
+        assert step_time.micro_step_key(cfg) != step_time.micro_step_key(base), name
+        assert step_time._micro_step_bound(spec, cfg, gpu) != ref, name
+
+
+@pytest.mark.parametrize("stack,precision,pp", [("pytorch", "bf16-mixed", 1), ("deepspeed", "bf16-mixed", 2),
+                                                ("megatron", "bf16", 4), ("hf-trainer", "fp16-mixed", 2)])
+def test_zero_1_and_2_share_a_geometry(stack, precision, pp):
+    """memory._Geometry reads the ZeRO stage only as 0 and >= 3, so `_stage_loads` builds one geometry for ZeRO-1
+    and ZeRO-2 (`_geometry_zero`): built for each, every stage's fixed terms and numbers are equal."""
+    from gpuwise.estimate import memory
+
+    spec = JOB.space.model
+    geos = []
+    for zero in (1, 2):
+        sem = memory._semantics(precision, "adamw", spec.hidden, zero, False)
+        geos.append(memory._Geometry(spec, sem, True, 2, 4096, precision, "op", True, 0, None, 2, pp, 1, True, zero,
+                                     "eager", "q,v", False, False, False, stack))
+    assert memory._geometry_zero(2) == memory._geometry_zero(1) == 1 and memory._geometry_zero(3) == 3
+    assert all(geos[0].stage(i) == geos[1].stage(i) for i in range(pp))
+    assert {k: v for k, v in vars(geos[0]).items() if k != "_stages"} == \
+        {k: v for k, v in vars(geos[1]).items() if k != "_stages"}
+
+
+def test_model_hash_is_kept_but_never_pickled():
+    """ModelSpec keeps its hash after the first call (the estimates' memos hash it ~10^4 times a plan): the same value
+    as the fields' hash, equal specs hash equal, and neither a pickle nor a copy carries it (a string's hash
+    differs between processes), so an unpickled spec hashes afresh."""
+    import copy
+    import dataclasses
+    import pickle
+
+    from gpuwise.workload.models import load_model
+
+    spec = load_model("llama-3.1-8b")
+    fields = tuple(getattr(spec, f.name) for f in dataclasses.fields(spec))
+    assert hash(spec) == hash(fields) and spec.__dict__["_hash"] == hash(fields)
+    twin = dataclasses.replace(spec)
+    assert twin == spec and hash(twin) == hash(spec) and hash(dataclasses.replace(spec, name="x")) != hash(spec)
+    for other in (pickle.loads(pickle.dumps(spec)), copy.copy(spec), copy.deepcopy(spec)):
+        assert "_hash" not in other.__dict__ and other == spec and hash(other) == hash(spec)
+    assert dataclasses.asdict(spec) == dataclasses.asdict(twin) and "_hash" not in dataclasses.asdict(spec)

@@ -112,13 +112,13 @@ def allowed_plans(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_per_n
             hit = None
             for k, recompute in enumerate(order):
                 key = (dp, tp, pp, cp, zero, group, accum, recompute)    # the variant but its micro-batch
-                if misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
+                got = configs.get(key)   # estimated already (another GPU type): its own fit test is the cheaper
+                if got is None and misses is not None and _known_miss(misses, key, cfg.micro_batch, gpu):
                     c, est, fits = None, None, False
                 else:
-                    got = configs.get(key)
                     if got is None:
                         c = layout_config(cfg, tp, pp, cp, dp, zero, recompute, group)
-                        got = configs[key] = (c, memory_of(spec, c))
+                        got = configs[key] = (c, memory_of(spec, c, memoise=False))   # kept here
                     c, est = got
                     fits = est.fits(gpu)
                     if misses is not None and not fits:
@@ -165,27 +165,41 @@ def _plans_for_shape(job: JobSpace, cfg: TrainingConfig, gpu, gpus: int, gpus_pe
     return out
 
 
-def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: dict, grid) -> tuple[list, bool]:
+def _fitting_configs(job: JobSpace, spec, gpus: int, gpus_per_node: int, cache: dict, grid,
+                     plan_runs: dict) -> tuple[list, bool]:
     """Every (config, memory, key) of the shape that fits, in search order (micro-batch, plan, batch), and
     whether any plan fitted at all; grid(dp, micro, min_accum) gives the (micro, accum) pairs tried; key
-    names the configuration within the job (`_with_accum`)."""
+    names the configuration within the job (`_with_accum`). plan_runs: this grid's `_plan_runs` of each plan
+    of (GPU, GPU count, micro-batch), kept for every node size of that count (the plans that fit a node are
+    those whose tp divides it, in the same order)."""
     out, any_fit = [], False
+    runs = cache.setdefault("_runs", {})
     for micro in job.micro_batches:
         cfg = with_changes(job.base, micro_batch=micro)
-        fits = _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache)
-        if not fits:
+        if not _plans_for_shape(job, cfg, spec, gpus, gpus_per_node, cache):
             break   # a larger micro-batch needs more memory still
         any_fit = True
-        runs = cache.setdefault("_runs", {})
-        for c, mem in fits:
-            # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
-            for _, accum in grid(c.plan.dp, micro, c.grad_accum):
-                run = _with_accum(job, c, mem, accum, runs)
-                if not run[1].fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
-                    run = _heavier_fit(job, c, accum, runs, spec)
-                if run is not None:
-                    out.append(run)
+        plans = cache[("plans", spec.name, gpus, micro)]       # before the node filter (_plans_for_shape)
+        done = plan_runs.setdefault((spec.name, gpus, micro), [None] * len(plans))
+        for i, (c, mem) in enumerate(plans):
+            if c.plan.tp <= gpus_per_node and gpus_per_node % c.plan.tp == 0:
+                if done[i] is None:
+                    done[i] = _plan_runs(job, c, mem, spec, grid, runs)
+                out += done[i]
     return out, any_fit
+
+
+def _plan_runs(job: JobSpace, c: TrainingConfig, mem, spec, grid, runs: dict) -> list:
+    """The runs (`_with_accum`) of plan `c` (memory `mem`) that fit `spec`, one per (micro, accum) pair of the grid."""
+    out = []
+    # pipeline plans need >= pp micro-batches per step (allowed_plans sets that floor)
+    for _, accum in grid(c.plan.dp, c.micro_batch, c.grad_accum):
+        run = _with_accum(job, c, mem, accum, runs)
+        if not run[1].fits(spec):   # accumulation buffers (e.g. ZeRO-1/2 fp32 gradients) can tip it over
+            run = _heavier_fit(job, c, accum, runs, spec)
+        if run is not None:
+            out.append(run)
+    return out
 
 
 def _heavier_fit(job: JobSpace, c: TrainingConfig, accum: int, runs: dict, spec) -> tuple | None:
@@ -211,7 +225,7 @@ def _with_accum(job: JobSpace, c: TrainingConfig, mem, accum: int, runs: dict) -
     if got is None:
         run_cfg = with_changes(c, grad_accum=accum)
         known = mem is not None and accum == c.grad_accum        # mem None: not estimated yet (_heavier_fit)
-        got = runs[key] = (run_cfg, mem if known else memory_of(job.model, run_cfg), key)
+        got = runs[key] = (run_cfg, mem if known else memory_of(job.model, run_cfg, memoise=False), key)   # kept here
     return got
 
 
@@ -225,15 +239,17 @@ def _timed_configs(job: JobSpace, spec, gpus_per_node: int, nodes: int, configs:
     are strictly slower than the best, so they can neither win nor tie (`best_of` keeps the first of
     equals); the rest are timed and `best_of` picks among them exactly as among all. `exhaustive` times
     every configuration (the benchmark's and the tests' reference). `bounds`: the step-time bounds of this
-    GPU type by configuration key (`_fitting_configs`), shared by every shape of the job."""
+    GPU type by configuration key (`_fitting_configs`), shared by every shape of the job, and under "_micro_steps"
+    their micro-step times by `step_time.micro_step_key` (the model and GPU are the job's and this type's)."""
     from gpuwise.estimate.performance import step_bound_of, step_of
 
     steps = np.asarray(job.noise.steps(np.array([c.global_batch() for c, _, _ in configs], float)), float)
     order = range(len(configs))
     if not exhaustive:
+        micro_steps = bounds.setdefault("_micro_steps", {})     # this GPU's micro-step times (step_bound_of's memo)
         for c, _, key in configs:
             if key not in bounds:
-                bounds[key] = step_bound_of(job.model, c, spec)
+                bounds[key] = step_bound_of(job.model, c, spec, micro_steps)
         bound = steps * np.array([bounds[key] for _, _, key in configs])
         order = np.argsort(bound, kind="stable").tolist()
     best, out = np.inf, []
@@ -300,7 +316,8 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
                                        tolerance=tolerance).pairs
         return grids[key]
 
-    configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid)
+    configs, any_fit = _fitting_configs(job, spec, gpus, gpus_per_node, cache, grid,
+                                        cache.setdefault(("plan runs", lo_hi, targets, tolerance), {}))
     timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive")),
                            cache.setdefault(("bounds", gpu), {})) if configs else []
     st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)

@@ -19,10 +19,11 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
+from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
                                      lever_notes, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
-from gpuwise.estimate.memory_timeline import StageLoad, in_flight, peak
+from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak, peak_values, stage_values
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
 from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
                                        nccl_bytes)
@@ -56,6 +57,21 @@ class _Notes:
 
     def __set__(self, obj, value) -> None:
         obj.__dict__[self.slot] = value
+
+
+class _Kept:
+    """A property computed on first read and kept in the instance's __dict__ (functools.cached_property
+    without its lock, which Python 3.11 takes on every first read: ~6,000 estimates per plan). For frozen
+    fields only: the value is never recomputed."""
+
+    def __init__(self, fn) -> None:
+        self.fn, self.name, self.__doc__ = fn, fn.__name__, fn.__doc__
+
+    def __get__(self, obj, owner=None):
+        if obj is None:
+            return self
+        value = obj.__dict__[self.name] = self.fn(obj)
+        return value
 
 
 @dataclass(frozen=True)
@@ -110,7 +126,7 @@ class MemoryEstimate:
     def breakdown_gib(self) -> dict[str, float]:
         return {k: getattr(self, k) / GIB for k in PARTS}
 
-    @property
+    @_Kept     # the fields are frozen; a search asks ~26,000 times
     def required(self) -> float:
         """Bytes that must fit: the allocated peak, the CUDA context and NCCL buffers. Near capacity the
         caching allocator frees its cached blocks and retries before raising OOM, so its slack is
@@ -154,6 +170,9 @@ class MemoryEstimate:
         return total - HEADROOM_FRACTION * total - self.required / GIB
 
 
+# MemoryEstimate's fields in order as its __dict__ holds them (`notes` under its descriptor's slot)
+_ESTIMATE_SLOTS = tuple("_notes" if f == "notes" else f for f in MemoryEstimate.__dataclass_fields__)
+
 # Kept free when deciding `fits`: what the allocator cannot reuse under memory pressure. A public OOM
 # report shows 1.83 GiB reserved-but-unallocated next to 75.31 GiB allocated (2.4%, 70B model on an
 # 80 GB GPU, vllm-project/compressed-tensors PR #587); 5% leaves room for more fragmented workloads.
@@ -169,10 +188,11 @@ def fit_headroom_gib(gpu: GpuSpec) -> float:
 def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
     """Raise InputError (one line: field, value, fix) for settings that cannot be trained."""
     p = cfg.plan
-    for name, value in (("batch-size", cfg.micro_batch), ("seq-len", cfg.seq_len), ("grad-accum", cfg.grad_accum),
-                        ("dp", p.dp), ("tp", p.tp), ("pp", p.pp), ("cp", p.cp)):
-        if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
-            raise InputError(name, value, "must be a positive integer")
+    sizes = (cfg.micro_batch, cfg.seq_len, cfg.grad_accum, p.dp, p.tp, p.pp, p.cp)
+    if {*map(type, sizes)} != {int} or min(sizes) <= 0:     # a search's configurations skip the loop
+        for name, value in zip(("batch-size", "seq-len", "grad-accum", "dp", "tp", "pp", "cp"), sizes):
+            if not isinstance(value, int) or isinstance(value, bool) or value <= 0:
+                raise InputError(name, value, "must be a positive integer")
     if cfg.precision not in PRECISIONS:
         raise InputError("precision", cfg.precision, "use one of " + ", ".join(PRECISIONS))
     if cfg.optimizer not in OPTIMIZERS:
@@ -186,14 +206,13 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
                                                    and int(sched[12:]) >= 2)):
         raise InputError("pp-schedule", sched, "use one of " + ", ".join(PP_SCHEDULES) + " (V >= 2 chunks per stage, "
                          "e.g. interleaved-2)")
-    from gpuwise.estimate.layouts import pipeline_limit
-
     if sched.startswith("interleaved-") and p.pp * int(sched[12:]) > pipeline_limit(spec):
         raise InputError("pp-schedule", sched, f"pp {p.pp} x {sched[12:]} chunks needs at least that many layers "
                          f"({pipeline_limit(spec)} here): use fewer chunks per stage")
     if p.zero not in (0, 1, 2, 3):
         raise InputError("zero", p.zero, "use a ZeRO stage 0, 1, 2 or 3")
-    check_zero_shard(p)
+    if p.zero_shard != 0 or type(p.zero_shard) is not int:     # 0: nothing to check (the common case)
+        check_zero_shard(p)
     if cfg.lora_rank < 0:
         raise InputError("lora-rank", cfg.lora_rank, "use 0 (full fine-tuning) or a positive rank")
     if cfg.quantize not in (None, "nf4"):
@@ -290,8 +309,11 @@ def _overheads(cfg: TrainingConfig, allocated: float, context: bool) -> tuple[fl
     one-GPU fraction of the stack (overhead.slack_fraction)."""
     p = cfg.plan
     groups = (p.dp * p.cp, p.tp, p.pp, p.cp)
-    multi = any(g > 1 for g in groups)
-    return allocator_slack_bytes(allocated, multi, cfg.stack), context_bytes(context), nccl_bytes(groups) if context else 0.0
+    multi = max(groups) > 1
+    return allocator_slack_bytes(allocated, multi, cfg.stack), context_bytes(context), _nccl(groups) if context else 0.0
+
+
+_nccl = lru_cache(maxsize=256)(nccl_bytes)     # a few group shapes per plan, ~6,000 estimates
 
 
 @lru_cache(maxsize=16384)
@@ -302,21 +324,22 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
         return _explicit_estimate(spec, cfg, fp32_grads, context)
     if blocked(cfg):
         return _cannot_run(spec, cfg)
-    p = cfg.plan
-    fp32_grads = fp32_grads or resolve(cfg).fp32_main_grad       # the stack's gradient buffer (Megatron main_grad)
+    p, lev = cfg.plan, resolve(cfg)
+    fp32_grads = fp32_grads or lev.fp32_main_grad       # the stack's gradient buffer (Megatron main_grad)
     sem = _semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, fp32_grads)
-    loads = _stage_loads(spec, cfg, sem, lm_head, _schedule(cfg, interleave))
+    schedule = _schedule(cfg, interleave)
+    geo = _layout_geometry(spec, cfg, sem, lm_head, lev)
     best = None
-    for i, load in enumerate(loads):
-        alloc, phase, parts = peak(load)
+    for i, load in enumerate(_stage_loads(spec, cfg, sem, lm_head, schedule, lev=lev, geo=geo)):
+        alloc, phase, parts = peak_values(load)
         if best is None or alloc > best[0]:
             best = (alloc, i, phase, parts)
-    alloc, stage, phase, parts = best
-    counts = param_counts(spec)
-    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else counts.total
+    alloc, stage, phase, (w, o, g, a, t) = best        # memory_timeline's part order
+    total = geo.counts.total                   # param_counts(spec)'s
+    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else total
     # the assumption lines are built when first read (MemoryEstimate.notes): a search reads a few of thousands
-    notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, _schedule(cfg, interleave))
-    return estimate_from_parts(parts, cfg, counts.total, trainable, notes, phase, stage, context)
+    notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, schedule)
+    return _from_parts(w, g, o, a, t, cfg, total, trainable, notes, phase, stage, context)
 
 
 def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: int, trainable: int,
@@ -325,11 +348,25 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
     """A MemoryEstimate from the tensor bytes at the peak by part (parameters, gradients, optimizer,
     activations, temporaries), estimated or traced: the overhead model (overhead.py) adds what tensors
     don't show, the allocator slack as a fraction of the allocated peak, so both methods share one schema."""
-    alloc = sum(parts[k] for k in PARTS if k != "overhead")
-    slack, ctx, nccl = _overheads(cfg, alloc, context)
-    return MemoryEstimate(parts["parameters"], parts["gradients"], parts["optimizer"], parts["activations"],
-                          slack + ctx + nccl, params, trainable, peak_stage, notes, temporaries=parts["temporaries"],
-                          allocator=slack, context=ctx, nccl=nccl, peak_phase=peak_phase)
+    w, g, o, a, t = (parts[k] for k in ("parameters", "gradients", "optimizer", "activations", "temporaries"))
+    return _from_parts(w, g, o, a, t, cfg, params, trainable, notes, peak_phase, peak_stage, context)
+
+
+def _from_parts(w: float, g: float, o: float, a: float, t: float, cfg: TrainingConfig, params: int, trainable: int,
+                notes, peak_phase: str, peak_stage: int, context: bool) -> MemoryEstimate:
+    """`estimate_from_parts` of the parts parameters, gradients, optimizer, activations and temporaries."""
+    slack, ctx, nccl = _overheads(cfg, sum((w, g, o, a, t)), context)     # summed in PARTS order
+    return _new_estimate(w, g, o, a, slack + ctx + nccl, params, trainable, peak_stage, notes, t, slack, ctx, nccl,
+                         peak_phase)
+
+
+def _new_estimate(*values) -> MemoryEstimate:
+    """``MemoryEstimate(*values)`` (every field, in order) without the frozen dataclass's __init__, which sets
+    each field through object.__setattr__ (a search builds ~6,000 estimates): the same attributes in the same
+    order, `notes` kept where its descriptor keeps it (tests/test_plan_candidates.py compares the two)."""
+    est = object.__new__(MemoryEstimate)
+    est.__dict__.update(zip(_ESTIMATE_SLOTS, values))
+    return est
 
 
 def _cannot_run(spec: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
@@ -352,7 +389,7 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, p.zero, resolve(cfg).fp32_main_grad)
     loads = _stage_loads(spec, cfg, sem, True, _schedule(cfg, 1), only=tuple(sorted({0, p.pp - 1})))
     _, ctx, nccl = _overheads(cfg, 0.0, True)
-    return max(peak(load)[0] for load in loads) + ctx + nccl
+    return max(peak_values(load)[0] for load in loads) + ctx + nccl
 
 
 def saved_activation_bytes(model: ModelSpec | str, cfg: TrainingConfig) -> float:
@@ -384,7 +421,9 @@ class _Geometry:
     counts, per-GPU parameters and their bytes before ZeRO sharding, activation terms. The planner's
     thousands of estimates of one job share a few hundred of these (they differ in dp and grad_accum),
     so each stage's part is built once (`stage`, memoised) and `_stage_loads` only shards and schedules
-    it: the same expressions on the same values, hence the same floats."""
+    it: the same expressions on the same values, hence the same floats. `zero` is read only as zero == 0
+    (autocast) and zero >= 3 (FSDP), so `_stage_loads` passes ZeRO-2 as 1 (`_geometry_zero`): stages 1 and 2
+    differ in sharding only, which it applies per configuration (tests/test_plan_candidates.py compares them)."""
 
     def __init__(self, spec: ModelSpec, sem: StateSemantics, lm_head: bool, micro_batch: int, seq_len: int,
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
@@ -459,7 +498,7 @@ class _Geometry:
                          and not lora)
         # torchao Float8 with FSDP2: the block's parameters are all-gathered in fp8 (1 B each)
         self.gather_b = 1.0 if float8 and fsdp else sem.compute
-        self._stages: dict[int, tuple[dict, dict]] = {}
+        self._stages: dict = {}     # stage index, and its shape (`stage`) -> (fixed, made_of, values)
 
     def _fused_lora_mlp(self, code, lora_targets: str) -> bool:
         return self.lora and fused_lora_mlp(self.spec, code, lora_targets)
@@ -510,12 +549,26 @@ class _Geometry:
             return 0.0, 0.0
         return act.chunked_head_backward_bytes(self.spec, st)
 
-    def stage(self, i: int) -> tuple[dict, dict]:
+    def stage(self, i: int) -> tuple[dict, dict, list]:
         """(StageLoad fields that do not depend on dp / grad_accum / offloading, the numbers the others
-        are made from) of stage i; built on first use (long pipelines evaluate only the stages asked for)."""
-        if i not in self._stages:
-            self._stages[i] = self._build(i)
-        return self._stages[i]
+        are made from, StageLoad's values in field order with those fields set and the configuration's,
+        _PER_CONFIG, None: `_stage_loads` copies and fills them) of stage i; built on first use (long
+        pipelines evaluate only the stages asked for)."""
+        got = self._stages.get(i)
+        if got is None:
+            # _build reads the stage only as first / last, its layer count and its encoder layers: the middle stages
+            # of an even split are built once
+            n_i, start = self.layers[i], self.starts[i]
+            shape = (i == 0, i == self.pp - 1, n_i, max(0, min(start + n_i, self.spec.n_encoder_layers) - start))
+            got = self._stages.get(shape)
+            if got is None:
+                fixed, made_of = self._build(i)
+                unset = FIELD_INDEX.keys() - fixed.keys()
+                if unset != set(_PER_CONFIG):      # every field set exactly once
+                    raise AssertionError(f"StageLoad fields: {sorted(unset ^ set(_PER_CONFIG))}")
+                got = self._stages[shape] = (fixed, made_of, stage_values(fixed))
+            self._stages[i] = got
+        return got
 
     def _build(self, i: int) -> tuple[dict, dict]:
         spec, sem, counts, st, lora, tp = self.spec, self.sem, self.counts, self.st, self.lora, self.tp
@@ -571,18 +624,37 @@ class _Geometry:
         return fixed, made_of
 
 
-_geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~400
+_geometry = lru_cache(maxsize=1024)(_Geometry)   # a plan of one job uses ~300
+
+
+def _layout_geometry(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, lev) -> _Geometry:
+    """The geometry of ``cfg``'s layout (memoised: `_geometry`)."""
+    p = cfg.plan
+    return _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
+                     cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp,
+                     _geometry_zero(p.zero), lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile,
+                     cfg.float8, cfg.stack)
+
+
+def _geometry_zero(zero: int) -> int:
+    """The ZeRO stage as _Geometry reads it (zero == 0, zero >= 3): 1 and 2 share a geometry."""
+    return 1 if zero == 2 else zero
+
+# the StageLoad fields `_stage_loads` sets per configuration (the others are the geometry's), by position
+_PER_CONFIG = ("weights", "grads", "optimizer", "accumulating", "late_grads", "opt_temp", "in_flight",
+               "root_grad_temp", "embed_grads", "held_grads")
+_W, _G, _O, _ACC, _LATE, _OPT_T, _HELD, _ROOT_T, _EMB_G, _HELD_G = (FIELD_INDEX[f] for f in _PER_CONFIG)
 
 
 def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, schedule: str,
-                 only: tuple[int, ...] | None = None, keep_saved: bool = False) -> list[StageLoad]:
+                 only: tuple[int, ...] | None = None, keep_saved: bool = False, lev=None,
+                 geo: _Geometry | None = None) -> list[StageLoad]:
     """One StageLoad per pipeline stage (see memory_timeline); `only`: just those stages, in order;
-    keep_saved: count the saved activations as if none were offloaded (what offloading copies)."""
+    keep_saved: count the saved activations as if none were offloaded (what offloading copies);
+    lev, geo: `resolve(cfg)` and `_layout_geometry(...)` where the caller has them."""
     p = cfg.plan
-    lev = resolve(cfg)
-    geo = _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
-                    cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp, p.zero,
-                    lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile, cfg.float8, cfg.stack)
+    lev = resolve(cfg) if lev is None else lev
+    geo = _layout_geometry(spec, cfg, sem, lm_head, lev) if geo is None else geo
     n_shard = _shard_group(cfg)
     z3 = n_shard if p.zero >= 3 else 1
     z2 = n_shard if p.zero >= 2 else 1
@@ -597,36 +669,36 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     act_off = (cfg.activation_offload or lev.offload_checkpoints) and not keep_saved   # levers.activation_offload
     out = []
     for i in (range(p.pp) if only is None else only):
-        fixed, m = geo.stage(i)
+        fixed, m, values = geo.stage(i)
         grads = 0.0 if host_states or in_bwd else m["grads"] / z2
         opt = 0.0 if host_states or lev.paged else m["opt"] / z1
         if offload:
             opt, grads = 0.0, (0.0 if p.zero >= 2 else grads)
+        v = values.copy()                       # StageLoad's values in field order; the fixed ones set
         if in_bwd or act_off:
-            fixed = _lever_fixed(fixed, m, sem, geo, cfg, act_off)
+            v = stage_values(_lever_fixed(fixed, m, sem, geo, cfg, act_off))
         if geo.no_sync and micro > 1:
             # FSDP1 no_sync: the micro-batches before the syncing one accumulate unsharded gradients (parameter
             # dtype), alive from the first backward to the syncing micro-batch's reduce-scatter; on the GPU under
             # CPU offload too (the post-backward hook returns before the reduce-scatter and the host copy)
-            fixed = {**fixed, "acc_grads": m["trainable"] * sem.gradients}
+            v[FIELD_INDEX["acc_grads"]] = m["trainable"] * sem.gradients
         held = in_flight(schedule, p.pp, i, micro)
-        out.append(StageLoad(
-            weights=0.0 if host_states else m["w_bytes"] / z3, grads=grads, optimizer=opt,
-            # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
-            # zero_grad (set_to_none)
-            # earlier micro-batches' gradients exist at the peak when a forward follows a backward
-            # (more micro-batches than this stage keeps in flight)
-            accumulating=micro > held or sem.framework == "megatron",
-            late_grads=(m["late"] / z2 if grads_held or (micro == 1 and not geo.pp_fsdp and not offload
-                                                         and not host_states and not in_bwd) else 0.0),
-            opt_temp=0.0 if host_states or in_bwd else _optimizer_temp(cfg, lev, sem, m["trainable"] / z1),
-            in_flight=held,
-            root_grad_temp=m["flat"] * (sem.compute + sem.reduce - sem.reduce / z3) if m["root"] else 0.0,
-            # (with accumulation the earlier micro-batches' gradients of the root are there too)
-            embed_grads=((grads if micro > 1 and geo.tied_bwd else 0.0 if (host_states and not grads_held) or in_bwd
-                          else m["embed"] / z2) if (geo.root_bwd or geo.tied_bwd) and i == 0 else 0.0),
-            held_grads=m["embed"] / z2 if grads_held else 0.0,
-            **fixed))
+        v[_W], v[_G], v[_O] = 0.0 if host_states else m["w_bytes"] / z3, grads, opt
+        # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
+        # zero_grad (set_to_none)
+        # earlier micro-batches' gradients exist at the peak when a forward follows a backward
+        # (more micro-batches than this stage keeps in flight)
+        v[_ACC] = micro > held or sem.framework == "megatron"
+        v[_LATE] = (m["late"] / z2 if grads_held or (micro == 1 and not geo.pp_fsdp and not offload
+                                                    and not host_states and not in_bwd) else 0.0)
+        v[_OPT_T] = 0.0 if host_states or in_bwd else _optimizer_temp(cfg, lev, sem, m["trainable"] / z1)
+        v[_HELD] = held
+        v[_ROOT_T] = m["flat"] * (sem.compute + sem.reduce - sem.reduce / z3) if m["root"] else 0.0
+        # (with accumulation the earlier micro-batches' gradients of the root are there too)
+        v[_EMB_G] = ((grads if micro > 1 and geo.tied_bwd else 0.0 if (host_states and not grads_held) or in_bwd
+                      else m["embed"] / z2) if (geo.root_bwd or geo.tied_bwd) and i == 0 else 0.0)
+        v[_HELD_G] = m["embed"] / z2 if grads_held else 0.0
+        out.append(StageLoad(*v))
     return out
 
 
@@ -788,7 +860,7 @@ _RECOMPUTE_TEXT = {
 
 def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | None = None, *,
                     fp32_grads: bool = False, lm_head: bool = True, interleave: int = 1,
-                    context: bool = True) -> MemoryEstimate:
+                    context: bool = True, memoise: bool = True) -> MemoryEstimate:
     """Per-GPU peak memory of one training step.
 
     model: ModelSpec or preset name / config.json path
@@ -801,9 +873,11 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
     context: include the CUDA context and NCCL buffers in the overhead (False to compare with
         allocated-tensor peaks; the allocator slack is always included in `overhead`; compare
         `allocated` with torch.cuda.max_memory_allocated)
+    memoise: keep the estimate in this module's cache (False: a caller that keeps its estimates itself, the
+        layout search's ~6,000 distinct ones; the same estimate either way)
     """
     spec = stack_model(load_model(model), cfg.stack)
-    est = _estimate(spec, cfg, fp32_grads, lm_head, interleave, context)
+    est = (_estimate if memoise else _estimate.__wrapped__)(spec, cfg, fp32_grads, lm_head, interleave, context)
     if gpu is not None:
         est = replace(est, notes=est.notes + (est.fit_text(gpu),))
     return est

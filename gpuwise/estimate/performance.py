@@ -70,10 +70,11 @@ def checkpoint_size(model: ModelSpec, cfg: TrainingConfig) -> Checkpoint:
                                      f"parameter, as the memory model keeps them) of {what}")
 
 
-def memory_of(model: ModelSpec, cfg: TrainingConfig) -> MemoryEstimate:
-    """Per-GPU peak memory (``JobPerformance.memory`` without building one: hot loops of searches)."""
+def memory_of(model: ModelSpec, cfg: TrainingConfig, memoise: bool = True) -> MemoryEstimate:
+    """Per-GPU peak memory (``JobPerformance.memory`` without building one: hot loops of searches).
+    ``memoise`` False: for a caller that keeps each estimate itself (the layout search), not kept twice."""
     # without the GPU: estimate_memory memoises per (model, cfg), shared by every shape of a search
-    return estimate_memory(model, cfg)
+    return estimate_memory(model, cfg, memoise=memoise)
 
 
 def memory_bound_of(model: ModelSpec, cfg: TrainingConfig) -> float:
@@ -87,10 +88,11 @@ def step_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gpus_per_node: 
     return analytical_step_time(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps)
 
 
-def step_bound_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:
+def step_bound_of(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, memo: dict | None = None) -> float:
     """Seconds that ``step_of(model, cfg, gpu, ...).step_time_s`` is at least, on any node size and network,
-    at a fraction of its cost (searches prune with it; ``step_time.step_time_lower_bound``)."""
-    return step_time_lower_bound(model, cfg, gpu)
+    at a fraction of its cost (searches prune with it; ``step_time.step_time_lower_bound``, whose ``memo`` is
+    the caller's for this model and GPU)."""
+    return step_time_lower_bound(model, cfg, gpu, memo)
 
 
 class JobPerformance:

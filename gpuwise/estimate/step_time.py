@@ -329,19 +329,48 @@ def roofline_hardware(gpu: GpuSpec, peak: float, gpus_per_node: int, inter_node_
                     gpus_per_node, (gpu.fp8_tflops or 0.0) * 1e12)
 
 
-def step_time_lower_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:
+def step_time_lower_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, memo: dict | None = None) -> float:
     """Seconds that ``analytical_step_time(...).step_time_s`` (default efficiencies) is at least, at a
     fraction of its cost: a transformer's step is its operator time (grad_accum x the micro-step's,
     ``roofline_step.micro_step_compute_s``, memoised without dp, ZeRO and grad_accum) plus TP, CP, PP,
     bubble, DP and optimizer seconds that are never negative, summed after it (so the rounded sum is
     not below it either). 0 for explicit models (no bound). Searches skip configurations whose bound
-    cannot beat their best so far. The operator time reads the GPU's rates only, not its node or network."""
+    cannot beat their best so far. The operator time reads the GPU's rates only, not its node or network.
+    ``memo``: a dict the caller keeps for this model and GPU only, holding the micro-step's time by
+    `micro_step_key` (a search's thousands of bounds share a few hundred). With pipeline stages the bound adds
+    the bubble of that operator time, (pp - 1) / v micro-steps (roofline_step.transformer_step's bubble is the
+    same factor times a micro-step that includes its operator time, and the terms before it are not negative,
+    so the rounded step is not below the rounded bound either)."""
     if not model.is_transformer:
         return 0.0
+    if memo is None:
+        micro = _micro_step_bound(model, cfg, gpu)
+    else:
+        key = micro_step_key(cfg)
+        micro = memo.get(key)
+        if micro is None:
+            micro = memo[key] = _micro_step_bound(model, cfg, gpu)
+    p = cfg.plan
+    if p.pp > 1:
+        return cfg.grad_accum * micro + (p.pp - 1) / max(1, schedule_interleave(p.pp_schedule)) * micro
+    return cfg.grad_accum * micro
+
+
+def micro_step_key(cfg: TrainingConfig) -> tuple:
+    """Every field of ``cfg`` that `_micro_step_bound` reads (roofline_step.micro_step_compute_s: the operator
+    rows, the kernel levers and the efficiencies; `_bound_rates`): not dp, ZeRO, grad_accum or offloading.
+    tests/test_plan_candidates.py checks the bound does not change with any other field."""
+    p = cfg.plan
+    return (cfg.micro_batch, cfg.seq_len, p.tp, p.cp, p.sp, p.pp, cfg.precision, cfg.recompute, cfg.lora_rank,
+            cfg.quantize, cfg.flash_attention, cfg.compile, cfg.float8, cfg.stack)
+
+
+def _micro_step_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:
+    """The operator time of one micro-step of ``cfg`` on ``gpu`` (a transformer's)."""
     from gpuwise.estimate.roofline_step import micro_step_compute_s
 
     hw, eff = _bound_rates(gpu, cfg.precision, cfg.stack)
-    return cfg.grad_accum * micro_step_compute_s(model, cfg, hw, eff)
+    return micro_step_compute_s(model, cfg, hw, eff)
 
 
 @lru_cache(maxsize=1024)

@@ -261,6 +261,21 @@ def _plain_rows(path: Path, width: int, keep: str) -> Iterator[tuple[int, list[s
     return rows()
 
 
+_OFFERING_FIELDS = Offering.__dataclass_fields__.keys()
+
+
+def _offering(**fields) -> Offering:
+    """``Offering(**fields)`` without the frozen dataclass's __init__, which sets each field through
+    object.__setattr__ (a catalog load builds ~4,400): Offering has no defaults, __post_init__ or descriptors,
+    so the same object (equal, same hash and pickle; tests/test_hw_catalog.py compares the two). Anything but
+    exactly its fields takes the __init__ (and its TypeError)."""
+    if fields.keys() != _OFFERING_FIELDS:
+        return Offering(**fields)
+    offering = object.__new__(Offering)
+    offering.__dict__.update(fields)
+    return offering
+
+
 def _cell(i: int, value: str) -> str:
     """Regex matching the newline before a row whose cell `i` (0-based) `value` matches at its start
     (cells hold no comma). A literal first character lets the regex engine skip to each line's start."""
@@ -277,7 +292,7 @@ def _vms_row() -> type:
 
     from gpuwise.user_files import strict_base
 
-    class VmsRow(strict_base()):
+    class VmsRow(strict_base(text_cells=True)):     # cells of a CSV file: text only (_reader)
         InstanceType: str = ""
         AcceleratorName: str = ""
         AcceleratorCount: Optional[float] = Field(None, gt=0, description="GPUs per instance")
@@ -316,7 +331,7 @@ def _parse_generic(cloud: str, path: Path, date: str, skipped: dict[str, int], n
             res = _resolve(cloud, row.InstanceType, row.AcceleratorName, row.AcceleratorCount, skipped)
             if res is None:
                 continue
-            out.append(Offering(
+            out.append(_offering(
                 cloud=cloud, region=row.Region, zone=row.AvailabilityZone, instance_type=row.InstanceType,
                 gpu=res[0], gpus_per_node=res[1], vcpus=row.vCPUs, memory_gib=row.MemoryGiB,
                 price_usd_per_hour=row.Price, spot_price_usd_per_hour=row.SpotPrice,
@@ -363,7 +378,7 @@ def _parse_gcp(path: Path, date: str, skipped: dict[str, int], name: str) -> lis
             res = _resolve("gcp", host_type, acc, count, skipped)
             if res is None:
                 continue
-            out.append(Offering(
+            out.append(_offering(
                 cloud="gcp", region=g.Region, zone=zone, instance_type=host_type,
                 gpu=res[0], gpus_per_node=res[1], vcpus=host.vCPUs, memory_gib=host.MemoryGiB,
                 price_usd_per_hour=_sum(host.Price, g.Price), spot_price_usd_per_hour=_sum(host.SpotPrice, g.SpotPrice),

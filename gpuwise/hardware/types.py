@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 # The CUDA context and PyTorch's cuBLAS workspaces a training process holds before its first tensor,
 # with lazy module loading (CUDA >= 11.7, PyTorch's default): ~300-400 MB per the PyTorch maintainers
@@ -37,7 +38,7 @@ class GpuSpec:
     device_mib: float | None = None    # total device memory as cudaMemGetInfo / nvidia-smi report it (MiB)
     device_mib_source: str = ""
 
-    @property
+    @cached_property     # frozen fields; the planner's fit tests read it ~26,000 times
     def total_gib(self) -> float:
         """Device memory in GiB as the driver reports it (the datasheet figure read as GB when unknown)."""
         return self.device_mib / 1024 if self.device_mib else self.memory_gib * 1e9 / 2 ** 30

@@ -58,6 +58,19 @@ class ModelSpec:
     sample_unit: str = "token"          # "token" for LMs, "sample" for images etc.
     source: str = ""                    # where the structure/numbers come from
 
+    def __hash__(self) -> int:
+        """The hash of the fields (as the dataclass's own), kept after the first call: the estimates' memos hash
+        the model ~10^4 times per plan. Never pickled or copied (`__getstate__`): a string's hash differs between
+        processes."""
+        h = self.__dict__.get("_hash")
+        if h is None:
+            h = hash(tuple(getattr(self, name) for name in _FIELDS))
+            object.__setattr__(self, "_hash", h)
+        return h
+
+    def __getstate__(self) -> dict:
+        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+
     @property
     def is_transformer(self) -> bool:
         return self.n_layers > 0 and self.hidden > 0
@@ -84,3 +97,6 @@ class ModelSpec:
         if self.family == "t5":
             return "relative"
         return "alibi" if self.family in ("bloom", "mpt") else "rotary"
+
+
+_FIELDS = tuple(ModelSpec.__dataclass_fields__)
