@@ -2,6 +2,8 @@
 (calibration/external_throughput.csv: InternEvo, llm.c, universal-llm-trainer; ms-swift as ratios only), scored
 leave-one-source-out; stacks without rows fall back to the stated default and say so."""
 
+import dataclasses
+
 import numpy as np
 import pytest
 
@@ -108,8 +110,8 @@ def test_long_sequence_attention_is_more_efficient_and_says_so():
     assert scales == sorted(scales) and scales[2] == pytest.approx(1.0) and 1.05 < scales[-1] < 1.2
     assert attended_keys(65536, True) == pytest.approx(65536 / 2, rel=0.01) and attended_keys(128, True) == 128
     spec = load_model("llama-3.1-8b")
-    small = spec.__class__(**{**spec.__dict__, "name": "small", "n_layers": 16, "hidden": 2048, "n_heads": 16,
-                              "n_kv_heads": 8, "head_dim": 128, "ffn_hidden": 8192})
+    small = dataclasses.replace(spec, name="small", n_layers=16, hidden=2048, n_heads=16, n_kv_heads=8, head_dim=128,
+                                ffn_hidden=8192)
     est = analytical_step_time(small, TrainingConfig(micro_batch=1, seq_len=65536, plan=ParallelPlan(dp=8)),
                                get_gpu("H100"), 8)
     assert any(a.startswith("flash attention at 65,536 tokens: 1.11x") for a in est.assumptions)
