@@ -294,6 +294,18 @@ def evaluate_shape(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, cach
     return res
 
 
+def _keep_step_notes(cache: dict, st) -> None:
+    """Add the step-time assumptions of a shape's chosen configuration to the job's (an ordered set). Only the
+    chosen one's: some lines hold that configuration's numbers or layout (NF4 dequantisation and offload seconds,
+    the AsyncTP share 1/tp, the hybrid ZeRO-1 group), and the configurations timed besides it depend on the
+    branch and bound, so their lines would make the job's assumptions differ between the pruned and the
+    exhaustive search. Per-plan states (bubble, host-bound, host-op counts) are not kept at all."""
+    notes = cache.setdefault("_step_notes", {})
+    for note in st.assumptions:
+        if not note.startswith(("pipeline bubble", "host-bound", "host-op count of this configuration")):
+            notes[note] = None
+
+
 def _holds_batch(job: JobSpace, gpus: int, batch: int) -> bool:
     """Whether some allowed (tp, pp) leaves a data-parallel degree that divides ``batch`` exactly
     (global batch = dp x micro-batch x accumulation): exact, so a shape that fails it is skipped
@@ -320,18 +332,12 @@ def _search(job: JobSpace, gpu: str, gpus_per_node: int, nodes: int, gpus: int, 
                                         cache.setdefault(("plan runs", lo_hi, targets, tolerance), {}))
     timed = _timed_configs(job, spec, gpus_per_node, nodes, configs, bool(cache.get("_exhaustive")),
                            cache.setdefault(("bounds", gpu), {})) if configs else []
-    st_notes = cache.setdefault("_step_notes", {})  # step-time model assumptions seen (ordered set)
-    for _, _, st, _ in timed:
-        for note in st.assumptions:
-            # per-plan numbers or states, not assumptions; the rest depend on the model, GPU and node count only,
-            # so the configurations not timed would add nothing
-            if not note.startswith(("pipeline bubble", "host-bound", "host-op count of this configuration")):
-                st_notes[note] = None
     best = None
     if timed:
         k, time_s = best_of([c.global_batch() for _, c, _, _ in timed], [st.step_time_s for _, _, st, _ in timed],
                             job.noise)
         _, c, st, mem = timed[k]
+        _keep_step_notes(cache, st)
         ckpt = job_performance(job.model, c, spec, gpus_per_node, nodes, job.inter_node_gbps,
                                checkpoint_gb=job.checkpoint_gb).checkpoint
         cache.setdefault("_checkpoint_note", ckpt.assumption)

@@ -58,18 +58,22 @@ class ModelSpec:
     sample_unit: str = "token"          # "token" for LMs, "sample" for images etc.
     source: str = ""                    # where the structure/numbers come from
 
+    # the kept hash lives in a slot, not in __dict__: `ModelSpec(**spec.__dict__)` and vars(spec) hold the fields only
+    __slots__ = ("_hash", "__dict__", "__weakref__")
+
     def __hash__(self) -> int:
         """The hash of the fields (as the dataclass's own), kept after the first call: the estimates' memos hash
-        the model ~10^4 times per plan. Never pickled or copied (`__getstate__`): a string's hash differs between
-        processes."""
-        h = self.__dict__.get("_hash")
-        if h is None:
+        the model ~10^4 times per plan. Never pickled or copied (`__getstate__`: the fields only): a string's hash
+        differs between processes."""
+        try:
+            return self._hash
+        except AttributeError:
             h = hash(tuple(getattr(self, name) for name in _FIELDS))
             object.__setattr__(self, "_hash", h)
-        return h
+            return h
 
     def __getstate__(self) -> dict:
-        return {k: v for k, v in self.__dict__.items() if k != "_hash"}
+        return self.__dict__
 
     @property
     def is_transformer(self) -> bool:
