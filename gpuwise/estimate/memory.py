@@ -23,7 +23,7 @@ from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
                                      lever_notes, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
-from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak, peak_values, stage_values
+from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak_values, stage_values
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
 from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes, describe as describe_overhead,
                                        nccl_bytes)
@@ -365,7 +365,7 @@ def _new_estimate(*values) -> MemoryEstimate:
     each field through object.__setattr__ (a search builds ~6,000 estimates): the same attributes in the same
     order, `notes` kept where its descriptor keeps it (tests/test_plan_candidates.py compares the two)."""
     est = object.__new__(MemoryEstimate)
-    est.__dict__.update(zip(_ESTIMATE_SLOTS, values))
+    est.__dict__.update(zip(_ESTIMATE_SLOTS, values, strict=True))     # every field, none left unset
     return est
 
 
