@@ -98,6 +98,11 @@ def test_trainer_fsdp_accumulation_keeps_unsharded_gradients_on_the_gpu_also_und
             assert any("FSDP1 no_sync" in a for a in acc4.assumptions)
         for stack in ("universal-llm-trainer", "llm-foundry", "pytorch"):
             assert est(stack, 4).gradients <= full / 2, (stack, offload)
+    # the Trainer's own precision (bf16 autocast over float32 masters): accelerate's FSDP1 MixedPrecision gathers
+    # bf16 parameters, so no_sync accumulates bf16 gradients, not float32 ones
+    mixed = estimate_memory(L8, TrainingConfig(micro_batch=1, seq_len=2048, recompute="full", stack="hf-trainer",
+                                               grad_accum=4, plan=ParallelPlan(dp=8, zero=3)))
+    assert mixed.peak_phase == "block backward" and abs(mixed.gradients - full) < 1e6
 
 
 def test_fit_levers_under_cpu_offload_suggest_only_changes_that_run_and_save(capsys):

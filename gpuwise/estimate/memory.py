@@ -678,10 +678,12 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
         if in_bwd or act_off:
             v = stage_values(_lever_fixed(fixed, m, sem, geo, cfg, act_off))
         if geo.no_sync and micro > 1:
-            # FSDP1 no_sync: the micro-batches before the syncing one accumulate unsharded gradients (parameter
-            # dtype), alive from the first backward to the syncing micro-batch's reduce-scatter; on the GPU under
-            # CPU offload too (the post-backward hook returns before the reduce-scatter and the host copy)
-            v[FIELD_INDEX["acc_grads"]] = m["trainable"] * sem.gradients
+            # FSDP1 no_sync: the micro-batches before the syncing one accumulate unsharded gradients, alive from the
+            # first backward to the syncing micro-batch's reduce-scatter; on the GPU under CPU offload too (the
+            # post-backward hook returns before the reduce-scatter and the host copy). Autograd accumulates them in
+            # the gathered parameters' dtype (FSDP1 MixedPrecision param_dtype: bf16 under accelerate's bf16,
+            # FullyShardedDataParallelPlugin.set_mixed_precision), not the sharded master's
+            v[FIELD_INDEX["acc_grads"]] = m["trainable"] * sem.compute
         held = in_flight(schedule, p.pp, i, micro)
         v[_W], v[_G], v[_O] = 0.0 if host_states else m["w_bytes"] / z3, grads, opt
         # Megatron's main_grad buffer persists between steps; PyTorch and DeepSpeed free gradients at
