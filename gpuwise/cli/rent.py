@@ -113,13 +113,9 @@ def _simulation_flags(args: argparse.Namespace) -> None:
     args.simulator = args.simulator or "cloud"
 
 
-def run(args: argparse.Namespace) -> int:
-    from dataclasses import replace
-
-    from gpuwise.cli.output import emit_json, print_assumptions, print_table
+def _inputs(args: argparse.Namespace):
+    """Every flag checked before anything is solved: (spec, budget, cloud config)."""
     from gpuwise.errors import InputError
-    from gpuwise.plan.rent.occupancy import occupancy
-    from gpuwise.plan.rent.solver import solve
     from gpuwise.plan.rent.spec import load_spec, parse_budget
 
     if args.plot:
@@ -132,7 +128,6 @@ def run(args: argparse.Namespace) -> int:
         parse_range(args.sweep)
     _simulation_flags(args)
     spec = load_spec(args.jobs)
-    types = list(spec.types)
     if args.budget is not None:
         budget = parse_budget(args.budget, "--budget")
     elif spec.budget is not None:
@@ -148,101 +143,81 @@ def run(args: argparse.Namespace) -> int:
         raise InputError("--jobs", args.n_jobs, f"simulate at most {MAX_JOBS:.0e} jobs (about 20 s per policy)")
     if not 0 < args.window_prob < 1:
         raise InputError("--window-prob", args.window_prob, "must be strictly between 0 and 1, e.g. 0.95")
+    return spec, budget, cloud
 
-    boot = cloud.boot_delay
-    plan_types = types
-    if cloud.instance_sizes:  # widths on whole instances only; mixing neighbours replaces --integer
-        from gpuwise.plan.rent.instances import instance_aware
 
-        plan_types = instance_aware(types, cloud.instance_sizes)
-    integer = args.integer and not cloud.instance_sizes
-    billing_rules = cloud.billing_increment > 0 or cloud.minimum_charge > 0
-    def resolve(amount: float):
-        """The policy for a long-run budget `amount` (same units) under the chosen cloud model."""
-        b = replace(budget, amount=amount)
-        if billing_rules:  # billing makes sizes matter: tabulated whole-width solver covering every switch
-            from gpuwise.plan.rent.realistic import solve_realistic
+def run(args: argparse.Namespace) -> int:
+    from gpuwise.cli.output import emit_json
+    from gpuwise.plan.rent.answer import optimal_policy, policy_assumptions, rent_model
+    from gpuwise.plan.rent.occupancy import occupancy
 
-            return solve_realistic(types, b, boot, cloud.billing_increment, cloud.minimum_charge, cloud.instance_sizes)
-        return solve(plan_types, b, integer=integer, boot_delay=boot)
-
-    sol = resolve(budget.amount)
-    if cloud.instance_sizes and not billing_rules:
-        sol = replace(sol, assumptions=sol.assumptions + (
-            "instance-aware: widths restricted to what " + "/".join(map(str, cloud.instance_sizes))
-            + "-GPU instances make up without idle GPUs (sizes, then multiples of the largest); one type may "
-              "mix two neighbouring widths",))
-    occ = occupancy(plan_types, sol)
-    assumptions = list(sol.assumptions) + list(spec.notes) + list(occ.assumptions)
-    if budget.unit == "usd_per_hour" and spec.unpriced:
-        assumptions.append(f"no price_per_gpu_hour in {spec.source} for {', '.join(spec.unpriced)}: priced at "
-                           "$1/GPU-h by default, so the USD budget equals a GPU budget; set the prices in the file")
+    spec, budget, cloud = _inputs(args)
+    model = rent_model(list(spec.types), budget, cloud, args.integer)
+    sol = optimal_policy(model)
+    occ = occupancy(model.plan_types, sol)
+    assumptions = policy_assumptions(model, sol, occ, spec)
     out = _sol_json(sol, occ)
-    unit = budget.units
-
-    swept = None
-    if args.sweep or args.plot:
-        from gpuwise.plan.rent.sweep import parse_range, plot, sweep
-
-        if args.sweep:
-            lo, hi, step = parse_range(args.sweep)
-        else:  # a default range for the plot: from just above the stability limit to 2x the budget
-            lo, hi = sol.min_budget * 1.01, max(2 * budget.amount, sol.min_budget * 1.5)
-            step = (hi - lo) / 100
-        swept = sweep(plan_types, lo, hi, step, budget.unit, integer, boot)
-        if billing_rules:
-            assumptions.append("sweep and plot ignore billing increments (boot and instance sizes included)")
-        out["sweep"] = [{"budget": b, "mean_response_time": s.mean_response_time, "mu": s.mu,
-                         "k": {a.name: a.k for a in s.types},
-                         "type_mean_response_time": {a.name: a.mean_response_time for a in s.types}}
-                        for b, s in zip(swept.budgets, swept.solutions)]
-        if swept.skipped:
-            assumptions.append(f"sweep: {len(swept.skipped)} budgets <= the minimum feasible {swept.min_budget:.6g} skipped")
-        if args.plot:
-            plot(swept, args.plot, f"{spec.source}: optimal widths and E[T] against the budget")
-            out["plot"] = args.plot
-
+    swept = _sweep(args, model, sol, spec, out, assumptions) if args.sweep or args.plot else None
     window = None
     if args.window is not None:
         from gpuwise.plan.rent.window import bound_window
 
-        window = bound_window(plan_types, sol, args.window, args.window_spend, args.window_prob,
-                              integer=integer, seed=args.seed, resolve=resolve)
+        window = bound_window(model.plan_types, sol, args.window, args.window_spend, args.window_prob,
+                              integer=model.plan_integer, seed=args.seed, resolve=model.resolve)
         out["window"] = window.as_dict()
         assumptions += list(window.assumptions)
-
-    sims = []
-    if args.simulate:
-        from gpuwise.plan.rent.baselines import all_baselines
-        from gpuwise.policies.fixed_width import FixedWidthPolicy
-
-        policies = [FixedWidthPolicy.from_solution(sol)]
-        if not args.no_baselines:
-            if boot > 0 or cloud.instance_sizes or billing_rules:
-                # the paper's widths (no boot, any width) at the same budget: what realism-awareness buys
-                policies.append(FixedWidthPolicy.from_solution(solve(types, budget, args.integer), "pi* (paper)"))
-            policies += all_baselines(types, budget, sol)
-            if cloud.instance_sizes or cloud.billing_increment or cloud.minimum_charge:
-                assumptions.append("baselines are sized for the paper's cloud (any width, exact billing; boot "
-                                   "included) and pay instance rounding / billing increments in simulation")
-        from gpuwise.cli.progress import progress, wanted
-
-        with progress(f"simulating {args.n_jobs:,} jobs per policy", len(policies), enabled=wanted(args)) as bar:
-            _simulate_all(args, spec, types, policies, cloud, sims, assumptions, bar)
-        out["simulated"] = {**_sim_json(sims[0]), "simulator": args.simulator}
-        out["simulated"]["vs_analytic"] = {
-            "mean_response_time_rel_err": sims[0].mean_response_time[0] / sol.mean_response_time - 1,
-            "mean_gpus_rel_err": sims[0].mean_gpus_billed / sol.mean_gpus - 1}
-        out["baselines"] = [_sim_json(r) for r in sims[1:]]
-        assumptions += list(sims[0].assumptions)
-        if any(t.price != 1.0 for t in types) and budget.unit == "usd_per_hour":
-            assumptions.append("simulated GPUs are counted unweighted; the USD spend is the analytic budget_used")
+    sims = _simulate(args, model, sol, spec, cloud, out, assumptions) if args.simulate else []
     out["assumptions"] = assumptions
-
     if args.json:
         emit_json(out)
         return 0
+    _print_answer(args, spec, model.budget, sol, occ, swept, window, sims, assumptions)
+    return 0
 
+
+def _sweep(args, model, sol, spec, out: dict, assumptions: list):
+    """--sweep/--plot: the swept policies into `out`, the plot written; returns the sweep."""
+    from gpuwise.plan.rent.answer import budget_sweep
+    from gpuwise.plan.rent.sweep import plot
+
+    swept, notes = budget_sweep(model, sol, args.sweep)
+    assumptions += notes
+    out["sweep"] = [{"budget": b, "mean_response_time": s.mean_response_time, "mu": s.mu,
+                     "k": {a.name: a.k for a in s.types},
+                     "type_mean_response_time": {a.name: a.mean_response_time for a in s.types}}
+                    for b, s in zip(swept.budgets, swept.solutions)]
+    if args.plot:
+        plot(swept, args.plot, f"{spec.source}: optimal widths and E[T] against the budget")
+        out["plot"] = args.plot
+    return swept
+
+
+def _simulate(args, model, sol, spec, cloud, out: dict, assumptions: list) -> list:
+    """--simulate: pi* and its baselines on the same jobs, into `out`; returns the simulation results."""
+    from gpuwise.cli.progress import progress, wanted
+    from gpuwise.plan.rent.answer import simulation_policies
+
+    policies, notes = simulation_policies(model, sol, not args.no_baselines)
+    assumptions += notes
+    sims: list = []
+    with progress(f"simulating {args.n_jobs:,} jobs per policy", len(policies), enabled=wanted(args)) as bar:
+        _simulate_all(args, spec, model.types, policies, cloud, sims, assumptions, bar)
+    out["simulated"] = {**_sim_json(sims[0]), "simulator": args.simulator}
+    out["simulated"]["vs_analytic"] = {
+        "mean_response_time_rel_err": sims[0].mean_response_time[0] / sol.mean_response_time - 1,
+        "mean_gpus_rel_err": sims[0].mean_gpus_billed / sol.mean_gpus - 1}
+    out["baselines"] = [_sim_json(r) for r in sims[1:]]
+    assumptions += list(sims[0].assumptions)
+    if any(t.price != 1.0 for t in model.types) and model.budget.unit == "usd_per_hour":
+        assumptions.append("simulated GPUs are counted unweighted; the USD spend is the analytic budget_used")
+    return sims
+
+
+def _print_answer(args, spec, budget, sol, occ, swept, window, sims: list, assumptions: list) -> None:
+    """The human-readable answer: pi*, occupancy, then the sweep, window and simulation asked for."""
+    from gpuwise.cli.output import print_assumptions, print_table
+
+    unit = budget.units
     print(f"{spec.source}: budget {budget.label()} (minimum feasible > {sol.min_budget:.4g} {unit})")
     print_table("Optimal fixed-width rental policy pi*", ["type", "width k", "E[T_i] (h)", "speedup", "GPUs (avg)"],
                 [[a.name, " + ".join(f"{k:g} ({q:.0%})" if len(a.widths) > 1 else f"{k:.4g}" for k, q in a.widths),
@@ -262,20 +237,24 @@ def run(args: argparse.Namespace) -> int:
     if window is not None:
         window.print()
     if sims:
-        where = "Cloud simulation" if args.simulator == "cloud" else "Unbounded-cluster simulation"
-        print_table(f"{where} ({sims[0].jobs} jobs, seed {args.seed}; 95% CI)",
-                    ["policy", "E[T] (h)", "CI", "GPUs rented", "CI", "GPUs billed", "p99 GPUs", "wall (s)"],
-                    [[r.policy, f"{r.mean_response_time[0]:.4g}",
-                      f"[{r.mean_response_time[1]:.4g}, {r.mean_response_time[2]:.4g}]",
-                      f"{r.mean_gpus_rented[0]:.4g}", f"[{r.mean_gpus_rented[1]:.4g}, {r.mean_gpus_rented[2]:.4g}]",
-                      f"{r.mean_gpus_billed:.4g}", f"{r.p99_gpus:.4g}", f"{r.wall_s:.2f}"] for r in sims])
-    if sims:
-        r = sims[0]
-        print(f"pi* simulated vs analytic: E[T] {r.mean_response_time[0]:.5g} vs {sol.mean_response_time:.5g} "
-              f"({100 * (r.mean_response_time[0] / sol.mean_response_time - 1):+.2f}%), GPUs billed "
-              f"{r.mean_gpus_billed:.5g} vs {sol.mean_gpus:.5g} ({100 * (r.mean_gpus_billed / sol.mean_gpus - 1):+.2f}%)")
+        _print_simulation(args, sol, sims)
     print_assumptions(assumptions)
-    return 0
+
+
+def _print_simulation(args, sol, sims: list) -> None:
+    from gpuwise.cli.output import print_table
+
+    where = "Cloud simulation" if args.simulator == "cloud" else "Unbounded-cluster simulation"
+    print_table(f"{where} ({sims[0].jobs} jobs, seed {args.seed}; 95% CI)",
+                ["policy", "E[T] (h)", "CI", "GPUs rented", "CI", "GPUs billed", "p99 GPUs", "wall (s)"],
+                [[r.policy, f"{r.mean_response_time[0]:.4g}",
+                  f"[{r.mean_response_time[1]:.4g}, {r.mean_response_time[2]:.4g}]",
+                  f"{r.mean_gpus_rented[0]:.4g}", f"[{r.mean_gpus_rented[1]:.4g}, {r.mean_gpus_rented[2]:.4g}]",
+                  f"{r.mean_gpus_billed:.4g}", f"{r.p99_gpus:.4g}", f"{r.wall_s:.2f}"] for r in sims])
+    r = sims[0]
+    print(f"pi* simulated vs analytic: E[T] {r.mean_response_time[0]:.5g} vs {sol.mean_response_time:.5g} "
+          f"({100 * (r.mean_response_time[0] / sol.mean_response_time - 1):+.2f}%), GPUs billed "
+          f"{r.mean_gpus_billed:.5g} vs {sol.mean_gpus:.5g} ({100 * (r.mean_gpus_billed / sol.mean_gpus - 1):+.2f}%)")
 
 
 def _simulate_all(args, spec, types, policies, cloud, sims: list, assumptions: list, bar) -> None:

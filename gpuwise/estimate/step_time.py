@@ -104,8 +104,6 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     ``efficiency`` = transformer per-op efficiencies (``roofline_step.OpEfficiency``; default: the fitted
     row of the GPU's architecture).
     """
-    from gpuwise.workload.models import param_count
-
     plan = cfg.plan
     gpus = plan.gpus
     if gpus < 1:
@@ -121,7 +119,6 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
             assumptions.append(f"inter-node bandwidth {why} (default; pass inter_node_gbps to change)")
     else:
         assumptions.append(f"inter-node bandwidth {inter_node_gbps:g} GB/s ({inter_node_gbps * 8:g} Gb/s) per node (given)")
-    intra = gpu.intra_node_gbps
 
     fl = step_flops(model, cfg)
     unit, peak = compute_unit(gpu, cfg.precision)
@@ -130,11 +127,19 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
     if model.is_transformer:
         return _transformer_estimate(model, cfg, gpu, gpus_per_node, nodes, inter_node_gbps, pipeline_interleave,
                                      fl, peak, assumptions, efficiency)
+    return _explicit_estimate(model, cfg, gpu, nodes, per_node, inter_node_gbps, pipeline_interleave, fl, unit,
+                              peak, assumptions)
+
+
+def _explicit_micro_step(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, fl, unit: str, peak: float,
+                         assumptions: list[str]) -> tuple[float, float]:
+    """(seconds, hardware FLOPs) of one micro-step on one GPU of an explicit (non-transformer) model:
+    the architecture's calibrated efficiency, or HBM bandwidth where elementwise layers bind."""
+    plan = cfg.plan
     eff = efficiency_for(gpu, unit)
     assumptions.append(eff.describe())
-    micro_batches = cfg.grad_accum
     # hardware FLOPs of one micro-step on one GPU (work split over tp*pp; dp replicas in parallel)
-    micro_flops = fl.hardware_flops / (plan.dp * micro_batches) / (plan.tp * plan.pp)
+    micro_flops = fl.hardware_flops / (plan.dp * cfg.grad_accum) / (plan.tp * plan.pp)
     t_flops = micro_flops / (eff.e_max * peak)
     t_micro = eff.t0_s + t_flops
     traffic = memory_traffic_bytes(model, cfg.precision)
@@ -145,6 +150,21 @@ def analytical_step_time(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, gp
         t_micro = eff.t0_s + max(t_flops, t_mem)
         assumptions.append(roofline().describe() + f"; here {'memory' if t_mem > t_flops else 'compute'}-bound "
                            f"({traffic / 1e6:.0f} MB per sample at {gpu.hbm_gbps:.0f} GB/s)")
+    return t_micro, micro_flops
+
+
+def _explicit_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, nodes: int, per_node: int,
+                       inter_node_gbps: float, pipeline_interleave: int, fl, unit: str, peak: float,
+                       assumptions: list[str]) -> StepTimeEstimate:
+    """Step time of an explicit (non-transformer) model: micro-steps through the pipeline, the exposed
+    DP gradient sync and a memory-bound optimizer update."""
+    from gpuwise.workload.models import param_count
+
+    plan = cfg.plan
+    gpus = plan.gpus
+    intra = gpu.intra_node_gbps
+    t_micro, micro_flops = _explicit_micro_step(model, cfg, gpu, fl, unit, peak, assumptions)
+    micro_batches = cfg.grad_accum
 
     t_tp = 0.0                  # explicit models: no tensor parallelism modelled
     t_stage = t_micro

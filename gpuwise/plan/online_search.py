@@ -197,6 +197,60 @@ def _fit(profiled, noise_prior):
     return params, noise, g_sqr, g_var
 
 
+def _check_search(space, objective, mode, iterations, target_progress, price_per_gpu_hour, ref_batch,
+                  explore_fraction) -> float | None:
+    """Refuse bad settings before any profiling run is paid for; returns the exploration budget."""
+    if objective not in OBJECTIVES:
+        raise InputError("objective", objective, f"use one of {', '.join(OBJECTIVES)}")
+    if mode not in ("partial", "full"):
+        raise InputError("mode", mode, "use 'partial' or 'full'")
+    if len(space) < 2:
+        raise InputError("space", len(space), "give at least 2 configurations to search")
+    if iterations < 1 or target_progress <= 0 or price_per_gpu_hour < 0 or ref_batch < 1:
+        raise InputError("search settings", (iterations, target_progress, price_per_gpu_hour, ref_batch),
+                         "need iterations >= 1, target_progress > 0, price >= 0, ref_batch >= 1")
+    budget = explore_fraction if mode == "partial" else None
+    if budget is not None and not (0.0 <= budget < math.inf):
+        raise InputError("explore_fraction", budget, "give a fraction >= 0 (e.g. 0.05), or None for no budget")
+    return budget
+
+
+def _rerank_pending(pending, space, params, noise, budget: float, progress: float, *, ref_batch, target_progress,
+                    price_per_gpu_hour, objective, iterations, restart_s):
+    """Pending candidates by the predicted price of their profiling run under the current fit, and
+    those whose run would cost over `budget` of what is left of the job on the configuration the fit
+    would choose (time and money both). Returns (kept, skipped)."""
+    step = PolluxStepTime(params).step_time(np.array([c.nodes for c in pending], float),
+                                            np.array([c.gpus for c in pending], float),
+                                            np.array([c.local_batch for c in pending], float))
+    p_time = restart_s + iterations * np.asarray(step, float)
+    p_cost = p_time / 3600.0 * np.array([c.gpus for c in pending]) * price_per_gpu_hour
+    order = np.lexsort((p_time, p_cost))
+    pending = [pending[j] for j in order]
+    t_rem, c_rem = predict_space(space, params, noise, ref_batch, target_progress,
+                                 price_per_gpu_hour, start=min(progress, target_progress))
+    i = choose(t_rem, c_rem, objective)
+    keep = [(p_time[j] <= budget * t_rem[i]) and (p_cost[j] <= budget * c_rem[i]) for j in order]
+    return [c for c, k in zip(pending, keep) if k], [c for c, k in zip(pending, keep) if not k]
+
+
+def _search_assumptions(mode, n_profiled, n_space, iterations, restart_s, n_skipped, budget, noise_prior, noise,
+                        g_sqr, g_var, ref_batch, price_per_gpu_hour) -> list[str]:
+    """What the search's answer rests on: how much was profiled, and which statistics the fit used."""
+    return [
+        f"Scavenger {mode} search: {n_profiled} of {n_space} configurations profiled for "
+        f"{iterations} iterations each (+{restart_s:g} s restart per switch), cheapest first",
+        *([f"exploration budget: {n_skipped} extreme(s) skipped whose profiling run would cost over "
+           f"{budget:.0%} of the predicted rest of the job"] if budget is not None else []),
+        f"step time: Pollux model fitted to {n_profiled} profiled points",
+        ("statistical efficiency: Pollux gain along the earlier run's gradient statistics "
+         f"({noise.grad_sqr.size} segments)") if noise_prior is not None else
+        ("statistical efficiency: Pollux gain from the measured gradient statistics "
+         f"(|g|^2 = {g_sqr:.3g}, tr Var = {g_var:.3g} at M0 = {ref_batch}), assumed constant"),
+        f"cost = time x GPUs x ${price_per_gpu_hour:g}/GPU-h (Scavenger eq. 5)",
+    ]
+
+
 def scavenger_search(run: Callable[[SearchConfig, int], Measurement], space: Sequence[SearchConfig],
                      *, ref_batch: int, target_progress: float, price_per_gpu_hour: float,
                      objective: str = "knee", iterations: int = 20, restart_s: float = 37.0,
@@ -219,18 +273,8 @@ def scavenger_search(run: Callable[[SearchConfig, int], Measurement], space: Seq
     under-rates large batches: papers.md B.8).
     """
     space = list(dict.fromkeys(space))
-    if objective not in OBJECTIVES:
-        raise InputError("objective", objective, f"use one of {', '.join(OBJECTIVES)}")
-    if mode not in ("partial", "full"):
-        raise InputError("mode", mode, "use 'partial' or 'full'")
-    if len(space) < 2:
-        raise InputError("space", len(space), "give at least 2 configurations to search")
-    if iterations < 1 or target_progress <= 0 or price_per_gpu_hour < 0 or ref_batch < 1:
-        raise InputError("search settings", (iterations, target_progress, price_per_gpu_hour, ref_batch),
-                         "need iterations >= 1, target_progress > 0, price >= 0, ref_batch >= 1")
-    budget = explore_fraction if mode == "partial" else None
-    if budget is not None and not (0.0 <= budget < math.inf):
-        raise InputError("explore_fraction", budget, "give a fraction >= 0 (e.g. 0.05), or None for no budget")
+    budget = _check_search(space, objective, mode, iterations, target_progress, price_per_gpu_hour, ref_batch,
+                           explore_fraction)
     # Candidates in increasing order of a profiling run's price; before any fit the GPU count and
     # the batch rank it (compute grows with the local batch, the bill with the GPUs).
     pending = sorted(_extremes(space) if mode == "partial" else space, key=lambda c: (c.gpus, c.batch))
@@ -251,39 +295,18 @@ def scavenger_search(run: Callable[[SearchConfig, int], Measurement], space: Seq
             continue     # cold start: the two cheapest extremes (Scavenger's (K_min, B_min/B_max))
         # refit, re-rank what is left by the predicted price of its profiling run, apply the budget
         params, noise, _, _ = _fit(profiled, noise_prior)
-        step = PolluxStepTime(params).step_time(np.array([c.nodes for c in pending], float),
-                                                np.array([c.gpus for c in pending], float),
-                                                np.array([c.local_batch for c in pending], float))
-        p_time = restart_s + iterations * np.asarray(step, float)
-        p_cost = p_time / 3600.0 * np.array([c.gpus for c in pending]) * price_per_gpu_hour
-        order = np.lexsort((p_time, p_cost))
-        pending = [pending[j] for j in order]
-        # exploration budget: a profile may cost at most `budget` of what is left of the job on
-        # the configuration the current fit would choose (time and money both)
-        t_rem, c_rem = predict_space(space, params, noise, ref_batch, target_progress,
-                                     price_per_gpu_hour, start=min(progress, target_progress))
-        i = choose(t_rem, c_rem, objective)
-        keep = [(p_time[j] <= budget * t_rem[i]) and (p_cost[j] <= budget * c_rem[i]) for j in order]
-        skipped += [c for c, k in zip(pending, keep) if not k]
-        pending = [c for c, k in zip(pending, keep) if k]
+        pending, dropped = _rerank_pending(pending, space, params, noise, budget, progress, ref_batch=ref_batch,
+                                           target_progress=target_progress, price_per_gpu_hour=price_per_gpu_hour,
+                                           objective=objective, iterations=iterations, restart_s=restart_s)
+        skipped += dropped
     params, noise, g_sqr, g_var = _fit(profiled, noise_prior)
     t_all, c_all = predict_space(space, params, noise, ref_batch, target_progress, price_per_gpu_hour)
     i = choose(t_all, c_all, objective)
     if space[i] != profiled[-1][0]:      # the switch from the last profile to the chosen one
         t_search += restart_s
         c_search += restart_s / 3600.0 * space[i].gpus * price_per_gpu_hour
-    assumptions = [
-        f"Scavenger {mode} search: {len(profiled)} of {len(space)} configurations profiled for "
-        f"{iterations} iterations each (+{restart_s:g} s restart per switch), cheapest first",
-        *([f"exploration budget: {len(skipped)} extreme(s) skipped whose profiling run would cost over "
-           f"{budget:.0%} of the predicted rest of the job"] if budget is not None else []),
-        f"step time: Pollux model fitted to {len(profiled)} profiled points",
-        ("statistical efficiency: Pollux gain along the earlier run's gradient statistics "
-         f"({noise.grad_sqr.size} segments)") if noise_prior is not None else
-        ("statistical efficiency: Pollux gain from the measured gradient statistics "
-         f"(|g|^2 = {g_sqr:.3g}, tr Var = {g_var:.3g} at M0 = {ref_batch}), assumed constant"),
-        f"cost = time x GPUs x ${price_per_gpu_hour:g}/GPU-h (Scavenger eq. 5)",
-    ]
+    assumptions = _search_assumptions(mode, len(profiled), len(space), iterations, restart_s, len(skipped),
+                                      budget, noise_prior, noise, g_sqr, g_var, ref_batch, price_per_gpu_hour)
     return SearchResult(space[i], objective, space, t_all, c_all, profiled, t_search, c_search,
                         progress, params, g_sqr, g_var, assumptions, skipped)
 

@@ -74,35 +74,16 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
     optimizer step's gradients), so depth extrapolation works phase by phase."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    p = cfg.plan
     ways = fsdp_ways(cfg)
     dt = dtypes(cfg.precision, ways > 1)
-    lora = cfg.lora_rank > 0
-    shard = Shard(p.tp, p.sp, p.cp)
-    local = tp_shard_spec(spec, p.tp)
     mesh = None
     if ways > 1:
         from gpuwise.trace.fsdp import fake_mesh
 
         mesh = fake_mesh(ways)
     with FakeTensorMode():
-        model = build_rank_model(spec, cfg, dt, shard=shard, layers=run.layers, embed=run.embed, head=run.head,
-                                 first_layer=run.first_layer)
-        if ways > 1:
-            from gpuwise.trace.fsdp import shard as fsdp_shard
-
-            fsdp_shard(model, mesh, dt.fsdp_param, reshard_after_forward=p.pp == 1)
-        opts = optimizers(cfg, model, foreach)
-        tokens = cfg.seq_len // p.cp
-        stream = dt.fsdp_param or (dt.frozen if lora else dt.param)
-
-        def batch():
-            labels = torch.randint(0, local.vocab_size, (cfg.micro_batch, tokens))
-            if run.embed:
-                return torch.randint(0, local.vocab_size, (cfg.micro_batch, tokens)), labels
-            local_tokens = tokens // shard.sp_ways
-            return torch.randn(cfg.micro_batch, local_tokens, spec.hidden, dtype=stream, requires_grad=True), labels
-
+        model, opts = _traced_rank(spec, cfg, run, dt, ways, mesh, foreach)
+        batch = _batch_maker(spec, cfg, run, dt)
         tracker = None
         phases: list[tuple[str, dict[str, int]]] = []
 
@@ -111,30 +92,6 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
             _restart_peak(tracker)
 
         _mark_block_backwards(model, lambda name: tracker is not None and mark(name))
-
-        def step():
-            for opt in opts:
-                opt.zero_grad(set_to_none=True)
-            ops = schedule(run.in_flight, cfg.grad_accum)
-            outs = []
-            for n, op in enumerate(ops):
-                if op == "F":
-                    if tracker is not None:
-                        tracker.reset_mod_stats()    # module stats are per call; the global peak is kept
-                    outs.append(model(*batch()) if run.head else model(batch()[0]))
-                    mark("forward")
-                    continue
-                if ways > 1 and run.in_flight > 1:
-                    # torch.distributed.pipelining: FSDP reduces gradients on the last micro-batch only
-                    model.set_requires_gradient_sync("B" not in ops[n + 1:])
-                out = outs.pop(0)
-                out.backward(None if run.head else torch.ones_like(out))
-                del out
-                mark("backward")
-            if not cfg.optimizer_in_backward:    # else each parameter was stepped in its gradient hook
-                opts[0].step()
-            mark("optimizer step")
-
         for prm in model.parameters():           # warm-up: an optimizer step creates its state
             if prm.requires_grad:
                 prm.grad = torch.zeros_like(prm)
@@ -147,8 +104,64 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
             warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper-subclass")
             tracker = _tracker(model, opts, ways > 1)
             with tracker:
-                step()
+                _traced_step(model, opts, cfg, run, ways, batch, tracker, mark)
         return phases
+
+
+def _traced_rank(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt, ways: int, mesh, foreach: bool):
+    """(model, optimizers) of one rank's stage, FSDP-sharded when the plan shards; call under FakeTensorMode."""
+    p = cfg.plan
+    model = build_rank_model(spec, cfg, dt, shard=Shard(p.tp, p.sp, p.cp), layers=run.layers, embed=run.embed,
+                             head=run.head, first_layer=run.first_layer)
+    if ways > 1:
+        from gpuwise.trace.fsdp import shard as fsdp_shard
+
+        fsdp_shard(model, mesh, dt.fsdp_param, reshard_after_forward=p.pp == 1)
+    return model, optimizers(cfg, model, foreach)
+
+
+def _batch_maker(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt):
+    """A function giving one micro-batch (inputs, labels) as this stage sees it: token ids where the
+    stage embeds, else the previous stage's activations (sequence-sharded under SP)."""
+    p = cfg.plan
+    shard = Shard(p.tp, p.sp, p.cp)
+    local = tp_shard_spec(spec, p.tp)
+    tokens = cfg.seq_len // p.cp
+    stream = dt.fsdp_param or (dt.frozen if cfg.lora_rank > 0 else dt.param)
+
+    def batch():
+        labels = torch.randint(0, local.vocab_size, (cfg.micro_batch, tokens))
+        if run.embed:
+            return torch.randint(0, local.vocab_size, (cfg.micro_batch, tokens)), labels
+        local_tokens = tokens // shard.sp_ways
+        return torch.randn(cfg.micro_batch, local_tokens, spec.hidden, dtype=stream, requires_grad=True), labels
+
+    return batch
+
+
+def _traced_step(model, opts, cfg: TrainingConfig, run: StageRun, ways: int, batch, tracker, mark) -> None:
+    """One training step in the pipeline schedule's order, marking each forward, backward and the optimizer step."""
+    for opt in opts:
+        opt.zero_grad(set_to_none=True)
+    ops = schedule(run.in_flight, cfg.grad_accum)
+    outs = []
+    for n, op in enumerate(ops):
+        if op == "F":
+            if tracker is not None:
+                tracker.reset_mod_stats()    # module stats are per call; the global peak is kept
+            outs.append(model(*batch()) if run.head else model(batch()[0]))
+            mark("forward")
+            continue
+        if ways > 1 and run.in_flight > 1:
+            # torch.distributed.pipelining: FSDP reduces gradients on the last micro-batch only
+            model.set_requires_gradient_sync("B" not in ops[n + 1:])
+        out = outs.pop(0)
+        out.backward(None if run.head else torch.ones_like(out))
+        del out
+        mark("backward")
+    if not cfg.optimizer_in_backward:    # else each parameter was stepped in its gradient hook
+        opts[0].step()
+    mark("optimizer step")
 
 
 def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard | None = None,

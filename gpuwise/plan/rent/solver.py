@@ -181,22 +181,8 @@ def _discrete(t: JobType, integer: bool) -> bool:
     return integer or t.speedup.is_piecewise_linear
 
 
-def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_delay: float = 0.0) -> RentSolution:
-    """Optimal widths for every type under the long-run budget (fractional or whole GPUs).
-
-    ``boot_delay`` (hours, default 0 = the paper's model): each job's k GPUs are billed for a VM
-    boot before it starts, which also adds to its response time."""
-    check_types(types)
-    if not (budget.amount > 0 and math.isfinite(budget.amount)):
-        raise InputError("--budget", budget.amount, "must be a positive number")
-    w = budget.weights(types)
-    b = budget.amount
-    if not (boot_delay >= 0 and math.isfinite(boot_delay)):
-        raise InputError("--boot-delay", boot_delay, "must be >= 0")
-    floor_b = min_feasible_budget(types, budget, boot_delay)
-    unit = budget.units
-    budget.refuse_at_or_below(floor_b, "everything on 1 GPU already costs",
-                              f" (sum of rho_i{' + lambda_i x boot' if boot_delay else ''})")
+def _solve_assumptions(types, budget: Budget, integer: bool, boot_delay: float) -> list[str]:
+    """What every pi* rests on, plus the per-type speedups and the modes in force."""
     assumptions = [
         "fixed-width policy pi* (Li et al., arXiv:2406.15560, Thm 1): each job rents k_i GPUs on arrival and "
         "keeps them until done; no queueing",
@@ -217,20 +203,12 @@ def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_
     if integer:
         assumptions.append("integer mode: whole-GPU widths; at most one type mixes two adjacent widths across "
                            "its jobs so the budget binds exactly (A.3.6)")
+    return assumptions
 
-    # Spend with mu = 0 is the most the caps allow; a bigger budget is slack.
-    capped = all(math.isfinite(t.speedup.cap) or t.speedup.best_width(0.0) <= 1 for t in types)
-    top, ks_top = _spend(types, w, 0.0, integer, boot_delay) if capped else (math.inf, [])
-    if top <= b:
-        return _finish(types, w, ks_top, [None] * len(types), 0.0, budget, floor_b, integer, False, boot_delay,
-                       assumptions + [f"budget slack: every type at its cap uses {top:.6g} of {b:g} {unit}"])
-    mu_lo, mu_hi = bracket_mu(lambda mu: _spend(types, w, mu, integer, boot_delay)[0], b,
-                              f"cannot be met; minimum feasible budget is above {floor_b:.6g} {unit}")
-    spend_hi, ks_hi = _spend(types, w, mu_hi, integer, boot_delay)
-    _, ks_lo = _spend(types, w, mu_lo, integer, boot_delay)
-    # Hand the remaining budget to the types whose width jumps at mu*, one at a time; the last
-    # one mixes its two widths across jobs (randomising = time-sharing, A.3.6).
-    deficit = b - spend_hi
+
+def _hand_out_deficit(types, w, ks_hi, ks_lo, deficit: float, integer: bool, boot_delay: float):
+    """Hand the budget left at mu_hi to the types whose width jumps at mu*, one at a time; the last
+    one mixes its two widths across jobs (randomising = time-sharing, A.3.6). Returns (ks, mixes)."""
     mixes: list[tuple[float, float] | None] = [None] * len(types)
     ks = list(ks_hi)
     for i, t in enumerate(types):
@@ -249,22 +227,59 @@ def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_
         else:
             mixes[i] = (kb, deficit / delta)
             deficit = 0.0
+    return ks, mixes
+
+
+def _mu_upper_end(types, w, mu_hi: float, b: float, integer: bool, boot_delay: float) -> float:
+    """Whole widths that spend exactly b stay optimal for a whole interval of mu: any value in it
+    prices the budget (a subgradient). The interval's upper end, by doubling then bisection."""
+    lo, hi = mu_hi, mu_hi
+    while _spend(types, w, hi, integer, boot_delay)[0] >= b * (1 - 1e-12) and hi < 1e300:
+        lo, hi = hi, hi * 4.0
+    for _ in range(200):
+        mid = math.sqrt(lo * hi)
+        if not (lo < mid < hi):
+            break
+        if _spend(types, w, mid, integer, boot_delay)[0] >= b * (1 - 1e-12):
+            lo = mid
+        else:
+            hi = mid
+    return lo
+
+
+def solve(types: Sequence[JobType], budget: Budget, integer: bool = False, boot_delay: float = 0.0) -> RentSolution:
+    """Optimal widths for every type under the long-run budget (fractional or whole GPUs).
+
+    ``boot_delay`` (hours, default 0 = the paper's model): each job's k GPUs are billed for a VM
+    boot before it starts, which also adds to its response time."""
+    check_types(types)
+    if not (budget.amount > 0 and math.isfinite(budget.amount)):
+        raise InputError("--budget", budget.amount, "must be a positive number")
+    w = budget.weights(types)
+    b = budget.amount
+    if not (boot_delay >= 0 and math.isfinite(boot_delay)):
+        raise InputError("--boot-delay", boot_delay, "must be >= 0")
+    floor_b = min_feasible_budget(types, budget, boot_delay)
+    unit = budget.units
+    budget.refuse_at_or_below(floor_b, "everything on 1 GPU already costs",
+                              f" (sum of rho_i{' + lambda_i x boot' if boot_delay else ''})")
+    assumptions = _solve_assumptions(types, budget, integer, boot_delay)
+
+    # Spend with mu = 0 is the most the caps allow; a bigger budget is slack.
+    capped = all(math.isfinite(t.speedup.cap) or t.speedup.best_width(0.0) <= 1 for t in types)
+    top, ks_top = _spend(types, w, 0.0, integer, boot_delay) if capped else (math.inf, [])
+    if top <= b:
+        return _finish(types, w, ks_top, [None] * len(types), 0.0, budget, floor_b, integer, False, boot_delay,
+                       assumptions + [f"budget slack: every type at its cap uses {top:.6g} of {b:g} {unit}"])
+    mu_lo, mu_hi = bracket_mu(lambda mu: _spend(types, w, mu, integer, boot_delay)[0], b,
+                              f"cannot be met; minimum feasible budget is above {floor_b:.6g} {unit}")
+    spend_hi, ks_hi = _spend(types, w, mu_hi, integer, boot_delay)
+    _, ks_lo = _spend(types, w, mu_lo, integer, boot_delay)
+    ks, mixes = _hand_out_deficit(types, w, ks_hi, ks_lo, b - spend_hi, integer, boot_delay)
     mu = math.sqrt(mu_lo * mu_hi)
     mu_range = (mu, mu)
     if all(m is None for m in mixes) and any(_discrete(t, integer) for t in types):
-        # Whole widths that spend exactly b stay optimal for a whole interval of mu: any value
-        # in it prices the budget (a subgradient). Find its upper end.
-        lo, hi = mu_hi, mu_hi
-        while _spend(types, w, hi, integer, boot_delay)[0] >= b * (1 - 1e-12) and hi < 1e300:
-            lo, hi = hi, hi * 4.0
-        for _ in range(200):
-            mid = math.sqrt(lo * hi)
-            if not (lo < mid < hi):
-                break
-            if _spend(types, w, mid, integer, boot_delay)[0] >= b * (1 - 1e-12):
-                lo = mid
-            else:
-                hi = mid
+        lo = _mu_upper_end(types, w, mu_hi, b, integer, boot_delay)
         mu_range = (mu, lo)
         if lo > mu * (1 + 1e-9):
             assumptions.append(f"mu is not unique with whole widths: every value in [{mu:.6g}, {lo:.6g}] "
