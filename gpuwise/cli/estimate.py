@@ -217,10 +217,14 @@ def _spec_nearest(pj, gpu, gpus: int, gpus_per_node: int) -> str:
     found = pj.goodput.nearest_fitting(gpu, gpus, gpus_per_node)
     if found is None:
         return ""
+    return f"{_nearest_text(found, gpu)} (allow its tp/pp/cp/zero in parallelism and its recompute in training); "
+
+
+def _nearest_text(found, gpu) -> str:
+    """'nearest feasible: N x GPU with plan P, recompute R' of JobGoodput.nearest_fitting's answer."""
     n, plans = found
     c = plans[0][0]
-    return (f"nearest feasible: {n} x {gpu.name} with plan {c.plan.label()}, recompute {c.recompute} (allow its "
-            "tp/pp/cp/zero in parallelism and its recompute in training); ")
+    return f"nearest feasible: {n} x {gpu.name} with plan {c.plan.label()}, recompute {c.recompute}"
 
 
 def _host_bound(out: dict) -> str:
@@ -321,8 +325,7 @@ def _does_not_fit(out: dict, model, cfg, gpu, gpus_per_node: int) -> dict:
     c = plans[0][0]
     return {"binding": "memory", "detail": need, "nearest": {"gpu": gpu.name, "gpus": n, "plan": c.plan.label(),
                                                              "recompute": c.recompute},
-            "fix": f"nearest feasible: {n} x {gpu.name} with plan {c.plan.label()}, recompute {c.recompute} "
-                   f"(gpuwise fit-gpus lists every GPU type)"}
+            "fix": f"{_nearest_text(found, gpu)} (gpuwise fit-gpus lists every GPU type)"}
 
 
 def _exit_code(out: dict) -> int:

@@ -123,6 +123,14 @@ def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
     return None
 
 
+def offload_grads_held(stack: str, cpu_offload: bool, in_bwd: bool, pp: int) -> bool:
+    """FSDP CPU offload under a stack whose FSDP1 keeps each unit's reduced gradient shard on the GPU until the
+    backward ends (stack_code offload_grads_held), where it does: not with the optimizer in backward (FSDP1 runs
+    prepare_gradient_for_optim per unit, dropping the shard at once), nor under pipeline parallelism (modelled as
+    FSDP2). The one test memory.py and the assumption line share."""
+    return cpu_offload and not in_bwd and pp == 1 and model_code(stack).offload_grads_held
+
+
 def stack_gpus_refusal(stack: str, gpus: int) -> tuple[str, object, str] | None:
     """(field, value, fix) when a one-GPU stack (stacks.csv gpus) is asked to run on several GPUs."""
     if gpus > 1 and stack_row(stack).gpus == "one":
@@ -173,7 +181,7 @@ def _lever_notes(stack: str, loss_kernel: str | None, optimizer: str, cpu_offloa
                    f"(~{host / 2 ** 30:.1f} GiB of host memory per GPU at 4 + 4 + 8 B per parameter), the optimizer "
                    "step on the CPU; the GPU keeps the gathered blocks, the root group, "
                    + ("every block's reduced gradient shard until the backward ends (FSDP1)"
-                      if model_code(stack).offload_grads_held and not in_bwd and pp == 1 else "one block's gradient")
+                      if offload_grads_held(stack, cpu_offload, in_bwd, pp) else "one block's gradient")
                    + " and the activations")
     if cfg.optimizer_in_backward:
         out.append("optimizer in backward: each parameter is stepped in its gradient hook and its gradient freed, "

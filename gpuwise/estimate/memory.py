@@ -21,7 +21,7 @@ from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
 from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
-                                     lever_notes, resolve)
+                                     lever_notes, offload_grads_held, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak_values, stage_values
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
@@ -448,8 +448,6 @@ class _Geometry:
         self.autocast = autocast = sem.framework == "torch" and zero == 0 and sem.compute > 0
         self.pp_fsdp = fsdp and pp > 1
         self.no_sync = fsdp and code.fsdp_unsharded_accum and not self.pp_fsdp     # FSDP1 no_sync accumulation
-        # FSDP1 under CPU offload: each block's gradient shard stays on the GPU until the backward ends
-        self.held_grads = fsdp and code.offload_grads_held and not self.pp_fsdp
         self.t5 = spec.family == "t5"
         enc_rep = counts.layer_replicated * 2 // 3 if self.t5 else 0        # t5 encoder: 2 of the 3 norms
         self.enc_b = self._block(counts.encoder_layer, enc_rep, 1)
@@ -663,9 +661,8 @@ def _stage_loads(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, sched
     # levers (levers.py): what leaves the GPU, and what is never alive all at once
     host_states, in_bwd = cfg.cpu_offload, cfg.optimizer_in_backward
     # FSDP1 CPU offload: the step reads the host copies, but every block's gradient shard is on the GPU from its
-    # reduce-scatter to the end of that backward (stack_code offload_grads_held); with the optimizer in backward
-    # FSDP1 runs prepare_gradient_for_optim in each unit's post-backward, which drops the shard at once
-    grads_held = host_states and geo.held_grads and not in_bwd
+    # reduce-scatter to the end of that backward (levers.offload_grads_held)
+    grads_held = geo.fsdp and offload_grads_held(cfg.stack, host_states, in_bwd, p.pp)
     act_off = (cfg.activation_offload or lev.offload_checkpoints) and not keep_saved   # levers.activation_offload
     out = []
     for i in (range(p.pp) if only is None else only):
