@@ -18,6 +18,10 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--method", choices=("analytic", "trace"), default="analytic",
                         help="analytic formulas (default) or a traced PyTorch training step "
                              "(needs pip install 'gpuwise[trace]')")
+    parser.add_argument("--lengths", metavar="DIST", default=None,
+                        help="tokens per micro-batch, for the allocator simulation of --method trace: fixed "
+                             "(default), uniform:MIN, lognormal:MEAN:SD[:drop] (--seq-len is the longest; "
+                             "longer samples are clipped to it, or dropped with :drop)")
     # --pp-schedule comes with the training flags (memory_flags) and serves both methods
 
 
@@ -41,6 +45,10 @@ def run(args: argparse.Namespace) -> int:
     spec = load_model(args.model)
     cfg = training_config(args, spec)
     gpus = gpus_from(args)
+    if getattr(args, "lengths", None) and getattr(args, "method", "analytic") != "trace":
+        from gpuwise.errors import InputError
+
+        raise InputError("lengths", args.lengths, "varying lengths are simulated under --method trace; add it")
     if getattr(args, "method", "analytic") == "trace":
         from gpuwise.cli.memory_trace import traced_estimate
 

@@ -344,12 +344,16 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
 
 def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: int, trainable: int,
                         notes: tuple[str, ...], peak_phase: str = "", peak_stage: int = 0,
-                        context: bool = True) -> MemoryEstimate:
+                        context: bool = True, allocator: float | None = None) -> MemoryEstimate:
     """A MemoryEstimate from the tensor bytes at the peak by part (parameters, gradients, optimizer,
     activations, temporaries), estimated or traced: the overhead model (overhead.py) adds what tensors
-    don't show, the allocator slack as a fraction of the allocated peak, so both methods share one schema."""
+    don't show, the allocator slack as a fraction of the allocated peak, so both methods share one schema;
+    `allocator`: reserved - allocated simulated instead (gpuwise.trace.reserved), in place of that fraction."""
     w, g, o, a, t = (parts[k] for k in ("parameters", "gradients", "optimizer", "activations", "temporaries"))
-    return _from_parts(w, g, o, a, t, cfg, params, trainable, notes, peak_phase, peak_stage, context)
+    est = _from_parts(w, g, o, a, t, cfg, params, trainable, notes, peak_phase, peak_stage, context)
+    if allocator is None:
+        return est
+    return replace(est, overhead=est.overhead - est.allocator + allocator, allocator=allocator)
 
 
 def _from_parts(w: float, g: float, o: float, a: float, t: float, cfg: TrainingConfig, params: int, trainable: int,

@@ -153,21 +153,11 @@ def build(spec, cfg: TrainingConfig, device: str):
 
 
 def train_step(model, opts: list, cfg: TrainingConfig, ids) -> None:
-    """One training step on the batch ``ids`` (labels = inputs). Activation offload: every saved tensor
-    goes to (pinned, on CUDA) host memory through PyTorch's ``save_on_cpu`` hooks."""
-    import contextlib
+    """One training step on the batch ``ids`` (labels = inputs): the loop the allocator simulation replays
+    (`gpuwise.trace.allocations.train_step`), one micro-batch."""
+    from gpuwise.trace.allocations import train_step as step
 
-    import torch
-
-    offload = torch.autograd.graph.save_on_cpu(pin_memory=ids.is_cuda) if cfg.activation_offload else \
-        contextlib.nullcontext()
-    for opt in opts:
-        opt.zero_grad(set_to_none=True)
-    with offload:
-        loss = model(ids, ids)
-    loss.backward()
-    if not cfg.optimizer_in_backward:   # else each parameter was stepped in its gradient hook
-        opts[0].step()
+    step(model, opts, cfg, [ids])
 
 
 def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> Measured:

@@ -1,0 +1,232 @@
+"""The caching allocator's reserve of a training run on one GPU: the recorded allocations of its build and steps
+(`allocations`) replayed through the allocator's rules (`allocator`), step after step, at one length or at a
+length drawn per micro-batch, until the reserve stops growing.
+
+Fixed length: the steady reserve is reached when a whole step adds no segment (a step's allocations repeat, so
+none will). Lengths that vary per micro-batch (unpacked data padded to each batch's longest): segments cut for
+short batches cannot serve longer ones and are kept, so the reserve ratchets up with each longer batch; it is
+simulated over `steps` steps of lengths drawn from `LengthDist` (seeded), and the result says whether the last
+quarter of them still grew it.
+"""
+
+from __future__ import annotations
+
+import math
+import random
+from dataclasses import dataclass
+from fractions import Fraction
+
+from gpuwise.errors import InputError
+from gpuwise.trace.allocations import ALLOC, Recording, record_run
+from gpuwise.trace.allocator import AllocatorStats, CachingAllocator
+
+MAX_FIXED_STEPS = 8       # fixed length: steady well before this (a step that adds no segment ends it)
+
+
+@dataclass(frozen=True)
+class LengthDist:
+    """Tokens per micro-batch: `kind` fixed (always `max_len`), uniform (min_len..max_len) or lognormal (`mean`,
+    `sd` of the samples' lengths; longer than max_len: dropped, or clipped to max_len when `clip`)."""
+
+    kind: str
+    max_len: int
+    min_len: int = 1
+    mean: float = 0.0
+    sd: float = 0.0
+    clip: bool = True
+
+    def sampler(self, seed: int):
+        rng = random.Random(seed)
+        if self.kind == "fixed":
+            return lambda: self.max_len
+        if self.kind == "uniform":
+            return lambda: rng.randint(self.min_len, self.max_len)
+        sigma = math.sqrt(math.log1p((self.sd / self.mean) ** 2))
+        mu = math.log(self.mean) - sigma * sigma / 2
+
+        def draw() -> int:
+            while True:
+                n = max(1, round(rng.lognormvariate(mu, sigma)))
+                if n <= self.max_len:
+                    return n
+                if self.clip:
+                    return self.max_len
+        return draw
+
+    def describe(self) -> str:
+        if self.kind == "fixed":
+            return f"every micro-batch {self.max_len} tokens"
+        if self.kind == "uniform":
+            return f"micro-batch lengths uniform in {self.min_len}..{self.max_len} tokens"
+        return (f"micro-batch lengths lognormal, mean {self.mean:g} sd {self.sd:g} tokens, longer ones "
+                + (f"clipped to {self.max_len}" if self.clip else f"dropped (over {self.max_len})"))
+
+
+def parse_lengths(text: str, max_len: int) -> LengthDist:
+    """`fixed`, `uniform:MIN`, `lognormal:MEAN:SD` or `lognormal:MEAN:SD:drop` -> LengthDist (InputError otherwise)."""
+    parts = text.split(":")
+    try:
+        if parts == ["fixed"]:
+            return LengthDist("fixed", max_len)
+        if parts[0] == "uniform" and len(parts) == 2 and 1 <= int(parts[1]) <= max_len:
+            return LengthDist("uniform", max_len, min_len=int(parts[1]))
+        if parts[0] == "lognormal" and len(parts) in (3, 4) and parts[3:] in ([], ["drop"], ["clip"]):
+            mean, sd = float(parts[1]), float(parts[2])
+            if mean > 0 and sd >= 0:
+                return LengthDist("lognormal", max_len, mean=mean, sd=sd, clip=parts[3:] != ["drop"])
+    except ValueError:
+        pass
+    raise InputError("lengths", text, f"use fixed, uniform:MIN (1..{max_len}), lognormal:MEAN:SD or "
+                     "lognormal:MEAN:SD:drop (tokens; --seq-len is the longest)")
+
+
+@dataclass(frozen=True)
+class ReservedResult:
+    stats: AllocatorStats        # of the whole simulated run
+    steps: int                   # steps simulated
+    growing: bool                # the reserve still grew in the last quarter of the steps (not steady)
+    lengths: LengthDist
+
+
+# A template op: (ALLOC, k, sizes) allocates its segment's k-th block, of sizes[j] bytes at the j-th recorded
+# length; (FREE, ref) frees ("b", id): an allocation of the build, or (back, segment, k): of the step `back`
+# steps earlier (0: this one).
+def _templates(rec: Recording) -> list[list[list[tuple]]]:
+    where: dict[int, tuple] = {}
+    out = []
+    for s, step in enumerate(rec.steps):
+        segs = []
+        for g, events in enumerate(step):
+            ops, k = [], 0
+            for kind, i, n in events:
+                if kind == ALLOC:
+                    where[i] = (s, g, k)
+                    ops.append((ALLOC, k, n))
+                    k += 1
+                elif i in where:
+                    s0, g0, k0 = where.pop(i)
+                    ops.append((-1, (s - s0, g0, k0)))
+                else:
+                    ops.append((-1, ("b", i)))
+            segs.append(ops)
+        out.append(segs)
+    return out
+
+
+def _merge(runs: list[list], lengths: list[int]) -> list:
+    """The runs' templates as one, each allocation holding its size at each recorded length (InputError if the
+    recordings' structures differ, so no size can be interpolated)."""
+    base = runs[0]
+    for other in runs[1:]:
+        same = len(other) == len(base) and all(
+            len(a) == len(b) and all(len(x) == len(y) and all(p[:2] == q[:2] for p, q in zip(x, y))
+                                     for x, y in zip(a, b)) for a, b in zip(other, base))
+        if not same:
+            raise InputError("lengths", ",".join(map(str, lengths)), "this model's step changes its operations with "
+                             "the length; use --lengths fixed")
+    last, prev = base[-1], base[-2]
+    if [[op[0] for op in seg] for seg in last] != [[op[0] for op in seg] for seg in prev]:
+        raise InputError("method", "trace", "the recorded training steps differ from one another, so the steady "
+                         "step cannot be repeated; use --method analytic")
+    return [[[(op[0], op[1], tuple(r[s][g][i][2] for r in runs)) if op[0] == ALLOC else op
+              for i, op in enumerate(seg)] for g, seg in enumerate(step)] for s, step in enumerate(base)]
+
+
+def _coefficients(sizes: tuple, xs: tuple) -> tuple[float, ...]:
+    """Polynomial coefficients (constant first) through the recorded points (x_j, size_j): the Vandermonde
+    system solved exactly over rationals."""
+    if len(set(sizes)) == 1:
+        return (float(sizes[0]),)
+    n = len(xs)
+    rows = [[Fraction(x) ** k for k in range(n)] + [Fraction(y)] for x, y in zip(xs, sizes)]
+    for c in range(n):                                   # Gauss-Jordan; the points are distinct
+        p = next(r for r in range(c, n) if rows[r][c] != 0)
+        rows[c], rows[p] = rows[p], rows[c]
+        rows[c] = [v / rows[c][c] for v in rows[c]]
+        for r in range(n):
+            if r != c and rows[r][c] != 0:
+                f = rows[r][c]
+                rows[r] = [a - f * b for a, b in zip(rows[r], rows[c])]
+    return tuple(float(rows[k][n]) for k in range(n))
+
+
+def _size(coef: tuple[float, ...], x: int) -> int:
+    if len(coef) == 1:
+        return int(coef[0])
+    return max(0, round(sum(c * x ** k for k, c in enumerate(coef))))
+
+
+def _replay_step(alloc: CachingAllocator, tpl, s: int, micro_lengths: list[int]) -> None:
+    for g, seg in enumerate(tpl):
+        x = micro_lengths[min(g, len(micro_lengths) - 1)]
+        for op in seg:
+            if op[0] == ALLOC:
+                alloc.malloc((s, g, op[1]), _size(op[2], x))
+            else:
+                ref = op[1]
+                handle = ref if ref[0] == "b" else (s - ref[0], ref[1], ref[2])
+                if alloc.has(handle):
+                    alloc.free(handle)
+
+
+def _replay_build(alloc: CachingAllocator, rec: Recording) -> None:
+    for kind, i, n in rec.build:
+        if kind == ALLOC:
+            alloc.malloc(("b", i), n)
+        elif alloc.has(("b", i)):
+            alloc.free(("b", i))
+
+
+def record_lengths(max_len: int, varying: bool) -> tuple[int, ...]:
+    """Lengths to record: the longest, and for varying lengths two more (a quadratic's three points)."""
+    if not varying:
+        return (max_len,)
+    pts = sorted({max_len, max(8, max_len // 2 // 8 * 8), max(4, max_len // 4 // 8 * 8)})
+    if len(pts) < 3:
+        raise InputError("seq-len", max_len, "varying lengths need --seq-len of at least 32 tokens")
+    return tuple(pts)
+
+
+def simulate_reserved(spec, cfg, lengths: LengthDist | None = None, steps: int = 200,
+                      seed: int = 0) -> ReservedResult:
+    """The reserve of a run of `spec` under `cfg` (one GPU) through the caching allocator's rules."""
+    dist = lengths or LengthDist("fixed", cfg.seq_len)
+    xs = record_lengths(dist.max_len, dist.kind != "fixed")
+    recs = [record_run(spec, cfg, x) for x in xs]
+    tpls = _merge([_templates(r) for r in recs], list(xs))
+    tpls = [[[(op[0], op[1], _coefficients(op[2], xs)) if op[0] == ALLOC else op for op in seg] for seg in step]
+            for step in tpls]
+    alloc = CachingAllocator()
+    _replay_build(alloc, recs[0])
+    draw = dist.sampler(seed)
+    micro = len(tpls[0]) - 1
+    total = MAX_FIXED_STEPS if dist.kind == "fixed" else max(steps, len(tpls))
+    history = []
+    for s in range(total):
+        _replay_step(alloc, tpls[min(s, len(tpls) - 1)], s, [draw() for _ in range(micro)])
+        history.append(alloc.reserved)
+        if dist.kind == "fixed" and s >= len(tpls) and history[-1] == history[-2]:
+            break
+    quarter = history[-max(1, len(history) // 4) - 1]
+    return ReservedResult(alloc.stats(), len(history), history[-1] > quarter, dist)
+
+
+def simulation_refusal(cfg) -> str:
+    """Why the allocator is not simulated for `cfg` ('' when it is): one GPU only, as the trace runs it whole."""
+    p = cfg.plan
+    if max(p.dp, p.tp, p.pp, p.cp) > 1:
+        return ("more than one GPU (FSDP's and the collectives' side streams hold blocks the one-stream rules "
+                "do not model)")
+    if p.zero or cfg.offload_optimizer:
+        return "ZeRO or optimizer offload is derived from the trace, not run"
+    return ""
+
+
+def describe(res: ReservedResult) -> str:
+    st = res.stats
+    return (f"allocator reserve simulated (gpuwise.trace.allocator: PyTorch's caching-allocator rules at the default "
+            f"PYTORCH_CUDA_ALLOC_CONF, one stream) over the recorded allocations of the build and {res.steps} "
+            f"training steps ({res.lengths.describe()}): reserved {st.peak_reserved / 2 ** 30:.2f} GiB in "
+            f"{st.segments} segments, allocated {st.peak_allocated / 2 ** 30:.2f} GiB"
+            + ("; still growing in the last quarter of the steps: a longer run may reserve more" if res.growing
+               else "; steady"))
