@@ -36,7 +36,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     from gpuwise.workload.models import param_count
 
     res = _trace(spec, cfg, args.pp_schedule, args.json)
-    sim = _simulate(args, spec, cfg)
+    sim, runs = _simulate(args, spec, cfg)
     from gpuwise.trace import reserved
     got = res.breakdown()
     parts = {part: sum(got[c] for c in cats) for part, cats in PARTS.items()}
@@ -44,7 +44,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else params
     notes = (*res.assumptions, describe() + " (added to the traced tensors, as in the analytic method"
              + ("; the allocator slack simulated instead: next line)" if sim else ")"),
-             *((reserved.describe(sim),) if sim else ()),
+             *((reserved.describe(sim), _runs_note(runs)) if sim else ()),
              f"method: {res.method}; traced in {res.trace_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
     stage = cfg.plan.pp - 1 if res.peak_stage == "last" else 0
     slack = sim.stats.peak_reserved - sim.stats.peak_allocated if sim else None
@@ -52,13 +52,16 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     extra = {"method": "trace", "trace_method": res.method, "peak_allocated_bytes": int(res.peak_allocated_bytes),
              "breakdown_bytes": {k: int(v) for k, v in got.items()},
              "trace_s": round(res.trace_s, 2), "cpu_s": round(res.cpu_s, 2),
-             "allocator": _allocator_json(sim, cfg)}
+             "allocator": _allocator_json(sim, runs, cfg)}
     return est, extra
 
 
 def _simulate(args: argparse.Namespace, spec, cfg):
-    """The simulated allocator run (gpuwise.trace.reserved) where it applies, else None (`--lengths` refused)."""
+    """(the simulated allocator run, its replays at each GPU's capacity) where the simulation applies
+    (gpuwise.trace.reserved), else (None, []); `--lengths` refused where it does not."""
+    from gpuwise.cli.memory_flags import gpus_from
     from gpuwise.errors import InputError
+    from gpuwise.estimate.overhead import context_bytes
     from gpuwise.trace import reserved
 
     text = getattr(args, "lengths", None)
@@ -66,17 +69,30 @@ def _simulate(args: argparse.Namespace, spec, cfg):
     if why:
         if text:
             raise InputError("lengths", text, f"the allocator is simulated on one GPU only ({why}); drop --lengths")
-        return None
+        return None, []
     dist = reserved.parse_lengths(text or "fixed", cfg.seq_len)
+    caps = {g.name: int(g.total_gib * 2 ** 30 - context_bytes()) for g in gpus_from(args)}
+
+    def work():
+        replay = reserved.record(spec, cfg, dist)
+        sim = replay.run()
+        return sim, reserved.device_runs(replay, sim, caps)
     if args.json or not sys.stdout.isatty():
-        return reserved.simulate_reserved(spec, cfg, dist)
+        return work()
     from rich.console import Console
 
     with Console().status(f"replaying {spec.name}'s allocations through the caching allocator ..."):
-        return reserved.simulate_reserved(spec, cfg, dist)
+        return work()
 
 
-def _allocator_json(sim, cfg) -> dict:
+def _runs_note(runs) -> str:
+    ok = [r.gpu for r in runs if r.oom is None]
+    bad = [f"{r.gpu} (step {r.at_step}: {r.oom})" for r in runs if r.oom is not None]
+    return ("simulated allocator at each GPU's capacity (device memory less the CUDA context; no headroom): runs on "
+            + (", ".join(ok) or "none") + ("; out of memory on " + "; ".join(bad) if bad else ""))
+
+
+def _allocator_json(sim, runs, cfg) -> dict:
     from gpuwise.trace import reserved
 
     if sim is None:
@@ -84,4 +100,6 @@ def _allocator_json(sim, cfg) -> dict:
     st = sim.stats
     return {"method": "simulated", "lengths": sim.lengths.describe(), "steps": sim.steps, "growing": sim.growing,
             "segments": st.segments, "reserved_gib": round(st.peak_reserved / 2 ** 30, 4),
-            "allocated_gib": round(st.peak_allocated / 2 ** 30, 4)}
+            "allocated_gib": round(st.peak_allocated / 2 ** 30, 4),
+            "runs": {r.gpu: {"capacity_gib": round(r.capacity / 2 ** 30, 4), "fits": r.oom is None,
+                             "oom": str(r.oom) if r.oom else None, "oom_step": r.at_step or None} for r in runs}}

@@ -15,8 +15,11 @@ PYTORCH_CUDA_ALLOC_CONF (no expandable segments, no max_split_size, no garbage-c
 - should_split: the block is split, the request taking the low part, when what is left is at least 512 B (small
   pool) or more than 1 MiB (large pool); an unsplit remainder stays with the allocation (counted as allocated).
 - free_block: a freed block merges with its free neighbours in the same segment, never across segments.
-- Segments go back to CUDA only on empty_cache or when a cudaMalloc fails (not simulated: no device limit), so
-  the reserved bytes only grow, and reset_peak_memory_stats leaves the peak at the current reserve.
+- Segments go back to CUDA only on empty_cache or when a cudaMalloc fails: with a `capacity`, a segment that would
+  pass it first makes the allocator free every cached segment that is wholly free (release_cached_blocks) and
+  retry; still too large, it is an out-of-memory error, though the free bytes in split segments may exceed the
+  request (fragmentation). Without a capacity the reserved bytes only grow; reset_peak_memory_stats leaves the
+  peak at the current reserve.
 With one stream a freed block is reusable at once (record_stream's events, which delay reuse for other
 streams, are not simulated: FSDP's and the collectives' side streams are outside this model).
 """
@@ -67,10 +70,22 @@ class AllocatorStats:
     segments: int
 
 
-class CachingAllocator:
-    """One device's caching allocator on one stream: `malloc(handle, nbytes)`, `free(handle)`."""
+class OutOfMemory(Exception):
+    """A segment the device cannot hold, after the cached free segments were given back."""
 
-    def __init__(self) -> None:
+    def __init__(self, requested: int, allocated: int, reserved: int, capacity: int):
+        super().__init__(f"tried to allocate {requested / 2 ** 30:.2f} GiB with {allocated / 2 ** 30:.2f} GiB allocated "
+                         f"and {(reserved - allocated) / 2 ** 30:.2f} GiB reserved but unallocated of "
+                         f"{capacity / 2 ** 30:.2f} GiB")
+        self.requested, self.allocated, self.reserved, self.capacity = requested, allocated, reserved, capacity
+
+
+class CachingAllocator:
+    """One device's caching allocator on one stream: `malloc(handle, nbytes)`, `free(handle)`; `capacity`: the
+    bytes its segments may take (None: unlimited)."""
+
+    def __init__(self, capacity: int | None = None) -> None:
+        self.capacity = capacity
         self._pools: dict[bool, list[tuple[int, int]]] = {True: [], False: []}   # sorted (size, addr) of free blocks
         self._free: dict[tuple[int, int], _Block] = {}                            # (addr, small) -> free block
         self._live: dict[object, _Block] = {}
@@ -130,6 +145,10 @@ class CachingAllocator:
 
     def _new_segment(self, size: int, small: bool) -> _Block:
         seg = segment_size(size)
+        if self.capacity is not None and self.reserved + seg > self.capacity:
+            self._release_cached()
+            if self.reserved + seg > self.capacity:
+                raise OutOfMemory(size, self.allocated, self.reserved, self.capacity)
         block = _Block(self._next_addr, seg, small)
         self._next_addr += seg
         self.reserved += seg
@@ -147,3 +166,11 @@ class CachingAllocator:
         del pool[bisect.bisect_left(pool, (block.size, block.addr))]
         del self._free[(block.addr, block.small)]
         block.free = False
+
+    def _release_cached(self) -> None:
+        """release_cached_blocks: every free block that is a whole segment goes back to the device."""
+        whole = [b for b in self._free.values() if b.prev is None and b.next is None]
+        for b in whole:
+            self._unlist(b)
+            self.reserved -= b.size
+            self.segments -= 1

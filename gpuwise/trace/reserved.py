@@ -18,7 +18,7 @@ from fractions import Fraction
 
 from gpuwise.errors import InputError
 from gpuwise.trace.allocations import ALLOC, Recording, record_run
-from gpuwise.trace.allocator import AllocatorStats, CachingAllocator
+from gpuwise.trace.allocator import AllocatorStats, CachingAllocator, OutOfMemory
 
 MAX_FIXED_STEPS = 8       # fixed length: steady well before this (a step that adds no segment ends it)
 
@@ -86,6 +86,7 @@ class ReservedResult:
     steps: int                   # steps simulated
     growing: bool                # the reserve still grew in the last quarter of the steps (not steady)
     lengths: LengthDist
+    oom: OutOfMemory | None = None   # the run's out-of-memory error under a capacity (steps: the step it hit)
 
 
 # A template op: (ALLOC, k, sizes) allocates its segment's k-th block, of sizes[j] bytes at the j-th recorded
@@ -170,6 +171,7 @@ def _replay_step(alloc: CachingAllocator, tpl, s: int, micro_lengths: list[int])
 
 
 def _replay_build(alloc: CachingAllocator, rec: Recording) -> None:
+    """The build's allocations, under handles ("b", id) that the first steps' frees name."""
     for kind, i, n in rec.build:
         if kind == ALLOC:
             alloc.malloc(("b", i), n)
@@ -187,28 +189,52 @@ def record_lengths(max_len: int, varying: bool) -> tuple[int, ...]:
     return tuple(pts)
 
 
-def simulate_reserved(spec, cfg, lengths: LengthDist | None = None, steps: int = 200,
-                      seed: int = 0) -> ReservedResult:
-    """The reserve of a run of `spec` under `cfg` (one GPU) through the caching allocator's rules."""
+@dataclass(frozen=True)
+class Replay:
+    """A run's recorded allocations, ready to replay at any lengths: the build's events and one template per
+    recorded step (the last one repeats), each allocation's size a polynomial in its micro-batch's length."""
+
+    build: Recording
+    templates: list
+    lengths: LengthDist
+
+    def run(self, steps: int = 200, seed: int = 0, capacity: int | None = None) -> ReservedResult:
+        """Replay the build and the steps (fixed length: until a step adds no segment); `capacity`: the bytes the
+        allocator may reserve (an out-of-memory error ends the run and is returned in the result)."""
+        dist, tpls = self.lengths, self.templates
+        alloc = CachingAllocator(capacity)
+        draw = dist.sampler(seed)
+        micro = len(tpls[0]) - 1
+        total = MAX_FIXED_STEPS if dist.kind == "fixed" else max(steps, len(tpls))
+        history: list[int] = []
+        try:
+            _replay_build(alloc, self.build)
+            for s in range(total):
+                _replay_step(alloc, tpls[min(s, len(tpls) - 1)], s, [draw() for _ in range(micro)])
+                history.append(alloc.reserved)
+                if dist.kind == "fixed" and s >= len(tpls) and history[-1] == history[-2]:
+                    break
+        except OutOfMemory as oom:
+            return ReservedResult(alloc.stats(), len(history) + 1, False, dist, oom)
+        quarter = history[-max(1, len(history) // 4) - 1]
+        return ReservedResult(alloc.stats(), len(history), history[-1] > quarter, dist)
+
+
+def record(spec, cfg, lengths: LengthDist | None = None) -> Replay:
+    """Record `spec` training under `cfg` (one GPU) at the lengths `lengths` needs (FakeTensorMode)."""
     dist = lengths or LengthDist("fixed", cfg.seq_len)
     xs = record_lengths(dist.max_len, dist.kind != "fixed")
     recs = [record_run(spec, cfg, x) for x in xs]
     tpls = _merge([_templates(r) for r in recs], list(xs))
     tpls = [[[(op[0], op[1], _coefficients(op[2], xs)) if op[0] == ALLOC else op for op in seg] for seg in step]
             for step in tpls]
-    alloc = CachingAllocator()
-    _replay_build(alloc, recs[0])
-    draw = dist.sampler(seed)
-    micro = len(tpls[0]) - 1
-    total = MAX_FIXED_STEPS if dist.kind == "fixed" else max(steps, len(tpls))
-    history = []
-    for s in range(total):
-        _replay_step(alloc, tpls[min(s, len(tpls) - 1)], s, [draw() for _ in range(micro)])
-        history.append(alloc.reserved)
-        if dist.kind == "fixed" and s >= len(tpls) and history[-1] == history[-2]:
-            break
-    quarter = history[-max(1, len(history) // 4) - 1]
-    return ReservedResult(alloc.stats(), len(history), history[-1] > quarter, dist)
+    return Replay(recs[0], tpls, dist)
+
+
+def simulate_reserved(spec, cfg, lengths: LengthDist | None = None, steps: int = 200,
+                      seed: int = 0) -> ReservedResult:
+    """The reserve of a run of `spec` under `cfg` (one GPU) through the caching allocator's rules."""
+    return record(spec, cfg, lengths).run(steps, seed)
 
 
 def simulation_refusal(cfg) -> str:
@@ -230,3 +256,28 @@ def describe(res: ReservedResult) -> str:
             f"{st.segments} segments, allocated {st.peak_allocated / 2 ** 30:.2f} GiB"
             + ("; still growing in the last quarter of the steps: a longer run may reserve more" if res.growing
                else "; steady"))
+
+
+@dataclass(frozen=True)
+class DeviceRun:
+    """The replayed run on one GPU whose allocator may reserve `capacity` bytes."""
+
+    gpu: str
+    capacity: int
+    oom: OutOfMemory | None      # None: the run fits
+    at_step: int                 # the step that ran out of memory (0: the build; steps count from 1)
+
+
+def device_runs(replay: Replay, unlimited: ReservedResult, capacities: dict[str, int], steps: int = 200,
+                seed: int = 0) -> list[DeviceRun]:
+    """The run replayed under each GPU's capacity: where the unlimited run's reserve fits it cannot fail (the
+    allocator never asks for more), where its allocated peak does not it must; only the GPUs between are
+    replayed, with the same lengths (seed)."""
+    out = []
+    for gpu, cap in capacities.items():
+        if unlimited.stats.peak_reserved <= cap:
+            out.append(DeviceRun(gpu, cap, None, 0))
+            continue
+        got = replay.run(steps, seed, capacity=cap)
+        out.append(DeviceRun(gpu, cap, got.oom, got.steps if got.oom else 0))
+    return out
