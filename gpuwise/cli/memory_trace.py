@@ -11,13 +11,16 @@ PARTS = {"parameters": ("param",), "gradients": ("grad",), "optimizer": ("optimi
          "activations": ("activation",), "temporaries": ("temporary", "other")}
 
 
-def _trace(spec, cfg, schedule: str, quiet: bool):
+def _need_torch() -> None:
     from gpuwise.errors import InputError
 
     try:
         import torch  # noqa: F401
     except ImportError:
         raise InputError("method", "trace", "needs PyTorch: pip install 'gpuwise[trace]'") from None
+
+
+def _trace(spec, cfg, schedule: str, quiet: bool):
     from gpuwise.trace import trace_memory
 
     if quiet or not sys.stdout.isatty():
@@ -35,8 +38,9 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     from gpuwise.estimate.overhead import describe
     from gpuwise.workload.models import param_count
 
+    _need_torch()
+    sim = _simulate(args, spec, cfg)      # first: a refused --lengths answers before the (longer) trace
     res = _trace(spec, cfg, args.pp_schedule, args.json)
-    sim = _simulate(args, spec, cfg)
     from gpuwise.trace import reserved
     got = res.breakdown()
     parts = {part: sum(got[c] for c in cats) for part, cats in PARTS.items()}
