@@ -98,6 +98,28 @@ def test_best_fit_takes_the_smallest_free_block_that_fits():
     assert (a.segments, a.reserved) == (3, 62 * MIB)
 
 
+def test_equal_free_blocks_go_to_the_older_segment_first():
+    a = _alloc(*[(f"{seg}{k}", n) for seg in "AB" for k, n in enumerate((5 * MIB, 5 * MIB, 10 * MIB))])
+    a.free("A1")
+    a.free("B1")                           # two 5 MiB holes, one per segment, between live blocks
+    a.malloc("m", 5 * MIB)                 # the lower address: segment A's
+    a.free("B0")
+    a.free("B2")                           # segment B is whole again only if its hole was left free
+    a.malloc("whole", 20 * MIB)
+    assert a.segments == 2
+
+
+def test_pools_do_not_lend_blocks_to_each_other():
+    a = _alloc(("big", 5 * MIB))
+    a.free("big")                          # 20 MiB free in the large pool
+    a.malloc("tiny", 1000)
+    assert (a.segments, a.reserved) == (2, 22 * MIB)
+    b = _alloc(("s", MIB))
+    b.free("s")                            # 2 MiB free in the small pool
+    b.malloc("l", MIB + 512)
+    assert (b.segments, b.reserved) == (2, 22 * MIB)
+
+
 def test_reserved_never_shrinks_and_reset_peak_restarts_at_the_current_values():
     a = _alloc(("a", 50 * MIB), ("b", 3 * MIB), ("c", 1000))
     for h in ("a", "b", "c"):
@@ -148,10 +170,21 @@ def test_parse_lengths_accepts_the_four_forms():
     assert parse_lengths("uniform:8", 256) == LengthDist("uniform", 256, min_len=8)
     assert parse_lengths("lognormal:100:50", 256) == LengthDist("lognormal", 256, mean=100, sd=50, clip=True)
     assert parse_lengths("lognormal:100:50:drop", 256).clip is False
+    assert parse_lengths("lognormal:300:0", 256).sampler(0)() == 256          # clipped: every draw is 256
+
+
+def test_drop_with_no_length_within_the_longest_is_refused_not_sampled_forever():
+    """lognormal:300:0:drop at --seq-len 256 drew 300 forever (every draw dropped): the sampler never returned."""
+    with pytest.raises(InputError, match="drop needs"):
+        parse_lengths("lognormal:300:0:drop", 256)
+    dist = LengthDist("lognormal", 128, mean=100, sd=80)
+    draw = dist.sampler(1)
+    over = sum(draw() == 128 for _ in range(4000)) / 4000                     # clipped draws: those over 128
+    assert over == pytest.approx(1 - dist.kept(), abs=0.03)
 
 
 @pytest.mark.parametrize("text", ["uniform:0", "uniform:300", "lognormal:-1:2", "lognormal:100", "weird",
-                                  "uniform:x", "fixed:3"])
+                                  "uniform:x", "fixed:3", "lognormal:300:0:drop", "lognormal:2000:100:drop"])
 def test_parse_lengths_refuses_junk_naming_the_field(text):
     with pytest.raises(InputError) as err:
         parse_lengths(text, 256)
