@@ -11,13 +11,16 @@ PARTS = {"parameters": ("param",), "gradients": ("grad",), "optimizer": ("optimi
          "activations": ("activation",), "temporaries": ("temporary", "other")}
 
 
-def _trace(spec, cfg, schedule: str, quiet: bool):
+def _need_torch() -> None:
     from gpuwise.errors import InputError
 
     try:
         import torch  # noqa: F401
     except ImportError:
         raise InputError("method", "trace", "needs PyTorch: pip install 'gpuwise[trace]'") from None
+
+
+def _trace(spec, cfg, schedule: str, quiet: bool):
     from gpuwise.trace import trace_memory
 
     if quiet or not sys.stdout.isatty():
@@ -35,8 +38,10 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     from gpuwise.estimate.overhead import describe
     from gpuwise.workload.models import param_count
 
+    _need_torch()
+    dist = _lengths(args, cfg)           # first: a refused --lengths answers before the (longer) trace
     res = _trace(spec, cfg, args.pp_schedule, args.json)
-    sim, runs = _simulate(args, spec, cfg)
+    sim, runs = _simulate(args, spec, cfg, dist) if dist else (None, [])
     from gpuwise.trace import reserved
     got = res.breakdown()
     parts = {part: sum(got[c] for c in cats) for part, cats in PARTS.items()}
@@ -56,12 +61,10 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     return est, extra
 
 
-def _simulate(args: argparse.Namespace, spec, cfg):
-    """(the simulated allocator run, its replays at each GPU's capacity) where the simulation applies
-    (gpuwise.trace.reserved), else (None, []); `--lengths` refused where it does not."""
-    from gpuwise.cli.memory_flags import gpus_from
+def _lengths(args: argparse.Namespace, cfg):
+    """The micro-batch lengths to simulate the allocator at (gpuwise.trace.reserved), None where the simulation
+    does not apply (`--lengths` refused there)."""
     from gpuwise.errors import InputError
-    from gpuwise.estimate.overhead import context_bytes
     from gpuwise.trace import reserved
 
     text = getattr(args, "lengths", None)
@@ -69,8 +72,16 @@ def _simulate(args: argparse.Namespace, spec, cfg):
     if why:
         if text:
             raise InputError("lengths", text, f"the allocator is simulated on one GPU only ({why}); drop --lengths")
-        return None, []
-    dist = reserved.parse_lengths(text or "fixed", cfg.seq_len)
+        return None
+    return reserved.parse_lengths(text or "fixed", cfg.seq_len)
+
+
+def _simulate(args: argparse.Namespace, spec, cfg, dist):
+    """(the simulated allocator run at `dist`, its replays at each GPU's capacity)."""
+    from gpuwise.cli.memory_flags import gpus_from
+    from gpuwise.estimate.overhead import context_bytes
+    from gpuwise.trace import reserved
+
     caps = {g.name: int(g.total_gib * 2 ** 30 - context_bytes()) for g in gpus_from(args)}
 
     def work():

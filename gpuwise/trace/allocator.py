@@ -4,6 +4,7 @@ sequence of tensor allocations and frees on one device and one stream.
 The rules are those of c10/cuda/CUDACachingAllocator.cpp (DeviceCachingAllocator), read for PyTorch
 2.3/2.4 and a 2.15 pre-release; unchanged in these respects since 2.1, all at the default
 PYTORCH_CUDA_ALLOC_CONF (no expandable segments, no max_split_size, no garbage-collection threshold):
+- allocate(0) (NativeCachingAllocator::allocate) returns a null pointer: a zero-byte storage takes no block.
 - round_size: a request is rounded up to a multiple of 512 B (MIN_BLOCK), at least 512 B.
 - get_pool: rounded sizes up to 1 MiB (SMALL_SIZE) come from the small pool, larger ones from the large pool;
   blocks never move between pools.
@@ -53,7 +54,7 @@ def segment_size(size: int) -> int:
 
 
 class _Block:
-    __slots__ = ("addr", "size", "small", "free", "prev", "next")
+    __slots__ = ("addr", "free", "next", "prev", "size", "small")
 
     def __init__(self, addr: int, size: int, small: bool):
         self.addr, self.size, self.small, self.free = addr, size, small, False
@@ -88,7 +89,7 @@ class CachingAllocator:
         self.capacity = capacity
         self._pools: dict[bool, list[tuple[int, int]]] = {True: [], False: []}   # sorted (size, addr) of free blocks
         self._free: dict[tuple[int, int], _Block] = {}                            # (addr, small) -> free block
-        self._live: dict[object, _Block] = {}
+        self._live: dict[object, _Block | None] = {}     # None: a zero-byte request
         self._next_addr = 0
         self.allocated = self.reserved = self.peak_allocated = self.peak_reserved = self.segments = 0
 
@@ -103,6 +104,9 @@ class CachingAllocator:
         return handle in self._live
 
     def malloc(self, handle: object, nbytes: int) -> None:
+        if nbytes == 0:                              # allocate(0): a null pointer, no block
+            self._live[handle] = None
+            return
         size = round_size(nbytes)
         small = size <= SMALL_SIZE
         block = self._take_free(size, small) or self._new_segment(size, small)
@@ -120,6 +124,8 @@ class CachingAllocator:
 
     def free(self, handle: object) -> None:
         block = self._live.pop(handle)
+        if block is None:
+            return
         self.allocated -= block.size
         prev, nxt = block.prev, block.next
         if prev is not None and prev.free:          # merge with the free block before it

@@ -20,6 +20,7 @@ from gpuwise.errors import InputError
 from gpuwise.trace.allocations import ALLOC, Recording, record_run
 from gpuwise.trace.allocator import AllocatorStats, CachingAllocator, OutOfMemory
 
+MIN_KEPT = 0.01          # lognormal:...:drop refused when fewer draws than this fit --seq-len (sampling would not end)
 MAX_FIXED_STEPS = 8       # fixed length: steady well before this (a step that adds no segment ends it)
 
 
@@ -35,14 +36,23 @@ class LengthDist:
     sd: float = 0.0
     clip: bool = True
 
+    def _mu_sigma(self) -> tuple[float, float]:
+        sigma = math.sqrt(math.log1p((self.sd / self.mean) ** 2))
+        return math.log(self.mean) - sigma * sigma / 2, sigma
+
+    def kept(self) -> float:
+        """Fraction of lognormal draws not over max_len (those `drop` keeps)."""
+        mu, sigma = self._mu_sigma()
+        z = math.log(self.max_len + 0.5) - mu
+        return float(z > 0) if sigma == 0 else 0.5 * (1 + math.erf(z / (sigma * math.sqrt(2))))
+
     def sampler(self, seed: int):
         rng = random.Random(seed)
         if self.kind == "fixed":
             return lambda: self.max_len
         if self.kind == "uniform":
             return lambda: rng.randint(self.min_len, self.max_len)
-        sigma = math.sqrt(math.log1p((self.sd / self.mean) ** 2))
-        mu = math.log(self.mean) - sigma * sigma / 2
+        mu, sigma = self._mu_sigma()
 
         def draw() -> int:
             while True:
@@ -72,12 +82,14 @@ def parse_lengths(text: str, max_len: int) -> LengthDist:
             return LengthDist("uniform", max_len, min_len=int(parts[1]))
         if parts[0] == "lognormal" and len(parts) in (3, 4) and parts[3:] in ([], ["drop"], ["clip"]):
             mean, sd = float(parts[1]), float(parts[2])
-            if mean > 0 and sd >= 0:
-                return LengthDist("lognormal", max_len, mean=mean, sd=sd, clip=parts[3:] != ["drop"])
+            dist = LengthDist("lognormal", max_len, mean=mean, sd=sd, clip=parts[3:] != ["drop"])
+            if mean > 0 and sd >= 0 and (dist.clip or dist.kept() >= MIN_KEPT):   # drop: draws must end
+                return dist
     except ValueError:
         pass
     raise InputError("lengths", text, f"use fixed, uniform:MIN (1..{max_len}), lognormal:MEAN:SD or "
-                     "lognormal:MEAN:SD:drop (tokens; --seq-len is the longest)")
+                     "lognormal:MEAN:SD:drop (tokens; --seq-len is the longest; drop needs at least "
+                     f"{MIN_KEPT:.0%} of the lengths within it)")
 
 
 @dataclass(frozen=True)
