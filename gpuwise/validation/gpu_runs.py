@@ -13,19 +13,28 @@ Each row is one configuration measured on one GPU: max_memory_allocated / max_me
 of four steps and the median step time, next to what `estimate_memory` and `step_of` predict for the
 same configuration today (the CSV's predicted columns are what the code predicted on the day of the run).
 Where the harness runs a lever differently from what the model describes, the row says so (``caveat``).
+
+On request (`with_simulation`), each row's reserved peak is also predicted by replaying the configuration's
+traced allocations (gpuwise.nn's build and steps under FakeTensorMode, the harness's own ``train_step``) through
+PyTorch's caching-allocator rules (gpuwise.trace.reserved). Nothing in it is fitted on any measured row, so its
+errors are out-of-sample on both sets; the fitted-fraction reserved stays in-sample on the grid.
 """
 
 from __future__ import annotations
 
 import csv
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measured" / "gpu"
 SETS = {"grid": DATA / "gpu_runs.csv", "check": DATA / "gpu_check_runs.csv"}
 RUNTIME = DATA / "runtime_h200_smoke.csv"      # `gpuwise run --devices cuda` on the same machine (runtime/measurements)
 GIB = 2 ** 30
+SIMULATED = "reserved_simulated"     # the quantity: the caching allocator simulated over the traced allocations
+QUANTITIES = ("allocated", "reserved", SIMULATED, "tokens_per_s")
+LABELS = {"allocated": "allocated", "reserved": "reserved (fitted fraction)",
+          SIMULATED: "reserved (simulated allocator)", "tokens_per_s": "tokens/s"}
 # levers the harness runs otherwise than the model describes them (docs/gpu-runs.md)
 CAVEATS = {
     "activation_offload": ("harness: PyTorch's save_on_cpu (every saved tensor, synchronous copies); the model: "
@@ -47,6 +56,8 @@ class GpuRow:
     predicted_reserved_gib: float
     predicted_tokens_per_s: float | None
     caveat: str
+    simulated_reserved_gib: float | None = None     # with_simulation: the simulated allocator's reserved peak
+    simulation_note: str = ""                       # why it was not simulated, or whether the reserve was steady
 
     @property
     def errors(self) -> dict[str, float | None]:
@@ -54,6 +65,7 @@ class GpuRow:
             return None if p is None or not m else (p - m) / m
         return {"allocated": rel(self.predicted_allocated_gib, self.measured_allocated_gib),
                 "reserved": rel(self.predicted_reserved_gib, self.measured_reserved_gib),
+                SIMULATED: rel(self.simulated_reserved_gib, self.measured_reserved_gib),
                 "tokens_per_s": rel(self.predicted_tokens_per_s, self.measured_tokens_per_s)}
 
 
@@ -95,6 +107,51 @@ def compare(set_name: str, path: Path | None = None) -> list[GpuRow]:
                           float(r["measured_reserved_gib"]), float(r["measured_tokens_per_s"]), alloc / GIB,
                           res / GIB, tps, config_caveat(e)))
     return out
+
+
+def simulate_row(row: GpuRow) -> GpuRow:
+    """The row with its simulated reserved peak: the harness's exact config (gpu_measure.config, foreach AdamW)
+    traced and replayed through the caching allocator (gpuwise.trace.reserved); or, where the trace refuses the
+    configuration, the reason ("not simulated: ...")."""
+    from gpuwise.errors import InputError
+    from gpuwise.trace.memory import trace_refusal
+    from gpuwise.trace.reserved import simulate_reserved, simulation_refusal
+    from gpuwise.validation.gpu_measure import config
+    from gpuwise.workload.models import load_model
+
+    spec, cfg = load_model(row.model), config(*row.entry[1:])
+    why = simulation_refusal(cfg) or trace_refusal(spec, cfg)
+    if not why:
+        try:
+            res = simulate_reserved(spec, cfg)
+        except InputError as e:
+            why = e.fix
+        else:
+            note = (f"{res.steps} steps, {res.stats.segments} segments, "
+                    + ("still growing" if res.growing else "steady"))
+            return replace(row, simulated_reserved_gib=res.stats.peak_reserved / GIB, simulation_note=note)
+    return replace(row, simulation_note=f"not simulated: {why}")
+
+
+def with_simulation(rows: list[GpuRow], on_progress=None) -> list[GpuRow]:
+    """Every row through `simulate_row` (seconds to tens of seconds each); `on_progress(done, total)` after each."""
+    out = []
+    for r in rows:
+        out.append(simulate_row(r))
+        if on_progress:
+            on_progress(len(out), len(rows))
+    return out
+
+
+def sample(set_name: str, quantity: str) -> str:
+    """How independent a set's errors of a quantity are (see the module docstring)."""
+    if quantity == SIMULATED:
+        return "out-of-sample (nothing fitted)"
+    if set_name == "check":
+        return "held out"
+    if quantity == "reserved":
+        return "in-sample (fraction fitted on these rows)"
+    return "in-sample (looked at while the model changed)"
 
 
 def summary(rows: list[GpuRow], quantity: str, *, skip_caveats: bool = False) -> dict:
