@@ -115,5 +115,8 @@ def test_cli_json_carries_the_simulated_reserve_only_when_asked(capsys):
     sim = [t for t in out["summary"] if t["quantity"] == "reserved_simulated"]
     assert {t["sample"] for t in sim} == {"out-of-sample (nothing fitted)"}
     assert next(t for t in sim if t["set"] == "grid")["rows"] == 1
+    assert main(["validate", "gpu", "--model", "gpt2"]) == 0           # without the flag: not run, but offered
+    text = capsys.readouterr().out
+    assert "add --simulate-allocator" in text and "simulated GiB" not in text
     assert main(["validate", "gpu", "--model", "no-such-model"]) == 2
     assert "gpt2" in capsys.readouterr().err

@@ -22,11 +22,17 @@ ASSUMPTIONS = [
     "rows with a caveat: the harness runs that lever otherwise than the model describes; the headline lists them apart",
 ]
 SIM_HINT = ("add --simulate-allocator for 'reserved (simulated allocator)': each row's reserved peak from its "
-            "traced allocations replayed through PyTorch's caching-allocator rules (nothing fitted; ~7 min on 2 cores)")
+            "traced allocations replayed through PyTorch's caching-allocator rules (nothing fitted; some minutes: 4.3 min for all rows on a 2-core host)")
 
 
 def _pct(v) -> str:
     return "" if v is None else f"{100 * v:+.1f}%"
+
+
+def _simulated_gib(r) -> str:
+    if r.simulated_reserved_gib is None:
+        return "-" if r.simulation_note else ""
+    return f"{r.simulated_reserved_gib:.2f}" + (" (growing)" if "growing" in r.simulation_note else "")
 
 
 def _rows(args: argparse.Namespace) -> list:
@@ -78,15 +84,14 @@ def _render(rows: list, table: list[dict], runtime: list, simulated: bool) -> No
     from gpuwise.cli.output import print_assumptions, print_table
     from gpuwise.validation.gpu_runs import SIMULATED
 
-    sim_cols = ["simulated GiB", "err", "simulation"] if simulated else []
+    sim_cols = ["simulated GiB", "err (sim.)"] if simulated else []
     print_table("Predicted vs measured on a real GPU (gpuwise/data/measured/gpu/)",
                 ["set", "device", "model", "mb", "seq", "recompute", "LoRA", "levers", "alloc GiB", "err",
                  "reserved GiB", "err (fitted)", *sim_cols, "tokens/s", "err", "caveat"],
                 [(r.set, r.device, r.model, r.entry[1], r.entry[2], r.entry[4], r.entry[5] or "",
                   r.entry[7] or (r.entry[6] or ""), f"{r.measured_allocated_gib:.1f}", _pct(r.errors["allocated"]),
                   f"{r.measured_reserved_gib:.1f}", _pct(r.errors["reserved"]),
-                  *((("" if r.simulated_reserved_gib is None else f"{r.simulated_reserved_gib:.2f}"),
-                     _pct(r.errors[SIMULATED]), r.simulation_note.split(";")[0]) if simulated else ()),
+                  *((_simulated_gib(r), _pct(r.errors[SIMULATED])) if simulated else ()),
                   f"{r.measured_tokens_per_s:.0f}", _pct(r.errors["tokens_per_s"]), "yes" if r.caveat else "")
                  for r in rows])
     print_table("Median / max |error| (most optimistic: memory under- or tokens/s over-predicted)",
@@ -102,6 +107,9 @@ def _render(rows: list, table: list[dict], runtime: list, simulated: bool) -> No
                   "" if r.today_step_s is None else f"{r.today_step_s:.3g}", _pct(r.error)) for r in runtime])
     for c in sorted({r.caveat for r in rows if r.caveat}):
         print(f"caveat: {c}")
+    for r in rows:
+        if r.simulation_note.startswith("not simulated"):
+            print(f"{r.set} {r.model} {r.entry[7] or r.entry[6] or ''}: {r.simulation_note.split(';')[0]}")
     if not simulated:
         print(SIM_HINT)
     print_assumptions(ASSUMPTIONS)
