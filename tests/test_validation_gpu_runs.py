@@ -115,6 +115,8 @@ def test_cli_json_carries_the_simulated_reserve_only_when_asked(capsys):
     sim = [t for t in out["summary"] if t["quantity"] == "reserved_simulated"]
     assert {t["sample"] for t in sim} == {"out-of-sample (nothing fitted)"}
     assert next(t for t in sim if t["set"] == "grid")["rows"] == 1
+    fitted = next(t for t in out["summary"] if t["quantity"] == "reserved_on_simulated_rows" and t["set"] == "grid")
+    assert fitted["sample"].startswith("in-sample") and fitted["median_abs_error"] > sim[0]["median_abs_error"]
     assert main(["validate", "gpu", "--model", "gpt2"]) == 0           # without the flag: not run, but offered
     text = capsys.readouterr().out
     assert "add --simulate-allocator" in text and "simulated GiB" not in text

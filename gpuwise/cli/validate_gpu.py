@@ -52,23 +52,11 @@ def _rows(args: argparse.Namespace) -> list:
 
 
 def run(args: argparse.Namespace) -> int:
-    from gpuwise.validation.gpu_runs import (
-        LABELS,
-        QUANTITIES,
-        SETS,
-        SIMULATED,
-        runtime_rows,
-        sample,
-        summary,
-    )
+    from gpuwise.validation.gpu_runs import runtime_rows, summary_table
 
     rows = _rows(args)
     runtime = runtime_rows()
-    quantities = [q for q in QUANTITIES if q != SIMULATED or args.simulate_allocator]
-    table = [{"set": s, "quantity": q, "label": LABELS[q], "sample": sample(s, q),
-              "caveat_rows": "without" if skip else "with",
-              **summary([r for r in rows if r.set == s], q, skip_caveats=skip)}
-             for s in SETS for q in quantities for skip in (True, False)]
+    table = summary_table(rows, args.simulate_allocator)
     if args.json:
         from gpuwise.cli.output import emit_json
 

@@ -34,6 +34,7 @@ GIB = 2 ** 30
 SIMULATED = "reserved_simulated"     # the quantity: the caching allocator simulated over the traced allocations
 QUANTITIES = ("allocated", "reserved", SIMULATED, "tokens_per_s")
 LABELS = {"allocated": "allocated", "reserved": "reserved (fitted fraction)",
+          "reserved_on_simulated_rows": "reserved (fitted), simulated rows",
           SIMULATED: "reserved (simulated allocator)", "tokens_per_s": "tokens/s"}
 # levers the harness runs otherwise than the model describes them (docs/gpu-runs.md)
 CAVEATS = {
@@ -150,8 +151,8 @@ def sample(set_name: str, quantity: str) -> str:
     if set_name == "check":
         return "held out"
     if quantity == "reserved":
-        return "in-sample (fraction fitted on these rows)"
-    return "in-sample (looked at while the model changed)"
+        return "in-sample (fitted on these)"
+    return "in-sample (looked at)"
 
 
 def summary(rows: list[GpuRow], quantity: str, *, skip_caveats: bool = False) -> dict:
@@ -165,6 +166,19 @@ def summary(rows: list[GpuRow], quantity: str, *, skip_caveats: bool = False) ->
     optimistic = max(max(errs), 0.0) if quantity == "tokens_per_s" else min(min(errs), 0.0)
     return {"rows": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs),
             "max_abs_error": max(abs(e) for e in errs), "most_optimistic": optimistic}
+
+
+def summary_table(rows: list[GpuRow], simulated: bool) -> list[dict]:
+    """`summary` per set, quantity and caveat choice, each labelled with how independent it is (`sample`). With
+    the simulation, the fitted-fraction reserved also on only the rows simulated (the same rows, side by side)."""
+    quantities = [(q, q, False) for q in QUANTITIES if q != SIMULATED or simulated]
+    if simulated:
+        quantities.insert(2, ("reserved", "reserved_on_simulated_rows", True))
+    return [{"set": s, "quantity": key, "label": LABELS[key], "sample": sample(s, q),
+             "caveat_rows": "without" if skip else "with",
+             **summary([r for r in rows if r.set == s and (not same or r.simulated_reserved_gib is not None)], q,
+                       skip_caveats=skip)}
+            for s in SETS for q, key, same in quantities for skip in (True, False)]
 
 
 @dataclass(frozen=True)
