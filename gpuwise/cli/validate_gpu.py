@@ -22,7 +22,7 @@ ASSUMPTIONS = [
     "rows with a caveat: the harness runs that lever otherwise than the model describes; the headline lists them apart",
 ]
 SIM_HINT = ("add --simulate-allocator for 'reserved (simulated allocator)': each row's reserved peak from its "
-            "traced allocations replayed through PyTorch's caching-allocator rules (nothing fitted; some minutes: 4.3 min for all rows on a 2-core host)")
+            "traced allocations replayed through PyTorch's caching-allocator rules (nothing fitted; 3-4 min for all rows on a 2-core host)")
 
 
 def _pct(v) -> str:
