@@ -110,6 +110,15 @@ def _check(spec: ModelSpec, cfg: TrainingConfig, schedule: str) -> None:
                          "tokens per rank")
 
 
+def trace_refusal(spec: ModelSpec, cfg: TrainingConfig, schedule: str = "1f1b") -> str:
+    """Why `trace_memory` refuses `cfg` ('' when it runs it): the fix its InputError names."""
+    try:
+        _check(spec, cfg, schedule)
+    except InputError as e:
+        return e.fix
+    return ""
+
+
 def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
     """InputError for levers the trace does not run (the analytic method models them: gpuwise.estimate.levers)."""
     from gpuwise.estimate.levers import resolve

@@ -13,19 +13,29 @@ Each row is one configuration measured on one GPU: max_memory_allocated / max_me
 of four steps and the median step time, next to what `estimate_memory` and `step_of` predict for the
 same configuration today (the CSV's predicted columns are what the code predicted on the day of the run).
 Where the harness runs a lever differently from what the model describes, the row says so (``caveat``).
+
+On request (`with_simulation`), each row's reserved peak is also predicted by replaying the configuration's
+traced allocations (gpuwise.nn's build and steps under FakeTensorMode, the harness's own ``train_step``) through
+PyTorch's caching-allocator rules (gpuwise.trace.reserved). Nothing in it is fitted on any measured row, so its
+errors are out-of-sample on both sets; the fitted-fraction reserved stays in-sample on the grid.
 """
 
 from __future__ import annotations
 
 import csv
 import statistics
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measured" / "gpu"
 SETS = {"grid": DATA / "gpu_runs.csv", "check": DATA / "gpu_check_runs.csv"}
 RUNTIME = DATA / "runtime_h200_smoke.csv"      # `gpuwise run --devices cuda` on the same machine (runtime/measurements)
 GIB = 2 ** 30
+SIMULATED = "reserved_simulated"     # the quantity: the caching allocator simulated over the traced allocations
+QUANTITIES = ("allocated", "reserved", SIMULATED, "tokens_per_s")
+LABELS = {"allocated": "allocated", "reserved": "reserved (fitted fraction)",
+          "reserved_on_simulated_rows": "reserved (fitted), simulated rows",
+          SIMULATED: "reserved (simulated allocator)", "tokens_per_s": "tokens/s"}
 # levers the harness runs otherwise than the model describes them (docs/gpu-runs.md)
 CAVEATS = {
     "activation_offload": ("harness: PyTorch's save_on_cpu (every saved tensor, synchronous copies); the model: "
@@ -47,6 +57,8 @@ class GpuRow:
     predicted_reserved_gib: float
     predicted_tokens_per_s: float | None
     caveat: str
+    simulated_reserved_gib: float | None = None     # with_simulation: the simulated allocator's reserved peak
+    simulation_note: str = ""                       # why it was not simulated, or whether the reserve was steady
 
     @property
     def errors(self) -> dict[str, float | None]:
@@ -54,6 +66,7 @@ class GpuRow:
             return None if p is None or not m else (p - m) / m
         return {"allocated": rel(self.predicted_allocated_gib, self.measured_allocated_gib),
                 "reserved": rel(self.predicted_reserved_gib, self.measured_reserved_gib),
+                SIMULATED: rel(self.simulated_reserved_gib, self.measured_reserved_gib),
                 "tokens_per_s": rel(self.predicted_tokens_per_s, self.measured_tokens_per_s)}
 
 
@@ -97,6 +110,51 @@ def compare(set_name: str, path: Path | None = None) -> list[GpuRow]:
     return out
 
 
+def simulate_row(row: GpuRow) -> GpuRow:
+    """The row with its simulated reserved peak: the harness's exact config (gpu_measure.config, foreach AdamW)
+    traced and replayed through the caching allocator (gpuwise.trace.reserved); or, where the trace refuses the
+    configuration, the reason ("not simulated: ...")."""
+    from gpuwise.errors import InputError
+    from gpuwise.trace.memory import trace_refusal
+    from gpuwise.trace.reserved import simulate_reserved, simulation_refusal
+    from gpuwise.validation.gpu_measure import config
+    from gpuwise.workload.models import load_model
+
+    spec, cfg = load_model(row.model), config(*row.entry[1:])
+    why = simulation_refusal(cfg) or trace_refusal(spec, cfg)
+    if not why:
+        try:
+            res = simulate_reserved(spec, cfg)
+        except InputError as e:
+            why = e.fix
+        else:
+            note = (f"{res.steps} steps, {res.stats.segments} segments, "
+                    + ("still growing" if res.growing else "steady"))
+            return replace(row, simulated_reserved_gib=res.stats.peak_reserved / GIB, simulation_note=note)
+    return replace(row, simulation_note=f"not simulated: {why}")
+
+
+def with_simulation(rows: list[GpuRow], on_progress=None) -> list[GpuRow]:
+    """Every row through `simulate_row` (seconds to tens of seconds each); `on_progress(done, total)` after each."""
+    out = []
+    for r in rows:
+        out.append(simulate_row(r))
+        if on_progress:
+            on_progress(len(out), len(rows))
+    return out
+
+
+def sample(set_name: str, quantity: str) -> str:
+    """How independent a set's errors of a quantity are (see the module docstring)."""
+    if quantity == SIMULATED:
+        return "out-of-sample (nothing fitted)"
+    if set_name == "check":
+        return "held out"
+    if quantity == "reserved":
+        return "in-sample (fitted on these)"
+    return "in-sample (looked at)"
+
+
 def summary(rows: list[GpuRow], quantity: str, *, skip_caveats: bool = False) -> dict:
     """Median and max |error| of one quantity over rows (optionally without the rows with a caveat), and the
     most optimistic error: the largest memory under-prediction (runs out of memory) or tokens/s
@@ -108,6 +166,19 @@ def summary(rows: list[GpuRow], quantity: str, *, skip_caveats: bool = False) ->
     optimistic = max(max(errs), 0.0) if quantity == "tokens_per_s" else min(min(errs), 0.0)
     return {"rows": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs),
             "max_abs_error": max(abs(e) for e in errs), "most_optimistic": optimistic}
+
+
+def summary_table(rows: list[GpuRow], simulated: bool) -> list[dict]:
+    """`summary` per set, quantity and caveat choice, each labelled with how independent it is (`sample`). With
+    the simulation, the fitted-fraction reserved also on only the rows simulated (the same rows, side by side)."""
+    quantities = [(q, q, False) for q in QUANTITIES if q != SIMULATED or simulated]
+    if simulated:
+        quantities.insert(2, ("reserved", "reserved_on_simulated_rows", True))
+    return [{"set": s, "quantity": key, "label": LABELS[key], "sample": sample(s, q),
+             "caveat_rows": "without" if skip else "with",
+             **summary([r for r in rows if r.set == s and (not same or r.simulated_reserved_gib is not None)], q,
+                       skip_caveats=skip)}
+            for s in SETS for q, key, same in quantities for skip in (True, False)]
 
 
 @dataclass(frozen=True)
