@@ -108,6 +108,8 @@ def render(args: argparse.Namespace, spec, cfg, est, gpus, extra: dict) -> int:
                 [(g.name, f"{g.memory_gib:g}", f"{fit[g.name]['device']:.2f}", f"{fit[g.name]['headroom']:.2f}",
                   f"{fit[g.name]['usable']:.2f}", f"{fit[g.name]['required']:.2f}", "yes" if est.fits(g) else "no",
                   f"{fit[g.name]['spare']:+.1f}") for g in gpus])
+    for line in _simulated_fit_lines(extra, est, gpus):
+        print(line)
     if levers:
         print_table(f"How to make it fit (each change alone; required now {est.required / GIB:.2f} GiB; a ZeRO-3 "
                     "row names the GPUs that fit first at its width)",
@@ -116,3 +118,18 @@ def render(args: argparse.Namespace, spec, cfg, est, gpus, extra: dict) -> int:
                      for lv in levers])
     print_assumptions(assumptions)
     return 0
+
+
+def _simulated_fit_lines(extra: dict, est, gpus) -> list[str]:
+    """Where the simulated allocator's run (--method trace, one GPU) disagrees with the fit rule, one line per GPU."""
+    runs = extra.get("allocator", {}).get("runs", {})
+    out = []
+    for g in gpus:
+        run = runs.get(g.name)
+        if run is None or run["fits"] == est.fits(g):
+            continue
+        out.append(f"{g.name}: the simulated allocator " + (
+            f"runs out of memory at step {run['oom_step']} ({run['oom']}): fragmentation; the fit rule's "
+            "headroom is not enough here" if not run["fits"] else
+            f"runs within its {run['capacity_gib']:.2f} GiB although the fit rule's headroom says no"))
+    return out
