@@ -344,3 +344,68 @@ def test_gpu_measure_runs_the_recorded_train_step(tiny_run, monkeypatch):
     got = gpu_measure.measure(spec, cfg, device="cpu", steps=2)
     assert calls == [[(1, 32)], [(1, 32)]]
     assert got.allocated is None and got.step_s > 0
+
+
+# --- a device's capacity: cached segments given back, then out of memory ------------------------------------
+
+def test_a_full_device_gives_back_wholly_free_cached_segments_then_retries():
+    from gpuwise.trace.allocator import OutOfMemory
+
+    a = CachingAllocator(capacity=120 * MIB)
+    a.malloc("a", 50 * MIB)
+    a.malloc("b", 50 * MIB)
+    a.free("a")
+    a.malloc("c", 30 * MIB)          # splits a's segment: 20 MiB left free there
+    a.free("b")                      # b's segment is wholly free
+    a.malloc("d", 60 * MIB)          # 100 + 60 > 120: b's segment goes back, then 50 + 60 fit
+    assert (a.reserved, a.segments, a.peak_reserved) == (110 * MIB, 2, 110 * MIB)
+    with pytest.raises(OutOfMemory):
+        a.malloc("e", 20 * MIB + 1)  # only 20 MiB free (in c's segment) and 10 MiB of capacity left
+
+
+def test_free_bytes_split_across_segments_are_an_out_of_memory_error():
+    from gpuwise.trace.allocator import OutOfMemory
+
+    a = CachingAllocator(capacity=100 * MIB)
+    a.malloc("a", 50 * MIB)
+    a.malloc("b", 50 * MIB)
+    a.free("a")
+    a.malloc("c", 30 * MIB)          # a's segment: c and a 20 MiB free block
+    a.free("b")
+    a.malloc("b2", 25 * MIB)         # no room in the 20 MiB block: b's segment is split (25 MiB free there)
+    a.malloc("e", 20 * MIB)          # the 20 MiB block fits it exactly
+    a.free("e")
+    with pytest.raises(OutOfMemory) as err:
+        a.malloc("d", 30 * MIB)      # 45 MiB free in all, but no block of 30 and nothing wholly free to give back
+    assert err.value.reserved - err.value.allocated == 45 * MIB
+    assert "0.04 GiB reserved but unallocated" in str(err.value)
+
+
+def test_device_runs_replay_only_between_the_allocated_and_reserved_peaks(tiny_run):
+    from gpuwise.trace.reserved import device_runs, record
+
+    spec, cfg = tiny_run
+    replay = record(spec, cfg)
+    free = replay.run()
+    st = free.stats
+    caps = {"roomy": st.peak_reserved, "tight": st.peak_allocated - MIB}
+    runs = {r.gpu: r for r in device_runs(replay, free, caps)}
+    assert runs["roomy"].oom is None and runs["roomy"].at_step == 0
+    assert runs["tight"].oom is not None and runs["tight"].at_step >= 1
+    assert runs["tight"].oom.capacity == caps["tight"]
+
+
+def test_memory_prints_where_the_simulated_run_and_the_fit_rule_disagree():
+    from gpuwise.cli.memory import _simulated_fit_lines
+    from gpuwise.hardware.gpus import get_gpu
+
+    class Est:                                   # the fit rule's verdict, as MemoryEstimate.fits gives it
+        def fits(self, g):
+            return True
+    gpu = get_gpu("T4")
+    oom = {"allocator": {"runs": {"T4": {"fits": False, "oom_step": 2, "capacity_gib": 14.3,
+                                          "oom": "tried to allocate 1.53 GiB ..."}}}}
+    ok = {"allocator": {"runs": {"T4": {"fits": True, "oom_step": None, "capacity_gib": 14.3, "oom": None}}}}
+    lines = _simulated_fit_lines(oom, Est(), [gpu])
+    assert len(lines) == 1 and "T4" in lines[0] and "step 2" in lines[0] and "fragmentation" in lines[0]
+    assert _simulated_fit_lines(ok, Est(), [gpu]) == [] and _simulated_fit_lines({}, Est(), [gpu]) == []
