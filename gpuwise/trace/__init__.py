@@ -23,6 +23,11 @@ The loss is an fp32 cross-entropy on the logits (logits cast to fp32, log-softma
 Optimizers: AdamW/Adam fused (torchtitan's default; `foreach=True` for PyTorch's CUDA default with
 its whole-model temporaries), SGD with momentum, Adafactor, block-wise 8-bit AdamW.
 
+The caching allocator's reserve (one GPU): `reserved.record(spec, cfg)` records every storage that building the
+model and three training steps allocate and free (`allocations`), and `Replay.run()` replays them through
+PyTorch's caching-allocator rules (`allocator`) to the steady reserve, at a fixed or a drawn length per
+micro-batch, and under a device's capacity to its out-of-memory error (docs/allocator.md).
+
 torch is optional: pip install 'gpuwise[trace]'.
 """
 
