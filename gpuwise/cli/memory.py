@@ -128,8 +128,10 @@ def _simulated_fit_lines(extra: dict, est, gpus) -> list[str]:
         run = runs.get(g.name)
         if run is None or run["fits"] == est.fits(g):
             continue
+        why = ("fragmentation: the tensors fit, the free bytes are split over segments" if run.get("fragmentation")
+               else "the tensors alone exceed it")
+        step = "the build" if run["oom_step"] == 0 else f"step {run['oom_step']}"
         out.append(f"{g.name}: the simulated allocator " + (
-            f"runs out of memory at step {run['oom_step']} ({run['oom']}): fragmentation; the fit rule's "
-            "headroom is not enough here" if not run["fits"] else
+            f"runs out of memory at {step} ({run['oom']}): {why}; the fit rule says it fits" if not run["fits"] else
             f"runs within its {run['capacity_gib']:.2f} GiB although the fit rule's headroom says no"))
     return out

@@ -8,8 +8,8 @@ PYTORCH_CUDA_ALLOC_CONF (no expandable segments, no max_split_size, no garbage-c
 - round_size: a request is rounded up to a multiple of 512 B (MIN_BLOCK), at least 512 B.
 - get_pool: rounded sizes up to 1 MiB (SMALL_SIZE) come from the small pool, larger ones from the large pool;
   blocks never move between pools.
-- get_free_block: best fit, the smallest cached free block of the pool at least the size (ties: the oldest
-  segment, then the lowest address; new segments get increasing addresses here).
+- get_free_block: best fit, the smallest cached free block of the pool at least the size (ties: the lowest
+  address; here each new segment gets higher addresses than the last, which a real device does not promise).
 - get_allocation_size: with no such block a new segment is cudaMalloc'ed: 2 MiB (SMALL_BUFFER) for the small
   pool, 20 MiB (LARGE_BUFFER) for requests under 10 MiB (MIN_LARGE_ALLOC), else the size rounded up to 2 MiB
   (ROUND_LARGE).
@@ -71,14 +71,22 @@ class AllocatorStats:
     segments: int
 
 
+def _size_text(n: int) -> str:
+    return f"{n / 2 ** 30:.2f} GiB" if n >= 2 ** 30 else f"{n / MIB:.2f} MiB"
+
+
 class OutOfMemory(Exception):
     """A segment the device cannot hold, after the cached free segments were given back."""
 
     def __init__(self, requested: int, allocated: int, reserved: int, capacity: int):
-        super().__init__(f"tried to allocate {requested / 2 ** 30:.2f} GiB with {allocated / 2 ** 30:.2f} GiB allocated "
-                         f"and {(reserved - allocated) / 2 ** 30:.2f} GiB reserved but unallocated of "
-                         f"{capacity / 2 ** 30:.2f} GiB")
+        super().__init__(f"tried to allocate {_size_text(requested)} with {_size_text(allocated)} allocated and "
+                         f"{_size_text(reserved - allocated)} reserved but unallocated of {_size_text(capacity)}")
         self.requested, self.allocated, self.reserved, self.capacity = requested, allocated, reserved, capacity
+
+    @property
+    def fragmentation(self) -> bool:
+        """The tensors would fit (allocated + requested within the capacity): the free bytes are split."""
+        return self.allocated + self.requested <= self.capacity
 
 
 class CachingAllocator:

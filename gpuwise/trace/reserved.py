@@ -80,10 +80,11 @@ def parse_lengths(text: str, max_len: int) -> LengthDist:
             return LengthDist("fixed", max_len)
         if parts[0] == "uniform" and len(parts) == 2 and 1 <= int(parts[1]) <= max_len:
             return LengthDist("uniform", max_len, min_len=int(parts[1]))
-        if parts[0] == "lognormal" and len(parts) in (3, 4) and parts[3:] in ([], ["drop"], ["clip"]):
+        if parts[0] == "lognormal" and len(parts) in (3, 4) and parts[3:] in ([], ["drop"]):
             mean, sd = float(parts[1]), float(parts[2])
             dist = LengthDist("lognormal", max_len, mean=mean, sd=sd, clip=parts[3:] != ["drop"])
-            if mean > 0 and sd >= 0 and (dist.clip or dist.kept() >= MIN_KEPT):   # drop: draws must end
+            finite = math.isfinite(mean) and math.isfinite(sd)
+            if finite and mean > 0 and sd >= 0 and (dist.clip or dist.kept() >= MIN_KEPT):   # drop: draws must end
                 return dist
     except ValueError:
         pass
@@ -137,8 +138,8 @@ def _merge(runs: list[list], lengths: list[int]) -> list:
         if not same:
             raise InputError("lengths", ",".join(map(str, lengths)), "this model's step changes its operations with "
                              "the length; use --lengths fixed")
-    last, prev = base[-1], base[-2]
-    if [[op[0] for op in seg] for seg in last] != [[op[0] for op in seg] for seg in prev]:
+    last, prev = base[-1], base[-2]       # the steady step repeats: it must free what the step before it freed
+    if [[op[:2] for op in seg] for seg in last] != [[op[:2] for op in seg] for seg in prev]:
         raise InputError("method", "trace", "the recorded training steps differ from one another, so the steady "
                          "step cannot be repeated; use --method analytic")
     return [[[(op[0], op[1], tuple(r[s][g][i][2] for r in runs)) if op[0] == ALLOC else op
@@ -219,15 +220,17 @@ class Replay:
         micro = len(tpls[0]) - 1
         total = MAX_FIXED_STEPS if dist.kind == "fixed" else max(steps, len(tpls))
         history: list[int] = []
+        built = False
         try:
             _replay_build(alloc, self.build)
+            built = True
             for s in range(total):
                 _replay_step(alloc, tpls[min(s, len(tpls) - 1)], s, [draw() for _ in range(micro)])
                 history.append(alloc.reserved)
                 if dist.kind == "fixed" and s >= len(tpls) and history[-1] == history[-2]:
                     break
-        except OutOfMemory as oom:
-            return ReservedResult(alloc.stats(), len(history) + 1, False, dist, oom)
+        except OutOfMemory as oom:                   # steps: the step it hit (0: the build)
+            return ReservedResult(alloc.stats(), len(history) + built, False, dist, oom)
         quarter = history[-max(1, len(history) // 4) - 1]
         return ReservedResult(alloc.stats(), len(history), history[-1] > quarter, dist)
 
@@ -287,9 +290,8 @@ class DeviceRun:
 
 def device_runs(replay: Replay, unlimited: ReservedResult, capacities: dict[str, int], steps: int = 200,
                 seed: int = 0) -> list[DeviceRun]:
-    """The run replayed under each GPU's capacity: where the unlimited run's reserve fits it cannot fail (the
-    allocator never asks for more), where its allocated peak does not it must; only the GPUs between are
-    replayed, with the same lengths (seed)."""
+    """The run replayed under each GPU's capacity (same lengths: seed): where the unlimited run's reserve fits
+    it cannot fail (the allocator never asks for more); elsewhere it is replayed to its first out-of-memory error."""
     out = []
     for gpu, cap in capacities.items():
         if unlimited.stats.peak_reserved <= cap:
