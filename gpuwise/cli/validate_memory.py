@@ -168,6 +168,12 @@ def _render_simulated(sim: dict) -> None:
               f"{_pct(a['max_abs_error'])}; analytic median {_pct(b['median_abs_error'])}, max "
               f"{_pct(b['max_abs_error'])}; checks {s['simulated_checks_passed']}/{s['checks']} pass simulated, "
               f"{s['analytic_checks_passed']}/{s['checks']} analytic")
+    for r in (r for r in sim["rows"] if r["check"]):
+        for key in ("fixed", "lognormal"):
+            if r[key]:
+                print(f"  check {r['case'].removeprefix('qwen-7b-chat ').split(' FA')[0]} ({key}): the replay's own peak "
+                      f"allocated {r[key]['replay_allocated_gib']:.2f} / reserved {r[key]['replay_reserved_gib']:.2f} "
+                      f"GiB at {sim['capacity_gib']:.2f} GiB capacity (the fit verdict replays these allocations)")
     print("  [NF4] gpuwise.nn dequantizes NF4 with PyTorch ops, not bitsandbytes: the 4-bit path's traced "
           "allocations are not the run's")
     print("  fixed-length rows: max_length <= 2048 (truncation_left fills max_length); varying-length rows: scored on "

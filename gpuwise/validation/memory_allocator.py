@@ -64,6 +64,8 @@ class Simulated:
     fits: bool                 # the replay at the device's capacity
     oom_step: int              # the step it ran out of memory (0: fits or the build)
     growing: bool
+    replay_allocated_gib: float   # the replay's own peaks: `fits` compares these allocations, not trace_memory's
+    replay_reserved_gib: float
 
 
 @dataclass(frozen=True)
@@ -121,7 +123,8 @@ def _simulate(spec, cfg: TrainingConfig, lengths, traced: int, capacity: int, st
     res = rp.run(steps)
     run = device_runs(rp, res, {"device": capacity}, steps)[0]
     slack = res.stats.peak_reserved - res.stats.peak_allocated
-    return Simulated(res.lengths.describe(), (traced + slack) / GIB, run.oom is None, run.at_step, res.growing)
+    return Simulated(res.lengths.describe(), (traced + slack) / GIB, run.oom is None, run.at_step, res.growing,
+                     res.stats.peak_allocated / GIB, res.stats.peak_reserved / GIB)
 
 
 def lengths_for(case: Case) -> list:
@@ -190,11 +193,13 @@ def summary(rows: list[AllocatorRow]) -> list[dict]:
 
 def _sim_json(s: Optional[Simulated]) -> Optional[dict]:
     return None if s is None else {"lengths": s.lengths, "reserved_gib": s.reserved_gib, "fits": s.fits,
-                                   "oom_step": s.oom_step, "growing": s.growing}
+                                   "oom_step": s.oom_step, "growing": s.growing,
+                                   "replay_allocated_gib": s.replay_allocated_gib,
+                                   "replay_reserved_gib": s.replay_reserved_gib}
 
 
 def to_json(rows: list[AllocatorRow]) -> dict:
-    return {"title": TITLE, "source": SOURCE, "kind": "external measured run, nothing fitted; not in the headline",
+    return {"title": TITLE, "source": SOURCE, "capacity_gib": capacity_bytes() / GIB, "kind": "external measured run, nothing fitted; not in the headline",
             "rows": [{"case": r.case.label, "model": r.case.model, "max_length": r.case.cfg.seq_len,
                       "check": r.case.check or None, "measured_gib": r.case.measured_gib,
                       "traced_allocated_gib": r.traced_allocated_gib, "fixed": _sim_json(r.fixed),
