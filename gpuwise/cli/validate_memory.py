@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
         _render_simulated(sim)
     else:
         print("add --simulate-allocator for the ms-swift Dec-2023 rows' reserved peak from the traced allocations "
-              "replayed through PyTorch's caching-allocator rules (nothing fitted; not in the headline; minutes)")
+              "replayed through PyTorch's caching-allocator rules (nothing fitted; not in the headline; ~16 min)")
     return 0
 
 
