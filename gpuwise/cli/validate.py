@@ -22,8 +22,11 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--grid", default=None, metavar="CSV",
                         help="memory --against trace: grid CSV (default gpuwise/data/traced/memory_grid.csv)")
     parser.add_argument("--simulate-allocator", action="store_true",
-                        help="gpu only: also predict each row's reserved peak by replaying its traced allocations "
-                             "through PyTorch's caching-allocator rules (minutes: seconds to tens of seconds a row)")
+                        help="gpu and memory: also predict each row's reserved peak by replaying its traced "
+                             "allocations through PyTorch's caching-allocator rules (gpu: the H200 rows; memory: "
+                             "a table of the 20 ms-swift Dec-2023 rows, not in the headline; gpu: 3-4 min, memory: "
+                             "12-16 min measured on a shared 2-core host, 700-750 s of CPU, the 4 lognormal rows "
+                             "minutes each)")
     parser.add_argument("--model", default=None, metavar="NAME",
                         help="gpu only: only the measured rows of this model")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

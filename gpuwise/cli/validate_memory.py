@@ -60,6 +60,7 @@ def run(args: argparse.Namespace) -> int:
 
     rep = validate_memory()
     head, cons = rep.headline(), rep.consistency()
+    sim = _simulated(args)
     if getattr(args, "json", False):
         from gpuwise.cli.output import emit_json
 
@@ -76,7 +77,7 @@ def run(args: argparse.Namespace) -> int:
             "target_median_abs_error": 0.08, "meets_target": head[1] is not None and head[1] <= 0.08,
             "checks_failed": sum(r.status == "checked" and not r.passed for r in rep.rows),
             "not_modelled": sum(r.status == "not modelled" for r in rep.rows),
-            "assumptions": list(rep.assumptions)})
+            "assumptions": list(rep.assumptions), **({"simulated_allocator": sim} if sim is not None else {})})
         return 0
     from gpuwise.cli.output import print_assumptions
 
@@ -108,7 +109,79 @@ def run(args: argparse.Namespace) -> int:
           f"{_pct(head[2])}; consistency checks: {cons[0]} rows, median {_pct(cons[1])}, max {_pct(cons[2])} (not "
           f"averaged into the headline); checks failed: {failed}; not modelled: {n_nm} (reasons in the tables)")
     print_assumptions(rep.assumptions)
+    if sim is not None:
+        _render_simulated(sim)
+    else:
+        print("add --simulate-allocator for the ms-swift Dec-2023 rows' reserved peak from the traced allocations "
+              "replayed through PyTorch's caching-allocator rules (nothing fitted; not in the headline; ~16 min)")
     return 0
+
+
+def _simulated(args: argparse.Namespace) -> dict | None:
+    """The ms-swift Dec-2023 rows through the simulated allocator (gpuwise.validation.memory_allocator), as JSON."""
+    if not getattr(args, "simulate_allocator", False):
+        return None
+    from gpuwise.cli.progress import progress, wanted
+    from gpuwise.validation.memory_allocator import cases, simulate_cases, to_json
+
+    selected = cases()
+    with progress("simulating the caching allocator (ms-swift Dec-2023)", len(selected), enabled=wanted(args)) as bar:
+        return to_json(simulate_cases(selected, on_progress=bar.callback))
+
+
+def _gib(v) -> str:
+    return "" if v is None else f"{v:.2f}"
+
+
+def _sim_cells(r: dict, key: str) -> tuple[str, str]:
+    s = r[key]
+    if s is None:
+        return "", ""
+    gib = _gib(s["reserved_gib"]) + (" (growing)" if s["growing"] else "")
+    if r["check"]:
+        ok = s["fits"] == (r["check"] == "must fit")
+        return gib, ("fits" if s["fits"] else f"OOM at step {s['oom_step']}") + (": pass" if ok else ": FAIL")
+    return gib, _pct_signed(r[f"error_{key}"])
+
+
+def _pct_signed(v) -> str:
+    return "" if v is None else f"{100 * v:+.1f}%"
+
+
+def _render_simulated(sim: dict) -> None:
+    from gpuwise.cli.output import print_table
+
+    rows = []
+    for r in sim["rows"]:
+        case = r["case"].removeprefix("qwen-7b-chat ").replace(" batch 1 accum 16", "") + (" [NF4]" if r["caveat"] else "")
+        analytic = (("fits" if r["analytic_fits"] else "does not fit") + (": pass" if r["analytic_passed"] else ": FAIL")
+                    if r["check"] else _pct_signed(r["analytic_error"]))
+        rows.append((case, r["check"] or "compared", _gib(r["measured_gib"]), _gib(r["traced_allocated_gib"]),
+                     *_sim_cells(r, "fixed"), *_sim_cells(r, "lognormal"), _gib(r["analytic_reserved_gib"]), analytic))
+    print_table(f"{sim['title']}: {sim['kind']}",
+                ["row", "kind", "measured GiB", "traced alloc GiB", "sim. fixed GiB", "err / check",
+                 "sim. lognormal GiB", "err / check", "analytic GiB", "err / check"], rows,
+                justify=["left", "left", *["right"] * 8])
+    for s in sim["summary"]:
+        a, b = s["simulated"], s["analytic"]
+        print(f"  {s['rows']}: {a['rows']} compared; simulated median |error| {_pct(a['median_abs_error'])}, max "
+              f"{_pct(a['max_abs_error'])}; analytic median {_pct(b['median_abs_error'])}, max "
+              f"{_pct(b['max_abs_error'])}; checks {s['simulated_checks_passed']}/{s['checks']} pass simulated, "
+              f"{s['analytic_checks_passed']}/{s['checks']} analytic")
+    for r in (r for r in sim["rows"] if r["check"]):
+        for key in ("fixed", "lognormal"):
+            if r[key]:
+                print(f"  check {r['case'].removeprefix('qwen-7b-chat ').split(' FA')[0]} ({key}): unlimited "
+                      f"replay's peak allocated {r[key]['replay_allocated_gib']:.2f} / reserved "
+                      f"{r[key]['replay_reserved_gib']:.2f} GiB; capacity {sim['capacity_gib']:.2f} GiB (under it the "
+                      f"allocator frees its cached segments and retries, as PyTorch does: "
+                      f"{'fits' if r[key]['fits'] else 'out of memory'})")
+    print("  [NF4] gpuwise.nn dequantizes NF4 with PyTorch ops, not bitsandbytes: the 4-bit path's traced "
+          "allocations are not the run's")
+    print("  fixed-length rows: max_length <= 2048 (truncation_left fills max_length); varying-length rows: scored on "
+          "the lognormal column (the source's mean 3234 / sd 2548 tokens; the lognormal shape is an assumption)")
+    for a in sim["assumptions"]:
+        print(f"  - {a}")
 
 
 _SHORT = {"megatron_korthikanti2022_via_calculon.csv": "Korthikanti22", "peft_readme_memory_a100_80gb.csv": "PEFT",

@@ -1,0 +1,212 @@
+"""ms-swift Dec-2023 run (one A100-80GB, HF Trainer + swift): reserved peak = traced allocated peak + the slack of
+PyTorch's caching allocator simulated over the run's recorded allocations (gpuwise.trace.reserved), beside the
+analytic estimator's reserved peak on the same rows.
+
+An external measured run, nothing fitted on it by either column; NOT averaged into the memory headline (which
+stays the analytic estimator's). Rows: every Dec-2023 row `ms_swift_rows` compares or checks (a repeated row
+once). Lengths: the run's truncation_left keeps a longer sample's last max_length tokens, and its data are 3234 +-
+2548 tokens a sample, so up to 2048 tokens most batches fill max_length (simulated at that fixed length); above
+2048 most samples are shorter, so the lengths vary: simulated as a lognormal with the data's mean and sd clipped at
+max_length (the lognormal shape is an assumption; the source gives only mean and sd), and at the fixed length too.
+OOM rows and rows read at the device's capacity are checks: the replay at the A100's capacity must (not) fit.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import dataclass
+from typing import Callable, Optional
+
+from gpuwise.workload.training import TrainingConfig
+
+GIB = 2 ** 30
+FIXED_UP_TO = 2048                   # max_length up to which the run's batches fill max_length
+DATA_MEAN, DATA_SD = 3234, 2548      # the run's data, tokens per sample (the source's CSV header)
+SOURCE = "ms-swift Dec-2023 (ms_swift_benchmark_a100_2023_12.csv)"
+TITLE = "ms-swift Dec-2023, reserved peak: traced + simulated allocator (one GPU)"
+NF4_CAVEAT = ("NF4 base: gpuwise.nn dequantizes NF4 with PyTorch ops (temporaries of the trace), not bitsandbytes' "
+              "fused kernels; the traced allocations of the 4-bit path are not the run's")
+ASSUMPTIONS = [
+    "an external measured run (modelscope/ms-swift docs @ cfcb6726, one A100-80GB): nothing fitted on it by the "
+    "simulated or the analytic column; not averaged into the memory headline (the analytic estimator's)",
+    "simulated reserved = trace_memory's allocated peak + (simulated reserved - simulated allocated) of the run "
+    "replayed through PyTorch's caching-allocator rules at the default PYTORCH_CUDA_ALLOC_CONF (gpuwise.trace."
+    "reserved, 200 steps for varying lengths)",
+    f"max_length <= {FIXED_UP_TO}: fixed length (the run's truncation_left keeps a longer sample's last max_length "
+    f"tokens and its data are {DATA_MEAN} +- {DATA_SD} tokens a sample, so most batches fill max_length)",
+    f"max_length > {FIXED_UP_TO}: lengths vary; simulated as lognormal(mean {DATA_MEAN}, sd {DATA_SD}) clipped at "
+    "max_length (mean and sd are the source's; the lognormal shape is an assumption), and at the fixed length too",
+    "OOM rows and rows read at >= 95% of the device: checks, the replay at the A100-80GB-SXM's memory less the CUDA "
+    "context must not fit / must fit (the analytic column: estimate_memory(...).fits)",
+]
+
+
+@dataclass(frozen=True)
+class Case:
+    """One Dec-2023 row to simulate: `check` is '' (compared), 'must not fit' (OOM) or 'must fit' (at capacity)."""
+
+    label: str
+    model: str                 # gpuwise preset
+    cfg: TrainingConfig
+    measured_gib: Optional[float]
+    check: str
+    caveat: str
+
+    @property
+    def varying(self) -> bool:
+        return self.cfg.seq_len > FIXED_UP_TO
+
+
+@dataclass(frozen=True)
+class Simulated:
+    lengths: str               # LengthDist.describe()
+    reserved_gib: float        # traced allocated + simulated slack
+    fits: bool                 # the replay at the device's capacity
+    oom_step: int              # the step it ran out of memory (0: fits or the build)
+    growing: bool
+    replay_allocated_gib: float   # the replay's own peaks: `fits` compares these allocations, not trace_memory's
+    replay_reserved_gib: float
+
+
+@dataclass(frozen=True)
+class AllocatorRow:
+    case: Case
+    traced_allocated_gib: float
+    fixed: Simulated
+    lognormal: Optional[Simulated]        # max_length > FIXED_UP_TO only
+    analytic_reserved_gib: float
+    analytic_fits: bool
+
+    @property
+    def simulated(self) -> Simulated:
+        """The column scored: the lognormal one where lengths vary, else the fixed one."""
+        return self.lognormal or self.fixed
+
+    def error(self, gib: float) -> Optional[float]:
+        m = self.case.measured_gib
+        return None if self.case.check or not m else (gib - m) / m
+
+    def passed(self, fits: bool) -> Optional[bool]:
+        return None if not self.case.check else fits == (self.case.check == "must fit")
+
+
+def cases(name: str | None = None) -> list[Case]:
+    """The rows `ms_swift_rows(name)` compares or checks (a repeated row is not modelled there, so counted once)."""
+    from gpuwise.validation.memory import read_measured
+    from gpuwise.validation.memory_external import SWIFT_DEC_CSV, SWIFT_MODELS, _swift_config, ms_swift_rows
+
+    name = name or SWIFT_DEC_CSV
+    out = []
+    for r, v in zip(read_measured(name), ms_swift_rows(name)):
+        if v.status not in ("compared", "checked"):
+            continue
+        check = "" if v.status == "compared" else ("must not fit" if r["oom"] else "must fit")
+        cfg = _swift_config(r)
+        out.append(Case(v.source.partition(" ")[2], SWIFT_MODELS[r["model"]], cfg, v.measured if not r["oom"] else None, check,
+                        NF4_CAVEAT if cfg.quantize else ""))
+    return out
+
+
+def capacity_bytes() -> int:
+    """What the A100-80GB-SXM's allocator may reserve: the device's memory less the CUDA context."""
+    from gpuwise.estimate.overhead import context_bytes
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.validation.memory_external import SWIFT_GPU
+
+    return int(get_gpu(SWIFT_GPU).total_gib * GIB - context_bytes())
+
+
+def _simulate(spec, cfg: TrainingConfig, lengths, traced: int, capacity: int, steps: int) -> Simulated:
+    from gpuwise.trace.reserved import device_runs, record
+
+    rp = record(spec, cfg, lengths)
+    res = rp.run(steps)
+    run = device_runs(rp, res, {"device": capacity}, steps)[0]
+    slack = res.stats.peak_reserved - res.stats.peak_allocated
+    return Simulated(res.lengths.describe(), (traced + slack) / GIB, run.oom is None, run.at_step, res.growing,
+                     res.stats.peak_allocated / GIB, res.stats.peak_reserved / GIB)
+
+
+def lengths_for(case: Case) -> list:
+    """The length distributions a case is replayed at: its fixed max_length, and above FIXED_UP_TO also the
+    data's lognormal (mean and sd of the source, clipped at max_length)."""
+    from gpuwise.trace.reserved import LengthDist
+
+    fixed = LengthDist("fixed", case.cfg.seq_len)
+    if not case.varying:
+        return [fixed]
+    return [fixed, LengthDist("lognormal", case.cfg.seq_len, mean=DATA_MEAN, sd=DATA_SD, clip=True)]
+
+
+def simulate_case(case: Case, spec, steps: int = 200, capacity: int | None = None) -> AllocatorRow:
+    """One case traced, replayed at fixed length (and lognormal lengths above FIXED_UP_TO) and estimated."""
+    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.trace import trace_memory
+    from gpuwise.validation.memory_external import SWIFT_GPU
+
+    cap = capacity_bytes() if capacity is None else capacity
+    traced = trace_memory(spec, case.cfg).peak_allocated_bytes
+    fixed, *logn = [_simulate(spec, case.cfg, d, traced, cap, steps) for d in lengths_for(case)]
+    est = estimate_memory(spec, case.cfg)
+    return AllocatorRow(case, traced / GIB, fixed, logn[0] if logn else None, est.reserved / GIB, est.fits(get_gpu(SWIFT_GPU)))
+
+
+def simulate_cases(selected: list[Case], spec_for: Callable | None = None, steps: int = 200,
+                   capacity: int | None = None, on_progress=None) -> list[AllocatorRow]:
+    """Every case through `simulate_case` (`spec_for(preset)`: the model; load_model by default);
+    `capacity`: the allocator's bytes (capacity_bytes() by default); `on_progress(done, total)` after each (7B
+    rows: tens of seconds, lognormal ones minutes)."""
+    from gpuwise.workload.models import load_model
+
+    spec_for = spec_for or load_model
+    out = []
+    for c in selected:
+        out.append(simulate_case(c, spec_for(c.model), steps, capacity))
+        if on_progress:
+            on_progress(len(out), len(selected))
+    return out
+
+
+def _stats(errs: list[float]) -> dict:
+    if not errs:
+        return {"rows": 0, "median_abs_error": None, "max_abs_error": None}
+    return {"rows": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs),
+            "max_abs_error": max(abs(e) for e in errs)}
+
+
+def summary(rows: list[AllocatorRow]) -> list[dict]:
+    """Median / max |error| of the simulated column vs the analytic one on the same compared rows, split into
+    fixed-length rows and varying-length rows; and the checks each passes."""
+    out = []
+    for label, varying in ((f"fixed-length rows (<= {FIXED_UP_TO})", False), ("varying-length rows", True)):
+        part = [r for r in rows if r.case.varying == varying and not r.case.check]
+        checks = [r for r in rows if r.case.varying == varying and r.case.check]
+        out.append({"rows": label,
+                    "simulated": _stats([r.error(r.simulated.reserved_gib) for r in part]),
+                    "analytic": _stats([r.error(r.analytic_reserved_gib) for r in part]),
+                    "checks": len(checks), "simulated_checks_passed": sum(bool(r.passed(r.simulated.fits))
+                                                                        for r in checks),
+                    "analytic_checks_passed": sum(bool(r.passed(r.analytic_fits)) for r in checks)})
+    return out
+
+
+def _sim_json(s: Optional[Simulated]) -> Optional[dict]:
+    return None if s is None else {"lengths": s.lengths, "reserved_gib": s.reserved_gib, "fits": s.fits,
+                                   "oom_step": s.oom_step, "growing": s.growing,
+                                   "replay_allocated_gib": s.replay_allocated_gib,
+                                   "replay_reserved_gib": s.replay_reserved_gib}
+
+
+def to_json(rows: list[AllocatorRow]) -> dict:
+    return {"title": TITLE, "source": SOURCE, "capacity_gib": capacity_bytes() / GIB, "kind": "external measured run, nothing fitted; not in the headline",
+            "rows": [{"case": r.case.label, "model": r.case.model, "max_length": r.case.cfg.seq_len,
+                      "check": r.case.check or None, "measured_gib": r.case.measured_gib,
+                      "traced_allocated_gib": r.traced_allocated_gib, "fixed": _sim_json(r.fixed),
+                      "lognormal": _sim_json(r.lognormal), "error_fixed": r.error(r.fixed.reserved_gib),
+                      "error_lognormal": r.error(r.lognormal.reserved_gib) if r.lognormal else None,
+                      "analytic_reserved_gib": r.analytic_reserved_gib,
+                      "analytic_error": r.error(r.analytic_reserved_gib), "analytic_fits": r.analytic_fits,
+                      "simulated_passed": r.passed(r.simulated.fits), "analytic_passed": r.passed(r.analytic_fits),
+                      "caveat": r.case.caveat or None} for r in rows],
+            "summary": summary(rows), "assumptions": ASSUMPTIONS}
