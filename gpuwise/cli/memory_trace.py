@@ -52,9 +52,8 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
              *((reserved.describe(sim), _runs_note(runs)) if sim else ()),
              f"method: {res.method}; traced in {res.trace_s:.1f} s wall, {res.cpu_s:.1f} s CPU")
     stage = cfg.plan.pp - 1 if res.peak_stage == "last" else 0
-    # the simulated reserve is the reported one (what `validate gpu --simulate-allocator` scores); the slack is
-    # what it holds beyond the traced tensors (the simulation's own allocated peak rounds blocks up: within 0.1%)
-    slack = max(0.0, sim.stats.peak_reserved - sum(parts.values())) if sim else None
+    traced = sum(parts.values())
+    slack = reserved.reported_reserved(traced, sim) - traced if sim else None     # beyond the traced tensors
     est = estimate_from_parts(parts, cfg, params, trainable, notes, "step peak", stage, allocator=slack)
     extra = {"method": "trace", "trace_method": res.method, "peak_allocated_bytes": int(res.peak_allocated_bytes),
              "breakdown_bytes": {k: int(v) for k, v in got.items()},

@@ -300,3 +300,9 @@ def device_runs(replay: Replay, unlimited: ReservedResult, capacities: dict[str,
         got = replay.run(steps, seed, capacity=cap)
         out.append(DeviceRun(gpu, cap, got.oom, got.steps if got.oom else 0))
     return out
+
+
+def reported_reserved(traced_allocated: float, res: ReservedResult) -> float:
+    """The reserved peak `memory --method trace` reports: the simulated reserve (what `validate gpu
+    --simulate-allocator` scores), never below the traced tensors' allocated peak."""
+    return max(float(traced_allocated), float(res.stats.peak_reserved))

@@ -1,5 +1,5 @@
-"""ms-swift Dec-2023 run (one A100-80GB, HF Trainer + swift): reserved peak = traced allocated peak + the slack of
-PyTorch's caching allocator simulated over the run's recorded allocations (gpuwise.trace.reserved), beside the
+"""ms-swift Dec-2023 run (one A100-80GB, HF Trainer + swift): reserved peak = PyTorch's caching allocator
+simulated over the run's recorded allocations (gpuwise.trace.reserved, as memory --method trace reports it), beside the
 analytic estimator's reserved peak on the same rows.
 
 An external measured run, nothing fitted on it by either column; NOT averaged into the memory headline (which
@@ -29,9 +29,9 @@ NF4_CAVEAT = ("NF4 base: gpuwise.nn dequantizes NF4 with PyTorch ops (temporarie
 ASSUMPTIONS = [
     "an external measured run (modelscope/ms-swift docs @ cfcb6726, one A100-80GB): nothing fitted on it by the "
     "simulated or the analytic column; not averaged into the memory headline (the analytic estimator's)",
-    "simulated reserved = trace_memory's allocated peak + (simulated reserved - simulated allocated) of the run "
-    "replayed through PyTorch's caching-allocator rules at the default PYTORCH_CUDA_ALLOC_CONF (gpuwise.trace."
-    "reserved, 200 steps for varying lengths)",
+    "simulated reserved = the reserved peak of the run replayed through PyTorch's caching-allocator rules at the "
+    "default PYTORCH_CUDA_ALLOC_CONF (gpuwise.trace.reserved.reported_reserved, what memory --method trace reports; "
+    "200 steps for varying lengths)",
     f"max_length <= {FIXED_UP_TO}: fixed length (the run's truncation_left keeps a longer sample's last max_length "
     f"tokens and its data are {DATA_MEAN} +- {DATA_SD} tokens a sample, so most batches fill max_length)",
     f"max_length > {FIXED_UP_TO}: lengths vary; simulated as lognormal(mean {DATA_MEAN}, sd {DATA_SD}) clipped at "
@@ -60,7 +60,7 @@ class Case:
 @dataclass(frozen=True)
 class Simulated:
     lengths: str               # LengthDist.describe()
-    reserved_gib: float        # traced allocated + simulated slack
+    reserved_gib: float        # the simulated reserve (reserved.reported_reserved)
     fits: bool                 # the replay at the device's capacity
     oom_step: int              # the step it ran out of memory (0: fits or the build)
     growing: bool
@@ -117,13 +117,12 @@ def capacity_bytes() -> int:
 
 
 def _simulate(spec, cfg: TrainingConfig, lengths, traced: int, capacity: int, steps: int) -> Simulated:
-    from gpuwise.trace.reserved import device_runs, record
+    from gpuwise.trace.reserved import device_runs, record, reported_reserved
 
     rp = record(spec, cfg, lengths)
     res = rp.run(steps)
     run = device_runs(rp, res, {"device": capacity}, steps)[0]
-    slack = res.stats.peak_reserved - res.stats.peak_allocated
-    return Simulated(res.lengths.describe(), (traced + slack) / GIB, run.oom is None, run.at_step, res.growing,
+    return Simulated(res.lengths.describe(), reported_reserved(traced, res) / GIB, run.oom is None, run.at_step, res.growing,
                      res.stats.peak_allocated / GIB, res.stats.peak_reserved / GIB)
 
 
