@@ -113,7 +113,7 @@ def test_cli_json_carries_the_simulated_reserve_only_when_asked(capsys):
     (row,) = out["rows"]
     assert out["simulated_allocator"] and row["simulated_reserved_gib"] == pytest.approx(10.44, rel=0.02)
     sim = [t for t in out["summary"] if t["quantity"] == "reserved_simulated"]
-    assert {t["sample"] for t in sim} == {"out-of-sample (nothing fitted)"}
+    assert {t["sample"] for t in sim} == {"nothing fitted (looked at while written)"}
     assert next(t for t in sim if t["set"] == "grid")["rows"] == 1
     fitted = next(t for t in out["summary"] if t["quantity"] == "reserved_on_simulated_rows" and t["set"] == "grid")
     assert fitted["sample"].startswith("in-sample") and fitted["median_abs_error"] > sim[0]["median_abs_error"]

@@ -17,7 +17,7 @@ ASSUMPTIONS = [
      "leave-one-source-out in `gpuwise validate memory`); nothing is fitted on the check rows"),
     ("reserved (simulated allocator), with --simulate-allocator: the harness's configuration traced (gpuwise.nn "
      "build and steps under FakeTensorMode) and replayed through PyTorch's caching-allocator rules at the default "
-     "PYTORCH_CUDA_ALLOC_CONF (gpuwise.trace.reserved); nothing fitted on any row, so out-of-sample on both sets; "
+     "PYTORCH_CUDA_ALLOC_CONF (gpuwise.trace.reserved); nothing fitted on any row (both sets seen while it was written); "
      "rows the trace refuses (compile, activation offload) say 'not simulated'"),
     "rows with a caveat: the harness runs that lever otherwise than the model describes; the headline lists them apart",
 ]

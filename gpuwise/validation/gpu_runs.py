@@ -16,8 +16,9 @@ Where the harness runs a lever differently from what the model describes, the ro
 
 On request (`with_simulation`), each row's reserved peak is also predicted by replaying the configuration's
 traced allocations (gpuwise.nn's build and steps under FakeTensorMode, the harness's own ``train_step``) through
-PyTorch's caching-allocator rules (gpuwise.trace.reserved). Nothing in it is fitted on any measured row, so its
-errors are out-of-sample on both sets; the fitted-fraction reserved stays in-sample on the grid.
+PyTorch's caching-allocator rules (gpuwise.trace.reserved). Nothing in it is fitted on any measured row; both
+sets' results were seen while it was written (a prototype ran on them first) and no rule was changed after, so
+its errors are "nothing fitted, looked at"; the fitted-fraction reserved stays in-sample on the grid.
 """
 
 from __future__ import annotations
@@ -147,7 +148,7 @@ def with_simulation(rows: list[GpuRow], on_progress=None) -> list[GpuRow]:
 def sample(set_name: str, quantity: str) -> str:
     """How independent a set's errors of a quantity are (see the module docstring)."""
     if quantity == SIMULATED:
-        return "out-of-sample (nothing fitted)"
+        return "nothing fitted (looked at while written)"
     if set_name == "check":
         return "held out"
     if quantity == "reserved":
