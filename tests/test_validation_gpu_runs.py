@@ -122,3 +122,14 @@ def test_cli_json_carries_the_simulated_reserve_only_when_asked(capsys):
     assert "add --simulate-allocator" in text and "simulated GiB" not in text
     assert main(["validate", "gpu", "--model", "no-such-model"]) == 2
     assert "gpt2" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("argv", [["validate", "memory", "--model", "gpt2"],
+                                  ["validate", "throughput", "--simulate-allocator"],
+                                  ["validate", "memory", "--against", "trace", "--simulate-allocator"]])
+def test_validate_refuses_flags_its_target_would_ignore(argv, capsys):
+    from gpuwise.cli.main import main
+
+    assert main(argv) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and ("model" in err[0] or "simulate-allocator" in err[0])

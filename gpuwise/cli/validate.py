@@ -33,4 +33,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from gpuwise.errors import InputError
+
+    if getattr(args, "model", None) and args.what != "gpu":
+        raise InputError("model", args.model, f"--model selects rows of `validate gpu` only; drop it for {args.what}")
+    if getattr(args, "simulate_allocator", False) and (args.what not in ("gpu", "memory")
+                                                        or getattr(args, "against", "measured") != "measured"):
+        raise InputError("simulate-allocator", True, "applies to `validate gpu` and `validate memory` (measured rows); "
+                         "drop it here")
     return importlib.import_module(f"gpuwise.cli.{TARGETS[args.what]}").run(args)
