@@ -95,7 +95,8 @@ def render(args: argparse.Namespace, spec, cfg, est, gpus, extra: dict) -> int:
         f" (pipeline stage {est.peak_stage})" if p.pp > 1 else "")
     rows = [(k, f"{v:.2f}") for k, v in est.breakdown_gib().items() if k != "overhead"] + [
         ("= allocated peak (max_memory_allocated)", f"{est.allocated / GIB:.2f}"),
-        ("+ allocator slack", f"{est.allocator / GIB:.2f}"),
+        ("+ allocator slack" + (" (simulated)" if extra.get("allocator", {}).get("method") == "simulated" else ""),
+         f"{est.allocator / GIB:.2f}"),
         ("= reserved peak (max_memory_reserved)", f"{est.reserved / GIB:.2f}"),
         ("+ CUDA context + NCCL", f"{(est.context + est.nccl) / GIB:.2f}"),
         ("= device total per GPU (nvidia-smi)", f"{est.per_gpu_gib:.2f}"),
