@@ -13,6 +13,8 @@
 #   3. run.json / run.err     `gpuwise run` on Ray with the card as its one slot (--devices cuda)
 #      run_measurements.csv   the runtime's measured step times and peaks next to its predictions
 #   4. gpu_runs.csv           python -m gpuwise.validation.gpu_measure: the grid's peaks and step times
+#   5. gpu_varying_runs.csv   gpu_measure --set varying: drawn lengths and two micro-batches a step (copy it to
+#                             gpuwise/data/measured/gpu/: `validate gpu --simulate-allocator` scores it, held out)
 set -u
 OUTDIR=${1:?usage: bash scripts/gpu_session.sh OUTDIR}
 mkdir -p "$OUTDIR"
@@ -41,6 +43,10 @@ cp /tmp/gpuwise-smoke/measurements.csv "$OUTDIR/run_measurements.csv" 2>/dev/nul
 echo "== gpu_measure grid"
 timeout "${GRID_S:-300}" python3 -m gpuwise.validation.gpu_measure --out "$OUTDIR/gpu_runs.csv" 2>&1 | cut -c1-400
 echo "grid rc=${PIPESTATUS[0]}"
+echo "== gpu_measure varying (drawn lengths, two micro-batches a step: the allocator simulation's unmeasured parts)"
+timeout "${VARY_S:-240}" python3 -m gpuwise.validation.gpu_measure --set varying \
+  --out "$OUTDIR/gpu_varying_runs.csv" 2>&1 | cut -c1-400
+echo "varying rc=${PIPESTATUS[0]}"
 fi
 
 # Second call (after the first run's analysis): what is live at the peak where the model and the GPU

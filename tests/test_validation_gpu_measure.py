@@ -102,3 +102,33 @@ def test_the_gpu_session_script_parses_and_names_real_entry_points():
     modules = set(re.findall(r"python3 -m ([\w.]+)", script.read_text()))
     assert {"gpuwise.validation.gpu_measure", "gpuwise.validation.gpu_peak", "gpuwise.cli.main"} <= modules
     assert all(importlib.util.find_spec(m) is not None for m in modules)
+
+
+def test_varying_rows_draw_the_lengths_the_allocator_simulation_replays(monkeypatch):
+    """The `varying` set (not yet measured on a GPU) trains micro-batches at the lengths the simulation draws for
+    the same row (same LengthDist, seed 0), two a step under grad_accum 2, with the shared train_step."""
+    from dataclasses import replace
+
+    import gpuwise.trace.allocations as allocations
+    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.validation import gpu_measure as gm
+    from gpuwise.workload.models import load_model
+
+    h100 = get_gpu("H100")
+    for name, micro, seq, *rest in gm.VARYING:              # every row fits the card it will run on
+        assert estimate_memory(load_model(name), gm.config(micro, seq, *rest)).fits(h100), name
+    levers = "grad_accum=2;lengths=uniform:8"
+    cfg = gm.config(1, 32, "fp32", "none", 0, None, levers)
+    dist = gm.lengths_of(levers, 32)
+    assert cfg.grad_accum == 2 and dist.kind == "uniform" and dist.min_len == 8
+    shapes, real = [], allocations.train_step
+
+    def spy(model, opts, cfg, batches, mark=lambda: None):
+        shapes.append([tuple(b.shape) for b in batches])
+        return real(model, opts, cfg, batches, mark)
+    monkeypatch.setattr(allocations, "train_step", spy)
+    spec = replace(load_model("gpt2"), n_layers=1)
+    m = gm.measure(spec, cfg, device="cpu", steps=3, lengths=dist)
+    draw = dist.sampler(0)
+    assert shapes == [[(1, draw()), (1, draw())] for _ in range(3)] and m.step_s > 0

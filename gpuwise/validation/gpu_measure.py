@@ -91,7 +91,19 @@ CHECK: tuple[tuple, ...] = (
     ("qwen2.5-7b", 1, 8192, "bf16-mixed", "full", 16, "nf4", ""),
     ("phi-1.5", 4, 2048, "bf16-mixed", "full", 0, None, "optimizer_impl=fused"),
 )
-SETS = {"grid": GRID, "check": CHECK}
+# not yet measured (no GPU since they were written): steps whose micro-batches are drawn at varying lengths (the
+# allocator simulation's --lengths, same seeded draws: `lengths_of`) and two micro-batches per step, the parts of
+# `gpuwise.trace.reserved` that no measured run has checked; each row trains VARYING_STEPS steps
+VARYING: tuple[tuple, ...] = (
+    ("gpt2", 8, 1024, "bf16-mixed", "none", 0, None, "lengths=uniform:32"),
+    ("qwen2.5-0.5b", 4, 2048, "bf16-mixed", "full", 0, None, "lengths=lognormal:800:600"),
+    ("llama-3.2-1b", 2, 4096, "bf16-mixed", "full", 0, None, "lengths=lognormal:1500:1200:drop"),
+    ("llama-3.1-8b", 1, 4096, "bf16-mixed", "full", 16, None, "lengths=lognormal:1500:1200"),
+    ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, "grad_accum=2"),
+    ("qwen2.5-0.5b", 4, 2048, "bf16-mixed", "full", 0, None, "grad_accum=2;lengths=uniform:64"),
+)
+VARYING_STEPS = 200       # reserved.Replay.run's default: the simulation replays as many
+SETS = {"grid": GRID, "check": CHECK, "varying": VARYING}
 KEY = ("device", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank", "quantize",
        "levers")
 COLUMNS = ("status", "device", "torch", "model", "layers", "micro_batch", "seq_len", "precision", "recompute",
@@ -110,12 +122,27 @@ class Measured:
 
 
 def levers_of(levers: str) -> dict:
-    """A grid entry's levers, "loss_kernel=chunked;compile=1", as TrainingConfig fields."""
+    """A grid entry's levers, "loss_kernel=chunked;compile=1;grad_accum=2", as TrainingConfig fields (`lengths`,
+    not a field, is `lengths_of`'s)."""
     out: dict = {}
     for item in filter(None, levers.split(";")):
         k, v = item.split("=", 1)
-        out[k] = v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile") else v
+        if k == "lengths":
+            continue
+        out[k] = (v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile")
+                  else int(v) if k == "grad_accum" else v)
     return out
+
+
+def lengths_of(levers: str, seq: int):
+    """A grid entry's `lengths=...` lever as a gpuwise.trace.reserved.LengthDist (None: every micro-batch `seq`)."""
+    from gpuwise.trace.reserved import parse_lengths
+
+    for item in filter(None, levers.split(";")):
+        k, v = item.split("=", 1)
+        if k == "lengths":
+            return parse_lengths(v, seq)
+    return None
 
 
 # the harness's optimizer step: torch.optim.AdamW as a plain PyTorch loop gets it on CUDA (foreach), stated
@@ -160,9 +187,14 @@ def train_step(model, opts: list, cfg: TrainingConfig, ids) -> None:
     step(model, opts, cfg, [ids])
 
 
-def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> Measured:
-    """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first."""
+def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4, lengths=None) -> Measured:
+    """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first. With
+    `lengths` (a LengthDist) each step runs min(grad_accum, 2) micro-batches drawn as the allocator simulation
+    draws them (seed 0), and the peaks are the whole run's (so is the simulated reserve)."""
     import torch
+
+    if lengths is not None or cfg.grad_accum > 1:
+        return _measure_drawn(spec, cfg, device, steps, lengths)
 
     cuda = device.startswith("cuda")
     if cuda:
@@ -185,6 +217,36 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4) -> 
         if cuda:
             torch.cuda.synchronize()
         times.append(time.perf_counter() - t0)
+    alloc = float(torch.cuda.max_memory_allocated()) if cuda else None
+    reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
+    del model, opts
+    release(hooks)
+    return Measured(alloc, reserved, statistics.median(times[1:] or times))
+
+
+def _measure_drawn(spec, cfg: TrainingConfig, device: str, steps: int, lengths) -> Measured:
+    import torch
+
+    from gpuwise.trace.allocations import train_step as step
+    from gpuwise.trace.reserved import LengthDist
+
+    cuda = device.startswith("cuda")
+    draw = (lengths or LengthDist("fixed", cfg.seq_len)).sampler(0)
+    if cuda:
+        torch.cuda.set_device(torch.device(device).index or 0)
+        release()
+        torch.cuda.reset_peak_memory_stats()
+    model, opts, hooks = build(spec, cfg, device)
+    times = []
+    for _ in range(steps):
+        batches = [torch.randint(0, spec.vocab_size, (cfg.micro_batch, draw()), device=device)
+                   for _ in range(min(cfg.grad_accum, 2))]
+        t0 = time.perf_counter()
+        step(model, opts, cfg, batches)
+        if cuda:
+            torch.cuda.synchronize()
+        times.append(time.perf_counter() - t0)
+        del batches
     alloc = float(torch.cuda.max_memory_allocated()) if cuda else None
     reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
     del model, opts
@@ -249,8 +311,10 @@ def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
         spec = dataclasses.replace(spec, n_layers=layers)
     cfg = config(micro, seq, precision, recompute, lora, quantize, levers)
     status, note = "ok", ""
+    drawn = lengths_of(levers, seq)
     try:
-        m = measure(spec, cfg, device, steps=6 if cfg.compile else 4)   # compile: two more after the compiling one
+        m = measure(spec, cfg, device, steps=VARYING_STEPS if drawn else 6 if cfg.compile else 4,  # compile: two
+                    lengths=drawn)                                                                  # more after it
     except torch.cuda.OutOfMemoryError:
         status, m = "oom", Measured(None, None, float("nan"))
         release()
@@ -272,7 +336,9 @@ def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
             "levers": levers, "optimizer": f"{cfg.optimizer} ({cfg.optimizer_impl})", "measured_allocated_gib": gib(m.allocated),
             "measured_reserved_gib": gib(m.reserved), "predicted_allocated_gib": gib(p_alloc),
             "predicted_reserved_gib": gib(p_res), "measured_step_s": round(m.step_s, 5) if status == "ok" else None,
-            "measured_tokens_per_s": round(micro * seq / m.step_s, 1) if status == "ok" else None,
+            # a step of drawn lengths or of two micro-batches is not micro x seq tokens: no tokens/s
+            "measured_tokens_per_s": (round(micro * seq / m.step_s, 1) if status == "ok" and not drawn
+                                      and cfg.grad_accum == 1 else None),
             "predicted_tokens_per_s": None if p_tps is None else round(p_tps, 1), "note": note}
 
 
@@ -298,7 +364,8 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--out", type=Path, default=Path("gpuwise/data/measured/gpu/gpu_runs.csv"))
     ap.add_argument("--device", default="cuda")
     ap.add_argument("--set", choices=sorted(SETS), default="grid",
-                    help="grid: the configurations of the first run; check: the held-out ones")
+                    help="grid: the configurations of the first run; check: the held-out ones; varying: drawn "
+                         "lengths and two micro-batches a step (the allocator simulation's unmeasured parts)")
     ap.add_argument("--only", nargs="+", metavar="MODEL", help="measure these models of the grid only")
     ap.add_argument("--layers", type=int, help="build this many layers (harness checks on small machines)")
     ap.add_argument("--micro-batch", type=int, help="override every entry's micro-batch")

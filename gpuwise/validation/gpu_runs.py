@@ -29,7 +29,8 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "measured" / "gpu"
-SETS = {"grid": DATA / "gpu_runs.csv", "check": DATA / "gpu_check_runs.csv"}
+# varying: drawn lengths and two micro-batches a step (gpu_measure --set varying), not yet measured: no file, no rows
+SETS = {"grid": DATA / "gpu_runs.csv", "check": DATA / "gpu_check_runs.csv", "varying": DATA / "gpu_varying_runs.csv"}
 RUNTIME = DATA / "runtime_h200_smoke.csv"      # `gpuwise run --devices cuda` on the same machine (runtime/measurements)
 GIB = 2 ** 30
 SIMULATED = "reserved_simulated"     # the quantity: the caching allocator simulated over the traced allocations
@@ -53,7 +54,7 @@ class GpuRow:
     entry: tuple            # gpu_measure grid entry
     measured_allocated_gib: float
     measured_reserved_gib: float
-    measured_tokens_per_s: float
+    measured_tokens_per_s: float | None     # None: drawn lengths or two micro-batches a step
     predicted_allocated_gib: float
     predicted_reserved_gib: float
     predicted_tokens_per_s: float | None
@@ -83,6 +84,8 @@ def measured_rows(path: Path) -> list[dict]:
     from gpuwise.validation.gpu_measure import KEY
 
     last: dict[tuple, dict] = {}
+    if not path.exists():               # a set not measured yet
+        return []
     with open(path, newline="") as fh:
         for r in csv.DictReader(fh):
             last[tuple(r.get(k, "") for k in KEY)] = r
@@ -106,9 +109,13 @@ def compare(set_name: str, path: Path | None = None) -> list[GpuRow]:
         e = config_key(r)
         alloc, res, tps = predicted(load_model(e[0]), config(*e[1:]), resolve_gpu_name(r["device"]))
         out.append(GpuRow(set_name, r["device"], e[0], e, float(r["measured_allocated_gib"]),
-                          float(r["measured_reserved_gib"]), float(r["measured_tokens_per_s"]), alloc / GIB,
-                          res / GIB, tps, config_caveat(e)))
+                          float(r["measured_reserved_gib"]), _float(r["measured_tokens_per_s"]), alloc / GIB,
+                          res / GIB, tps if r["measured_tokens_per_s"] else None, config_caveat(e)))
     return out
+
+
+def _float(text: str) -> float | None:
+    return float(text) if text else None      # drawn lengths / two micro-batches a step: no tokens/s
 
 
 def simulate_row(row: GpuRow) -> GpuRow:
@@ -118,14 +125,15 @@ def simulate_row(row: GpuRow) -> GpuRow:
     from gpuwise.errors import InputError
     from gpuwise.trace.memory import trace_refusal
     from gpuwise.trace.reserved import simulate_reserved, simulation_refusal
-    from gpuwise.validation.gpu_measure import config
+    from gpuwise.validation.gpu_measure import config, lengths_of
     from gpuwise.workload.models import load_model
 
     spec, cfg = load_model(row.model), config(*row.entry[1:])
+    drawn = lengths_of(row.entry[7], cfg.seq_len)      # the harness's draws: same LengthDist, same seed
     why = simulation_refusal(cfg) or trace_refusal(spec, cfg)
     if not why:
         try:
-            res = simulate_reserved(spec, cfg)
+            res = simulate_reserved(spec, cfg, drawn)
         except InputError as e:
             why = e.fix
         else:
@@ -149,7 +157,7 @@ def sample(set_name: str, quantity: str) -> str:
     """How independent a set's errors of a quantity are (see the module docstring)."""
     if quantity == SIMULATED:
         return "nothing fitted (looked at while written)"
-    if set_name == "check":
+    if set_name in ("check", "varying"):
         return "held out"
     if quantity == "reserved":
         return "in-sample (fitted on these)"
@@ -179,7 +187,8 @@ def summary_table(rows: list[GpuRow], simulated: bool) -> list[dict]:
              "caveat_rows": "without" if skip else "with",
              **summary([r for r in rows if r.set == s and (not same or r.simulated_reserved_gib is not None)], q,
                        skip_caveats=skip)}
-            for s in SETS for q, key, same in quantities for skip in (True, False)]
+            for s in SETS if any(r.set == s for r in rows)          # a set not measured yet: no lines
+            for q, key, same in quantities for skip in (True, False)]
 
 
 @dataclass(frozen=True)
