@@ -198,12 +198,7 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4, len
 
     cuda = device.startswith("cuda")
     if cuda:
-        dev = torch.device(device)
-        torch.cuda.set_device(dev.index or 0)   # the statistics below read the current device ("cuda": 0)
-        release()
-        left = torch.cuda.memory_allocated()   # cuBLAS workspaces stay (MiBs, part of any process); a leak
-        if left > LEAK_BYTES:                   # of an earlier row would count in this one's peak
-            raise RuntimeError(f"{left / GIB:.2f} GiB still allocated before the row (an earlier row leaked)")
+        _fresh(device)
     model, opts, hooks = build(spec, cfg, device)
     times = []
     for i in range(steps):
@@ -233,8 +228,7 @@ def _measure_drawn(spec, cfg: TrainingConfig, device: str, steps: int, lengths) 
     cuda = device.startswith("cuda")
     draw = (lengths or LengthDist("fixed", cfg.seq_len)).sampler(0)
     if cuda:
-        torch.cuda.set_device(torch.device(device).index or 0)
-        release()
+        _fresh(device)
         torch.cuda.reset_peak_memory_stats()
     model, opts, hooks = build(spec, cfg, device)
     times = []
@@ -252,6 +246,18 @@ def _measure_drawn(spec, cfg: TrainingConfig, device: str, steps: int, lengths) 
     del model, opts
     release(hooks)
     return Measured(alloc, reserved, statistics.median(times[1:] or times))
+
+
+def _fresh(device: str) -> None:
+    """Make `device` current (the statistics read the current device; "cuda": 0), free what earlier rows left, and
+    refuse a row that starts with memory still allocated (an earlier row's leak would count in its peak)."""
+    import torch
+
+    torch.cuda.set_device(torch.device(device).index or 0)
+    release()
+    left = torch.cuda.memory_allocated()       # cuBLAS workspaces stay (MiBs, part of any process)
+    if left > LEAK_BYTES:
+        raise RuntimeError(f"{left / GIB:.2f} GiB still allocated before the row (an earlier row leaked)")
 
 
 def release(hooks: list = ()) -> None:
