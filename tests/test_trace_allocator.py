@@ -418,3 +418,14 @@ def test_an_out_of_memory_error_in_the_build_is_step_0(tiny_run):
     replay = record(spec, cfg)
     run = device_runs(replay, replay.run(), {"tiny": 1 * MIB})[0]
     assert run.oom is not None and run.at_step == 0
+
+
+def test_cli_varying_lengths_state_they_are_not_validated(config_json, capsys):
+    from gpuwise.cli.main import main
+    from gpuwise.trace.reserved import VARYING_CAVEAT
+
+    d = _json(capsys, config_json, "--method", "trace", "--seq-len", "64", "--lengths", "uniform:8")
+    assert d["allocator"]["caveat"] == VARYING_CAVEAT and "uniform in 8..64" in d["allocator"]["lengths"]
+    assert _json(capsys, config_json, "--method", "trace", "--seq-len", "64")["allocator"]["caveat"] is None
+    assert main(["memory", config_json, "--method", "trace", "--seq-len", "64", "--lengths", "uniform:8"]) == 0
+    assert "not validated" in capsys.readouterr().out

@@ -111,6 +111,8 @@ def render(args: argparse.Namespace, spec, cfg, est, gpus, extra: dict) -> int:
                   f"{fit[g.name]['spare']:+.1f}") for g in gpus])
     for line in _simulated_fit_lines(extra, est, gpus):
         print(line)
+    if extra.get("allocator", {}).get("caveat"):
+        print(f"reserved: {extra['allocator']['lengths']}; {extra['allocator']['caveat']}")
     if levers:
         print_table(f"How to make it fit (each change alone; required now {est.required / GIB:.2f} GiB; a ZeRO-3 "
                     "row names the GPUs that fit first at its width)",

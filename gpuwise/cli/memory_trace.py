@@ -111,6 +111,7 @@ def _allocator_json(sim, runs, cfg) -> dict:
         return {"method": "fitted fraction (estimate/overhead.py)", "why": reserved.simulation_refusal(cfg)}
     st = sim.stats
     return {"method": "simulated", "lengths": sim.lengths.describe(), "steps": sim.steps, "growing": sim.growing,
+            "caveat": None if sim.lengths.kind == "fixed" else reserved.VARYING_CAVEAT,
             "segments": st.segments, "reserved_gib": round(st.peak_reserved / 2 ** 30, 4),
             "allocated_gib": round(st.peak_allocated / 2 ** 30, 4),
             "runs": {r.gpu: {"capacity_gib": round(r.capacity / 2 ** 30, 4), "fits": r.oom is None,
