@@ -101,4 +101,5 @@ def describe() -> str:
             "the H200 runs), "
             f"NCCL {NCCL_BUFFSIZE_MIB} MiB x 2 neighbours x {NCCL_CHANNELS} channels per "
             "communicator (NCCL_BUFFSIZE default; channel count assumed, not calibrated); "
-            "expandable_segments off")
+            "expandable_segments off; `memory --method trace` on one GPU simulates the allocator instead "
+            "(docs/allocator.md)")
