@@ -429,3 +429,10 @@ def test_cli_varying_lengths_state_they_are_not_validated(config_json, capsys):
     assert _json(capsys, config_json, "--method", "trace", "--seq-len", "64")["allocator"]["caveat"] is None
     assert main(["memory", config_json, "--method", "trace", "--seq-len", "64", "--lengths", "uniform:8"]) == 0
     assert "not validated" in capsys.readouterr().out
+
+
+@pytest.mark.parametrize("text", ["lognormal:1:1e308", "lognormal:1e-300:1", "lognormal:5:1e200:drop"])
+def test_lognormal_parameters_too_large_to_square_are_refused_not_crashed(text):
+    with pytest.raises(InputError) as err:
+        parse_lengths(text, 64)
+    assert err.value.field == "lengths"

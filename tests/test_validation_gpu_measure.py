@@ -3,6 +3,7 @@ runs here on the CPU, where PyTorch keeps no memory statistics: the step and the
 columns empty. On a CUDA machine the same command fills them (issue 11, item 3)."""
 
 import csv
+import json
 
 import pytest
 
@@ -132,3 +133,33 @@ def test_varying_rows_draw_the_lengths_the_allocator_simulation_replays(monkeypa
     m = gm.measure(spec, cfg, device="cpu", steps=3, lengths=dist)
     draw = dist.sampler(0)
     assert shapes == [[(1, draw()), (1, draw())] for _ in range(3)] and m.step_s > 0
+
+
+def test_varying_rows_train_as_many_steps_as_the_simulation_replays():
+    from gpuwise.trace.reserved import DEFAULT_STEPS, Replay
+    from gpuwise.validation.gpu_measure import VARYING_STEPS
+
+    assert VARYING_STEPS == DEFAULT_STEPS == Replay.run.__defaults__[0]
+
+
+def test_validate_gpu_renders_a_measured_row_without_tokens_per_s(tmp_path, monkeypatch, capsys):
+    """A varying row (drawn lengths) has no tokens/s: the table prints '-' for it."""
+    import csv
+
+    from gpuwise.cli.main import main
+    from gpuwise.validation import gpu_runs
+    from gpuwise.validation.gpu_measure import COLUMNS
+
+    grid = next(r for r in csv.DictReader(gpu_runs.SETS["grid"].open()) if r["model"] == "gpt2")
+    path = tmp_path / "gpu_varying_runs.csv"
+    with path.open("w", newline="") as fh:
+        w = csv.DictWriter(fh, COLUMNS)
+        w.writeheader()
+        w.writerow({**grid, "levers": "lengths=uniform:32", "measured_tokens_per_s": "",
+                    "predicted_tokens_per_s": ""})
+    monkeypatch.setitem(gpu_runs.SETS, "varying", path)
+    assert main(["validate", "gpu", "--model", "gpt2"]) == 0          # the text table (it raised on None)
+    capsys.readouterr()
+    assert main(["validate", "gpu", "--model", "gpt2", "--json"]) == 0
+    rows = json.loads(capsys.readouterr().out)["rows"]
+    assert any(r["set"] == "varying" and "lengths=uniform:32" in json.dumps(r) for r in rows)

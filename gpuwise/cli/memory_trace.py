@@ -80,21 +80,15 @@ def _lengths(args: argparse.Namespace, cfg):
 def _simulate(args: argparse.Namespace, spec, cfg, dist):
     """(the simulated allocator run at `dist`, its replays at each GPU's capacity)."""
     from gpuwise.cli.memory_flags import gpus_from
-    from gpuwise.estimate.overhead import context_bytes
     from gpuwise.trace import reserved
 
-    caps = {g.name: int(g.total_gib * 2 ** 30 - context_bytes()) for g in gpus_from(args)}
-
-    def work():
-        replay = reserved.record(spec, cfg, dist)
-        sim = replay.run()
-        return sim, reserved.device_runs(replay, sim, caps)
+    caps = {g.name: reserved.capacity_bytes(g) for g in gpus_from(args)}
     if args.json or not sys.stdout.isatty():
-        return work()
+        return reserved.simulate_on(spec, cfg, dist, caps)
     from rich.console import Console
 
     with Console().status(f"replaying {spec.name}'s allocations through the caching allocator ..."):
-        return work()
+        return reserved.simulate_on(spec, cfg, dist, caps)
 
 
 def _runs_note(runs) -> str:

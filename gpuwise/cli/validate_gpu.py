@@ -80,7 +80,8 @@ def _render(rows: list, table: list[dict], runtime: list, simulated: bool) -> No
                   r.entry[7] or (r.entry[6] or ""), f"{r.measured_allocated_gib:.1f}", _pct(r.errors["allocated"]),
                   f"{r.measured_reserved_gib:.1f}", _pct(r.errors["reserved"]),
                   *((_simulated_gib(r), _pct(r.errors[SIMULATED])) if simulated else ()),
-                  f"{r.measured_tokens_per_s:.0f}", _pct(r.errors["tokens_per_s"]), "yes" if r.caveat else "")
+                  "-" if r.measured_tokens_per_s is None else f"{r.measured_tokens_per_s:.0f}",
+                  _pct(r.errors["tokens_per_s"]), "yes" if r.caveat else "")
                  for r in rows])
     print_table("Median / max |error| (most optimistic: memory under- or tokens/s over-predicted)",
                 ["set", "quantity", "sample", "caveat rows", "rows", "median |err|", "max |err|", "most optimistic"],

@@ -22,6 +22,7 @@ from gpuwise.trace.allocator import AllocatorStats, CachingAllocator, OutOfMemor
 
 MIN_KEPT = 0.01          # lognormal:...:drop refused when fewer draws than this fit --seq-len (sampling would not end)
 MAX_FIXED_STEPS = 8       # fixed length: steady well before this (a step that adds no segment ends it)
+DEFAULT_STEPS = 200       # varying lengths: steps replayed (gpu_measure's varying rows train as many)
 
 
 @dataclass(frozen=True)
@@ -84,9 +85,10 @@ def parse_lengths(text: str, max_len: int) -> LengthDist:
             mean, sd = float(parts[1]), float(parts[2])
             dist = LengthDist("lognormal", max_len, mean=mean, sd=sd, clip=parts[3:] != ["drop"])
             finite = math.isfinite(mean) and math.isfinite(sd)
-            if finite and mean > 0 and sd >= 0 and (dist.clip or dist.kept() >= MIN_KEPT):   # drop: draws must end
+            if finite and mean > 0 and sd >= 0 and math.isfinite(sum(dist._mu_sigma())) and (
+                    dist.clip or dist.kept() >= MIN_KEPT):                            # drop: draws must end
                 return dist
-    except ValueError:
+    except (ValueError, OverflowError):         # e.g. sd / mean too large to square
         pass
     raise InputError("lengths", text, f"use fixed, uniform:MIN (1..{max_len}), lognormal:MEAN:SD or "
                      "lognormal:MEAN:SD:drop (tokens; --seq-len is the longest; drop needs at least "
@@ -211,7 +213,7 @@ class Replay:
     templates: list
     lengths: LengthDist
 
-    def run(self, steps: int = 200, seed: int = 0, capacity: int | None = None) -> ReservedResult:
+    def run(self, steps: int = DEFAULT_STEPS, seed: int = 0, capacity: int | None = None) -> ReservedResult:
         """Replay the build and the steps (fixed length: until a step adds no segment); `capacity`: the bytes the
         allocator may reserve (an out-of-memory error ends the run and is returned in the result)."""
         dist, tpls = self.lengths, self.templates
@@ -246,7 +248,7 @@ def record(spec, cfg, lengths: LengthDist | None = None) -> Replay:
     return Replay(recs[0], tpls, dist)
 
 
-def simulate_reserved(spec, cfg, lengths: LengthDist | None = None, steps: int = 200,
+def simulate_reserved(spec, cfg, lengths: LengthDist | None = None, steps: int = DEFAULT_STEPS,
                       seed: int = 0) -> ReservedResult:
     """The reserve of a run of `spec` under `cfg` (one GPU) through the caching allocator's rules."""
     return record(spec, cfg, lengths).run(steps, seed)
@@ -288,7 +290,7 @@ class DeviceRun:
     at_step: int                 # the step that ran out of memory (0: the build; steps count from 1)
 
 
-def device_runs(replay: Replay, unlimited: ReservedResult, capacities: dict[str, int], steps: int = 200,
+def device_runs(replay: Replay, unlimited: ReservedResult, capacities: dict[str, int], steps: int = DEFAULT_STEPS,
                 seed: int = 0) -> list[DeviceRun]:
     """The run replayed under each GPU's capacity (same lengths: seed): where the unlimited run's reserve fits
     it cannot fail (the allocator never asks for more); elsewhere it is replayed to its first out-of-memory error."""
@@ -306,3 +308,18 @@ def reported_reserved(traced_allocated: float, res: ReservedResult) -> float:
     """The reserved peak `memory --method trace` reports: the simulated reserve (what `validate gpu
     --simulate-allocator` scores), never below the traced tensors' allocated peak."""
     return max(float(traced_allocated), float(res.stats.peak_reserved))
+
+
+def capacity_bytes(gpu) -> int:
+    """What the allocator may reserve on `gpu` (a GpuSpec): the memory PyTorch reports less the CUDA context."""
+    from gpuwise.estimate.overhead import context_bytes
+
+    return int(gpu.total_gib * 2 ** 30 - context_bytes())
+
+
+def simulate_on(spec, cfg, lengths: LengthDist | None, capacities: dict[str, int],
+                steps: int = DEFAULT_STEPS) -> tuple[ReservedResult, list[DeviceRun]]:
+    """The unlimited run of `spec` under `cfg` and its replays at each capacity (`device_runs`)."""
+    replay = record(spec, cfg, lengths)
+    res = replay.run(steps)
+    return res, device_runs(replay, res, capacities, steps)

@@ -102,7 +102,7 @@ VARYING: tuple[tuple, ...] = (
     ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, "grad_accum=2"),
     ("qwen2.5-0.5b", 4, 2048, "bf16-mixed", "full", 0, None, "grad_accum=2;lengths=uniform:64"),
 )
-VARYING_STEPS = 200       # reserved.Replay.run's default: the simulation replays as many
+VARYING_STEPS = 200       # = gpuwise.trace.reserved.DEFAULT_STEPS (a test holds them equal): the replay's steps
 SETS = {"grid": GRID, "check": CHECK, "varying": VARYING}
 KEY = ("device", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank", "quantize",
        "levers")
@@ -319,7 +319,8 @@ def row(name: str, entry: tuple, device: str, layers: int | None) -> dict:
     status, note = "ok", ""
     drawn = lengths_of(levers, seq)
     try:
-        m = measure(spec, cfg, device, steps=VARYING_STEPS if drawn else 6 if cfg.compile else 4,  # compile: two
+        many = drawn or cfg.grad_accum > 1
+        m = measure(spec, cfg, device, steps=VARYING_STEPS if many else 6 if cfg.compile else 4,   # compile: two
                     lengths=drawn)                                                                  # more after it
     except torch.cuda.OutOfMemoryError:
         status, m = "oom", Measured(None, None, float("nan"))

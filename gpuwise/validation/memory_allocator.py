@@ -109,19 +109,17 @@ def cases(name: str | None = None) -> list[Case]:
 
 def capacity_bytes() -> int:
     """What the A100-80GB-SXM's allocator may reserve: the device's memory less the CUDA context."""
-    from gpuwise.estimate.overhead import context_bytes
     from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.trace.reserved import capacity_bytes as on
     from gpuwise.validation.memory_external import SWIFT_GPU
 
-    return int(get_gpu(SWIFT_GPU).total_gib * GIB - context_bytes())
+    return on(get_gpu(SWIFT_GPU))
 
 
 def _simulate(spec, cfg: TrainingConfig, lengths, traced: int, capacity: int, steps: int) -> Simulated:
-    from gpuwise.trace.reserved import device_runs, record, reported_reserved
+    from gpuwise.trace.reserved import reported_reserved, simulate_on
 
-    rp = record(spec, cfg, lengths)
-    res = rp.run(steps)
-    run = device_runs(rp, res, {"device": capacity}, steps)[0]
+    res, (run,) = simulate_on(spec, cfg, lengths, {"device": capacity}, steps)
     return Simulated(res.lengths.describe(), reported_reserved(traced, res) / GIB, run.oom is None, run.at_step, res.growing,
                      res.stats.peak_allocated / GIB, res.stats.peak_reserved / GIB)
 
