@@ -8,7 +8,10 @@ imported in the session: xdist's workers and the tests' subprocesses inherit it.
 setting in the environment wins.
 """
 
+import json
 import os
+
+import pytest
 
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
@@ -47,3 +50,13 @@ def pytest_collection_finish(session):
     if lost:
         raise RuntimeError(f"pytest-xdist ignored xdist_group on {len(lost)} tests (e.g. {lost[0]}); "
                            "install the pytest that the [test] extra pins")
+
+
+@pytest.fixture(scope="session")
+def config_json(tmp_path_factory):
+    """A tiny llama-type config.json (2 layers, hidden 128): a model named by path, traced in seconds."""
+    path = tmp_path_factory.mktemp("tiny") / "config.json"
+    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2,
+                                "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256,
+                                "vocab_size": 512}))
+    return str(path)

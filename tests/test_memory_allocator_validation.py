@@ -60,7 +60,9 @@ def test_a_real_tiny_run_scores_compared_rows_and_checks_against_a_capacity():
     assert summ["varying-length rows"]["simulated"]["rows"] == 0
     # the same configuration as an OOM check under a capacity below its traced peak: runs out, so it passes
     cap = int(row.traced_allocated_gib * 2 ** 30 / 2)
-    sim = MA._simulate(_tiny(case.model), case.cfg, None, int(row.traced_allocated_gib * 2 ** 30), cap, 4)
+    from gpuwise.trace.reserved import record
+
+    sim = MA._simulate(record(_tiny(case.model), case.cfg), int(row.traced_allocated_gib * 2 ** 30), cap, 4)
     small = replace(row, case=replace(case, check="must not fit", measured_gib=None), fixed=sim)
     assert not small.fixed.fits and small.passed(small.fixed.fits) is True and small.error(1.0) is None
     summ = {s["rows"]: s for s in MA.summary([small])}["fixed-length rows (<= 2048)"]

@@ -98,15 +98,6 @@ def _cli(*args, pre=""):
     return subprocess.run([sys.executable, "-c", code, *args], capture_output=True, text=True)
 
 
-@pytest.fixture(scope="session")
-def config_json(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "config.json"
-    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2,
-                                "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256,
-                                "vocab_size": 512}))
-    return str(path)
-
-
 def test_cli_trace_json_lists_assumptions_and_bytes(config_json, capsys):
     from gpuwise.cli.main import main      # in-process: the command's output is under test, not start-up
 

@@ -274,15 +274,6 @@ def test_simulated_reserve_fixed_and_varying_lengths(tiny_run):
 
 # --- the CLI ---------------------------------------------------------------------------------------------
 
-@pytest.fixture(scope="module")
-def config_json(tmp_path_factory):
-    path = tmp_path_factory.mktemp("tiny") / "config.json"
-    path.write_text(json.dumps({"model_type": "llama", "hidden_size": 128, "num_hidden_layers": 2,
-                                "num_attention_heads": 4, "num_key_value_heads": 2, "intermediate_size": 256,
-                                "vocab_size": 512}))
-    return str(path)
-
-
 def _json(capsys, *argv):
     from gpuwise.cli.main import main
 
@@ -436,3 +427,14 @@ def test_lognormal_parameters_too_large_to_square_are_refused_not_crashed(text):
     with pytest.raises(InputError) as err:
         parse_lengths(text, 64)
     assert err.value.field == "lengths"
+
+
+def test_a_varying_recording_replayed_at_the_fixed_length_is_the_fixed_recording(tiny_run):
+    from gpuwise.trace.reserved import LengthDist, record
+
+    spec, cfg = tiny_run
+    varying = record(spec, cfg, parse_lengths("uniform:8", cfg.seq_len))
+    fixed = LengthDist("fixed", cfg.seq_len)
+    assert varying.at(fixed).run().stats == record(spec, cfg).run().stats
+    with pytest.raises(ValueError):
+        record(spec, cfg).at(parse_lengths("uniform:8", cfg.seq_len))    # one recorded length: no polynomial

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import math
 import random
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from fractions import Fraction
 
 from gpuwise.errors import InputError
@@ -213,6 +213,13 @@ class Replay:
     templates: list
     lengths: LengthDist
 
+    def at(self, lengths: LengthDist) -> Replay:
+        """The same recording replayed at other lengths (within the recorded longest; a fixed length is exact
+        wherever the sizes' polynomials are: at the recorded lengths, and between them for these steps)."""
+        if lengths.max_len != self.lengths.max_len or (lengths.kind != "fixed" and self.lengths.kind == "fixed"):
+            raise ValueError("a replay at drawn lengths needs a recording at three lengths up to the same longest")
+        return replace(self, lengths=lengths)
+
     def run(self, steps: int = DEFAULT_STEPS, seed: int = 0, capacity: int | None = None) -> ReservedResult:
         """Replay the build and the steps (fixed length: until a step adds no segment); `capacity`: the bytes the
         allocator may reserve (an out-of-memory error ends the run and is returned in the result)."""
@@ -320,6 +327,11 @@ def capacity_bytes(gpu) -> int:
 def simulate_on(spec, cfg, lengths: LengthDist | None, capacities: dict[str, int],
                 steps: int = DEFAULT_STEPS) -> tuple[ReservedResult, list[DeviceRun]]:
     """The unlimited run of `spec` under `cfg` and its replays at each capacity (`device_runs`)."""
-    replay = record(spec, cfg, lengths)
+    return replay_on(record(spec, cfg, lengths), capacities, steps)
+
+
+def replay_on(replay: Replay, capacities: dict[str, int],
+              steps: int = DEFAULT_STEPS) -> tuple[ReservedResult, list[DeviceRun]]:
+    """A recording's unlimited run and its replays at each capacity (`device_runs`)."""
     res = replay.run(steps)
     return res, device_runs(replay, res, capacities, steps)

@@ -125,24 +125,23 @@ def levers_of(levers: str) -> dict:
     """A grid entry's levers, "loss_kernel=chunked;compile=1;grad_accum=2", as TrainingConfig fields (`lengths`,
     not a field, is `lengths_of`'s)."""
     out: dict = {}
-    for item in filter(None, levers.split(";")):
-        k, v = item.split("=", 1)
-        if k == "lengths":
-            continue
-        out[k] = (v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile")
-                  else int(v) if k == "grad_accum" else v)
+    for k, v in _lever_items(levers).items():
+        if k != "lengths":
+            out[k] = (v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile")
+                      else int(v) if k == "grad_accum" else v)
     return out
+
+
+def _lever_items(levers: str) -> dict[str, str]:
+    return dict(item.split("=", 1) for item in filter(None, levers.split(";")))
 
 
 def lengths_of(levers: str, seq: int):
     """A grid entry's `lengths=...` lever as a gpuwise.trace.reserved.LengthDist (None: every micro-batch `seq`)."""
     from gpuwise.trace.reserved import parse_lengths
 
-    for item in filter(None, levers.split(";")):
-        k, v = item.split("=", 1)
-        if k == "lengths":
-            return parse_lengths(v, seq)
-    return None
+    text = _lever_items(levers).get("lengths")
+    return parse_lengths(text, seq) if text else None
 
 
 # the harness's optimizer step: torch.optim.AdamW as a plain PyTorch loop gets it on CUDA (foreach), stated

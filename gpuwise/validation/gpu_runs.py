@@ -173,8 +173,15 @@ def summary(rows: list[GpuRow], quantity: str, *, skip_caveats: bool = False) ->
     if not errs:
         return {"rows": 0}
     optimistic = max(max(errs), 0.0) if quantity == "tokens_per_s" else min(min(errs), 0.0)
+    return {**abs_error_stats(errs), "most_optimistic": optimistic}
+
+
+def abs_error_stats(errs: list[float]) -> dict:
+    """Rows, median and max |error| of relative errors (None for no rows)."""
+    if not errs:
+        return {"rows": 0, "median_abs_error": None, "max_abs_error": None}
     return {"rows": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs),
-            "max_abs_error": max(abs(e) for e in errs), "most_optimistic": optimistic}
+            "max_abs_error": max(abs(e) for e in errs)}
 
 
 def summary_table(rows: list[GpuRow], simulated: bool) -> list[dict]:

@@ -13,10 +13,10 @@ OOM rows and rows read at the device's capacity are checks: the replay at the A1
 
 from __future__ import annotations
 
-import statistics
 from dataclasses import dataclass
 from typing import Callable, Optional
 
+from gpuwise.validation.gpu_runs import abs_error_stats
 from gpuwise.workload.training import TrainingConfig
 
 GIB = 2 ** 30
@@ -116,10 +116,10 @@ def capacity_bytes() -> int:
     return on(get_gpu(SWIFT_GPU))
 
 
-def _simulate(spec, cfg: TrainingConfig, lengths, traced: int, capacity: int, steps: int) -> Simulated:
-    from gpuwise.trace.reserved import reported_reserved, simulate_on
+def _simulate(replay, traced: int, capacity: int, steps: int) -> Simulated:
+    from gpuwise.trace.reserved import replay_on, reported_reserved
 
-    res, (run,) = simulate_on(spec, cfg, lengths, {"device": capacity}, steps)
+    res, (run,) = replay_on(replay, {"device": capacity}, steps)
     return Simulated(res.lengths.describe(), reported_reserved(traced, res) / GIB, run.oom is None, run.at_step, res.growing,
                      res.stats.peak_allocated / GIB, res.stats.peak_reserved / GIB)
 
@@ -142,9 +142,13 @@ def simulate_case(case: Case, spec, steps: int = 200, capacity: int | None = Non
     from gpuwise.trace import trace_memory
     from gpuwise.validation.memory_external import SWIFT_GPU
 
+    from gpuwise.trace.reserved import record
+
     cap = capacity_bytes() if capacity is None else capacity
     traced = trace_memory(spec, case.cfg).peak_allocated_bytes
-    fixed, *logn = [_simulate(spec, case.cfg, d, traced, cap, steps) for d in lengths_for(case)]
+    dists = lengths_for(case)
+    replay = record(spec, case.cfg, dists[-1])     # one recording: the lognormal's lengths include max_length
+    fixed, *logn = [_simulate(replay.at(d), traced, cap, steps) for d in dists]
     est = estimate_memory(spec, case.cfg)
     return AllocatorRow(case, traced / GIB, fixed, logn[0] if logn else None, est.reserved / GIB, est.fits(get_gpu(SWIFT_GPU)))
 
@@ -165,13 +169,6 @@ def simulate_cases(selected: list[Case], spec_for: Callable | None = None, steps
     return out
 
 
-def _stats(errs: list[float]) -> dict:
-    if not errs:
-        return {"rows": 0, "median_abs_error": None, "max_abs_error": None}
-    return {"rows": len(errs), "median_abs_error": statistics.median(abs(e) for e in errs),
-            "max_abs_error": max(abs(e) for e in errs)}
-
-
 def summary(rows: list[AllocatorRow]) -> list[dict]:
     """Median / max |error| of the simulated column vs the analytic one on the same compared rows, split into
     fixed-length rows and varying-length rows; and the checks each passes."""
@@ -180,8 +177,8 @@ def summary(rows: list[AllocatorRow]) -> list[dict]:
         part = [r for r in rows if r.case.varying == varying and not r.case.check]
         checks = [r for r in rows if r.case.varying == varying and r.case.check]
         out.append({"rows": label,
-                    "simulated": _stats([r.error(r.simulated.reserved_gib) for r in part]),
-                    "analytic": _stats([r.error(r.analytic_reserved_gib) for r in part]),
+                    "simulated": abs_error_stats([r.error(r.simulated.reserved_gib) for r in part]),
+                    "analytic": abs_error_stats([r.error(r.analytic_reserved_gib) for r in part]),
                     "checks": len(checks), "simulated_checks_passed": sum(bool(r.passed(r.simulated.fits))
                                                                         for r in checks),
                     "analytic_checks_passed": sum(bool(r.passed(r.analytic_fits)) for r in checks)})
