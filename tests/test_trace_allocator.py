@@ -316,25 +316,30 @@ def test_cli_refuses_lengths_it_cannot_simulate_in_one_line(config_json, capsys,
 
 # --- the measurement shares the recorded step --------------------------------------------------------------
 
-def test_gpu_measure_runs_the_recorded_train_step(tiny_run, monkeypatch):
-    """validation.gpu_measure's step is trace.allocations.train_step (the loop the simulation replays): counted
-    by wrapping the real function, which still runs (on CPU here)."""
-    from gpuwise.trace import allocations
+def test_the_trace_the_recording_and_gpu_measure_run_one_train_step(tiny_run, monkeypatch):
+    """One loop: the memory trace, the allocation recording the simulation replays and validation.gpu_measure all
+    run trace.step.train_step, counted by wrapping the real function, which still runs (on CPU here)."""
+    from gpuwise.trace import step
+    from gpuwise.trace.allocations import record_run
+    from gpuwise.trace.run import StageRun, trace_phases
     from gpuwise.validation import gpu_measure
 
     calls = []
-    real = allocations.train_step
+    real = step.train_step
 
-    def counted(model, opts, cfg, batches, mark=lambda: None):
-        calls.append([tuple(b.shape) for b in batches])
-        return real(model, opts, cfg, batches, mark)
+    def counted(model, opts, cfg, batches, **kw):
+        calls.append(kw.get("ops") or "FB" * len(batches))
+        return real(model, opts, cfg, batches, **kw)
 
-    monkeypatch.setattr(allocations, "train_step", counted)
+    monkeypatch.setattr(step, "train_step", counted)
     spec, cfg = tiny_run
     cfg = replace(cfg, micro_batch=1, seq_len=32, grad_accum=1)
     got = gpu_measure.measure(spec, cfg, device="cpu", steps=2)
-    assert calls == [[(1, 32)], [(1, 32)]]
-    assert got.allocated is None and got.step_s > 0
+    assert calls == ["FB", "FB"] and got.allocated is None and got.step_s > 0
+    record_run(spec, replace(cfg, grad_accum=4), 32, steps=2)
+    assert calls[2:] == ["FBFB", "FBFB"]
+    phases = trace_phases(spec, replace(cfg, grad_accum=4), StageRun(spec.n_layers))
+    assert calls[4:] == ["FBFB"] and [p for p, _ in phases].count("optimizer step") == 1
 
 
 # --- a device's capacity: cached segments given back, then out of memory ------------------------------------

@@ -110,7 +110,7 @@ def test_varying_rows_draw_the_lengths_the_allocator_simulation_replays(monkeypa
     the same row (same LengthDist, seed 0), two a step under grad_accum 2, with the shared train_step."""
     from dataclasses import replace
 
-    import gpuwise.trace.allocations as allocations
+    import gpuwise.trace.step as step
     from gpuwise.estimate.memory import estimate_memory
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.validation import gpu_measure as gm
@@ -123,12 +123,12 @@ def test_varying_rows_draw_the_lengths_the_allocator_simulation_replays(monkeypa
     cfg = gm.config(1, 32, "fp32", "none", 0, None, levers)
     dist = gm.lengths_of(levers, 32)
     assert cfg.grad_accum == 2 and dist.kind == "uniform" and dist.min_len == 8
-    shapes, real = [], allocations.train_step
+    shapes, real = [], step.train_step
 
-    def spy(model, opts, cfg, batches, mark=lambda: None):
+    def spy(model, opts, cfg, batches, **kw):
         shapes.append([tuple(b.shape) for b in batches])
-        return real(model, opts, cfg, batches, mark)
-    monkeypatch.setattr(allocations, "train_step", spy)
+        return real(model, opts, cfg, batches, **kw)
+    monkeypatch.setattr(step, "train_step", spy)
     spec = replace(load_model("gpt2"), n_layers=1)
     m = gm.measure(spec, cfg, device="cpu", steps=3, lengths=dist)
     draw = dist.sampler(0)

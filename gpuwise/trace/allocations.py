@@ -2,8 +2,8 @@
 building the model and each training step allocate and free, in order, kept as step templates that can be
 replayed at any sequence of lengths (`gpuwise.trace.reserved`).
 
-A step runs `min(grad_accum, 2)` micro-batches (forward and backward each) and the optimizer step, as
-`train_step` does on a real GPU (`validation.gpu_measure` measures with the same function). Its events are
+A step runs `min(grad_accum, 2)` micro-batches (forward and backward each) and the optimizer step with
+`step.train_step`, the loop the trace runs and `validation.gpu_measure` times on a real GPU. Its events are
 split into segments (one per micro-batch, then the optimizer step); a segment's tensor sizes depend on its own
 micro-batch's length, polynomially (activations and logits grow with tokens, eager attention's scores with their
 square), so three recordings at three lengths give every size at any length (Lagrange interpolation, checked
@@ -13,7 +13,6 @@ or the previous step's segment and its allocation index there, or an allocation 
 
 from __future__ import annotations
 
-import contextlib
 import weakref
 from dataclasses import dataclass
 
@@ -56,25 +55,6 @@ class StorageRecorder(TorchDispatchMode):
         return out
 
 
-def train_step(model, opts: list, cfg, batches: list, mark=lambda: None) -> None:
-    """One optimizer step over `batches` (token ids; labels = inputs), as a plain PyTorch loop runs it: gradients
-    set to None, forward and backward per micro-batch (gradients accumulate), the optimizer step (unless each
-    parameter was stepped in its gradient hook). `mark()` runs after each micro-batch. Activation offload: every
-    saved tensor goes to (pinned, on CUDA) host memory through PyTorch's ``save_on_cpu`` hooks."""
-    for opt in opts:
-        opt.zero_grad(set_to_none=True)
-    for ids in batches:
-        offload = (torch.autograd.graph.save_on_cpu(pin_memory=ids.is_cuda) if cfg.activation_offload
-                   else contextlib.nullcontext())
-        with offload:
-            loss = model(ids, ids)
-        loss.backward()
-        del loss
-        mark()
-    if not cfg.optimizer_in_backward:
-        opts[0].step()
-
-
 @dataclass(frozen=True)
 class Recording:
     """One run at one length: the build's events and, per step, its segments' events."""
@@ -91,6 +71,7 @@ def record_run(spec, cfg, length: int, steps: int = 3) -> Recording:
     from gpuwise.estimate.levers import resolve
     from gpuwise.trace.precision import dtypes
     from gpuwise.trace.run import build_rank_model, optimizers, step_in_backward
+    from gpuwise.trace import step
 
     rec = StorageRecorder()
     cuts: list[int] = []
@@ -102,7 +83,8 @@ def record_run(spec, cfg, length: int, steps: int = 3) -> Recording:
         cuts.append(len(rec.events))
         for _ in range(steps):
             batches = [torch.randint(0, spec.vocab_size, (cfg.micro_batch, length)) for _ in range(micro)]
-            train_step(model, opts, cfg, batches, mark=lambda: cuts.append(len(rec.events)))
+            step.train_step(model, opts, cfg, batches,
+                            mark=lambda what: what == "backward" and cuts.append(len(rec.events)))
             del batches
             cuts.append(len(rec.events))
         for h in hooks:

@@ -11,6 +11,7 @@ from gpuwise.nn import Adapters, Shard, build_model, set_compute_dtype, tp_shard
 from gpuwise.trace.optimizers import make_optimizer
 from gpuwise.trace.precision import dtypes
 from gpuwise.trace.recompute import apply_recompute
+from gpuwise.trace import step
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import TrainingConfig
 
@@ -104,7 +105,12 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
             warnings.filterwarnings("ignore", message="Expected a tensor or a traceable wrapper-subclass")
             tracker = _tracker(model, opts, ways > 1)
             with tracker:
-                _traced_step(model, opts, cfg, run, ways, batch, tracker, mark)
+                ops = schedule(run.in_flight, cfg.grad_accum)
+                batches = (batch() for _ in range(ops.count("F")))      # each made as its forward starts
+                step.train_step(model, opts, cfg, batches, ops=ops, head=run.head,
+                                sync_last_only=ways > 1 and run.in_flight > 1,
+                                on_forward=tracker.reset_mod_stats,   # module stats per forward; the peak is kept
+                                mark=mark)
         return phases
 
 
@@ -137,31 +143,6 @@ def _batch_maker(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt):
         return torch.randn(cfg.micro_batch, local_tokens, spec.hidden, dtype=stream, requires_grad=True), labels
 
     return batch
-
-
-def _traced_step(model, opts, cfg: TrainingConfig, run: StageRun, ways: int, batch, tracker, mark) -> None:
-    """One training step in the pipeline schedule's order, marking each forward, backward and the optimizer step."""
-    for opt in opts:
-        opt.zero_grad(set_to_none=True)
-    ops = schedule(run.in_flight, cfg.grad_accum)
-    outs = []
-    for n, op in enumerate(ops):
-        if op == "F":
-            if tracker is not None:
-                tracker.reset_mod_stats()    # module stats are per call; the global peak is kept
-            outs.append(model(*batch()) if run.head else model(batch()[0]))
-            mark("forward")
-            continue
-        if ways > 1 and run.in_flight > 1:
-            # torch.distributed.pipelining: FSDP reduces gradients on the last micro-batch only
-            model.set_requires_gradient_sync("B" not in ops[n + 1:])
-        out = outs.pop(0)
-        out.backward(None if run.head else torch.ones_like(out))
-        del out
-        mark("backward")
-    if not cfg.optimizer_in_backward:    # else each parameter was stepped in its gradient hook
-        opts[0].step()
-    mark("optimizer step")
 
 
 def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard | None = None,

@@ -180,8 +180,8 @@ def build(spec, cfg: TrainingConfig, device: str):
 
 def train_step(model, opts: list, cfg: TrainingConfig, ids) -> None:
     """One training step on the batch ``ids`` (labels = inputs): the loop the allocator simulation replays
-    (`gpuwise.trace.allocations.train_step`), one micro-batch."""
-    from gpuwise.trace.allocations import train_step as step
+    (`gpuwise.trace.step.train_step`), one micro-batch."""
+    from gpuwise.trace.step import train_step as step
 
     step(model, opts, cfg, [ids])
 
@@ -221,8 +221,8 @@ def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4, len
 def _measure_drawn(spec, cfg: TrainingConfig, device: str, steps: int, lengths) -> Measured:
     import torch
 
-    from gpuwise.trace.allocations import train_step as step
     from gpuwise.trace.reserved import LengthDist
+    from gpuwise.trace.step import train_step as step
 
     cuda = device.startswith("cuda")
     draw = (lengths or LengthDist("fixed", cfg.seq_len)).sampler(0)
