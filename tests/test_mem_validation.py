@@ -65,7 +65,9 @@ def test_headline_is_external_measured_rows_per_stack(report):
 
 def test_ms_swift_dec_2023_run_is_its_own_source(report):
     # the doc's first run (cfcb6726): its own source, never fitted on; its batch rows (truncation_left, most samples
-    # fill 2048 tokens) grow from batch 1 to 8 by what the estimate adds (measured +34.65 GiB)
+    # fill 2048 tokens) grow from batch 1 to 8 by +34.65 GiB measured, the estimate by 12% less: the traced tensors
+    # grow by 27.95 GiB and the measured slack from 2% to 15% of them, which a fraction of the allocated peak
+    # does not follow (the simulated allocator of `validate memory --simulate-allocator` does: 0.1-0.2% per row)
     dec = [r for r in report.rows if r.source.startswith("ms_swift_benchmark_a100_2023_12.csv")]
     assert len(dec) == 27 and all(r.kind == "external" for r in dec)
     batch = {int(r.source.split(" batch ")[1].split()[0]): r for r in dec
@@ -73,7 +75,7 @@ def test_ms_swift_dec_2023_run_is_its_own_source(report):
     assert sorted(batch) == [1, 2, 4, 8]
     grow_measured = batch[8].measured - batch[1].measured
     grow_predicted = batch[8].predicted - batch[1].predicted
-    assert abs(grow_measured - 34.65) < 0.01 and abs(grow_predicted - grow_measured) / grow_measured < 0.05
+    assert abs(grow_measured - 34.65) < 0.01 and abs(grow_predicted - grow_measured) / grow_measured < 0.15
     oom = [r for r in dec if r.case.startswith("OOM")]
     assert len(oom) == 1 and oom[0].measured is None and oom[0].predicted is not None
 
@@ -123,9 +125,10 @@ def test_bert_device_totals_close(report):
 def test_allocator_rows_fit_residuals(report):
     rows = [r for r in report.rows if r.source.startswith("allocator_reserved") and r.kind != "loso"]
     fit = [r for r in rows if r.status == "compared"]
-    assert len(fit) == 13 and len({r.source.split("(")[1] for r in fit}) >= 4
+    assert len(fit) == 33 and len({r.source.split("(")[1] for r in fit}) >= 10
     errs = sorted(abs(r.error) for r in fit)
-    assert errs[len(errs) // 2] < 0.15 and errs[-1] < 0.35
+    # in-sample; the largest are the smallest models (esm2 8M LoRA: 0.72 GiB allocated, 1.95 reserved)
+    assert errs[len(errs) // 2] < 0.10 and errs[-1] < 0.60
     assert all(r.passed for r in rows if r.status == "checked")
 
 
@@ -136,28 +139,37 @@ def test_oom_rows_predicted_not_to_fit(report):
 
 def test_overhead_constants_are_the_calibration():
     f = calibrate_overhead()
-    assert overhead.SLACK_ONE_GPU == pytest.approx(f["one GPU"], abs=0.001)
-    assert overhead.SLACK_MULTI_GPU == pytest.approx(f["several GPUs"], abs=0.001)
-    assert overhead.SLACK_UNMEASURED == pytest.approx(f["unsplit"], abs=0.001)
+    assert set(f) == set(overhead.SLACK_GROUPS)
+    for group, slack in overhead.SLACK.items():
+        assert slack.fraction == pytest.approx(f[group].fraction, abs=0.001)
+        assert slack.gib == pytest.approx(f[group].gib, abs=0.001)
     rows = slack_rows()
-    assert sum(not r.multi_gpu for r in rows) == overhead.CALIBRATION_ROWS["one GPU"]
-    assert sum(r.multi_gpu for r in rows) == overhead.CALIBRATION_ROWS["several GPUs"]
-    assert len({r.source for r in rows if not r.multi_gpu}) == overhead.CALIBRATION_SOURCES["one GPU"]
-    assert len({r.source for r in rows if r.multi_gpu}) == overhead.CALIBRATION_SOURCES["several GPUs"]
+    for group in overhead.SLACK_GROUPS:
+        assert sum(r.group == group for r in rows) == overhead.CALIBRATION_ROWS[group]
+        assert len({r.source for r in rows if r.group == group}) == overhead.CALIBRATION_SOURCES[group]
+
+
+def test_overhead_states_its_leave_one_source_out_errors(report):
+    loso = [r for r in report.rows if r.kind == "loso"]
+    public = [abs(r.error) for r in loso if not r.source.startswith("gpu_runs")]
+    grid = [abs(r.error) for r in loso if r.source.startswith("gpu_runs")]
+    assert statistics.median(public) == pytest.approx(overhead.LOSO_MEDIAN["public"], abs=0.001)
+    assert statistics.median(grid) == pytest.approx(overhead.LOSO_MEDIAN["grid"], abs=0.001)
 
 
 def test_slack_by_ranks_and_stack():
-    """A run with more than one rank keeps more slack than one GPU (collectives on NCCL streams); a one-GPU run
-    under a stack no fit row measured keeps the single fraction of the public rows."""
-    assert overhead.slack_fraction(True, "pytorch") == overhead.slack_fraction(True, "hf-trainer") \
-        == overhead.SLACK_MULTI_GPU
-    assert overhead.slack_fraction(False, "pytorch") == overhead.SLACK_ONE_GPU
-    assert overhead.slack_fraction(False, "hf-trainer") == overhead.SLACK_UNMEASURED
-    assert overhead.SLACK_ONE_GPU < overhead.SLACK_UNMEASURED < overhead.SLACK_MULTI_GPU
-    one, two = (estimate_memory(load_model("llama-2-7b"), TrainingConfig(
+    """More than one rank (collectives on NCCL streams) and DeepSpeed's engine on one GPU keep more slack than a
+    plain loop on one GPU, whatever else the stack; the slack is a fraction of the allocated peak plus fixed
+    GiB per GPU."""
+    several, one, ds = (overhead.SLACK[g] for g in ("several GPUs", "one GPU", "one GPU, DeepSpeed"))
+    assert overhead.slack_terms(True, "pytorch") == overhead.slack_terms(True, "hf-trainer") == several
+    assert overhead.slack_terms(False, "pytorch") == overhead.slack_terms(False, "hf-trainer") == one
+    assert overhead.slack_terms(False, "deepspeed") == ds
+    assert one.fraction < several.fraction and one.fraction < ds.fraction and one.gib > 0
+    one_gpu, two = (estimate_memory(load_model("llama-2-7b"), TrainingConfig(
         micro_batch=1, seq_len=2048, plan=ParallelPlan(dp=g, zero=3 if g > 1 else 0))) for g in (1, 2))
-    assert one.allocator == pytest.approx(overhead.SLACK_ONE_GPU * one.allocated)
-    assert two.allocator == pytest.approx(overhead.SLACK_MULTI_GPU * two.allocated)
+    assert one_gpu.allocator == pytest.approx(one.fraction * one_gpu.allocated + one.gib * overhead.GIB)
+    assert two.allocator == pytest.approx(several.fraction * two.allocated + several.gib * overhead.GIB)
 
 
 def test_h200_grid_reserved_within_bound():
@@ -177,16 +189,16 @@ def test_allocator_slack_leave_one_source_out(report):
     summary."""
     loso = [r for r in report.rows if r.kind == "loso"]
     fit_rows = [r for r in report.rows if r.kind == "in-sample" and r.status == "compared"]
-    assert len(fit_rows) == 13 and len(loso) == 13 + 28
+    assert len(fit_rows) == 33 and len(loso) == 33 + 28
     n, med, mx = report.loso()
-    assert n == 41 and med is not None and mx >= med
-    # each held-out source's refit differs from the others' (5 sources: 4 public repositories and the H200 grid)
-    assert len({r.note for r in loso}) == 5
+    assert n == 61 and med is not None and mx >= med
+    # each held-out source's refit differs from the others' (11 sources: 10 public repositories and the H200 grid)
+    assert len({r.note for r in loso}) == 11
     public = sorted(abs(r.error) for r in loso if not r.source.startswith("gpu_runs"))
     grid = sorted(abs(r.error) for r in loso if r.source.startswith("gpu_runs"))
-    # the single fraction scored 16.2% median / 33.9% max on the public rows, 14.3% / 22.9% on the grid
-    assert len(public) == 13 and public[6] < 0.09 and public[-1] < 0.34
-    assert len(grid) == 28 and statistics.median(grid) < 0.06 and grid[-1] < 0.14
+    # a fraction alone (no fixed GiB) scored 7.1% median on the public rows but 11.6% / 20.0% on the grid
+    assert len(public) == 33 and statistics.median(public) < 0.09 and public[-1] < 0.60
+    assert len(grid) == 28 and statistics.median(grid) < 0.05 and grid[-1] < 0.17
 
 
 def test_rows_of_the_added_presets_are_scored_and_the_rest_say_why(report):

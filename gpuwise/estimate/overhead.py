@@ -5,29 +5,36 @@ device total = allocated peak (tensors) + allocator slack (reserved - allocated)
 
 - Allocator slack: PyTorch's caching allocator keeps freed blocks reserved and cannot always reuse
   them for differently sized requests (large requests are rounded up to 2 MiB multiples and served
-  from segments that are split, not merged across segments; blocks freed on one stream are not reused
-  by another until the other stream's work on them is done, which the collectives of a multi-GPU run
-  make worse: FSDP's all-gather / reduce-scatter buffers and Megatron's all-reduces run on NCCL streams).
-  Model: a fraction of the allocated peak, each a least-squares fit (relative error of
-  max_memory_reserved) on measured training-step peaks, allocated next to reserved:
-  * more than one rank, any stack (SLACK_MULTI_GPU): 7 rows from 3 public sources (llama-cookbook PRs
-    #41/#165/#650: Llama-7B FSDP; Liger-Kernel PR #110: Llama-3-8B HF Trainer + FSDP; Megatron-LM issue
-    #60: GPT-2 2.6B mp=2 dp=8), measured 26-80%;
-  * one GPU, an eager PyTorch loop (stack pytorch, SLACK_ONE_GPU): 34 rows from 2 sources (peft issue
-    #1469: the author's own loop, BERT-size models, 6 rows; gpuwise's own H200 grid,
-    gpuwise/data/measured/gpu/gpu_runs.csv, 28 rows, in-sample for this fraction), measured 0.5-65%
-    (0.5-29% on the H200 grid, largest with full recompute and an unchunked loss over a large vocabulary);
-  * one GPU under another stack (SLACK_UNMEASURED): no measured row; the single fraction fitted on all 13
-    public rows (what the model used for every run before the split), kept until one is measured.
-  Public rows: gpuwise/data/measured/allocator_reserved_vs_allocated.csv (column multi_gpu). The single
-  fraction had a leave-one-source-out median error of reserved of 16% on the public rows and
-  over-predicted the H200 grid's reserved peak by 14% (median); split by the number of ranks the
-  leave-one-source-out median is 8% on the public rows and 5% on the H200 grid (fitted on peft's rows
-  alone); see `gpuwise.validation.memory.calibrate_overhead` (a test holds the constants to it). The
-  allocated peak is the regressor because it is what the rows state (their activation / state split
-  is not). The two HF BERT-large nvidia-smi totals are
-  out-of-sample validation rows. With PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True segments grow
-  in place and most of this slack disappears (PyTorch CUDA semantics notes); the default (off) is assumed.
+  from segments that are split, not merged across segments; a block allocated on one stream serves only
+  that stream's later requests, and blocks freed while another stream still uses them wait for it, which the
+  collectives of a multi-GPU run and DeepSpeed's side streams make worse: FSDP's all-gather / reduce-scatter
+  buffers and Megatron's all-reduces run on NCCL streams).
+  Model: per group of runs (`slack_group`), a fraction of the allocated peak plus a fixed amount per GPU
+  (segments the allocator keeps from loading and from one-off requests, whatever the model's size: the
+  small models of the one-GPU rows keep 0.2-1.2 GiB over 0.3-2.5 GiB allocated), both fitted by non-negative
+  least squares (relative error of max_memory_reserved) on measured training-step peaks with memory to spare,
+  allocated next to reserved, in gpuwise/data/measured/allocator_reserved_vs_allocated.csv and gpuwise's own
+  H200 grid. Leave-one-source-out, the fixed term took the H200 grid's median error from 11.6% (a fraction
+  alone, fitted on the other sources' small models) to 4.0%, and the public rows' from 7.1% to 8.2%:
+  * one GPU, a plain training loop, whatever the stack (SLACK["one GPU"]): peft issue #1469 (hand-written loops,
+    BERT/ESM-size models), torchtune PR #527 (its single-device recipe) and the H200 grid
+    (gpuwise/data/measured/gpu/gpu_runs.csv, in-sample for this fraction), measured 0.5-169% (0.5-29% on the
+    H200 grid, largest with full recompute and an unchunked loss over a large vocabulary; the largest
+    fractions are small models);
+  * one GPU under DeepSpeed (SLACK["one GPU, DeepSpeed"]): ZeRO-2/3 engine, bucketed gradient buffers and side
+    streams with one rank; one source (gpjt/fine-tune-2024-04, HF Trainer + DeepSpeed), so not validated out
+    of sample;
+  * more than one rank, any stack (SLACK["several GPUs"]): llama-cookbook PRs #41/#165/#650 (FSDP1 and a per-parameter
+    prototype), Liger-Kernel PR #110 (HF Trainer + FSDP), Megatron-LM issue #60, torchtitan PR #165 (FSDP1 and
+    FSDP2), ISEEKYAN/Megatron-LM #150 (FSDP2 and Megatron-FSDP), NeMo #14850 (Megatron TP/PP/EP),
+    min-max-gpt PR #5 (DeepSpeed), measured 7-80%.
+  Which rows fit each group and the leave-one-source-out errors: `gpuwise.validation.memory.calibrate_overhead`
+  (a test holds the constants to it) and `gpuwise validate memory`. Until 2026-11-26 a one-GPU run under a
+  stack other than a hand-written loop used the single fraction of all public rows (23.5%, multi-GPU rows
+  included) because no row measured one; the torchtune row and the DeepSpeed rows replaced it. The allocated
+  peak is the regressor because it is what the rows state (their activation / state split is not). With
+  PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True segments grow in place and most of this slack disappears
+  (PyTorch CUDA semantics notes); the default (off) is assumed.
 - CUDA context and workspaces: with lazy module loading (CUDA >= 11.7, PyTorch's default) the
   context takes ~300-400 MB (PyTorch maintainers in pytorch/pytorch#107667 and #109888; 426 MiB by
   nvidia-smi with PyTorch 2.10/CUDA 13 on an RTX 6000 Ada, unsloth-zoo PR #1053), plus PyTorch's
@@ -42,6 +49,8 @@ device total = allocated peak (tensors) + allocator slack (reserved - allocated)
 
 from __future__ import annotations
 
+from typing import NamedTuple
+
 from gpuwise.hardware.types import CUDA_CONTEXT_MIB
 
 GIB = 2 ** 30
@@ -49,29 +58,45 @@ MIB = 2 ** 20
 
 CONTEXT_MIB = CUDA_CONTEXT_MIB       # lazy-loaded CUDA context + cuBLAS workspaces (see docstring)
 EAGER_CONTEXT_MIB = 1343            # HF model-memory-anatomy doc, first 1-element tensor
-# reserved - allocated at the peak, as a fraction of the allocated peak (see the module docstring for the rows
-# each is fitted on); calibrate_overhead() recomputes them.
-SLACK_ONE_GPU = 0.101        # one GPU, stack pytorch
-SLACK_MULTI_GPU = 0.380      # more than one rank, any stack
-SLACK_UNMEASURED = 0.235     # one GPU, another stack: the single fraction of the 13 public rows
-CALIBRATION_ROWS = {"one GPU": 34, "several GPUs": 7, "unsplit": 13}
-CALIBRATION_SOURCES = {"one GPU": 2, "several GPUs": 3, "unsplit": 4}
-MEASURED_ONE_GPU_STACKS = ("pytorch",)   # the stacks of the one-GPU fit rows
+
+
+class Slack(NamedTuple):
+    """reserved - allocated at the peak = fraction x allocated peak + gib GiB (per GPU)."""
+
+    fraction: float
+    gib: float
+
+
+# per `slack_group` (see the module docstring for the rows each is fitted on); calibrate_overhead() recomputes them
+SLACK = {"one GPU": Slack(0.084, 0.293),               # a plain training loop, any stack but deepspeed
+         "one GPU, DeepSpeed": Slack(0.304, 0.0),
+         "several GPUs": Slack(0.287, 0.076)}          # more than one rank, any stack
+SLACK_GROUPS = tuple(SLACK)
+CALIBRATION_ROWS = {"one GPU": 40, "one GPU, DeepSpeed": 4, "several GPUs": 17}
+CALIBRATION_SOURCES = {"one GPU": 3, "one GPU, DeepSpeed": 1, "several GPUs": 7}
+LOSO_MEDIAN = {"public": 0.082, "grid": 0.040}   # leave-one-source-out median |error| of reserved (a test checks)
 NCCL_BUFFSIZE_MIB = 4
 NCCL_CHANNELS = 16
 
 
-def slack_fraction(multi_gpu: bool, stack: str = "pytorch") -> float:
-    """reserved - allocated at the peak as a fraction of the allocated peak (see the module docstring)."""
+def slack_group(multi_gpu: bool, stack: str = "pytorch") -> str:
+    """The group of runs whose fitted fraction applies: more than one rank (collectives on NCCL streams), one GPU
+    under DeepSpeed (its engine's buffers and side streams), or one GPU in a plain training loop."""
     if multi_gpu:
-        return SLACK_MULTI_GPU
-    return SLACK_ONE_GPU if stack in MEASURED_ONE_GPU_STACKS else SLACK_UNMEASURED
+        return "several GPUs"
+    return "one GPU, DeepSpeed" if stack == "deepspeed" else "one GPU"
+
+
+def slack_terms(multi_gpu: bool, stack: str = "pytorch") -> Slack:
+    """The fitted reserved - allocated of a run: its group's fraction of the allocated peak and fixed GiB."""
+    return SLACK[slack_group(multi_gpu, stack)]
 
 
 def allocator_slack_bytes(allocated: float, multi_gpu: bool, stack: str = "pytorch") -> float:
     """reserved - allocated at the peak, for an `allocated` peak of live tensor bytes of a run on one GPU
     (`multi_gpu` False) or with more than one rank, under `stack`."""
-    return slack_fraction(multi_gpu, stack) * allocated
+    s = slack_terms(multi_gpu, stack)
+    return s.fraction * allocated + s.gib * GIB
 
 
 def context_bytes(context: bool = True) -> float:
@@ -90,16 +115,18 @@ def overhead_bytes(allocated: float, context: bool = True) -> float:
 
 
 def describe() -> str:
+    one, ds, multi = (SLACK[g] for g in SLACK_GROUPS)
     return (f"overhead (not in tensors): CUDA context + cuBLAS workspaces {CONTEXT_MIB} MiB (lazy module loading; "
-            f"PyTorch issues #107667/#109888), allocator slack (reserved - allocated) = {SLACK_ONE_GPU:.1%} of "
-            f"the allocated peak on one GPU in an eager PyTorch loop ({CALIBRATION_ROWS['one GPU']} measured "
-            f"peaks from {CALIBRATION_SOURCES['one GPU']} sources, peft's and gpuwise's H200 runs), "
-            f"{SLACK_MULTI_GPU:.1%} with more than one rank ({CALIBRATION_ROWS['several GPUs']} peaks from "
-            f"{CALIBRATION_SOURCES['several GPUs']} public sources), {SLACK_UNMEASURED:.1%} on one GPU under "
-            f"another stack (not measured: the single fit on {CALIBRATION_ROWS['unsplit']} public peaks); "
-            "least-squares fits, leave-one-source-out median error of reserved 8% on the public rows, 5% on "
-            "the H200 runs), "
-            f"NCCL {NCCL_BUFFSIZE_MIB} MiB x 2 neighbours x {NCCL_CHANNELS} channels per "
+            f"PyTorch issues #107667/#109888), allocator slack (reserved - allocated) = {one.fraction:.1%} of "
+            f"the allocated peak + {one.gib:.2f} GiB on one GPU in a plain training loop, any stack "
+            f"({CALIBRATION_ROWS['one GPU']} measured peaks from {CALIBRATION_SOURCES['one GPU']} sources: peft's "
+            f"and torchtune's threads, gpuwise's H200 runs), {ds.fraction:.1%} + {ds.gib:.2f} GiB on one GPU "
+            f"under DeepSpeed ({CALIBRATION_ROWS['one GPU, DeepSpeed']} peaks, one source: not validated out of "
+            f"sample), {multi.fraction:.1%} + {multi.gib:.2f} GiB with more than one rank "
+            f"({CALIBRATION_ROWS['several GPUs']} peaks from {CALIBRATION_SOURCES['several GPUs']} public sources, "
+            "FSDP1/FSDP2/Megatron/DeepSpeed); non-negative least squares, leave-one-source-out median error of "
+            f"reserved {LOSO_MEDIAN['public']:.1%} on the public rows, {LOSO_MEDIAN['grid']:.1%} on the H200 runs "
+            f"(gpuwise validate memory); NCCL {NCCL_BUFFSIZE_MIB} MiB x 2 neighbours x {NCCL_CHANNELS} channels per "
             "communicator (NCCL_BUFFSIZE default; channel count assumed, not calibrated); "
             "expandable_segments off; `memory --method trace` on one GPU simulates the allocator instead "
             "(docs/allocator.md)")

@@ -28,9 +28,11 @@ import csv
 import statistics
 from dataclasses import dataclass, field
 
+import numpy as np
+
 from gpuwise.data import data_path
 from gpuwise.estimate.memory import estimate_memory
-from gpuwise.estimate.overhead import GIB
+from gpuwise.estimate.overhead import GIB, SLACK_GROUPS, Slack, slack_group, slack_terms
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.models import load_model
 from gpuwise.workload.training import ParallelPlan, TrainingConfig
@@ -67,8 +69,8 @@ class ValidationRow:
 # loso:      a fitted constant refitted without one source and scored on that source's rows (leave-one-source-out)
 KINDS = ("external", "in-sample", "formula", "loso")
 # which rows each constant of the memory model was fitted on (printed with every validation table)
-FITTED_ON = ("allocator slack SLACK_ONE_GPU / SLACK_MULTI_GPU (overhead.py): the 13 use=fit rows of "
-             "measured/allocator_reserved_vs_allocated.csv (in-sample rows below) and the 28 one-GPU rows of "
+FITTED_ON = ("allocator slack SLACK_ONE_GPU / SLACK_DEEPSPEED_ONE_GPU / SLACK_MULTI_GPU (overhead.py): the use=fit rows "
+             "of measured/allocator_reserved_vs_allocated.csv (in-sample rows below) and the 28 one-GPU rows of "
              "gpuwise's H200 grid (measured/gpu/gpu_runs.csv: its reserved peaks are in-sample for `gpuwise validate "
              "gpu`; the held-out check set is not fitted on); its leave-one-source-out rows refit each fraction "
              "without each source repository (the H200 grid as one source); no other memory constant is "
@@ -281,6 +283,7 @@ def _bert_device_gib(est) -> float:
 ALLOCATOR_CSV = "allocator_reserved_vs_allocated.csv"
 
 
+_UNIT_GIB = {"GiB": 1.0, "GB": 1e9 / GIB, "MiB": 1 / 1024, "MB": 1e6 / GIB, "bytes": 1 / GIB}
 GRID_SOURCE = "gpuwise H200 grid"     # gpuwise/data/measured/gpu/gpu_runs.csv: one source in the fit
 
 
@@ -290,6 +293,7 @@ class SlackRow:
     source: str          # the repository of a public thread, or GRID_SOURCE
     label: str
     multi_gpu: bool
+    stack: str           # the training code that ran the step (pytorch: a hand-written loop)
     allocated: float
     reserved: float
     unit: str
@@ -301,34 +305,59 @@ class SlackRow:
         """measured reserved / allocated at the peak (same unit within a row)."""
         return self.reserved / self.allocated
 
+    @property
+    def unit_gib(self) -> float:
+        """GiB per unit of the row's numbers (GB and MB read as decimal, as PyTorch's helpers print them)."""
+        if self.unit.startswith("% of ") and self.unit.endswith(" GiB"):
+            return float(self.unit[5:-4]) / 100
+        return _UNIT_GIB[self.unit]
+
+    def predicted(self, slack: Slack) -> float:
+        """Reserved in the row's unit under `slack` (overhead.Slack) from its measured allocated peak."""
+        return self.allocated * (1 + slack.fraction) + slack.gib / self.unit_gib
+
+    @property
+    def group(self) -> str:
+        """The fitted fraction that applies to this run (overhead.slack_group)."""
+        return slack_group(self.multi_gpu, self.stack)
+
 
 def slack_rows() -> list[SlackRow]:
     """The fit rows: the public `use=fit` rows and the H200 grid's one-GPU rows (measured allocated and reserved
     peaks of `gpu_runs.measured_rows`; the held-out check set is never read here)."""
     from gpuwise.validation.gpu_runs import SETS, measured_rows
 
-    out = [SlackRow(_source_repo(r["source_url"]), f"{r['model']} ({r['source_url']})", r["multi_gpu"] == "yes",
-                    float(r["allocated"]), float(r["reserved"]), r["unit"], r["metric"], r["setup"])
-           for r in read_measured(ALLOCATOR_CSV) if r["use"] == "fit"]
+    out = [_slack_row(r) for r in read_measured(ALLOCATOR_CSV) if r["use"] == "fit"]
     for r in measured_rows(SETS["grid"]):
         label = f"{r['model']} mb {r['micro_batch']} seq {r['seq_len']} {r['precision']} recompute {r['recompute']}"
-        out.append(SlackRow(GRID_SOURCE, f"{label} {r['levers']}".strip() + f" ({r['device']})", False,
+        out.append(SlackRow(GRID_SOURCE, f"{label} {r['levers']}".strip() + f" ({r['device']})", False, "pytorch",
                             float(r["measured_allocated_gib"]), float(r["measured_reserved_gib"]), "GiB",
                             "peak allocated", f"plain PyTorch loop, {r['optimizer']}, torch {r['torch']}"))
     return out
 
 
-def calibrate_overhead(rows: list[SlackRow] | None = None) -> dict[str, float]:
-    """Least-squares allocator-slack fractions f of the allocated peak on the measured training peaks
-    (`slack_rows`): "one GPU" on the one-GPU rows (every one an eager PyTorch loop), "several GPUs" on the
-    rows with more than one rank, "unsplit" on the public rows of both (the single fraction the model used
-    before, kept for one GPU under a stack no row measures). Predicted reserved = (1 + f) x allocated;
-    f minimises the summed squared relative error of reserved, sum ((1 + f) / q_i - 1)^2 with
-    q_i = reserved_i / allocated_i, so 1 + f = sum(1 / q_i) / sum(1 / q_i^2)."""
+def _slack_row(r: dict[str, str]) -> SlackRow:
+    """A SlackRow of the public CSV's row `r`."""
+    return SlackRow(_source_repo(r["source_url"]), f"{r['model']} ({r['source_url']})", r["multi_gpu"] == "yes",
+                    r["stack"], float(r["allocated"]), float(r["reserved"]), r["unit"], r["metric"], r["setup"])
+
+
+def calibrate_overhead(rows: list[SlackRow] | None = None) -> dict[str, Slack]:
+    """The allocator slack of each group of `overhead.slack_group` that has rows, fitted on its measured training
+    peaks (`slack_rows`): reserved = (1 + f) x allocated + c GiB, with f, c >= 0 minimising the summed squared
+    relative error of reserved, sum(((1 + f) a_i + c) / r_i - 1)^2 (non-negative least squares in 1 + f and c;
+    a_i, r_i in GiB)."""
     rows = slack_rows() if rows is None else rows
-    return {"one GPU": _fit_fraction([r.ratio for r in rows if not r.multi_gpu]),
-            "several GPUs": _fit_fraction([r.ratio for r in rows if r.multi_gpu]),
-            "unsplit": _fit_fraction([r.ratio for r in rows if r.source != GRID_SOURCE])}
+    return {g: _fit_slack(grp) for g in SLACK_GROUPS if (grp := [r for r in rows if r.group == g])}
+
+
+def _fit_slack(rows: list[SlackRow]) -> Slack:
+    from scipy.optimize import nnls
+
+    a = np.array([r.allocated * r.unit_gib for r in rows])
+    res = np.array([r.reserved * r.unit_gib for r in rows])
+    (k, c), _ = nnls(np.stack([a / res, 1 / res], axis=1), np.ones(len(rows)))
+    return Slack(float(k) - 1, float(c))
 
 
 def _source_repo(url: str) -> str:
@@ -337,52 +366,47 @@ def _source_repo(url: str) -> str:
     return "/".join(parts[:2])
 
 
-def _fit_fraction(q: list[float]) -> float:
-    """The least-squares slack fraction of `calibrate_overhead` on reserved/allocated ratios q."""
-    return sum(1 / x for x in q) / sum(1 / (x * x) for x in q) - 1
-
-
 def _loso_rows() -> list[ValidationRow]:
     """The allocator slack refitted without each source (a repository, or the H200 grid as one) and scored on
-    that source's rows: the out-of-sample error of the only memory constants fitted on measured rows."""
+    that source's rows: the out-of-sample error of the only memory constants fitted on measured rows. A group
+    left without rows falls back to the one-GPU plain-loop fraction (what a run of an unmeasured kind gets)."""
     fit = slack_rows()
     out = []
     for src in sorted({r.source for r in fit}):
         rest = [r for r in fit if r.source != src]
         fractions = calibrate_overhead(rest)
         for r in (r for r in fit if r.source == src):
-            group = "several GPUs" if r.multi_gpu else "one GPU"
+            group = r.group if r.group in fractions else "one GPU"
             f = fractions[group]
-            n = sum(1 for x in rest if x.multi_gpu == r.multi_gpu)
+            n = sum(1 for x in rest if x.group == group)
             out.append(ValidationRow(f"{ALLOCATOR_CSV if src != GRID_SOURCE else 'gpu_runs.csv'} {r.label} "
                                      f"(held out: {src})", f"peak reserved from {r.metric}, slack refitted without "
-                                     f"{src}", r.reserved, r.allocated * (1 + f), r.unit, "compared",
-                                     f"LEAVE-ONE-SOURCE-OUT: {group} slack {f:.1%} fitted on the {n} {group} fit "
-                                     f"rows of the other sources", kind="loso"))
+                                     f"{src}", r.reserved, r.predicted(f), r.unit, "compared",
+                                     f"LEAVE-ONE-SOURCE-OUT: {group} slack {f.fraction:.1%} + {f.gib:.2f} GiB "
+                                     f"fitted on the {n} {group} fit "
+                                     f"rows of the other sources" + ("" if group == r.group else
+                                                                    f" (no other {r.group} source)"),
+                                     kind="loso"))
     return out
 
 
 def _allocator_rows() -> list[ValidationRow]:
-    """The public allocator rows: reserved predicted from the measured allocated peak. Training peaks are
-    in-sample (the fractions are fitted on them; the H200 grid's in-sample rows are `gpuwise validate gpu`'s);
-    OOM rows are checks (fragmentation left after the allocator freed its cache must not exceed the modelled
-    one-GPU slack, the smaller)."""
-    from gpuwise.estimate.overhead import allocator_slack_bytes
-
+    """The public allocator rows: reserved predicted from the measured allocated peak with the estimator's slack.
+    Training peaks are in-sample (the slack is fitted on them; the H200 grid's in-sample rows are `gpuwise validate
+    gpu`'s); OOM rows are checks (fragmentation left after the allocator freed its cache must not exceed the
+    modelled one-GPU slack, the smaller)."""
     out = []
     for r in read_measured(ALLOCATOR_CSV):
+        row = _slack_row(r)
         label = f"{ALLOCATOR_CSV} {r['model']} ({r['source_url']})"
-        alloc, reserved = float(r["allocated"]), float(r["reserved"])
-        # the estimator's reserved for this allocated peak (the one-GPU rows are eager PyTorch loops)
-        predicted = alloc + allocator_slack_bytes(alloc, r["multi_gpu"] == "yes", "pytorch")
+        predicted = row.predicted(slack_terms(row.multi_gpu, row.stack))
         if r["use"] == "oom":
-            ok = reserved <= predicted
-            out.append(ValidationRow(label, "reserved at an out-of-memory error", reserved, predicted, r["unit"],
+            out.append(ValidationRow(label, "reserved at an out-of-memory error", row.reserved, predicted, r["unit"],
                                      "checked", "OOM message: unreleasable fragmentation is within the modelled "
-                                     "slack; " + r["setup"], passed=ok, kind="in-sample"))
+                                     "slack; " + r["setup"], passed=row.reserved <= predicted, kind="in-sample"))
             continue
-        out.append(ValidationRow(label, f"peak reserved from {r['metric']}", reserved, predicted, r["unit"],
-                                 "compared", "IN-SAMPLE: the allocator-slack fractions are fitted on these rows; "
+        out.append(ValidationRow(label, f"peak reserved from {r['metric']}", row.reserved, predicted, r["unit"],
+                                 "compared", "IN-SAMPLE: the allocator slack is fitted on these rows; "
                                  + r["setup"], kind="in-sample"))
     return out
 
