@@ -304,9 +304,9 @@ def _schedule(cfg: TrainingConfig, interleave: int) -> str:
 
 
 def _overheads(cfg: TrainingConfig, allocated: float, context: bool) -> tuple[float, float, float]:
-    """(allocator slack, CUDA context, NCCL) bytes for an `allocated` peak; the slack is the multi-GPU
-    fraction when any parallel group has more than one rank (its collectives run on NCCL streams), else the
-    one-GPU fraction of the stack (overhead.slack_fraction)."""
+    """(allocator slack, CUDA context, NCCL) bytes for an `allocated` peak; the slack is the multi-GPU one when any
+    parallel group has more than one rank (its collectives run on NCCL streams), else the one-GPU one of the stack
+    (overhead.slack_terms: a fraction of the allocated peak plus fixed GiB)."""
     p = cfg.plan
     groups = (p.dp * p.cp, p.tp, p.pp, p.cp)
     multi = max(groups) > 1
@@ -347,8 +347,8 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
                         context: bool = True, allocator: float | None = None) -> MemoryEstimate:
     """A MemoryEstimate from the tensor bytes at the peak by part (parameters, gradients, optimizer,
     activations, temporaries), estimated or traced: the overhead model (overhead.py) adds what tensors
-    don't show, the allocator slack as a fraction of the allocated peak, so both methods share one schema;
-    `allocator`: reserved - allocated simulated instead (gpuwise.trace.reserved), in place of that fraction."""
+    don't show (the fitted allocator slack, CUDA context, NCCL), so both methods share one schema;
+    `allocator`: reserved - allocated simulated instead (gpuwise.trace.reserved), in place of the fitted slack."""
     w, g, o, a, t = (parts[k] for k in ("parameters", "gradients", "optimizer", "activations", "temporaries"))
     est = _from_parts(w, g, o, a, t, cfg, params, trainable, notes, peak_phase, peak_stage, context)
     if allocator is None:

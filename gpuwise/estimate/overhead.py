@@ -80,7 +80,7 @@ NCCL_CHANNELS = 16
 
 
 def slack_group(multi_gpu: bool, stack: str = "pytorch") -> str:
-    """The group of runs whose fitted fraction applies: more than one rank (collectives on NCCL streams), one GPU
+    """The group of runs whose fitted slack applies: more than one rank (collectives on NCCL streams), one GPU
     under DeepSpeed (its engine's buffers and side streams), or one GPU in a plain training loop."""
     if multi_gpu:
         return "several GPUs"
@@ -126,7 +126,10 @@ def describe() -> str:
             f"({CALIBRATION_ROWS['several GPUs']} peaks from {CALIBRATION_SOURCES['several GPUs']} public sources, "
             "FSDP1/FSDP2/Megatron/DeepSpeed); non-negative least squares, leave-one-source-out median error of "
             f"reserved {LOSO_MEDIAN['public']:.1%} on the public rows, {LOSO_MEDIAN['grid']:.1%} on the H200 runs "
-            f"(gpuwise validate memory); NCCL {NCCL_BUFFSIZE_MIB} MiB x 2 neighbours x {NCCL_CHANNELS} channels per "
+            "(gpuwise validate memory); measured on steps of one length: where lengths vary per batch (padding to "
+            "each batch's longest) the reserve ratchets up beyond it (ms-swift's variable-length run read up to 2x "
+            "this estimate's reserved peak), which `memory --method trace --lengths` simulates (not validated); "
+            f"NCCL {NCCL_BUFFSIZE_MIB} MiB x 2 neighbours x {NCCL_CHANNELS} channels per "
             "communicator (NCCL_BUFFSIZE default; channel count assumed, not calibrated); "
             "expandable_segments off; `memory --method trace` on one GPU simulates the allocator instead "
             "(docs/allocator.md)")

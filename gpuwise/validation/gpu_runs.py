@@ -3,7 +3,7 @@
 Two sets, kept apart because they played different parts:
 - ``grid`` (gpuwise/data/measured/gpu/gpu_runs.csv): the first run's configurations. After it, the peaks of
   six rows were taken apart (`gpu_peak`) and the optimizer_impl lever was added: in-sample for those changes.
-  The one-GPU allocator-slack fraction (estimate/overhead.py SLACK_ONE_GPU) is fitted on their measured
+  The one-GPU allocator slack (estimate/overhead.py SLACK["one GPU"]) is fitted on their measured
   reserved / allocated ratios (with peft issue #1469's rows), so their reserved errors are in-sample too
   (`gpuwise validate memory` scores them leave-one-source-out); no other constant is fitted on them.
 - ``check`` (gpuwise/data/measured/gpu/gpu_check_runs.csv): configurations chosen before those changes and

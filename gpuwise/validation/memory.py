@@ -318,7 +318,7 @@ class SlackRow:
 
     @property
     def group(self) -> str:
-        """The fitted fraction that applies to this run (overhead.slack_group)."""
+        """The fitted slack that applies to this run (overhead.slack_group)."""
         return slack_group(self.multi_gpu, self.stack)
 
 
