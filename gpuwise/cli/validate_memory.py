@@ -66,11 +66,13 @@ def run(args: argparse.Namespace) -> int:
 
         emit_json({
             "rows": [{"source": r.source, "case": r.case, "status": r.status, "kind": r.kind, "stack": r.stack,
+                      "lengths": r.lengths or "not stated",
                       "unit": r.unit, "measured": r.measured, "predicted": r.predicted, "error": r.error,
                       "passed": r.passed, "note": r.note} for r in rep.rows],
             # the headline: external measured rows only; formula-derived and in-sample rows are consistency checks
             "headline": _stat(head), "by_stack": {k: _stat(v) for k, v in rep.by_stack().items()},
             "by_source": {k: _stat(v) for k, v in rep.by_source().items()},
+            "by_lengths": {k: _stat(v) for k, v in rep.by_lengths().items()},
             "checks_by_source": {k: {"checked": n, "passed": ok} for k, (n, ok) in rep.checks().items()},
             "consistency_checks": _stat(cons), "allocator_slack_loso": _stat(rep.loso()),
             "compared": head[0], "median_abs_error": head[1], "max_abs_error": head[2],
@@ -93,6 +95,8 @@ def run(args: argparse.Namespace) -> int:
     for stack, (n, med, mx) in rep.by_stack().items():
         if n:
             print(f"  {stack}: {n} external rows, median |error| {_pct(med)}, max {_pct(mx)}")
+    print("  reserved peaks and device totals by batch lengths (the fitted slack is a fixed-length step's): " + "; ".join(
+        f"{k} {n} rows, median |error| {_pct(med)}, max {_pct(mx)}" for k, (n, med, mx) in rep.by_lengths().items() if n))
     n_l, med_l, mx_l = rep.loso()
     print(f"  allocator slack (the only fitted memory constants), leave-one-source-out (public rows + H200 grid): "
           f"{n_l} rows, median |error| {_pct(med_l)}, max {_pct(mx_l)}")

@@ -54,6 +54,8 @@ class ValidationRow:
     passed: bool | None = None       # for "checked" rows
     kind: str = "external"           # KINDS: external measurements are the headline; the others are consistency checks
     stack: str = "pytorch"           # training stack the row was measured (or derived) under
+    lengths: str = ""                # tokens per batch: "fixed" (packed, or nearly every sample fills it),
+    #                                  "varying" (padded to each batch's longest), "" (not stated)
 
     @property
     def error(self) -> float | None:
@@ -107,6 +109,13 @@ class ValidationReport:
         files = sorted({r.source.split(" ", 1)[0] for r in self.rows if r.kind == kind and r.error is not None})
         return {f: _summary([abs(r.error) for r in self.rows if r.error is not None and r.kind == kind
                              and r.source.split(" ", 1)[0] == f]) for f in files}
+
+    def by_lengths(self) -> dict[str, tuple[int, float | None, float | None]]:
+        """{fixed | varying | not stated: (rows, median, max |error|)} over the external compared rows of reserved
+        peaks or device totals (what the allocator's reserve is in): the fitted slack is a fixed-length step's."""
+        rows = [r for r in self.rows if r.error is not None and r.kind == "external" and r.lengths != "n/a"]
+        return {name: _summary([abs(r.error) for r in rows if r.lengths == key])
+                for name, key in (("fixed", "fixed"), ("varying", "varying"), ("not stated", ""))}
 
     def checks(self, kind: str = "external") -> dict[str, tuple[int, int]]:
         """{source file: (checked rows, passed)} of `kind`."""
@@ -222,7 +231,7 @@ def _bert_rows() -> list[ValidationRow]:
             "device total (nvidia-smi)", float(r["gpu_memory_occupied_mb"]) / 1024, _bert_device_gib(est), "GiB",
             "compared", "fp32, AdamW, eager attention, seq 512 (doc setup), classification head, the doc's own "
             "measured 1343 MB context (CUDA without lazy loading); out-of-sample: the allocator-slack fraction "
-            "is fitted on allocator_reserved_vs_allocated.csv", stack="hf-trainer"))
+            "is fitted on allocator_reserved_vs_allocated.csv", stack="hf-trainer", lengths="fixed"))
     return out
 
 
@@ -251,7 +260,7 @@ def _peft_rows() -> list[ValidationRow]:
         out.append(ValidationRow(label, "allocated peak (TorchTracemalloc)", float(r["gpu_memory_gb"]) * 1e9 / GIB,
                                  est.allocated / GIB, "GiB", "compared", note + "; the examples' TorchTracemalloc "
                                  "reads torch.cuda.max_memory_allocated: compared with the allocated peak",
-                                 stack="pytorch"))
+                                 stack="pytorch", lengths="n/a"))
     return out
 
 

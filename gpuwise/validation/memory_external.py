@@ -200,6 +200,16 @@ SWIFT_RUN_NOTES = {
                    "to their longest)"}
 
 
+# the Dec-2023 run truncates longer samples to max_length: at 2048 tokens and below nearly every batch fills it
+# (3234 +- 2548 tokens per sample); the Jan-2024 run drops them, so its batches are padded to lengths that vary
+SWIFT_FIXED_UP_TO = {SWIFT_CSV: 0, SWIFT_DEC_CSV: 2048}
+
+
+def _swift_lengths(name: str, max_length: int) -> str:
+    """How a row's batches vary in length (ValidationRow.lengths)."""
+    return "fixed" if max_length <= SWIFT_FIXED_UP_TO[name] else "varying"
+
+
 def _swift_key(r: dict[str, str]) -> tuple:
     """A row's configuration and reading (the qwen-7b-chat LoRA baseline is repeated in several sections)."""
     return tuple(v for k, v in r.items() if k not in ("section", "notes", "source", "trainable_params_M",
@@ -244,7 +254,7 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
                                      passed=est.fits(gpu), stack="ms-swift"))
             continue
         out.append(ValidationRow(label, "peak reserved per GPU", measured, est.reserved / GIB, "GiB", "compared", note,
-                                 stack="ms-swift"))
+                                 stack="ms-swift", lengths=_swift_lengths(name, int(r["max_length"]))))
     return out
 
 
@@ -326,5 +336,5 @@ def universal_trainer_rows() -> list:
                                      passed=est.fits(gpu), stack="universal-llm-trainer"))
             continue
         out.append(ValidationRow(label, "peak memory vs device total", measured, est.per_gpu_gib, "GiB", "compared",
-                                 note, stack="universal-llm-trainer"))
+                                 note, stack="universal-llm-trainer", lengths="fixed"))      # packed to 8192 tokens
     return out

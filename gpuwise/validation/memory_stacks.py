@@ -83,7 +83,7 @@ def litgpt_rows() -> list:
                                      "at the row's commit): not a run of this configuration", stack="litgpt"))
             continue
         out.append(ValidationRow(label, "allocated peak", measured, est.allocated / 1e9, "GB",
-                                 "compared", note, stack="litgpt"))
+                                 "compared", note, stack="litgpt", lengths="n/a"))
     return out
 
 
@@ -117,5 +117,5 @@ def torchao_rows() -> list:
         out.append(ValidationRow(label, "peak allocated saved vs fused AdamW", base[r["table"]] - float(r["peak_memory_gb"]),
                                  saved / 1e9, "GB", "compared", "torchtune full fine-tune, pure bf16 (torchao README); "
                                  "batch and sequence not stated: the saving is compared (optimizer state is alive in "
-                                 "every phase)", stack="torchtune"))
+                                 "every phase)", stack="torchtune", lengths="n/a"))
     return out
