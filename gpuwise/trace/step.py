@@ -1,7 +1,8 @@
-"""The one training step that every measurement of a step runs: the memory trace (`run.trace_phases`, under
-PyTorch's memory trackers), the allocation recording the allocator simulation replays (`allocations.record_run`)
-and the GPU harness (`validation.gpu_measure`, on a real GPU). One loop, so that what is traced, what is
-replayed and what is measured are the same operations in the same order."""
+"""The one training step that the memory measurements run: the memory trace (`run.trace_phases`, under PyTorch's
+memory trackers), the allocation recording the allocator simulation replays (`allocations.record_run`) and the GPU
+harness (`validation.gpu_measure`, on a real GPU). One loop, so that what is traced, what is replayed and what is
+measured are the same operations in the same order. (`validation.host_ops` runs its own phases to count the ops of
+each.)"""
 
 from __future__ import annotations
 
@@ -31,9 +32,10 @@ def train_step(model, opts: list, cfg, batches: Iterable, *, ops: str | None = N
     tensor goes to (pinned, on CUDA) host memory through PyTorch's ``save_on_cpu`` hooks."""
     for opt in opts:
         opt.zero_grad(set_to_none=True)
+    ops = ops or "FB" * len(batches)           # a generator of batches comes with its ops
     items = iter(batches)
     outs = []
-    for n, op in enumerate(ops or "FB" * len(batches)):
+    for n, op in enumerate(ops):
         if op == "F":
             if on_forward is not None:
                 on_forward()

@@ -71,8 +71,8 @@ class ValidationRow:
 # loso:      a fitted constant refitted without one source and scored on that source's rows (leave-one-source-out)
 KINDS = ("external", "in-sample", "formula", "loso")
 # which rows each constant of the memory model was fitted on (printed with every validation table)
-FITTED_ON = ("allocator slack SLACK_ONE_GPU / SLACK_DEEPSPEED_ONE_GPU / SLACK_MULTI_GPU (overhead.py): the use=fit rows "
-             "of measured/allocator_reserved_vs_allocated.csv (in-sample rows below) and the 28 one-GPU rows of "
+FITTED_ON = ("allocator slack overhead.SLACK (one GPU in a plain loop / one GPU under DeepSpeed / several GPUs): "
+             "the use=fit rows of measured/allocator_reserved_vs_allocated.csv (in-sample rows below) and the 28 one-GPU rows of "
              "gpuwise's H200 grid (measured/gpu/gpu_runs.csv: its reserved peaks are in-sample for `gpuwise validate "
              "gpu`; the held-out check set is not fitted on); its leave-one-source-out rows refit each fraction "
              "without each source repository (the H200 grid as one source); no other memory constant is "
@@ -354,8 +354,8 @@ def _slack_row(r: dict[str, str]) -> SlackRow:
 def calibrate_overhead(rows: list[SlackRow] | None = None) -> dict[str, Slack]:
     """The allocator slack of each group of `overhead.slack_group` that has rows, fitted on its measured training
     peaks (`slack_rows`): reserved = (1 + f) x allocated + c GiB, with f, c >= 0 minimising the summed squared
-    relative error of reserved, sum(((1 + f) a_i + c) / r_i - 1)^2 (non-negative least squares in 1 + f and c;
-    a_i, r_i in GiB)."""
+    relative error of reserved, sum(((1 + f) a_i + c) / r_i - 1)^2 (non-negative least squares in f and c; a_i, r_i
+    in GiB)."""
     rows = slack_rows() if rows is None else rows
     return {g: _fit_slack(grp) for g in SLACK_GROUPS if (grp := [r for r in rows if r.group == g])}
 
@@ -365,8 +365,9 @@ def _fit_slack(rows: list[SlackRow]) -> Slack:
 
     a = np.array([r.allocated * r.unit_gib for r in rows])
     res = np.array([r.reserved * r.unit_gib for r in rows])
-    (k, c), _ = nnls(np.stack([a / res, 1 / res], axis=1), np.ones(len(rows)))
-    return Slack(float(k) - 1, float(c))
+    # ((1 + f) a + c) / r - 1 = (f a + c) / r - (1 - a / r): non-negative least squares in f and c
+    (f, c), _ = nnls(np.stack([a / res, 1 / res], axis=1), 1 - a / res)
+    return Slack(float(f), float(c))
 
 
 def _source_repo(url: str) -> str:
