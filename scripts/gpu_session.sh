@@ -15,6 +15,8 @@
 #   4. gpu_runs.csv           python -m gpuwise.validation.gpu_measure: the grid's peaks and step times
 #   5. gpu_varying_runs.csv   gpu_measure --set varying: drawn lengths and two micro-batches a step (copy it to
 #                             gpuwise/data/measured/gpu/: `validate gpu --simulate-allocator` scores it, held out)
+#   6. kernels.csv            python -m gpuwise.validation.kernel_measure: bf16 GEMM and flash-attention rates at
+#                             the grid's and check set's shapes, then `--compare` against op_efficiency.csv
 set -u
 OUTDIR=${1:?usage: bash scripts/gpu_session.sh OUTDIR}
 mkdir -p "$OUTDIR"
@@ -47,6 +49,10 @@ echo "== gpu_measure varying (drawn lengths, two micro-batches a step: the alloc
 timeout "${VARY_S:-240}" python3 -m gpuwise.validation.gpu_measure --set varying \
   --out "$OUTDIR/gpu_varying_runs.csv" 2>&1 | cut -c1-400
 echo "varying rc=${PIPESTATUS[0]}"
+echo "== kernels: GEMM and attention rates at the rows' shapes (the roofline's constants, kernel by kernel)"
+timeout "${KERNEL_S:-180}" python3 -m gpuwise.validation.kernel_measure --out "$OUTDIR/kernels.csv" 2>&1 | tail -3
+echo "kernels rc=${PIPESTATUS[0]}"
+python3 -m gpuwise.validation.kernel_measure --compare "$OUTDIR/kernels.csv" 2>&1 | tail -2
 fi
 
 # Second call (after the first run's analysis): what is live at the peak where the model and the GPU
