@@ -15,8 +15,9 @@
 #   4. gpu_runs.csv           python -m gpuwise.validation.gpu_measure: the grid's peaks and step times
 #   5. gpu_varying_runs.csv   gpu_measure --set varying: drawn lengths and two micro-batches a step (copy it to
 #                             gpuwise/data/measured/gpu/: `validate gpu --simulate-allocator` scores it, held out)
-#   6. kernels.csv            python -m gpuwise.validation.kernel_measure: bf16 GEMM and flash-attention rates at
-#                             the grid's and check set's shapes, then `--compare` against op_efficiency.csv
+#   6. kernels.csv            KERNELS=1 (its own call): python -m gpuwise.validation.kernel_measure, bf16 GEMM and
+#                             flash-attention rates at the grid's and check set's shapes, `--compare`d with
+#                             op_efficiency.csv
 set -u
 OUTDIR=${1:?usage: bash scripts/gpu_session.sh OUTDIR}
 mkdir -p "$OUTDIR"
@@ -31,7 +32,7 @@ export PYTHONPATH="$PWD:$SITE"
   python3 -c "import torch, ray; print('torch', torch.__version__, torch.cuda.get_device_name(0)); print('ray', ray.__version__)"
   nproc; } > "$OUTDIR/gpu.txt" 2>&1
 cat "$OUTDIR/gpu.txt"
-if [ "${DIAGNOSE:-0}" != 1 ] && [ "${MEASURE:-0}" != 1 ]; then
+if [ "${DIAGNOSE:-0}" != 1 ] && [ "${MEASURE:-0}" != 1 ] && [ "${KERNELS:-0}" != 1 ]; then
 echo "== slot worker on cuda (no Ray)"
 timeout "${SLOT_S:-90}" python3 benchmarks/runtime_slot_device.py --device cuda > "$OUTDIR/slot_device.log" 2>&1
 echo "rc=$?"; tail -5 "$OUTDIR/slot_device.log"
@@ -49,10 +50,15 @@ echo "== gpu_measure varying (drawn lengths, two micro-batches a step: the alloc
 timeout "${VARY_S:-240}" python3 -m gpuwise.validation.gpu_measure --set varying \
   --out "$OUTDIR/gpu_varying_runs.csv" 2>&1 | cut -c1-400
 echo "varying rc=${PIPESTATUS[0]}"
-echo "== kernels: GEMM and attention rates at the rows' shapes (the roofline's constants, kernel by kernel)"
-timeout "${KERNEL_S:-180}" python3 -m gpuwise.validation.kernel_measure --out "$OUTDIR/kernels.csv" 2>&1 | tail -3
-echo "kernels rc=${PIPESTATUS[0]}"
-python3 -m gpuwise.validation.kernel_measure --compare "$OUTDIR/kernels.csv" 2>&1 | tail -2
+fi
+
+# KERNELS=1: its own call (the default call's parts already fill a 600 s command): GEMM and attention rates at the
+# rows' shapes, the roofline's constants kernel by kernel, then compared with op_efficiency.csv
+if [ "${KERNELS:-0}" = 1 ]; then
+  echo "== kernels"
+  timeout "${KERNEL_S:-300}" python3 -m gpuwise.validation.kernel_measure --out "$OUTDIR/kernels.csv" 2>&1 | tail -3
+  echo "kernels rc=${PIPESTATUS[0]}"
+  python3 -m gpuwise.validation.kernel_measure --compare "$OUTDIR/kernels.csv" 2>&1 | tail -2
 fi
 
 # Second call (after the first run's analysis): what is live at the peak where the model and the GPU

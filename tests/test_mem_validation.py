@@ -238,3 +238,9 @@ def test_reserved_rows_are_split_by_how_their_batch_lengths_vary(report):
     # varying lengths ratchet the reserve up beyond a fixed-length step's slack: under-predicted, by more
     assert split["varying"][1] > split["fixed"][1]
     assert statistics.median(r.error for r in ext if r.lengths == "varying") < 0
+
+
+def test_every_external_compared_row_says_how_its_batch_lengths_vary(report):
+    """A row added without a lengths tag would fall out of (or into the wrong bucket of) the fixed/varying split."""
+    untagged = [r.source for r in report.rows if r.kind == "external" and r.error is not None and r.lengths is None]
+    assert untagged == []

@@ -66,7 +66,7 @@ def run(args: argparse.Namespace) -> int:
 
         emit_json({
             "rows": [{"source": r.source, "case": r.case, "status": r.status, "kind": r.kind, "stack": r.stack,
-                      "lengths": r.lengths or "not stated",
+                      "lengths": None if r.lengths in (None, "n/a") else r.lengths or "not stated",
                       "unit": r.unit, "measured": r.measured, "predicted": r.predicted, "error": r.error,
                       "passed": r.passed, "note": r.note} for r in rep.rows],
             # the headline: external measured rows only; formula-derived and in-sample rows are consistency checks

@@ -210,11 +210,20 @@ def _rates(hw: Hardware) -> Hardware:
     return Hardware(hw.peak_flops, hw.vector_flops, hw.hbm_bytes_s, 0.0, 0.0, 0, hw.fp8_flops)
 
 
+def gemm_efficiency(eff: OpEfficiency, width):
+    """Achieved share of the tensor peak of a GEMM whose smallest weight dimension is `width` (array or number)."""
+    return eff.gemm * width / (width + eff.gemm_w0 + 1e-12)
+
+
+def attention_efficiency(eff: OpEfficiency, seq_len: float, causal: bool) -> float:
+    """Achieved share of the tensor peak of the flash-attention core at `seq_len` (fwd + bwd)."""
+    return min(MAX_TENSOR_EFFICIENCY, eff.attention * attention_scale(seq_len, causal))
+
+
 def row_times(work, hw: Hardware, eff: OpEfficiency) -> np.ndarray:
     """Seconds per row and phase (rows x 3) of one micro-step: roofline + launch overhead (reads only the
     compute and HBM rates of `hw`: see `_rates`)."""
-    width = work.gemm_width[:, None]
-    gemm_eff = eff.gemm * width / (width + eff.gemm_w0 + 1e-12)
+    gemm_eff = gemm_efficiency(eff, work.gemm_width[:, None])
     rate = np.where(work.cls[:, None] == GEMM, hw.peak_flops * gemm_eff,
                     np.where(work.cls[:, None] == ATTN, hw.peak_flops * eff.attention, hw.vector_flops))
     t_flop = np.divide(work.flops, rate, out=np.zeros_like(work.flops), where=work.flops > 0)
@@ -281,7 +290,7 @@ def linear_rows(model: ModelSpec, seq_len: int, tp: int, cp: int, sp: bool, pp: 
     tab = op_table(model)
     w1, w2 = (micro_step_work(tab, b, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash) for b in (1, 2))
     if flash:
-        eff = replace(eff, attention=min(MAX_TENSOR_EFFICIENCY, eff.attention * attention_scale(seq_len, tab.causal)))
+        eff = replace(eff, attention=attention_efficiency(eff, seq_len, tab.causal))
     weight = np.where(tab.scope == 0, w1.layers, w1.head)[:, None]
     zero = np.zeros_like(w1.flops)
     flop_s = (row_times(replace_work(w1, w1.flops, zero, zero), hw, eff) * weight).ravel()

@@ -7,21 +7,22 @@ problem's shape" names as what would settle whether the Hopper GEMM efficiency d
     python -m gpuwise.validation.kernel_measure --compare OUT.csv    # measured efficiencies next to the model's
     python -m gpuwise.validation.kernel_measure --device cpu --only gpt2 --scale 64 --out /tmp/k.csv   # harness check
 
-Shapes (`shapes`): every distinct (model, tokens per micro-step, sequence) of `gpu_measure`'s grid and check sets.
-Each GEMM row of the model's operator inventory (`op_inventory`: the block's projections and the output layer) runs
-its three training GEMMs in bf16 -- forward (M x K @ K x N), input gradient (M x N @ N x K), weight gradient
-(K x M @ M x N), M = micro-batch x sequence tokens -- and the attention core runs PyTorch's
-scaled_dot_product_attention (causal, the model's query / key-value heads and head dimension) forward and backward.
-Seconds are the median of `repeats` timed runs after warm-up (CUDA events on a GPU). FLOPs are counted as the model
-counts them (2MNK per GEMM; attention: what the flash kernel executes, `op_inventory`), so a row's measured
-efficiency (FLOP/s over the card's dense bf16 peak) compares directly with the model's for the same op.
+Shapes (`shapes`): every distinct (model, tokens per micro-step, sequence) of `gpu_measure`'s grid and check sets, with
+the projections the harness's models really run (gpuwise.nn, one block built on the meta device: fused or separate
+q/k/v and gate/up by family) and the output layer. Each linear layer (weight n x k) runs its three training GEMMs in
+bf16 as nn.Linear does -- forward x @ W^T (M x k), input gradient g @ W (M x n), weight gradient g^T @ x --, M =
+micro-batch x sequence tokens; the attention core runs PyTorch's scaled_dot_product_attention (causal, the model's
+query / key-value heads and head dimension) forward and backward. Seconds are the median of `repeats` timed runs
+after warm-up (CUDA events on a GPU). FLOPs are counted as the step model counts them (2Mnk per GEMM; attention:
+what the flash kernel executes, `op_inventory`), so a row's efficiency (FLOP/s over the card's dense bf16 peak)
+compares with the model's for the same op: `roofline_step.gemm_efficiency` at the layer's smallest dimension (the
+model applies it per fused op), `roofline_step.attention_efficiency` at the row's sequence.
 """
 
 from __future__ import annotations
 
 import argparse
 import csv
-import math
 import statistics
 import sys
 import time
@@ -29,13 +30,13 @@ from dataclasses import dataclass
 from pathlib import Path
 
 FIELDS = ("device", "torch", "model", "op", "kind", "m", "n", "k", "batch", "heads", "kv_heads", "seq", "head_dim",
-          "width", "flops", "seconds", "tflops")
+          "width", "flops", "status", "seconds", "tflops")
 
 
 @dataclass(frozen=True)
 class Shape:
-    """One kernel to time: a GEMM row's three training GEMMs (m tokens, k and n the weight's dimensions) or the
-    attention core's forward + backward (batch x seq tokens, heads, kv_heads, head_dim)."""
+    """One kernel to time: a linear layer's three training GEMMs (m tokens, weight n x k: k inputs, n outputs) or
+    the attention core's forward + backward (batch x seq tokens, heads, kv_heads, head_dim)."""
 
     model: str
     op: str
@@ -43,7 +44,7 @@ class Shape:
     m: int = 0
     n: int = 0
     k: int = 0
-    width: int = 0           # the model's GEMM width (smallest weight dimension): w of w / (w + w0)
+    width: int = 0           # the smallest weight dimension (w of w / (w + w0)); attention: head_dim
     batch: int = 0
     heads: int = 0
     kv_heads: int = 0
@@ -61,37 +62,40 @@ class Shape:
         return fwd * (1 + BACKWARD[ATTN][0])
 
 
-def _gemm_dims(b_tok: float, w_params: float) -> tuple[int, int]:
-    """(k, n) of a GEMM row from its per-token activation elements (k + n) and weight elements (k x n)."""
-    disc = math.sqrt(max(b_tok * b_tok - 4 * w_params, 0.0))
-    return round((b_tok - disc) / 2), round((b_tok + disc) / 2)
-
-
 def model_shapes(spec, micro_batch: int, seq: int) -> list[Shape]:
-    """The GEMM rows and the attention core of `spec` at micro_batch x seq tokens (op_inventory's table)."""
-    from gpuwise.estimate.op_inventory import ATTN, GEMM, op_table
+    """The linear layers of one block and the output layer of `spec` as gpuwise.nn builds them, and its attention
+    core, at micro_batch x seq tokens."""
+    import torch
 
-    tab = op_table(spec)
-    out = []
-    for i, name in enumerate(tab.names):
-        if tab.cls[i] == GEMM:
-            k, n = _gemm_dims(tab.b_tok[i], tab.w_params[i])
-            out.append(Shape(spec.name, name, "gemm", m=micro_batch * seq, n=n, k=k, width=int(tab.gemm_width[i])))
-        elif tab.cls[i] == ATTN:
-            hd = spec.head_dim or spec.hidden // spec.n_heads
-            out.append(Shape(spec.name, name, "attention", batch=micro_batch, heads=spec.n_heads,
-                             kv_heads=spec.n_kv_heads, seq=seq, head_dim=hd, width=hd))
+    from gpuwise.nn import build_model
+
+    model = build_model(spec, dtype=torch.bfloat16, layers=1, device="meta")
+    m = micro_batch * seq
+    out = [Shape(spec.name, name.rsplit(".", 1)[-1], "gemm", m=m, n=mod.out_features, k=mod.in_features,
+                 width=min(mod.in_features, mod.out_features))
+           for name, mod in model.named_modules() if isinstance(mod, torch.nn.Linear)]
+    if not any(s.op == "head" for s in out):             # tied embeddings: the head reads the embedding matrix
+        out.append(Shape(spec.name, "head", "gemm", m=m, n=spec.vocab_size, k=spec.hidden,
+                         width=min(spec.hidden, spec.vocab_size)))
+    hd = spec.head_dim or spec.hidden // spec.n_heads
+    out.insert(0, Shape(spec.name, "attention", "attention", batch=micro_batch, heads=spec.n_heads,
+                        kv_heads=spec.n_kv_heads, seq=seq, head_dim=hd, width=hd))
     return out
 
 
 def shapes(only: tuple[str, ...] = ()) -> list[Shape]:
     """Every distinct kernel of gpu_measure's grid and check rows (the training rows measured on a lent GPU)."""
+    from gpuwise.errors import InputError
     from gpuwise.validation.gpu_measure import SETS
     from gpuwise.workload.models import load_model
 
+    rows = SETS["grid"] + SETS["check"]
+    unknown = sorted(set(only) - {e[0] for e in rows})
+    if unknown:
+        raise InputError("only", " ".join(unknown), "name models of the grid or check set: "
+                         + ", ".join(sorted({e[0] for e in rows})))
     seen, out = set(), []
-    for entry in SETS["grid"] + SETS["check"]:
-        name, micro, seq = entry[:3]
+    for name, micro, seq, *_ in rows:
         if only and name not in only:
             continue
         for s in model_shapes(load_model(name), micro, seq):
@@ -102,7 +106,8 @@ def shapes(only: tuple[str, ...] = ()) -> list[Shape]:
 
 
 def scaled(s: Shape, scale: int) -> Shape:
-    """`s` with every dimension divided by `scale` (at least 1; head_dim a multiple of 8): a harness check on a CPU."""
+    """`s` with its tokens and matrix dimensions divided by `scale` (at least 1; head_dim a multiple of 8; batch and
+    head counts kept): a harness check on a CPU."""
     from dataclasses import replace
 
     def d(x: int) -> int:
@@ -142,15 +147,16 @@ def _timer(device: str):
 
 def _gemm_fn(s: Shape, device: str, dtype):
     import torch
+    import torch.nn.functional as F
 
     x = torch.randn(s.m, s.k, device=device, dtype=dtype)
-    w = torch.randn(s.k, s.n, device=device, dtype=dtype)
+    w = torch.randn(s.n, s.k, device=device, dtype=dtype)
     g = torch.randn(s.m, s.n, device=device, dtype=dtype)
 
     def fn():
-        torch.mm(x, w)            # forward
-        torch.mm(g, w.t())        # input gradient
-        torch.mm(x.t(), g)        # weight gradient
+        F.linear(x, w)            # forward
+        torch.mm(g, w)            # input gradient
+        torch.mm(g.t(), x)        # weight gradient
     return fn
 
 
@@ -163,29 +169,30 @@ def _attention_fn(s: Shape, device: str, dtype):
           for _ in range(2)]
     grad = torch.randn(s.batch, s.heads, s.seq, s.head_dim, device=device, dtype=dtype)
 
-    def fn():
+    def fn():                    # gradients returned, not accumulated into .grad (no extra passes timed)
         out = F.scaled_dot_product_attention(q, *kv, is_causal=True, enable_gqa=s.kv_heads != s.heads)
-        out.backward(grad)
+        torch.autograd.grad(out, (q, *kv), grad)
     return fn
 
 
 def measure(items: list[Shape], device: str = "cuda", warmup: int = 3, repeats: int = 10, on_row=None) -> list[dict]:
-    """Time each kernel of `items` on `device` (bf16 on a GPU, fp32 on a CPU); one CSV row each."""
+    """Time each kernel of `items` on `device` (bf16 on a GPU, fp32 on a CPU); one CSV row each (status oom: the
+    kernel's tensors did not fit, the rest still run)."""
     import torch
 
-    dtype = torch.bfloat16 if device.startswith("cuda") else torch.float32
-    name = torch.cuda.get_device_name(0) if device.startswith("cuda") else "cpu"
+    cuda = device.startswith("cuda")
+    dtype = torch.bfloat16 if cuda else torch.float32
     run, rows = _timer(device), []
     for s in items:
-        fn = (_gemm_fn if s.kind == "gemm" else _attention_fn)(s, device, dtype)
-        sec = run(fn, warmup, repeats)
-        del fn
-        if device.startswith("cuda"):
+        row = {"device": torch.cuda.get_device_name(0) if cuda else "cpu", "torch": torch.__version__,
+               **{f: getattr(s, f) for f in FIELDS[2:14]}, "flops": s.flops}
+        try:
+            sec = run((_gemm_fn if s.kind == "gemm" else _attention_fn)(s, device, dtype), warmup, repeats)
+            row |= {"status": "ok", "seconds": sec, "tflops": s.flops / sec / 1e12}
+        except torch.OutOfMemoryError:
+            row |= {"status": "oom", "seconds": "", "tflops": ""}
+        if cuda:
             torch.cuda.empty_cache()
-        row = {"device": name, "torch": torch.__version__, "model": s.model, "op": s.op, "kind": s.kind, "m": s.m,
-               "n": s.n, "k": s.k, "batch": s.batch, "heads": s.heads, "kv_heads": s.kv_heads, "seq": s.seq,
-               "head_dim": s.head_dim, "width": s.width, "flops": s.flops, "seconds": sec,
-               "tflops": s.flops / sec / 1e12}
         rows.append(row)
         if on_row:
             on_row(row)
@@ -194,22 +201,20 @@ def measure(items: list[Shape], device: str = "cuda", warmup: int = 3, repeats: 
 
 def model_efficiency(row: dict, stack: str = "pytorch") -> tuple[float, float]:
     """(measured, model) efficiency of a measured row: its FLOP/s over the card's dense bf16 peak, and what the step
-    model's op_efficiency.csv row for the card's architecture gives the same op (GEMM: gemm x w / (w + w0); attention:
-    attention x attention_scale at the row's sequence)."""
+    model's op_efficiency.csv row for the card's architecture gives the same op."""
     from gpuwise.errors import InputError
-    from gpuwise.estimate.roofline_step import attention_scale, op_efficiency_for
+    from gpuwise.estimate.roofline_step import attention_efficiency, gemm_efficiency, op_efficiency_for
     from gpuwise.hardware.gpus import get_gpu, resolve_gpu_name
 
     name = resolve_gpu_name(row["device"])
-    if name is None:
-        raise InputError("device", row["device"], "compare rows measured on a GPU that gpuwise's table names")
+    if name is None or not get_gpu(name).bf16_tflops:
+        raise InputError("device", row["device"], "compare rows measured on a GPU with a bf16 peak in gpuwise's table")
     gpu = get_gpu(name)
     eff = op_efficiency_for(gpu, stack)
     measured = float(row["tflops"]) / gpu.bf16_tflops
     if row["kind"] == "gemm":
-        w = float(row["width"])
-        return measured, eff.gemm * w / (w + eff.gemm_w0)
-    return measured, eff.attention * attention_scale(float(row["seq"]), True)
+        return measured, float(gemm_efficiency(eff, float(row["width"])))
+    return measured, attention_efficiency(eff, float(row["seq"]), True)
 
 
 def compare(path: Path) -> list[dict]:
@@ -217,6 +222,8 @@ def compare(path: Path) -> list[dict]:
     out = []
     with open(path, newline="") as f:
         for r in csv.DictReader(f):
+            if r.get("status", "ok") != "ok":
+                continue
             measured, model = model_efficiency(r)
             out.append({**r, "measured_eff": measured, "model_eff": model, "ratio": measured / model})
     return out
@@ -256,7 +263,19 @@ def main(argv: list[str] | None = None) -> int:
     if not args.out:
         print("kernel_measure: --out: give a CSV path to write (or --compare CSV); nothing measured", file=sys.stderr)
         return 2
-    items = [scaled(s, args.scale) if args.scale > 1 else s for s in shapes(tuple(args.only))]
+    import torch
+
+    from gpuwise.errors import InputError
+
+    try:
+        items = [scaled(s, args.scale) if args.scale > 1 else s for s in shapes(tuple(args.only))]
+    except InputError as e:
+        print(f"kernel_measure: {e}", file=sys.stderr)
+        return 2
+    if args.device.startswith("cuda") and not torch.cuda.is_available():
+        print(f"kernel_measure: --device {args.device}: no CUDA device here; use --device cpu for a harness check",
+              file=sys.stderr)
+        return 2
     with open(args.out, "w", newline="") as f:
         w = csv.DictWriter(f, fieldnames=FIELDS)
         w.writeheader()
@@ -264,7 +283,8 @@ def main(argv: list[str] | None = None) -> int:
         def on_row(row: dict) -> None:
             w.writerow(row)
             f.flush()
-            print(f"{row['model']} {row['op']} {row['tflops']:.1f} TFLOP/s", flush=True)
+            rate = f"{row['tflops']:.1f} TFLOP/s" if row["status"] == "ok" else row["status"]
+            print(f"{row['model']} {row['op']} {rate}", flush=True)
 
         measure(items, args.device, repeats=args.repeats, on_row=on_row)
     return 0

@@ -54,8 +54,9 @@ class ValidationRow:
     passed: bool | None = None       # for "checked" rows
     kind: str = "external"           # KINDS: external measurements are the headline; the others are consistency checks
     stack: str = "pytorch"           # training stack the row was measured (or derived) under
-    lengths: str = ""                # tokens per batch: "fixed" (packed, or nearly every sample fills it),
-    #                                  "varying" (padded to each batch's longest), "" (not stated)
+    lengths: str | None = None       # tokens per batch of a reserved peak or device total: "fixed" (packed, or most
+    #                                  samples fill max_length), "varying" (padded to each batch's longest), "" (the
+    #                                  source does not say), "n/a" (an allocated peak: the reserve is not in it)
 
     @property
     def error(self) -> float | None:
@@ -114,6 +115,8 @@ class ValidationReport:
         """{fixed | varying | not stated: (rows, median, max |error|)} over the external compared rows of reserved
         peaks or device totals (what the allocator's reserve is in): the fitted slack is a fixed-length step's."""
         rows = [r for r in self.rows if r.error is not None and r.kind == "external" and r.lengths != "n/a"]
+        if any(r.lengths is None for r in rows):
+            raise ValueError("an external compared row says nothing of its batch lengths: tag it (ValidationRow.lengths)")
         return {name: _summary([abs(r.error) for r in rows if r.lengths == key])
                 for name, key in (("fixed", "fixed"), ("varying", "varying"), ("not stated", ""))}
 

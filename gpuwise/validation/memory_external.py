@@ -66,8 +66,8 @@ def vertex_rows() -> list:
         if kind == "peak GPU memory" and r["value"] != "OOM":
             out.append(ValidationRow(label, "peak GPU memory vs device total", float(r["value"]) * 1e9 / GIB,
                                      est.per_gpu_gib, "GiB", "compared", note + "; tool not stated: compared with "
-                                     "per_gpu_gib (reserved + CUDA context)", stack="hf-trainer"))
-            continue
+                                     "per_gpu_gib (reserved + CUDA context)", stack="hf-trainer", lengths=""))
+            continue       # the report does not say how its batches were padded (lengths "")
         gpu = get_gpu(next(v for k, v in VERTEX_GPUS.items() if r["gpu"].startswith(k)))
         oom = r["value"] == "OOM"
         out.append(ValidationRow(label, f"{'reported OOM' if oom else 'reported to fit'} on {gpu.name}", None,
@@ -200,7 +200,7 @@ SWIFT_RUN_NOTES = {
                    "to their longest)"}
 
 
-# the Dec-2023 run truncates longer samples to max_length: at 2048 tokens and below nearly every batch fills it
+# the Dec-2023 run truncates longer samples to max_length: at 2048 tokens and below most batches fill it
 # (3234 +- 2548 tokens per sample); the Jan-2024 run drops them, so its batches are padded to lengths that vary
 SWIFT_FIXED_UP_TO = {SWIFT_CSV: 0, SWIFT_DEC_CSV: 2048}
 
