@@ -84,3 +84,17 @@ def test_trace_and_analytic_share_keys_meanings_and_agree(capsys, tiny, argv):
     for key in ("allocated_gib", "per_gpu_gib"):
         assert trace[key] == pytest.approx(analytic[key], rel=0.08), key
     assert any("allocator slack" in a for a in trace["assumptions"])   # the overhead model, stated
+
+
+def test_trace_applies_the_stacks_qlora_float32_casts(capsys, tiny):
+    """hf-trainer's QLoRA recipe (PEFT prepare_model_for_kbit_training) casts every 16-bit parameter that is not a
+    4-bit weight to float32; the trace builds its model so, and its parameters then agree with the analytic
+    estimate's, which counts that fact (stack_code kbit_fp32_rest); the pytorch stack's stay 16-bit."""
+    argv = (str(tiny / "llama.json"), "--seq-len", "256", "--lora-rank", "8", "--quantize", "nf4")
+    params = {}
+    for stack in ("hf-trainer", "pytorch"):
+        analytic, trace = _both(capsys, *argv, "--stack", stack)
+        assert trace["breakdown_gib"]["parameters"] == pytest.approx(analytic["breakdown_gib"]["parameters"], rel=0.02)
+        params[stack] = trace["breakdown_gib"]["parameters"]
+        assert ("prepare_model_for_kbit_training" in " ".join(trace["assumptions"])) == (stack == "hf-trainer")
+    assert params["hf-trainer"] > 1.3 * params["pytorch"]

@@ -247,8 +247,12 @@ def _notes(spec, cfg, schedule, stage) -> list[str]:
         out.append("gradient accumulation: two micro-steps traced (gradients live during the second forward)")
     from gpuwise.estimate.stack_code import model_code
 
-    if model_code(cfg.stack).stack != "default":
+    code = model_code(cfg.stack)
+    if code.stack != "default":
+        kbit = cfg.quantize == "nf4" and code.kbit_fp32_rest
         out.append(f"stack {cfg.stack}: the trace runs gpuwise.nn's reference model, not {cfg.stack}'s own code; that "
                    "code's facts (data/stacks/model_code.csv, e.g. its kept copies and loss loop) are counted by "
-                   "--method analytic only")
+                   "--method analytic only" + ("; but its QLoRA recipe's float32 casts (PEFT "
+                   "prepare_model_for_kbit_training: embeddings, norms, output layer) are applied to the traced "
+                   "model" if kbit else ""))
     return out

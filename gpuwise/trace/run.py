@@ -161,6 +161,10 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)
     set_compute_dtype(model, dt.compute)
+    from gpuwise.estimate.stack_code import model_code
+
+    if cfg.quantize == "nf4" and model_code(cfg.stack).kbit_fp32_rest:
+        _kbit_fp32_rest(model)
     if lora:
         _frozen_to_buffers(model)
     apply_recompute(model, cfg.recompute, first_layer)
@@ -208,6 +212,19 @@ def schedule(in_flight: int, grad_accum: int) -> str:
         return "FB" * min(grad_accum, 2)
     steady = "BF" if grad_accum > in_flight else ""
     return "F" * in_flight + steady + "B" * in_flight
+
+
+def _kbit_fp32_rest(model: torch.nn.Module) -> None:
+    """The stack's QLoRA recipe (PEFT prepare_model_for_kbit_training): every 16-bit parameter that is not a 4-bit
+    weight -- embeddings, norms, the output layer, biases -- is cast to float32 (stack_code kbit_fp32_rest)."""
+    from gpuwise.nn.linear import NF4Weight
+
+    for mod in model.modules():
+        if isinstance(mod, NF4Weight):
+            continue
+        for p in mod._parameters.values():
+            if p is not None and p.dtype in (torch.float16, torch.bfloat16):
+                p.data = p.data.float()
 
 
 def _frozen_to_buffers(model: torch.nn.Module) -> None:
