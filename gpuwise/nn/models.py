@@ -44,6 +44,7 @@ class CausalLM(nn.Module):
         self.spec, self.tr, self.shard = spec, tr, shard
         self.compute_dtype: torch.dtype | None = None
         self.loss_chunks = 1                 # > 1: chunked cross-entropy (TrainingConfig.loss_kernel "chunked")
+        self.chunk_logits_held = False       # chunked: every chunk's logits made before the loss (torchtune)
         self.loss_upcast = True              # False: cross-entropy in the logits' dtype (loss_kernel "eager-nocast")
         self.tok = nn.Embedding(v, h) if embed else None
         self.pos = nn.Embedding(spec.max_seq_len, h) if embed and tr.positions == "learned" else None
@@ -96,11 +97,15 @@ class CausalLM(nn.Module):
             return x
         x = fn.gather(self.norm(x), self.shard.sp_ways, 1)
         if labels is not None and self.loss_chunks > 1:
-            # torchtune's CEWithChunkedOutputLoss: the output layer and a float32 cross-entropy per token chunk
-            # (a tied table is cast once, as autocast's weight cache does, not once per chunk)
+            # the output layer and a float32 cross-entropy per token chunk, each chunk's logits made as its loss runs;
+            # torchtune (chunk_logits_held): its model returns every chunk's logits, then CEWithChunkedOutputLoss
+            # upcasts each (a tied table is cast once, as autocast's weight cache does, not once per chunk)
             w = None if self.head is not None else self._tied_weight(x)
-            pairs = zip(x.chunk(self.loss_chunks, 1), labels.chunk(self.loss_chunks, 1))
-            return sum(lm_loss(self._logits(xc, w), yc) for xc, yc in pairs) / self.loss_chunks
+            xs, ys = x.chunk(self.loss_chunks, 1), labels.chunk(self.loss_chunks, 1)
+            if self.chunk_logits_held:       # the model returns the list of chunk logits, the loss upcasts each
+                logits = [self._logits(xc, w) for xc in xs]
+                return sum(lm_loss(lc, yc) for lc, yc in zip(logits, ys)) / self.loss_chunks
+            return sum(lm_loss(self._logits(xc, w), yc) for xc, yc in zip(xs, ys)) / self.loss_chunks
         logits = self._logits(x)
         return logits if labels is None else lm_loss(logits, labels, self.loss_upcast)
 

@@ -249,10 +249,15 @@ def _notes(spec, cfg, schedule, stage) -> list[str]:
 
     code = model_code(cfg.stack)
     if code.stack != "default":
-        kbit = cfg.quantize == "nf4" and code.kbit_fp32_rest
+        from gpuwise.estimate.levers import resolve
+
+        applied = [what for on, what in (
+            (cfg.quantize == "nf4" and code.kbit_fp32_rest, "its QLoRA recipe's float32 casts (PEFT "
+             "prepare_model_for_kbit_training: embeddings, norms, output layer)"),
+            (resolve(cfg).loss_kernel == "chunked" and code.chunk_logits_held, "its chunked loss's held logits "
+             "(the model returns every chunk's logits before the loss upcasts each)")) if on]
         out.append(f"stack {cfg.stack}: the trace runs gpuwise.nn's reference model, not {cfg.stack}'s own code; that "
                    "code's facts (data/stacks/model_code.csv, e.g. its kept copies and loss loop) are counted by "
-                   "--method analytic only" + ("; but its QLoRA recipe's float32 casts (PEFT "
-                   "prepare_model_for_kbit_training: embeddings, norms, output layer) are applied to the traced "
-                   "model" if kbit else ""))
+                   "--method analytic only" + ("; applied to the traced model: " + "; ".join(applied)
+                                               if applied else ""))
     return out

@@ -154,6 +154,7 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     build it here; `layers`/`embed`/`head`: a pipeline stage's part (default: the whole model)."""
     lora = cfg.lora_rank > 0
     from gpuwise.estimate.lora import lora_modules
+    from gpuwise.estimate.stack_code import model_code
 
     adapters = (Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter, lora_modules(cfg.lora_targets))
                 if lora else None)
@@ -161,8 +162,6 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)
     set_compute_dtype(model, dt.compute)
-    from gpuwise.estimate.stack_code import model_code
-
     if cfg.quantize == "nf4" and model_code(cfg.stack).kbit_fp32_rest:
         _kbit_fp32_rest(model)
     if lora:
@@ -174,6 +173,7 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     kernel = resolve(cfg).loss_kernel
     if kernel == "chunked" and hasattr(model, "loss_chunks"):
         model.loss_chunks = LOSS_CHUNKS
+        model.chunk_logits_held = model_code(cfg.stack).chunk_logits_held
     if kernel == "eager-nocast" and hasattr(model, "loss_upcast"):
         model.loss_upcast = False
     model.train()
