@@ -95,6 +95,7 @@ def test_trace_applies_the_stacks_qlora_float32_casts(capsys, tiny):
     for stack in ("hf-trainer", "pytorch"):
         analytic, trace = _both(capsys, *argv, "--stack", stack)
         assert trace["breakdown_gib"]["parameters"] == pytest.approx(analytic["breakdown_gib"]["parameters"], rel=0.02)
+        assert trace["allocated_gib"] == pytest.approx(analytic["allocated_gib"], rel=0.05)
         params[stack] = trace["breakdown_gib"]["parameters"]
         assert ("prepare_model_for_kbit_training" in " ".join(trace["assumptions"])) == (stack == "hf-trainer")
     assert params["hf-trainer"] > 1.3 * params["pytorch"]
@@ -112,3 +113,12 @@ def test_trace_holds_torchtunes_chunk_logits(capsys, tiny):
         assert ("held logits" in " ".join(trace["assumptions"])) == (stack == "torchtune")
         if stack == "torchtune":      # 0.083 vs 0.087 GiB; 0.069 (-20%) when each chunk's logits die with its loss
             assert trace["allocated_gib"] == pytest.approx(analytic["allocated_gib"], rel=0.05)
+    from gpuwise.trace.precision import dtypes
+    from gpuwise.trace.run import build_rank_model
+    from gpuwise.workload.models import load_model
+    from gpuwise.workload.training import TrainingConfig
+
+    built = {stack: build_rank_model(load_model("llama-3.2-1b"), TrainingConfig(stack=stack, loss_kernel="chunked"),
+                                     dtypes("bf16-mixed", False), layers=1, device="meta").chunk_logits_held
+             for stack in ("torchtune", "pytorch")}
+    assert built == {"torchtune": True, "pytorch": False}

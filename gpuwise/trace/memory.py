@@ -249,15 +249,23 @@ def _notes(spec, cfg, schedule, stage) -> list[str]:
 
     code = model_code(cfg.stack)
     if code.stack != "default":
-        from gpuwise.estimate.levers import resolve
-
-        applied = [what for on, what in (
-            (cfg.quantize == "nf4" and code.kbit_fp32_rest, "its QLoRA recipe's float32 casts (PEFT "
-             "prepare_model_for_kbit_training: embeddings, norms, output layer)"),
-            (resolve(cfg).loss_kernel == "chunked" and code.chunk_logits_held, "its chunked loss's held logits "
-             "(the model returns every chunk's logits before the loss upcasts each)")) if on]
-        out.append(f"stack {cfg.stack}: the trace runs gpuwise.nn's reference model, not {cfg.stack}'s own code; that "
-                   "code's facts (data/stacks/model_code.csv, e.g. its kept copies and loss loop) are counted by "
-                   "--method analytic only" + ("; applied to the traced model: " + "; ".join(applied)
-                                               if applied else ""))
+        out.append(_stack_note(spec, cfg, code))
     return out
+
+
+def _stack_note(spec: ModelSpec, cfg: TrainingConfig, code) -> str:
+    """What of the stack's own code the traced reference model runs: the facts `run.build_rank_model` applies."""
+    from gpuwise.estimate.levers import resolve
+    from gpuwise.trace.precision import dtypes
+    from gpuwise.trace.run import fsdp_ways, kbit_fp32
+
+    decoder = spec.n_encoder_layers == 0 and spec.family not in ("bert", "roberta")
+    applied = [what for on, what in (
+        (kbit_fp32(cfg, dtypes(cfg.precision, fsdp_ways(cfg) > 1)), "its QLoRA recipe's float32 casts (PEFT "
+         "prepare_model_for_kbit_training: every frozen 16-bit parameter that is not a 4-bit weight: embeddings, "
+         "norms, output layer, biases; the residual stream follows)"),
+        (decoder and resolve(cfg).loss_kernel == "chunked" and code.chunk_logits_held, "its chunked loss's held "
+         "logits (the model returns every chunk's logits before the loss upcasts each)")) if on]
+    return (f"stack {cfg.stack}: the trace runs gpuwise.nn's reference model, not {cfg.stack}'s own code; that code's "
+            "facts (data/stacks/model_code.csv, e.g. its kept copies and loss loop) are counted by --method analytic "
+            "only" + (", except these, applied to the traced model: " + "; ".join(applied) if applied else ""))
