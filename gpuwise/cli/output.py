@@ -61,6 +61,11 @@ def print_table(title: str, columns: Sequence[str], rows: Iterable[Sequence[Any]
 _VERBOSE = False
 
 
+def pct(v, signed: bool = False) -> str:
+    """A relative value as a percentage for tables ('' for None); `signed`: with its sign (errors)."""
+    return "" if v is None else f"{100 * v:+.1f}%" if signed else f"{100 * v:.1f}%"
+
+
 def set_verbose(on: bool) -> None:
     global _VERBOSE
     _VERBOSE = bool(on)

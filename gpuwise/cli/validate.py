@@ -25,7 +25,7 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
                         help="gpu and memory: also predict each row's reserved peak by replaying its traced "
                              "allocations through PyTorch's caching-allocator rules (gpu: the H200 rows; memory: "
                              "a table of the 20 ms-swift Dec-2023 rows, not in the headline; gpu: 3-4 min, memory: "
-                             "12-16 min measured on a shared 2-core host, 700-750 s of CPU, the 4 lognormal rows "
+                             "9-16 min measured on a 2-core host (9 idle, 16 shared), the 4 lognormal rows "
                              "minutes each)")
     parser.add_argument("--model", default=None, metavar="NAME",
                         help="gpu only: only the measured rows of this model")

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from gpuwise.cli.output import pct
+
 from gpuwise.errors import InputError
 
 ASSUMPTIONS = [
@@ -24,9 +26,6 @@ ASSUMPTIONS = [
 SIM_HINT = ("add --simulate-allocator for 'reserved (simulated allocator)': each row's reserved peak from its "
             "traced allocations replayed through PyTorch's caching-allocator rules (nothing fitted; 3-4 min for all rows on a 2-core host)")
 
-
-def _pct(v) -> str:
-    return "" if v is None else f"{100 * v:+.1f}%"
 
 
 def _simulated_gib(r) -> str:
@@ -77,23 +76,24 @@ def _render(rows: list, table: list[dict], runtime: list, simulated: bool) -> No
                 ["set", "device", "model", "mb", "seq", "recompute", "LoRA", "levers", "alloc GiB", "err",
                  "reserved GiB", "err (fitted)", *sim_cols, "tokens/s", "err", "caveat"],
                 [(r.set, r.device, r.model, r.entry[1], r.entry[2], r.entry[4], r.entry[5] or "",
-                  r.entry[7] or (r.entry[6] or ""), f"{r.measured_allocated_gib:.1f}", _pct(r.errors["allocated"]),
-                  f"{r.measured_reserved_gib:.1f}", _pct(r.errors["reserved"]),
-                  *((_simulated_gib(r), _pct(r.errors[SIMULATED])) if simulated else ()),
+                  r.entry[7] or (r.entry[6] or ""), f"{r.measured_allocated_gib:.1f}",
+                  pct(r.errors["allocated"], signed=True),
+                  f"{r.measured_reserved_gib:.1f}", pct(r.errors["reserved"], signed=True),
+                  *((_simulated_gib(r), pct(r.errors[SIMULATED], signed=True)) if simulated else ()),
                   "-" if r.measured_tokens_per_s is None else f"{r.measured_tokens_per_s:.0f}",
-                  _pct(r.errors["tokens_per_s"]), "yes" if r.caveat else "")
+                  pct(r.errors["tokens_per_s"], signed=True), "yes" if r.caveat else "")
                  for r in rows])
     print_table("Median / max |error| (most optimistic: memory under- or tokens/s over-predicted)",
                 ["set", "quantity", "sample", "caveat rows", "rows", "median |err|", "max |err|", "most optimistic"],
                 [(t["set"], t["label"], t["sample"], t["caveat_rows"], t["rows"],
-                  _pct(t.get("median_abs_error")).lstrip("+"), _pct(t.get("max_abs_error")).lstrip("+"),
-                  _pct(t.get("most_optimistic"))) for t in table])
+                  pct(t.get("median_abs_error")), pct(t.get("max_abs_error")),
+                  pct(t.get("most_optimistic"), signed=True)) for t in table])
     print_table("The runtime's steps on the same GPU (gpu/runtime_h200_smoke.csv; built-in models, median of the "
                 "measured chunks; today's model uncalibrated)",
                 ["job", "model", "GPU", "gpus", "batch", "chunks", "measured s", "recorded then s", "today s", "err"],
                 [(r.job, r.model, r.gpu_type, r.gpus, r.batch, r.steps, f"{r.measured_step_s:.4g}",
                   "" if r.recorded_step_s is None else f"{r.recorded_step_s:.3g}",
-                  "" if r.today_step_s is None else f"{r.today_step_s:.3g}", _pct(r.error)) for r in runtime])
+                  "" if r.today_step_s is None else f"{r.today_step_s:.3g}", pct(r.error, signed=True)) for r in runtime])
     for c in sorted({r.caveat for r in rows if r.caveat}):
         print(f"caveat: {c}")
     for r in rows:

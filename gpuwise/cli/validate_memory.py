@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from gpuwise.cli.output import pct
 
-def _pct(v) -> str:
-    return "" if v is None else f"{100 * v:.1f}%"
 
 
 def run_trace(args: argparse.Namespace) -> int:
@@ -34,7 +33,7 @@ def run_trace(args: argparse.Namespace) -> int:
 
     for key in ("family", "feature"):
         print_table(f"Analytic vs traced allocated peak, by {key} ({rep.source})", [key, "rows", "median |err|", "max |err|"],
-                    [(k, v[0], _pct(v[1]), _pct(v[2])) for k, v in rep.groups(key).items()],
+                    [(k, v[0], pct(v[1]), pct(v[2])) for k, v in rep.groups(key).items()],
                     justify=["left", "right", "right", "right"])
     worst = sorted((r for r in rep.rows if r.error is not None), key=lambda r: -abs(r.error))[:10]
     print_table("Largest errors", ["case", "method", "traced GiB", "predicted GiB", "error"],
@@ -44,8 +43,8 @@ def run_trace(args: argparse.Namespace) -> int:
     for r in skipped[:10]:
         print(f"  not compared: {r.label}: {r.reason or 'no measured peak'}")
     ok = med is not None and med <= TARGET_MEDIAN and mx <= TARGET_MAX
-    print(f"compared rows: {n} of {len(rep.rows)}; median |error| {_pct(med)} (target <= {TARGET_MEDIAN:.0%}), "
-          f"max |error| {_pct(mx)} (target <= {TARGET_MAX:.0%}): {'met' if ok else 'NOT met'}")
+    print(f"compared rows: {n} of {len(rep.rows)}; median |error| {pct(med)} (target <= {TARGET_MEDIAN:.0%}), "
+          f"max |error| {pct(mx)} (target <= {TARGET_MAX:.0%}): {'met' if ok else 'NOT met'}")
     return 0
 
 
@@ -94,30 +93,30 @@ def run(args: argparse.Namespace) -> int:
         print(f"  [{i}] {n}")
     for stack, (n, med, mx) in rep.by_stack().items():
         if n:
-            print(f"  {stack}: {n} external rows, median |error| {_pct(med)}, max {_pct(mx)}")
+            print(f"  {stack}: {n} external rows, median |error| {pct(med)}, max {pct(mx)}")
     print("  reserved peaks and device totals by batch lengths (the fitted slack is a fixed-length step's): " + "; ".join(
-        f"{k} {n} rows, median |error| {_pct(med)}, max {_pct(mx)}" for k, (n, med, mx) in rep.by_lengths().items() if n))
+        f"{k} {n} rows, median |error| {pct(med)}, max {pct(mx)}" for k, (n, med, mx) in rep.by_lengths().items() if n))
     n_l, med_l, mx_l = rep.loso()
     print(f"  allocator slack (the only fitted memory constants), leave-one-source-out (public rows + H200 grid): "
-          f"{n_l} rows, median |error| {_pct(med_l)}, max {_pct(mx_l)}")
+          f"{n_l} rows, median |error| {pct(med_l)}, max {pct(mx_l)}")
     checks = rep.checks()
     for src in sorted(set(rep.by_source()) | set(checks)):
         n, med, mx = rep.by_source().get(src, (0, None, None))
         c, ok = checks.get(src, (0, 0))
-        print(f"  source {_SHORT.get(src, src)}: {n} compared" + (f", median |error| {_pct(med)}, max {_pct(mx)}"
+        print(f"  source {_SHORT.get(src, src)}: {n} compared" + (f", median |error| {pct(med)}, max {pct(mx)}"
                                                                    if n else "") + (f"; checks {ok}/{c} pass" if c else ""))
     failed = sum(r.status == "checked" and not r.passed for r in rep.rows)
     n_nm = sum(r.status == "not modelled" for r in rep.rows)
-    print(f"headline (external measured rows): {head[0]} compared; median |error| {_pct(head[1])} "
+    print(f"headline (external measured rows): {head[0]} compared; median |error| {pct(head[1])} "
           f"(target <= 8%: {'met' if head[1] is not None and head[1] <= 0.08 else 'NOT met'}); max |error| "
-          f"{_pct(head[2])}; consistency checks: {cons[0]} rows, median {_pct(cons[1])}, max {_pct(cons[2])} (not "
+          f"{pct(head[2])}; consistency checks: {cons[0]} rows, median {pct(cons[1])}, max {pct(cons[2])} (not "
           f"averaged into the headline); checks failed: {failed}; not modelled: {n_nm} (reasons in the tables)")
     print_assumptions(rep.assumptions)
     if sim is not None:
         _render_simulated(sim)
     else:
         print("add --simulate-allocator for the ms-swift Dec-2023 rows' reserved peak from the traced allocations "
-              "replayed through PyTorch's caching-allocator rules (nothing fitted; not in the headline; ~16 min)")
+              "replayed through PyTorch's caching-allocator rules (nothing fitted; not in the headline; 9-16 min on a 2-core host)")
     return 0
 
 
@@ -145,11 +144,7 @@ def _sim_cells(r: dict, key: str) -> tuple[str, str]:
     if r["check"]:
         ok = s["fits"] == (r["check"] == "must fit")
         return gib, ("fits" if s["fits"] else f"OOM at step {s['oom_step']}") + (": pass" if ok else ": FAIL")
-    return gib, _pct_signed(r[f"error_{key}"])
-
-
-def _pct_signed(v) -> str:
-    return "" if v is None else f"{100 * v:+.1f}%"
+    return gib, pct(r[f"error_{key}"], signed=True)
 
 
 def _render_simulated(sim: dict) -> None:
@@ -159,7 +154,7 @@ def _render_simulated(sim: dict) -> None:
     for r in sim["rows"]:
         case = r["case"].removeprefix("qwen-7b-chat ").replace(" batch 1 accum 16", "") + (" [NF4]" if r["caveat"] else "")
         analytic = (("fits" if r["analytic_fits"] else "does not fit") + (": pass" if r["analytic_passed"] else ": FAIL")
-                    if r["check"] else _pct_signed(r["analytic_error"]))
+                    if r["check"] else pct(r["analytic_error"], signed=True))
         rows.append((case, r["check"] or "compared", _gib(r["measured_gib"]), _gib(r["traced_allocated_gib"]),
                      *_sim_cells(r, "fixed"), *_sim_cells(r, "lognormal"), _gib(r["analytic_reserved_gib"]), analytic))
     print_table(f"{sim['title']}: {sim['kind']}",
@@ -168,9 +163,9 @@ def _render_simulated(sim: dict) -> None:
                 justify=["left", "left", *["right"] * 8])
     for s in sim["summary"]:
         a, b = s["simulated"], s["analytic"]
-        print(f"  {s['rows']}: {a['rows']} compared; simulated median |error| {_pct(a['median_abs_error'])}, max "
-              f"{_pct(a['max_abs_error'])}; analytic median {_pct(b['median_abs_error'])}, max "
-              f"{_pct(b['max_abs_error'])}; checks {s['simulated_checks_passed']}/{s['checks']} pass simulated, "
+        print(f"  {s['rows']}: {a['rows']} compared; simulated median |error| {pct(a['median_abs_error'])}, max "
+              f"{pct(a['max_abs_error'])}; analytic median {pct(b['median_abs_error'])}, max "
+              f"{pct(b['max_abs_error'])}; checks {s['simulated_checks_passed']}/{s['checks']} pass simulated, "
               f"{s['analytic_checks_passed']}/{s['checks']} analytic")
     for r in (r for r in sim["rows"] if r["check"]):
         for key in ("fixed", "lognormal"):

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import argparse
 
+from gpuwise.cli.output import pct
+
 ASSUMPTIONS = [
     ("predicted: the job's goodput object, uncalibrated (nothing in it fitted on these rows); calibrated: the "
      "median measured/predicted step-time factor of the job's earlier rows only (estimate.calibration)"),
@@ -12,9 +14,6 @@ ASSUMPTIONS = [
     "peak memory: torch.cuda.max_memory_reserved against the predicted reserved peak, CUDA rows only",
 ]
 
-
-def _pct(v) -> str:
-    return "" if v is None else f"{100 * v:.1f}%"
 
 
 def _num(v, fmt: str = ".4g") -> str:
@@ -44,12 +43,12 @@ def run(args: argparse.Namespace) -> int:
                 ["job", "model", "device", "GPU type", "GPUs", "batch", "steps", "pred s", "meas s", "|err|",
                  "calib s", "|err|", "pred GiB", "meas GiB", "|err|"],
                 [(r.job, r.model, r.device or "?", r.gpu_type, r.gpus, r.batch, r.steps, _num(r.predicted_step_s),
-                  _num(r.measured_step_s), _pct(rel_error(r.predicted_step_s, r.measured_step_s)),
-                  _num(r.calibrated_step_s), _pct(rel_error(r.calibrated_step_s, r.measured_step_s)),
+                  _num(r.measured_step_s), pct(rel_error(r.predicted_step_s, r.measured_step_s)),
+                  _num(r.calibrated_step_s), pct(rel_error(r.calibrated_step_s, r.measured_step_s)),
                   _num(r.predicted_peak_gib, ".3f"), _num(r.measured_peak_gib, ".3f"),
-                  _pct(rel_error(r.predicted_peak_gib, r.measured_peak_gib))) for r in rows])
+                  pct(rel_error(r.predicted_peak_gib, r.measured_peak_gib))) for r in rows])
     print_table("Median / max |error| by group", ["group", "rows", "median |err|", "max |err|"],
-                [(g["group"], g["rows"], _pct(g["median_abs_error"]), _pct(g["max_abs_error"])) for g in groups],
+                [(g["group"], g["rows"], pct(g["median_abs_error"]), pct(g["max_abs_error"])) for g in groups],
                 justify=["left", "right", "right", "right"])
     if not any("CUDA" in g["group"] for g in groups):
         print("No CUDA rows: no GPU step time or peak memory was measured, so nothing here validates the GPU model.")

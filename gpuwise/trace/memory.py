@@ -256,12 +256,12 @@ def _notes(spec, cfg, schedule, stage) -> list[str]:
 def _stack_note(spec: ModelSpec, cfg: TrainingConfig, code) -> str:
     """What of the stack's own code the traced reference model runs: the facts `run.build_rank_model` applies."""
     from gpuwise.estimate.levers import resolve
-    from gpuwise.trace.precision import dtypes
-    from gpuwise.trace.run import fsdp_ways, kbit_fp32
+    from gpuwise.estimate.op_inventory import ENCODER_FAMILIES
+    from gpuwise.trace.run import kbit_fp32
 
-    decoder = spec.n_encoder_layers == 0 and spec.family not in ("bert", "roberta")
+    decoder = spec.n_encoder_layers == 0 and spec.family not in ENCODER_FAMILIES
     applied = [what for on, what in (
-        (kbit_fp32(cfg, dtypes(cfg.precision, fsdp_ways(cfg) > 1)), "its QLoRA recipe's float32 casts (PEFT "
+        (kbit_fp32(cfg), "its QLoRA recipe's float32 casts (PEFT "
          "prepare_model_for_kbit_training: every frozen 16-bit parameter that is not a 4-bit weight: embeddings, "
          "norms, output layer, biases; the residual stream follows)"),
         (decoder and resolve(cfg).loss_kernel == "chunked" and code.chunk_logits_held, "its chunked loss's held "

@@ -133,7 +133,7 @@ def _batch_maker(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt):
     shard = Shard(p.tp, p.sp, p.cp)
     local = tp_shard_spec(spec, p.tp)
     tokens = cfg.seq_len // p.cp
-    stream = dt.fsdp_param or (torch.float32 if kbit_fp32(cfg, dt) else dt.frozen if cfg.lora_rank > 0 else dt.param)
+    stream = dt.fsdp_param or (torch.float32 if kbit_fp32(cfg) else dt.frozen if cfg.lora_rank > 0 else dt.param)
 
     def batch():
         labels = torch.randint(0, local.vocab_size, (cfg.micro_batch, tokens))
@@ -162,7 +162,7 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)
     set_compute_dtype(model, dt.compute)
-    if kbit_fp32(cfg, dt):
+    if kbit_fp32(cfg):
         _kbit_fp32_rest(model)
     if lora:
         _frozen_to_buffers(model)
@@ -214,13 +214,13 @@ def schedule(in_flight: int, grad_accum: int) -> str:
     return "F" * in_flight + steady + "B" * in_flight
 
 
-def kbit_fp32(cfg: TrainingConfig, dt) -> bool:
+def kbit_fp32(cfg: TrainingConfig) -> bool:
     """The stack's QLoRA recipe casts the rest of the model to float32 (PEFT prepare_model_for_kbit_training,
     stack_code kbit_fp32_rest) and the trace applies it: on unsharded ranks (FSDP's mixed precision computes on
     16-bit gathered copies, which the trace does not model for float32 shards)."""
     from gpuwise.estimate.stack_code import model_code
 
-    return cfg.quantize == "nf4" and model_code(cfg.stack).kbit_fp32_rest and not dt.fsdp_param
+    return cfg.quantize == "nf4" and model_code(cfg.stack).kbit_fp32_rest and fsdp_ways(cfg) == 1
 
 
 def _kbit_fp32_rest(model: torch.nn.Module) -> None:

@@ -188,52 +188,29 @@ def train_step(model, opts: list, cfg: TrainingConfig, ids) -> None:
 
 def measure(spec, cfg: TrainingConfig, device: str = "cuda", steps: int = 4, lengths=None) -> Measured:
     """Train `steps` steps of random tokens; peak memory of the last, median time of all but the first. With
-    `lengths` (a LengthDist) each step runs min(grad_accum, 2) micro-batches drawn as the allocator simulation
-    draws them (seed 0), and the peaks are the whole run's (so is the simulated reserve)."""
-    import torch
-
-    if lengths is not None or cfg.grad_accum > 1:
-        return _measure_drawn(spec, cfg, device, steps, lengths)
-
-    cuda = device.startswith("cuda")
-    if cuda:
-        _fresh(device)
-    model, opts, hooks = build(spec, cfg, device)
-    times = []
-    for i in range(steps):
-        ids = torch.randint(0, spec.vocab_size, (cfg.micro_batch, cfg.seq_len), device=device)
-        if cuda:
-            torch.cuda.synchronize()
-            if i == steps - 1:
-                torch.cuda.reset_peak_memory_stats()
-        t0 = time.perf_counter()
-        train_step(model, opts, cfg, ids)
-        if cuda:
-            torch.cuda.synchronize()
-        times.append(time.perf_counter() - t0)
-    alloc = float(torch.cuda.max_memory_allocated()) if cuda else None
-    reserved = float(torch.cuda.max_memory_reserved()) if cuda else None
-    del model, opts
-    release(hooks)
-    return Measured(alloc, reserved, statistics.median(times[1:] or times))
-
-
-def _measure_drawn(spec, cfg: TrainingConfig, device: str, steps: int, lengths) -> Measured:
+    `lengths` (a LengthDist) or gradient accumulation each step runs min(grad_accum, 2) micro-batches drawn as the
+    allocator simulation draws them (seed 0), and the peaks are the whole run's (so is the simulated reserve)."""
     import torch
 
     from gpuwise.trace.reserved import LengthDist
     from gpuwise.trace.step import train_step as step
 
     cuda = device.startswith("cuda")
+    drawn = lengths is not None or cfg.grad_accum > 1
     draw = (lengths or LengthDist("fixed", cfg.seq_len)).sampler(0)
     if cuda:
         _fresh(device)
-        torch.cuda.reset_peak_memory_stats()
+        if drawn:                                  # the whole run's peaks, build included, as the replay's
+            torch.cuda.reset_peak_memory_stats()
     model, opts, hooks = build(spec, cfg, device)
     times = []
-    for _ in range(steps):
+    for i in range(steps):
         batches = [torch.randint(0, spec.vocab_size, (cfg.micro_batch, draw()), device=device)
-                   for _ in range(min(cfg.grad_accum, 2))]
+                   for _ in range(min(cfg.grad_accum, 2) if drawn else 1)]
+        if cuda:
+            torch.cuda.synchronize()
+            if not drawn and i == steps - 1:       # else the last step's peaks
+                torch.cuda.reset_peak_memory_stats()
         t0 = time.perf_counter()
         step(model, opts, cfg, batches)
         if cuda:

@@ -17,10 +17,11 @@ from dataclasses import dataclass
 from typing import Callable, Optional
 
 from gpuwise.validation.gpu_runs import abs_error_stats
+from gpuwise.validation.memory_external import SWIFT_DEC_CSV, SWIFT_FIXED_UP_TO, swift_lengths
 from gpuwise.workload.training import TrainingConfig
 
 GIB = 2 ** 30
-FIXED_UP_TO = 2048                   # max_length up to which the run's batches fill max_length
+FIXED_UP_TO = SWIFT_FIXED_UP_TO[SWIFT_DEC_CSV]     # max_length up to which the run's batches fill max_length
 DATA_MEAN, DATA_SD = 3234, 2548      # the run's data, tokens per sample (the source's CSV header)
 SOURCE = "ms-swift Dec-2023 (ms_swift_benchmark_a100_2023_12.csv)"
 TITLE = "ms-swift Dec-2023, reserved peak: traced + simulated allocator (one GPU)"
@@ -31,7 +32,7 @@ ASSUMPTIONS = [
     "simulated or the analytic column; not averaged into the memory headline (the analytic estimator's)",
     "simulated reserved = the reserved peak of the run replayed through PyTorch's caching-allocator rules at the "
     "default PYTORCH_CUDA_ALLOC_CONF (gpuwise.trace.reserved.reported_reserved, what memory --method trace reports; "
-    "200 steps for varying lengths)",
+    "as many steps for varying lengths as it replays, gpuwise.trace.reserved.DEFAULT_STEPS)",
     f"max_length <= {FIXED_UP_TO}: fixed length (the run's truncation_left keeps a longer sample's last max_length "
     f"tokens and its data are {DATA_MEAN} +- {DATA_SD} tokens a sample, so most batches fill max_length)",
     f"max_length > {FIXED_UP_TO}: lengths vary; simulated as lognormal(mean {DATA_MEAN}, sd {DATA_SD}) clipped at "
@@ -54,7 +55,8 @@ class Case:
 
     @property
     def varying(self) -> bool:
-        return self.cfg.seq_len > FIXED_UP_TO
+        """Its batches vary in length (the validation row's tag, memory_external.swift_lengths)."""
+        return swift_lengths(SWIFT_DEC_CSV, self.cfg.seq_len) == "varying"
 
 
 @dataclass(frozen=True)
@@ -93,7 +95,7 @@ class AllocatorRow:
 def cases(name: str | None = None) -> list[Case]:
     """The rows `ms_swift_rows(name)` compares or checks (a repeated row is not modelled there, so counted once)."""
     from gpuwise.validation.memory import read_measured
-    from gpuwise.validation.memory_external import SWIFT_DEC_CSV, SWIFT_MODELS, _swift_config, ms_swift_rows
+    from gpuwise.validation.memory_external import SWIFT_MODELS, _swift_config, ms_swift_rows
 
     name = name or SWIFT_DEC_CSV
     out = []
@@ -102,8 +104,8 @@ def cases(name: str | None = None) -> list[Case]:
             continue
         check = "" if v.status == "compared" else ("must not fit" if r["oom"] else "must fit")
         cfg = _swift_config(r)
-        out.append(Case(v.source.partition(" ")[2], SWIFT_MODELS[r["model"]], cfg, v.measured if not r["oom"] else None, check,
-                        NF4_CAVEAT if cfg.quantize else ""))
+        out.append(Case(v.source.partition(" ")[2], SWIFT_MODELS[r["model"]], cfg,
+                        v.measured if not r["oom"] else None, check, NF4_CAVEAT if cfg.quantize else ""))
     return out
 
 
@@ -120,8 +122,8 @@ def _simulate(replay, traced: int, capacity: int, steps: int) -> Simulated:
     from gpuwise.trace.reserved import replay_on, reported_reserved
 
     res, (run,) = replay_on(replay, {"device": capacity}, steps)
-    return Simulated(res.lengths.describe(), reported_reserved(traced, res) / GIB, run.oom is None, run.at_step, res.growing,
-                     res.stats.peak_allocated / GIB, res.stats.peak_reserved / GIB)
+    return Simulated(res.lengths.describe(), reported_reserved(traced, res) / GIB, run.oom is None, run.at_step,
+                     res.growing, res.stats.peak_allocated / GIB, res.stats.peak_reserved / GIB)
 
 
 def lengths_for(case: Case) -> list:
@@ -135,25 +137,26 @@ def lengths_for(case: Case) -> list:
     return [fixed, LengthDist("lognormal", case.cfg.seq_len, mean=DATA_MEAN, sd=DATA_SD, clip=True)]
 
 
-def simulate_case(case: Case, spec, steps: int = 200, capacity: int | None = None) -> AllocatorRow:
+def simulate_case(case: Case, spec, steps: int | None = None, capacity: int | None = None) -> AllocatorRow:
     """One case traced, replayed at fixed length (and lognormal lengths above FIXED_UP_TO) and estimated."""
     from gpuwise.estimate.memory import estimate_memory
     from gpuwise.hardware.gpus import get_gpu
     from gpuwise.trace import trace_memory
+    from gpuwise.trace.reserved import DEFAULT_STEPS, record
     from gpuwise.validation.memory_external import SWIFT_GPU
 
-    from gpuwise.trace.reserved import record
-
     cap = capacity_bytes() if capacity is None else capacity
+    steps = DEFAULT_STEPS if steps is None else steps
     traced = trace_memory(spec, case.cfg).peak_allocated_bytes
     dists = lengths_for(case)
     replay = record(spec, case.cfg, dists[-1])     # one recording: the lognormal's lengths include max_length
     fixed, *logn = [_simulate(replay.at(d), traced, cap, steps) for d in dists]
     est = estimate_memory(spec, case.cfg)
-    return AllocatorRow(case, traced / GIB, fixed, logn[0] if logn else None, est.reserved / GIB, est.fits(get_gpu(SWIFT_GPU)))
+    return AllocatorRow(case, traced / GIB, fixed, logn[0] if logn else None, est.reserved / GIB,
+                        est.fits(get_gpu(SWIFT_GPU)))
 
 
-def simulate_cases(selected: list[Case], spec_for: Callable | None = None, steps: int = 200,
+def simulate_cases(selected: list[Case], spec_for: Callable | None = None, steps: int | None = None,
                    capacity: int | None = None, on_progress=None) -> list[AllocatorRow]:
     """Every case through `simulate_case` (`spec_for(preset)`: the model; load_model by default);
     `capacity`: the allocator's bytes (capacity_bytes() by default); `on_progress(done, total)` after each (7B
@@ -193,7 +196,8 @@ def _sim_json(s: Optional[Simulated]) -> Optional[dict]:
 
 
 def to_json(rows: list[AllocatorRow]) -> dict:
-    return {"title": TITLE, "source": SOURCE, "capacity_gib": capacity_bytes() / GIB, "kind": "external measured run, nothing fitted; not in the headline",
+    return {"title": TITLE, "source": SOURCE, "capacity_gib": capacity_bytes() / GIB,
+            "kind": "external measured run, nothing fitted; not in the headline",
             "rows": [{"case": r.case.label, "model": r.case.model, "max_length": r.case.cfg.seq_len,
                       "check": r.case.check or None, "measured_gib": r.case.measured_gib,
                       "traced_allocated_gib": r.traced_allocated_gib, "fixed": _sim_json(r.fixed),

@@ -205,7 +205,7 @@ SWIFT_RUN_NOTES = {
 SWIFT_FIXED_UP_TO = {SWIFT_CSV: 0, SWIFT_DEC_CSV: 2048}
 
 
-def _swift_lengths(name: str, max_length: int) -> str:
+def swift_lengths(name: str, max_length: int) -> str:
     """How a row's batches vary in length (ValidationRow.lengths)."""
     return "fixed" if max_length <= SWIFT_FIXED_UP_TO[name] else "varying"
 
@@ -254,7 +254,7 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
                                      passed=est.fits(gpu), stack="ms-swift"))
             continue
         out.append(ValidationRow(label, "peak reserved per GPU", measured, est.reserved / GIB, "GiB", "compared", note,
-                                 stack="ms-swift", lengths=_swift_lengths(name, int(r["max_length"]))))
+                                 stack="ms-swift", lengths=swift_lengths(name, int(r["max_length"]))))
     return out
 
 
