@@ -170,8 +170,8 @@ def test_memory_notes_built_on_first_read():
     from gpuwise.estimate import memory
     from gpuwise.workload.training import ParallelPlan
 
-    spec = memory.stack_model(JOB.space.model, "pytorch")
     cfg = TrainingConfig(micro_batch=1, seq_len=8192, grad_accum=4, plan=ParallelPlan(dp=4, pp=2, zero=1))
+    spec = memory.stack_model(JOB.space.model, cfg)
     est = memory.estimate_memory(spec, cfg)
     notes = est.notes
     assert isinstance(notes, tuple) and notes and est.notes is notes and est.assumptions == list(notes)

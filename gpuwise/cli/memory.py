@@ -40,10 +40,11 @@ def _levers(spec, cfg, gpus):
 
 def run(args: argparse.Namespace) -> int:
     from gpuwise.estimate.performance import job_performance
-    from gpuwise.workload.models import load_model
+    from gpuwise.workload.models import for_seq_len, load_model
 
     spec = load_model(args.model)
     cfg = training_config(args, spec)
+    spec = for_seq_len(spec, cfg.seq_len)           # the model the run builds (a position table sized per run)
     gpus = gpus_from(args)
     if getattr(args, "lengths", None) and getattr(args, "method", "analytic") != "trace":
         from gpuwise.errors import InputError

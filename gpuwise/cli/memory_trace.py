@@ -36,7 +36,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     from gpuwise.estimate.lora import adapter_params
     from gpuwise.estimate.memory import estimate_from_parts
     from gpuwise.estimate.overhead import describe
-    from gpuwise.workload.models import param_count
+    from gpuwise.workload.models import param_count, positions_note
 
     _need_torch()
     dist = _lengths(args, cfg)           # first: a refused --lengths answers before the (longer) trace
@@ -47,7 +47,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     parts = {part: sum(got[c] for c in cats) for part, cats in PARTS.items()}
     params = param_count(spec)
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else params
-    notes = (*res.assumptions, describe() + " (added to the traced tensors, as in the analytic method"
+    notes = (*res.assumptions, *positions_note(spec), describe() + " (added to the traced tensors, as in the analytic method"
              + ("; the allocator slack simulated instead: next line)" if sim else ")"),
              *((reserved.describe(sim), _runs_note(runs)) if sim else ()),
              f"method: {res.method}; traced in {res.trace_s:.1f} s wall, {res.cpu_s:.1f} s CPU")

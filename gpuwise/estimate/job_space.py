@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from gpuwise.errors import InputError
 from gpuwise.estimate.stat_efficiency import NoiseModel
 from gpuwise.workload.model_spec import ModelSpec
+from gpuwise.workload.models import for_seq_len
 from gpuwise.workload.training import TrainingConfig
 
 # Per-GPU micro-batches tried when the spec fixes none. Powers of two, as the frameworks' defaults are.
@@ -103,8 +104,8 @@ def _amount_lines(spec, noise: NoiseModel, has_amount: bool) -> tuple[str, ...]:
 def space_from_jobspec(spec, *, require_amount: bool = True, inter_node_gbps: float | None = None) -> JobSpace:
     """The search space of a validated JobSpec. ``require_amount=False`` (`gpuwise estimate`): a spec
     without a training amount ranks configurations by time per sample (steps = 1 sample / global batch)."""
-    model = spec.model_spec()
     tr = spec.training
+    model = for_seq_len(spec.model_spec(), tr.seq_len)
     if not model.is_transformer and 1 not in spec.parallelism.cp:
         raise InputError("parallelism.cp", spec.parallelism.cp, f"{model.name} has no sequence to split over GPUs "
                          "(context parallelism is for transformers); allow cp: [1]")
@@ -141,6 +142,7 @@ def space_for_config(model: ModelSpec, cfg: TrainingConfig) -> JobSpace:
     from gpuwise.workload.training import ParallelPlan
 
     hi = 1 << 20
+    model = for_seq_len(model, cfg.seq_len)
     return JobSpace(
         name=model.name, model=model, base=replace(cfg, plan=ParallelPlan(), recompute="none"),
         noise=NoiseModel(phi=math.inf, ref_batch=1, samples_at_ref=1.0), batches=batch_grid(1, hi),

@@ -30,7 +30,7 @@ from gpuwise.estimate.overhead import (GIB, allocator_slack_bytes, context_bytes
 from gpuwise.estimate.stack_code import describe as describe_code, model_code
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
-from gpuwise.workload.models import load_model, param_count, param_counts
+from gpuwise.workload.models import for_seq_len, load_model, param_count, param_counts, positions_note
 from gpuwise.workload.stacks import stack_row
 from gpuwise.workload.training import (OPTIMIZERS, PP_SCHEDULES, PRECISIONS, STACKS, TrainingConfig,
                                        recompute_policy)
@@ -237,7 +237,7 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
         raise InputError("pp", p.pp, f"at most {layers} pipeline stages ({spec.name} has {layers} layers)")
     if cfg.seq_len % p.cp:
         raise InputError("cp", p.cp, f"must divide the sequence length {cfg.seq_len}")
-    if spec.learned_pos_emb and spec.max_seq_len and cfg.seq_len > spec.max_seq_len:
+    if spec.learned_pos_emb and not spec.positions_per_run and spec.max_seq_len and cfg.seq_len > spec.max_seq_len:
         raise InputError("seq-len", cfg.seq_len, f"at most {spec.max_seq_len} for {spec.name} "
                          "(learned position table)")
 
@@ -273,10 +273,12 @@ def _explicit_estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, c
                           peak_phase="loss boundary")
 
 
-def stack_model(spec: ModelSpec, stack: str) -> ModelSpec:
-    """The model as the stack's own model code builds it: a stack whose model class always has its own output
-    matrix (data/stacks/model_code.csv separate_lm_head, LitGPT) unties a tied checkpoint's embedding."""
-    if spec.tied_embeddings and spec.is_transformer and model_code(stack).separate_lm_head:
+def stack_model(spec: ModelSpec, cfg: TrainingConfig) -> ModelSpec:
+    """The model as the run's stack builds it: a stack whose model class always has its own output matrix
+    (data/stacks/model_code.csv separate_lm_head, LitGPT) unties a tied checkpoint's embedding, and a position
+    table sized per run (ModelSpec.positions_per_run) gets the run's sequence length."""
+    spec = for_seq_len(spec, cfg.seq_len)
+    if spec.tied_embeddings and spec.is_transformer and model_code(cfg.stack).separate_lm_head:
         return replace(spec, tied_embeddings=False)
     return spec
 
@@ -385,7 +387,7 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     stages only (the estimate is the largest peak over all stages): O(1) in pp where the estimate is
     O(pp), so searches over layouts evaluate in full only those whose bound beats their best so far.
     Equal to `required` whenever one of those stages holds the peak (stage 0 under 1F1B, usually)."""
-    spec = stack_model(load_model(model), cfg.stack)
+    spec = stack_model(load_model(model), cfg)
     check_config(spec, cfg)
     if not spec.is_transformer or blocked(cfg):
         return _estimate(spec, cfg, False, True, 1, True).required
@@ -399,7 +401,7 @@ def required_lower_bound(model: ModelSpec | str, cfg: TrainingConfig) -> float:
 def saved_activation_bytes(model: ModelSpec | str, cfg: TrainingConfig) -> float:
     """Bytes one micro-batch's forward saves for backward on the first pipeline stage (what activation
     offload copies to the host and back)."""
-    spec = stack_model(load_model(model), cfg.stack)
+    spec = stack_model(load_model(model), cfg)
     if not spec.is_transformer:
         return 0.0
     sem = state_semantics(cfg.precision, cfg.optimizer, spec.hidden, cfg.plan.zero, resolve(cfg).fp32_main_grad)
@@ -831,6 +833,7 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
         describe_overhead(),
         _stack_text(cfg.stack),
     ]
+    out.extend(positions_note(spec))
     if p.pp > 1:
         out.append(f"pipeline schedule {schedule}: stage {stage} holds {in_flight(schedule, p.pp, stage, cfg.grad_accum):g} "
                    f"of {cfg.grad_accum} micro-batches at its peak")
@@ -879,7 +882,7 @@ def estimate_memory(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec | 
     memoise: keep the estimate in this module's cache (False: a caller that keeps its estimates itself, the
         layout search's ~6,000 distinct ones; the same estimate either way)
     """
-    spec = stack_model(load_model(model), cfg.stack)
+    spec = stack_model(load_model(model), cfg)
     est = (_estimate if memoise else _estimate.__wrapped__)(spec, cfg, fp32_grads, lm_head, interleave, context)
     if gpu is not None:
         est = replace(est, notes=est.notes + (est.fit_text(gpu),))

@@ -146,6 +146,9 @@ def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
 def trace_memory(spec: ModelSpec, cfg: TrainingConfig, *, extrapolate: bool = True, pp_schedule: str = "1f1b",
                  foreach: bool = False) -> TraceResult:
     """Traced per-GPU peak of one training step of `spec` under `cfg` (most loaded rank)."""
+    from gpuwise.workload.models import for_seq_len
+
+    spec = for_seq_len(spec, cfg.seq_len)
     _check(spec, cfg, pp_schedule)
     from gpuwise.estimate.levers import resolve
 

@@ -214,6 +214,10 @@ def spec_from_config(cfg: Config, name: str, where: str = "config.json") -> Mode
                          + "; " + did_you_mean(str(mt), READERS))
     family = {"RefinedWeb": "falcon", "RefinedWebModel": "falcon", "phi-msft": "phi", "mt5": "t5"}.get(mt, mt)
     spec = READERS[mt](r, name, family)
+    if spec.learned_pos_emb and (cfg.get("gpuwise") or {}).get("positions_per_run"):
+        from dataclasses import replace
+
+        spec = replace(spec, positions_per_run=True)
     if spec.is_transformer:
         if spec.n_heads % max(spec.n_kv_heads, 1):
             raise InputError(f"{where}: num_key_value_heads", spec.n_kv_heads, "must divide num_attention_heads")

@@ -37,6 +37,10 @@ class ModelSpec:
     mlp_bias: bool = False
     norm: str = "layernorm"             # "layernorm" (weight+bias) | "rmsnorm" (weight only)
     learned_pos_emb: bool = False       # absolute learned position table (gpt2, bert, opt)
+    positions_per_run: bool = False     # that table has as many rows as each run's sequence length (an architecture
+    #                                     trained from scratch, e.g. llm-foundry's MPT pretraining YAMLs, whose
+    #                                     model.max_seq_len is the run's max_seq_len); False: fixed at max_seq_len
+    #                                     (a checkpoint's table), longer sequences refused
     n_experts: int = 1                  # MoE experts per layer (1 = dense)
     experts_per_token: int = 1          # top-k routing
     n_encoder_layers: int = 0           # encoder-decoder models (t5): encoder depth

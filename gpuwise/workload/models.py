@@ -250,6 +250,24 @@ def _with_source(spec: ModelSpec, source: str) -> ModelSpec:
     return replace(spec, source=source)
 
 
+def for_seq_len(spec: ModelSpec, seq_len: int) -> ModelSpec:
+    """The model a run of `seq_len` tokens builds: a position table sized per run (ModelSpec.positions_per_run)
+    gets `seq_len` rows; any other model is returned as it is."""
+    from dataclasses import replace
+
+    if spec.positions_per_run and seq_len and seq_len != spec.max_seq_len:
+        return replace(spec, max_seq_len=int(seq_len))
+    return spec
+
+
+def positions_note(spec: ModelSpec) -> tuple[str, ...]:
+    """The assumption line of a position table sized per run (none for any other model)."""
+    if not spec.positions_per_run:
+        return ()
+    return (f"learned position table sized to the run: {spec.max_seq_len} rows x {spec.hidden} (the architecture is "
+            "trained from scratch with max_seq_len = the run's sequence length)",)
+
+
 def load_model(name_or_path: str | ModelSpec) -> ModelSpec:
     """Preset name (case-insensitive), path to a config.json (or a folder holding one) or a Hub id.
 
