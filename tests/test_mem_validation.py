@@ -41,7 +41,7 @@ def test_headline_is_external_measured_rows_per_stack(report):
     # OpenLLaMA-7B PEFT rows; universal-llm-trainer = its own (transformers models in its own loop, which syncs
     # every micro-batch); ms-swift = its Jan-2024 (23 Qwen-7B + 25 Qwen-1.8/14/72B and Yi-6/34B) and Dec-2023 (18) runs
     assert stacks["litgpt"][0] >= 20 and stacks["hf-trainer"][0] == 2 + 7 and stacks["pytorch"][0] >= 4
-    assert stacks["universal-llm-trainer"][0] == 53
+    assert stacks["universal-llm-trainer"][0] == 54
     assert stacks["ms-swift"][0] == 48 + 18
     assert sum(v[0] for v in stacks.values()) == n and med <= mx
     sources = report.by_source()
@@ -56,10 +56,14 @@ def test_headline_is_external_measured_rows_per_stack(report):
     assert sum("counted once" in r.note for r in swift) == 5 + 1 + 5 and checks["ms_swift_benchmark_a100.csv"][0] == 3
     assert sources["ms_swift_benchmark_a100.csv"][0] == 48 and sources["ms_swift_benchmark_a100_2023_12.csv"][0] == 18
     assert checks["ms_swift_benchmark_a100_2023_12.csv"][0] == 2     # full fine-tune at 4096 (at capacity), 8192 OOM
-    # universal-llm-trainer: rows of models with a preset are compared or (at the card's capacity / OOM) checked; 11 of
-    # the 53 compared and 1 of the 7 checks are the Phi3-mini (9) and Qwen 3 8B (2 + the full run at capacity) rows;
-    # Gemma 2 9B adds 7 compared and 2 checks (its QLoRA OOMs on the H100 and A100)
-    assert sources["universal_llm_trainer_gpu_test.csv"][0] == 53 and checks["universal_llm_trainer_gpu_test.csv"][0] == 7
+    # universal-llm-trainer: rows of models with a preset are compared (its readout: memory_reserved()/1E9 GB,
+    # converted) or checked: its Gemma 2 9B QLoRA OOMs on the H100 and A100, and the four 8B full runs on those 80 GB
+    # cards whose same run reserved 89 GB on its 96 GB card (capacity-bound: the reading is a lower bound)
+    assert sources["universal_llm_trainer_gpu_test.csv"][0] == 54 and checks["universal_llm_trainer_gpu_test.csv"][0] == 6
+    ult = [r for r in report.rows if r.source.startswith("universal_llm_trainer")]
+    bound = [r for r in ult if "larger card" in r.case]
+    assert len(bound) == 4 and all(" 8B Full" in r.source and r.status == "checked" for r in bound)
+    assert all("reserved_gib" in r.note for r in ult if r.status == "compared")
     assert any("fitted on" in a and "allocator_reserved_vs_allocated.csv" in a for a in report.assumptions)
 
 
