@@ -286,8 +286,11 @@ def test_torchtune_nf4_dequantisation_holds_14_bytes_per_parameter_in_the_block_
 
     q, lo = loads(cfg), loads(TrainingConfig(**{**cfg.__dict__, "quantize": None}))
     assert q.bwd_temp - lo.bwd_temp == 14 * 4096 * 14336
+    swift = loads(TrainingConfig(**{**cfg.__dict__, "stack": "ms-swift", "precision": "bf16"}))
+    assert swift.bwd_temp == lo.bwd_temp                  # other stacks: not counted (their rows say 0)
+    # (hf-trainer's QLoRA recipe in pure bf16 makes its block float32: twice the 16-bit gradients, no dequant term)
     hf = loads(TrainingConfig(**{**cfg.__dict__, "stack": "hf-trainer", "precision": "bf16"}))
-    assert hf.bwd_temp == lo.bwd_temp                     # other stacks: not counted (their rows say 0)
+    assert hf.bwd_temp == 2 * lo.bwd_temp
     est = estimate_memory(spec, cfg)
     assert est.peak_phase == "block backward"             # short sequences: the dequantisation makes the peak
 
@@ -405,3 +408,28 @@ def test_llm_foundry_flash_attention_keeps_its_repadded_output():
     eager = act.ActivationSetting(micro_batch=2, seq_len=2048, flash=False, low_norms=True)
     assert act.layer_bytes(spec, act.ActivationSetting(**{**eager.__dict__, "attn_out_copy": True})) == \
         act.layer_bytes(spec, eager)
+
+
+def test_kbit_fp32_rest_without_autocast_makes_every_activation_float32():
+    """universal-llm-trainer's QLoRA (pure bf16, no autocast, PEFT prepare_model_for_kbit_training): the float32
+    residual stream enters every 4-bit linear, which casts its output back to its input's dtype (bitsandbytes
+    Linear4bit.forward: out.to(inp_dtype)), and the float32 adapters add to it: the block's activations are float32,
+    twice a 16-bit block's. The trace (the reference model with the stack's casts) is the arbiter: a small-vocabulary
+    model whose peak is the block backward."""
+    import dataclasses
+
+    from gpuwise.trace.memory import trace_memory
+    from gpuwise.workload.model_spec import ModelSpec
+
+    spec = ModelSpec(name="block-peak", family="llama", n_layers=4, hidden=1024, n_heads=8, n_kv_heads=8,
+                     head_dim=128, ffn_hidden=2816, vocab_size=512, max_seq_len=4096, gated_mlp=True, norm="rmsnorm")
+    cfg = TrainingConfig(micro_batch=2, seq_len=2048, precision="bf16", stack="universal-llm-trainer", lora_rank=8,
+                         lora_targets="all-linear", quantize="nf4", recompute="full")
+    est = estimate_memory(spec, cfg)
+    assert est.peak_phase == "block backward"
+    traced = trace_memory(spec, cfg).peak_allocated_bytes
+    assert abs(est.allocated / traced - 1) < 0.05      # +2.7% (-37% before the rule)
+    # with autocast (the hf-trainer recipe) the 4-bit linears' outputs stay float32 too, but the block is not
+    # counted as float32 throughout: the pure-bf16 stack's working set is the larger
+    mixed = estimate_memory(spec, dataclasses.replace(cfg, precision="bf16-mixed", stack="hf-trainer"))
+    assert est.activations > mixed.activations

@@ -459,8 +459,11 @@ class _Geometry:
         self.enc_b = self._block(counts.encoder_layer, enc_rep, 1)
         self.dec_b = self._block(counts.layer, counts.layer_replicated, 2 if self.t5 else 1)
         fused_mlp = self._fused_lora_mlp(code, lora_targets)         # Unsloth's LoRA_MLP (model_code.csv lora_mlp)
+        # without autocast a float32 residual stream makes every activation float32: bitsandbytes' Linear4bit casts
+        # its output to its input's dtype (Linear4bit.forward: out.to(inp_dtype)) and the float32 adapters add to it
+        act_bytes = 4 if fp32_rest and not autocast else _act_bytes_per_value(precision)
         self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
-                                        bytes_per_value=_act_bytes_per_value(precision), flash=flash,
+                                        bytes_per_value=act_bytes, flash=flash,
                                         recompute=recompute, frozen_base=lora, low_norms=low_norms,
                                         compiled=compiled or fused_mlp, mlp_bwd_ffn=1 if fused_mlp else 2,
                                         fp8_inputs=precision == "fp8",

@@ -129,5 +129,6 @@ def describe(stack: str) -> str:
     if c.kbit_fp32_rest:
         parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "
-                     "autocast copy is kept for its backward")
+                     "autocast copy is kept for its backward; without autocast every activation is float32 (a 4-bit "
+                     "linear casts its output to its input's dtype)")
     return f"{c.stack} model code: " + "; ".join(parts) + f" ({c.source.split(':')[0]})"
