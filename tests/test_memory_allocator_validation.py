@@ -56,8 +56,8 @@ def test_a_real_tiny_run_scores_compared_rows_and_checks_against_a_capacity():
     # compared: an error against the measured 73.45 GiB (one layer of 128: far below), no check
     assert row.passed(row.fixed.fits) is None and row.error(row.fixed.reserved_gib) < -0.99
     summ = {s["rows"]: s for s in MA.summary([row])}
-    assert summ["fixed-length rows (<= 2048)"]["simulated"]["rows"] == 1
-    assert summ["varying-length rows"]["simulated"]["rows"] == 0
+    assert summ["ms-swift Dec-2023 fixed-length rows (<= 2048)"]["simulated"]["rows"] == 1
+    assert "ms-swift Dec-2023 varying-length rows" not in summ        # a group without rows is left out
     # the same configuration as an OOM check under a capacity below its traced peak: runs out, so it passes
     cap = int(row.traced_allocated_gib * 2 ** 30 / 2)
     from gpuwise.trace.reserved import record
@@ -65,11 +65,11 @@ def test_a_real_tiny_run_scores_compared_rows_and_checks_against_a_capacity():
     sim = MA._simulate(record(_tiny(case.model), case.cfg), int(row.traced_allocated_gib * 2 ** 30), cap, 4)
     small = replace(row, case=replace(case, check="must not fit", measured_gib=None), fixed=sim)
     assert not small.fixed.fits and small.passed(small.fixed.fits) is True and small.error(1.0) is None
-    summ = {s["rows"]: s for s in MA.summary([small])}["fixed-length rows (<= 2048)"]
+    summ = {s["rows"]: s for s in MA.summary([small])}["ms-swift Dec-2023 fixed-length rows (<= 2048)"]
     assert (summ["checks"], summ["simulated_checks_passed"], summ["analytic_checks_passed"]) == (1, 1, 0)
     js = MA.to_json([row, small])
     assert js["rows"][0]["lognormal"] is None and js["rows"][1]["simulated_passed"] is True
-    assert "not in the headline" in js["kind"]
+    assert "not in the headline" in js["kind"] and js["rows"][0]["capacity_gib"] > 70
 
 
 def test_validate_memory_help_names_both_targets(capsys):
@@ -78,3 +78,19 @@ def test_validate_memory_help_names_both_targets(capsys):
     with pytest.raises(SystemExit):
         main(["validate", "--help"])
     assert "gpu and memory" in capsys.readouterr().out
+
+
+def test_universal_llm_trainer_one_gpu_rows_once_each_with_their_checks():
+    cases = MA.ult_cases()
+    assert cases and all(c.source == MA.ULT_SOURCE and not c.varying and c.cfg.plan.gpus == 1 for c in cases)
+    assert all(c.cfg.seq_len == 8192 and c.cfg.micro_batch == 2 for c in cases)
+    compared = [c for c in cases if not c.check]
+    # the H100 and A100 rows read the same: one case each (Qwen 3 8B has A100 rows only)
+    assert len({(c.model, c.cfg.lora_rank, c.cfg.quantize) for c in compared}) == len(compared) == 15
+    checks = sorted((c.gpu, c.model, c.check) for c in cases if c.check)
+    assert checks == sorted([(g, m, "must fit") for g in ("A100-80GB-SXM", "H100-80GB-SXM")
+                             for m in ("llama-3-8b", "llama-3.1-8b")]
+                            + [(g, "gemma-2-9b", "must not fit") for g in ("A100-80GB-SXM", "H100-80GB-SXM")])
+    # its GB readings, in GiB: Llama 3 8B LoRA read 36 GB
+    lora = next(c for c in compared if c.model == "llama-3-8b" and c.cfg.lora_rank and not c.cfg.quantize)
+    assert abs(lora.measured_gib - 36e9 / 2 ** 30) < 1e-9

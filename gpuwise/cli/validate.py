@@ -24,9 +24,9 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--simulate-allocator", action="store_true",
                         help="gpu and memory: also predict each row's reserved peak by replaying its traced "
                              "allocations through PyTorch's caching-allocator rules (gpu: the H200 rows; memory: "
-                             "a table of the 20 ms-swift Dec-2023 rows, not in the headline; gpu: 3-4 min, memory: "
-                             "9-16 min measured on a 2-core host (9 idle, 16 shared), the 4 lognormal rows "
-                             "minutes each)")
+                             "a table of the 20 ms-swift Dec-2023 rows and universal-llm-trainer's 21 one-GPU rows, "
+                             "not in the headline; gpu: 3-4 min, memory: about 20 min on a 2-core host, the 4 "
+                             "lognormal rows minutes each)")
     parser.add_argument("--model", default=None, metavar="NAME",
                         help="gpu only: only the measured rows of this model")
     parser.add_argument("--json", action="store_true", help="machine-readable output")

@@ -115,20 +115,23 @@ def run(args: argparse.Namespace) -> int:
     if sim is not None:
         _render_simulated(sim)
     else:
-        print("add --simulate-allocator for the ms-swift Dec-2023 rows' reserved peak from the traced allocations "
-              "replayed through PyTorch's caching-allocator rules (nothing fitted; not in the headline; 9-16 min on a 2-core host)")
+        print("add --simulate-allocator for the ms-swift Dec-2023 and universal-llm-trainer one-GPU rows' reserved "
+              "peak from the traced allocations replayed through PyTorch's caching-allocator rules (nothing fitted; "
+              "not in the headline; about 20 min on a 2-core host)")
     return 0
 
 
 def _simulated(args: argparse.Namespace) -> dict | None:
-    """The ms-swift Dec-2023 rows through the simulated allocator (gpuwise.validation.memory_allocator), as JSON."""
+    """The ms-swift Dec-2023 and universal-llm-trainer one-GPU rows through the simulated allocator
+    (gpuwise.validation.memory_allocator), as JSON."""
     if not getattr(args, "simulate_allocator", False):
         return None
     from gpuwise.cli.progress import progress, wanted
-    from gpuwise.validation.memory_allocator import cases, simulate_cases, to_json
+    from gpuwise.validation.memory_allocator import cases, simulate_cases, to_json, ult_cases
 
-    selected = cases()
-    with progress("simulating the caching allocator (ms-swift Dec-2023)", len(selected), enabled=wanted(args)) as bar:
+    selected = cases() + ult_cases()
+    with progress("simulating the caching allocator (ms-swift Dec-2023, universal-llm-trainer)", len(selected),
+                  enabled=wanted(args)) as bar:
         return to_json(simulate_cases(selected, on_progress=bar.callback))
 
 
@@ -155,12 +158,13 @@ def _render_simulated(sim: dict) -> None:
         case = r["case"].removeprefix("qwen-7b-chat ").replace(" batch 1 accum 16", "") + (" [NF4]" if r["caveat"] else "")
         analytic = (("fits" if r["analytic_fits"] else "does not fit") + (": pass" if r["analytic_passed"] else ": FAIL")
                     if r["check"] else pct(r["analytic_error"], signed=True))
-        rows.append((case, r["check"] or "compared", _gib(r["measured_gib"]), _gib(r["traced_allocated_gib"]),
-                     *_sim_cells(r, "fixed"), *_sim_cells(r, "lognormal"), _gib(r["analytic_reserved_gib"]), analytic))
+        rows.append((r["source"].split(" (")[0], case, r["check"] or "compared", _gib(r["measured_gib"]),
+                     _gib(r["traced_allocated_gib"]), *_sim_cells(r, "fixed"), *_sim_cells(r, "lognormal"),
+                     _gib(r["analytic_reserved_gib"]), analytic))
     print_table(f"{sim['title']}: {sim['kind']}",
-                ["row", "kind", "measured GiB", "traced alloc GiB", "sim. fixed GiB", "err / check",
+                ["source", "row", "kind", "measured GiB", "traced alloc GiB", "sim. fixed GiB", "err / check",
                  "sim. lognormal GiB", "err / check", "analytic GiB", "err / check"], rows,
-                justify=["left", "left", *["right"] * 8])
+                justify=["left", "left", "left", *["right"] * 8])
     for s in sim["summary"]:
         a, b = s["simulated"], s["analytic"]
         print(f"  {s['rows']}: {a['rows']} compared; simulated median |error| {pct(a['median_abs_error'])}, max "
@@ -172,13 +176,14 @@ def _render_simulated(sim: dict) -> None:
             if r[key]:
                 print(f"  check {r['case'].removeprefix('qwen-7b-chat ').split(' FA')[0]} ({key}): unlimited "
                       f"replay's peak allocated {r[key]['replay_allocated_gib']:.2f} / reserved "
-                      f"{r[key]['replay_reserved_gib']:.2f} GiB; capacity {sim['capacity_gib']:.2f} GiB (under it the "
+                      f"{r[key]['replay_reserved_gib']:.2f} GiB; capacity {r['capacity_gib']:.2f} GiB (under it the "
                       f"allocator frees its cached segments and retries, as PyTorch does: "
                       f"{'fits' if r[key]['fits'] else 'out of memory'})")
     print("  [NF4] gpuwise.nn dequantizes NF4 with PyTorch ops, not bitsandbytes: the 4-bit path's traced "
           "allocations are not the run's")
-    print("  fixed-length rows: max_length <= 2048 (truncation_left fills max_length); varying-length rows: scored on "
-          "the lognormal column (the source's mean 3234 / sd 2548 tokens; the lognormal shape is an assumption)")
+    print("  ms-swift fixed-length rows: max_length <= 2048 (truncation_left fills max_length); varying-length rows: "
+          "scored on the lognormal column (the source's mean 3234 / sd 2548 tokens; the lognormal shape is an "
+          "assumption); universal-llm-trainer: 8192 tokens packed, its GB readings in GiB")
     for a in sim["assumptions"]:
         print(f"  - {a}")
 
