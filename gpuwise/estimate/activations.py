@@ -78,6 +78,10 @@ class ActivationSetting:
     fp32_outputs: bool = False  # linear layers write float32 outputs: float32 weights and inputs without autocast
     #                           (PEFT prepare_model_for_kbit_training's float32 rest in pure 16-bit training, where
     #                           bitsandbytes Linear4bit casts its output to its float32 input's dtype): float32 logits
+    nf4_stream_outputs: bool = False  # under autocast over a float32 stream (PEFT's float32 rest), the 4-bit linears
+    #                           write their float32 input's dtype (bitsandbytes Linear4bit out.to(inp_dtype)): the MLP's
+    #                           f-wide outputs and the block's gradients are float32; the attention core still gets
+    #                           autocast's 16-bit casts, and each adapter its own 16-bit input cast
     mlp_bwd_ffn: int = 2      # ffn-wide gradients the MLP backward allocates: 2 eager (gate and up, or the activation's
     #                           input and output); 1 where a fused kernel writes them into its saved buffers (Unsloth)
     lora_input_cast: bool = False  # under autocast each LoRA-adapted linear keeps its own 16-bit cast of its input
@@ -229,7 +233,8 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     if st.compiled and spec.gated_mlp:   # gate and up only: the down projection's input is recomputed
         per_expert = 2 * spec.ffn_hidden * e
     else:                    # the down projection's input (the last f-wide tensor) as its GEMM saves it
-        per_expert = (((4 if spec.gated_mlp else 2) - 1) * e + (_gemm_input_bytes(st) if down_in else 0)) \
+        fe = 4 if st.nf4_stream_outputs else e      # the f-wide outputs of gate / up and the activation
+        per_expert = (((4 if spec.gated_mlp else 2) - 1) * fe + (_gemm_input_bytes(st) if down_in else 0)) \
             * spec.ffn_hidden
     split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
     if st.lora_dropout and st.frozen_base:
@@ -396,7 +401,7 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     gradients: 14-64% of the MLP moment's extra bytes per token over 56 presets, never a block's peak (tests/
     test_mem_flash_backward.py)."""
     tokens = st.micro_batch * st.seq_len / st.cp
-    e = st.bytes_per_value
+    e = 4 if st.nf4_stream_outputs else st.bytes_per_value      # float32 gradients through float32 outputs
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     return tokens * (e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
                      + _eager_score_grad_bytes(spec, st) / st.tp)

@@ -461,7 +461,9 @@ class _Geometry:
         fused_mlp = self._fused_lora_mlp(code, lora_targets)         # Unsloth's LoRA_MLP (model_code.csv lora_mlp)
         # without autocast a float32 residual stream makes every activation float32: bitsandbytes' Linear4bit casts
         # its output to its input's dtype (Linear4bit.forward: out.to(inp_dtype)) and the float32 adapters add to it
-        act_bytes = 4 if fp32_rest and not autocast else _act_bytes_per_value(precision)
+        # (unsharded PyTorch ranks only: FSDP's and DeepSpeed's 16-bit compute copies are not modelled float32)
+        plain = sem.framework == "torch" and zero == 0
+        act_bytes = 4 if fp32_rest and plain and not autocast else _act_bytes_per_value(precision)
         self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
                                         bytes_per_value=act_bytes, flash=flash,
                                         recompute=recompute, frozen_base=lora, low_norms=low_norms,
@@ -485,7 +487,8 @@ class _Geometry:
                                         loss_chunk_tokens=code.loss_chunk_tokens,
                                         chunk_logits_held=code.chunk_logits_held,
                                         # float32 linears without autocast write float32 outputs and logits
-                                        fp32_outputs=fp32_rest and not autocast)
+                                        fp32_outputs=fp32_rest and not autocast,
+                                        nf4_stream_outputs=fp32_rest and autocast)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
         self.loss = "megatron" if sem.framework == "megatron" and loss == "eager" else loss
         self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)

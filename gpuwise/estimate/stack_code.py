@@ -129,6 +129,7 @@ def describe(stack: str) -> str:
     if c.kbit_fp32_rest:
         parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "
-                     "autocast copy is kept for its backward; without autocast every activation is float32 (a 4-bit "
-                     "linear casts its output to its input's dtype)")
+                     "autocast copy is kept for its backward; a 4-bit linear writes its input's dtype (bitsandbytes), so "
+                     "without autocast every activation is float32, and under autocast the MLP's outputs and the "
+                     "block's gradients are")
     return f"{c.stack} model code: " + "; ".join(parts) + f" ({c.source.split(':')[0]})"

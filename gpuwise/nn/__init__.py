@@ -19,7 +19,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
-from gpuwise.nn.layers import Adapters, Shard
+from gpuwise.nn.layers import Adapters, Attention, Shard
 from gpuwise.nn.linear import Linear, LoRALinear, NF4Linear
 from gpuwise.nn.models import T5, CausalLM, MaskedLM
 from gpuwise.nn.resnet import ResNetConfig, build_resnet
@@ -56,7 +56,7 @@ def _default_dtype(dtype: torch.dtype | None):
 def set_compute_dtype(model: nn.Module, dtype: torch.dtype | None) -> None:
     """Compute in `dtype` over weights kept in another dtype (autocast's casts, written out)."""
     for m in model.modules():
-        if isinstance(m, (Linear, LoRALinear, NF4Linear, CausalLM, MaskedLM, T5)):
+        if isinstance(m, (Linear, LoRALinear, NF4Linear, Attention, CausalLM, MaskedLM, T5)):
             m.compute_dtype = dtype
 
 

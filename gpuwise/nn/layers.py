@@ -110,6 +110,7 @@ class Attention(nn.Module):
         if spec.query_scale_dim:                                 # gemma2 query_pre_attn_scalar ** -0.5
             self.scale = spec.query_scale_dim ** -0.5
         self.softcap, self.window = spec.attn_softcap, window     # gemma2: tanh soft-capping, local layers
+        self.compute_dtype: torch.dtype | None = None            # autocast runs the attention core in it
 
     def _project(self, x, kv_x):
         b, s = x.shape[:2]
@@ -137,6 +138,9 @@ class Attention(nn.Module):
             cos, sin = (t.to(q.dtype) for t in rope)
             q, k = self._rotate(q, cos, sin), self._rotate(k, cos, sin)
         k, v = fn.gather(k, self.shard.cp, 2), fn.gather(v, self.shard.cp, 2)    # CP: K/V of every rank
+        cd = self.compute_dtype
+        if cd is not None and q.dtype != cd:       # autocast casts the attention's inputs (a float32 stream's q, k,
+            q, k, v = q.to(cd), k.to(cd), v.to(cd)  # v: 4-bit linears write their input's dtype)
         causal = self.causal and q.shape[2] == k.shape[2]
         mask = None if bias is None else bias.to(q.dtype)
         out = self.core(q, k, v, causal, mask)

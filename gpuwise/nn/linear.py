@@ -88,7 +88,8 @@ class NF4Linear(nn.Module):
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         y = _NF4Matmul.apply(_cast(x, self.compute_dtype), self.nf4)
-        return y if self.bias is None else y + self.bias.to(y.dtype)
+        y = y if self.bias is None else y + self.bias.to(y.dtype)
+        return y.to(x.dtype)        # bitsandbytes Linear4bit: the output in its input's dtype (out.to(inp_dtype))
 
 
 class LoRALinear(nn.Module):
@@ -113,10 +114,10 @@ class LoRALinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cd = self.compute_dtype
         xc = _cast(x, cd)
-        if self.nf4 is not None:
+        if self.nf4 is not None:        # bitsandbytes Linear4bit: the output in its input's dtype
             y = _NF4Matmul.apply(xc, self.nf4)
+            y = (y if self.bias is None else y + self.bias.to(y.dtype)).to(x.dtype)
         else:
             y = F.linear(xc, _cast(self.base.weight, cd or x.dtype))
-        if self.bias is not None:
-            y = y + self.bias.to(y.dtype)
+            y = y if self.bias is None else y + self.bias.to(y.dtype)
         return y + self.lora_b(self.lora_a(x)) * self.scaling
