@@ -453,3 +453,29 @@ def test_reference_nf4_linears_write_their_inputs_dtype():
         set_compute_dtype(m, torch.bfloat16)
         assert m(torch.randn(2, 64)).dtype == torch.float32
         assert m(torch.randn(2, 64, dtype=torch.bfloat16)).dtype == torch.bfloat16
+
+
+def test_peft_adapters_keep_their_own_float32_input_copies_in_pure_bf16():
+    """PEFT (v0.14, the universal-llm-trainer rows' version): get_peft_model upcasts the adapters to float32
+    (autocast_adapter_dtype) and each LoRA layer casts its input to them (x.to(lora_A.weight.dtype)). In pure bf16
+    every adapted linear keeps its own float32 copy of its input; under autocast autocast casts it back (a 16-bit copy
+    each) and the adapter's input gradient passes through float32. The trace applies PEFT's layers for the PEFT
+    stacks; the two methods agree on a small-vocabulary model whose peak is the block backward."""
+    import dataclasses
+
+    from gpuwise.trace.memory import trace_memory
+    from gpuwise.trace.run import peft_layers
+    from gpuwise.workload.model_spec import ModelSpec
+
+    spec = ModelSpec(name="block-peak", family="llama", n_layers=4, hidden=1024, n_heads=8, n_kv_heads=8,
+                     head_dim=128, ffn_hidden=2816, vocab_size=512, max_seq_len=4096, gated_mlp=True, norm="rmsnorm")
+    pure = TrainingConfig(micro_batch=2, seq_len=2048, precision="bf16", stack="universal-llm-trainer", lora_rank=8,
+                          lora_targets="all-linear", recompute="full")
+    assert peft_layers(pure) and not peft_layers(dataclasses.replace(pure, stack="pytorch"))
+    for cfg in (pure, dataclasses.replace(pure, precision="bf16-mixed", stack="hf-trainer")):
+        est = estimate_memory(spec, cfg)
+        assert est.peak_phase == "block backward"
+        assert abs(est.allocated / trace_memory(spec, cfg).peak_allocated_bytes - 1) < 0.05
+    # the float32 copies are PEFT's: the reference stack (adapters in the stream's dtype) keeps one shared input
+    ref = estimate_memory(spec, dataclasses.replace(pure, stack="pytorch"))
+    assert estimate_memory(spec, pure).activations > 1.2 * ref.activations

@@ -84,6 +84,9 @@ class ActivationSetting:
     #                           autocast's 16-bit casts, and each adapter its own 16-bit input cast
     mlp_bwd_ffn: int = 2      # ffn-wide gradients the MLP backward allocates: 2 eager (gate and up, or the activation's
     #                           input and output); 1 where a fused kernel writes them into its saved buffers (Unsloth)
+    lora_input_fp32: bool = False  # PEFT in pure 16-bit training (no autocast) on a 16-bit stream: its adapters are
+    #                           float32 (get_peft_model autocast_adapter_dtype) and each adapted linear casts its input to
+    #                           them (x.to(lora_A.weight.dtype)), so each keeps its own float32 copy of its input
     lora_input_cast: bool = False  # under autocast each LoRA-adapted linear keeps its own 16-bit cast of its input
     #                           (PEFT Linear.forward x.to(lora_A.weight.dtype), float32 adapters): q and v reading one
     #                           normed input keep two copies, gate and up two
@@ -158,7 +161,8 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
     lora_rep, lora_split = _lora_dropout_attention(spec, st)
     replicated, split = replicated + lora_rep, split + lora_split
-    replicated += _lora_cast_copies(st, ("q", "k", "v"), spec.family in FUSED_QKV) * spec.hidden * e
+    replicated += _lora_cast_bytes(st, ("q", "k", "v"), spec.family in FUSED_QKV) * spec.hidden
+    split += _lora_single_cast_bytes(st, "o") * dq
     if st.attn_out_copy and st.flash and (not st.frozen_base or st.frozen_keeps_inputs
                                           or ("o" in st.adapted and not st.lora_dropout)):
         split += dq * e                              # the projection's input copy besides flash attention's output
@@ -191,12 +195,26 @@ def _lora_dropout_attention(spec: ModelSpec, st: ActivationSetting) -> tuple[flo
     return rep, split
 
 
-def _lora_cast_copies(st: ActivationSetting, group: tuple[str, ...], fused: bool) -> int:
-    """16-bit input copies beyond the one the reference counts that the adapted linears of `group` (separate linears
-    reading one input) keep where each casts its input for its own adapter (`lora_input_cast`)."""
-    if not (st.lora_input_cast and st.frozen_base) or st.lora_dropout or fused:
-        return 0
-    return max(0, len(st.adapted.intersection(group)) - 1)
+def _lora_cast_bytes(st: ActivationSetting, group: tuple[str, ...], fused: bool) -> float:
+    """Bytes per input value beyond the one 16-bit copy the reference counts that the adapted linears of `group`
+    (separate linears reading one input; `fused`: one matrix) keep where each casts its input for its own adapter:
+    under autocast (`lora_input_cast`) one 16-bit cast each, the first standing for the reference's copy; in pure
+    16-bit training (`lora_input_fp32`) one float32 copy each, in place of the reference's 16-bit copy."""
+    if not st.frozen_base or st.lora_dropout:
+        return 0.0
+    n = min(1, len(st.adapted.intersection(group))) if fused else len(st.adapted.intersection(group))
+    if st.lora_input_fp32:
+        return 4.0 * n - st.bytes_per_value if n else 0.0
+    return float(max(0, n - 1) * st.bytes_per_value) if st.lora_input_cast and not fused else 0.0
+
+
+def _lora_single_cast_bytes(st: ActivationSetting, module: str) -> float:
+    """Bytes per input value an adapted output or down projection keeps beyond the reference in pure 16-bit PEFT
+    training (`lora_input_fp32`): its float32 copy, for the output projection besides flash attention's own output
+    (the reference counts one 16-bit copy), for the down projection in place of the 16-bit input the reference counts."""
+    if not (st.lora_input_fp32 and st.frozen_base and module in st.adapted) or st.lora_dropout:
+        return 0.0
+    return 4.0 if module == "o" else 4.0 - st.bytes_per_value
 
 
 def _eager_attention_bytes(spec: ModelSpec, st: ActivationSetting, kv_len: int, kv: int, mask: int) -> float:
@@ -222,8 +240,8 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     # first linear's input
     replicated = spec.hidden * mask + (spec.hidden * _gemm_input_bytes(st) * k if _keeps_input(st, "gate", "up") else 0)
-    replicated += k * _lora_cast_copies(st, ("gate", "up"), not spec.gated_mlp or spec.family in FUSED_GATE_UP) \
-        * spec.hidden * e
+    replicated += k * _lora_cast_bytes(st, ("gate", "up"), not spec.gated_mlp or spec.family in FUSED_GATE_UP) \
+        * spec.hidden
     if spec.n_experts > 1:
         # the router weights multiply each routed expert's output: their gradient needs those k outputs
         replicated += spec.hidden * e * k
@@ -237,6 +255,7 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
         per_expert = (((4 if spec.gated_mlp else 2) - 1) * fe + (_gemm_input_bytes(st) if down_in else 0)) \
             * spec.ffn_hidden
     split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
+    split += k * _lora_single_cast_bytes(st, "down") * spec.ffn_hidden
     if st.lora_dropout and st.frozen_base:
         # LitGPT: every adapted MLP linear keeps its own dropout output and 1-byte mask of its input (the gate and up
         # linears each one, of the same input; the reference counts that input once)
@@ -404,7 +423,16 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
     e = 4 if st.nf4_stream_outputs else st.bytes_per_value      # float32 gradients through float32 outputs
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     return tokens * (e * (2 * spec.hidden / (st.tp if st.sp else 1) + st.mlp_bwd_ffn * k * spec.ffn_hidden / st.tp)
-                     + _eager_score_grad_bytes(spec, st) / st.tp)
+                     + _eager_score_grad_bytes(spec, st) / st.tp + _peft_cast_grad_bytes(spec, st, k))
+
+
+def _peft_cast_grad_bytes(spec: ModelSpec, st: ActivationSetting, k: int) -> float:
+    """Per token: under autocast PEFT casts an adapter's 16-bit input to its float32 adapter and autocast casts it
+    back (`lora_input_cast`), so the adapter's input gradient passes through float32: at the down projection's
+    backward a float32 ffn-wide gradient (hidden-wide where only other linears are adapted), besides the base's."""
+    if not (st.lora_input_cast and st.frozen_base and st.adapted) or st.nf4_stream_outputs:
+        return 0.0
+    return 4.0 * (k * spec.ffn_hidden if "down" in st.adapted else spec.hidden) / st.tp
 
 
 def _eager_score_grad_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

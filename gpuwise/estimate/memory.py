@@ -483,6 +483,10 @@ class _Geometry:
                                         lora_dropout=lora and code.lora_dropout, lora_qkv_pad=lora and code.lora_qkv_pad,
                                         # PEFT's per-adapter input cast is a 16-bit copy under autocast (mixed precision)
                                         lora_input_cast=lora and code.lora_input_cast and precision.endswith("-mixed"),
+                                        # in pure 16-bit training, PEFT's float32 adapters' own input copies (a
+                                        # float32 stream needs none; FSDP / DeepSpeed compute copies are 16-bit)
+                                        lora_input_fp32=lora and code.lora_input_cast and plain and act_bytes < 4
+                                        and precision not in ("fp32",) and not precision.endswith("-mixed"),
                                         logits_fp32_held=code.logits_fp32_held,
                                         loss_chunk_tokens=code.loss_chunk_tokens,
                                         chunk_logits_held=code.chunk_logits_held,

@@ -104,8 +104,9 @@ def describe(stack: str) -> str:
     if c.lora_dropout:
         parts.append("each LoRA-adapted linear keeps its own dropout output and 1-byte mask of its input")
     if c.lora_input_cast:
-        parts.append("under mixed precision each LoRA-adapted linear keeps its own 16-bit cast of its input (PEFT "
-                     "casts it to the float32 adapters' dtype)")
+        parts.append("PEFT's float32 adapters: each LoRA-adapted linear casts its input to them, so under mixed "
+                     "precision each keeps its own 16-bit cast of its input (and its gradient passes through "
+                     "float32), in pure 16-bit training its own float32 copy")
     if c.qkv_view:
         parts.append("with one or every query group V is a view of the fused QKV output, which attention keeps "
                      "whole besides the roped Q and K")

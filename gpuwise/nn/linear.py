@@ -98,8 +98,9 @@ class LoRALinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, rank: int, *, bias: bool, nf4: bool,
                  base_dtype: torch.dtype | None, adapter_dtype: torch.dtype | None = None,
-                 alpha: float | None = None):
+                 alpha: float | None = None, peft: bool = False):
         super().__init__()
+        self.peft = peft       # PEFT's layer: x.to(lora_A.weight.dtype) before the adapter, the output cast back
         self.nf4 = NF4Weight(out_features, in_features) if nf4 else None
         self.base = None if nf4 else Linear(in_features, out_features, bias=False, dtype=base_dtype)
         if self.base is not None:
@@ -120,4 +121,7 @@ class LoRALinear(nn.Module):
         else:
             y = F.linear(xc, _cast(self.base.weight, cd or x.dtype))
             y = y if self.bias is None else y + self.bias.to(y.dtype)
+        # PEFT (lora/layer.py Linear.forward x.to(lora_A.weight.dtype); its bitsandbytes layer only without autocast)
+        if self.peft and (self.nf4 is None or cd is None):
+            return y + (self.lora_b(self.lora_a(x.to(self.lora_a.weight.dtype))) * self.scaling).to(y.dtype)
         return y + self.lora_b(self.lora_a(x)) * self.scaling

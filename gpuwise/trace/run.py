@@ -156,8 +156,9 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     from gpuwise.estimate.lora import lora_modules
     from gpuwise.estimate.stack_code import model_code
 
-    adapters = (Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, dt.adapter, lora_modules(cfg.lora_targets))
-                if lora else None)
+    peft = peft_layers(cfg)
+    adapters = (Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, torch.float32 if peft else dt.adapter,
+                         lora_modules(cfg.lora_targets), peft) if lora else None)
     model = build_model(spec, dtype=dt.frozen if lora else dt.param, shard=shard, adapters=adapters,
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)
@@ -221,6 +222,15 @@ def kbit_fp32(cfg: TrainingConfig) -> bool:
     from gpuwise.estimate.stack_code import model_code
 
     return cfg.quantize == "nf4" and model_code(cfg.stack).kbit_fp32_rest and fsdp_ways(cfg) == 1
+
+
+def peft_layers(cfg: TrainingConfig) -> bool:
+    """The stack's LoRA layers are PEFT's (stack_code lora_input_cast): float32 adapters (get_peft_model's
+    autocast_adapter_dtype) whose input each casts to their dtype; applied on unsharded ranks (FSDP's mixed precision
+    gathers the adapters in its 16-bit dtype, which the trace does not model)."""
+    from gpuwise.estimate.stack_code import model_code
+
+    return cfg.lora_rank > 0 and model_code(cfg.stack).lora_input_cast and fsdp_ways(cfg) == 1
 
 
 def _kbit_fp32_rest(model: torch.nn.Module) -> None:
