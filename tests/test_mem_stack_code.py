@@ -236,7 +236,7 @@ def test_litgpt_rows_state_the_model_code_and_layernorm_keeps_16bit():
         spec = load_model(name)
         sem = mem._semantics("bf16", "adamw", spec.hidden, 0, False)
         return mem._geometry(spec, sem, True, 1, 512, "bf16", "none", True, 8, None, 1, 1, 1, False, 0, "chunked",
-                             "all-linear", False, False, False, "litgpt").st
+                             "all-linear", False, False, False, "litgpt", True).st     # dropout on: its recipes
 
     phi, gemma = setting("phi-2"), setting("gemma-2b")
     assert not phi.norm_fp32 and gemma.norm_fp32

@@ -95,6 +95,9 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
                         help="torchao Float8 training: FP8 GEMMs and FP8 all-gather under FSDP")
     parser.add_argument("--async-tp", action="store_true", default=None,
                         help="asynchronous tensor parallelism: TP collectives overlapped with GEMMs")
+    parser.add_argument("--lora-dropout", type=float, default=None, metavar="P",
+                        help="LoRA dropout probability (each adapted linear keeps its dropout mask and its own input "
+                             "copy; default: the stack's recipes', 0 for pytorch)")
     parser.add_argument("--lora-targets", default=None, metavar="T",
                         help=f"LoRA target modules q,k,v,o,gate,up,down,head (comma-separated) or all-linear "
                              f"(default: the stack's, {LORA_DEFAULT} for pytorch)")
@@ -102,7 +105,7 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
 
 # TrainingConfig fields that are levers (flags of memory, estimate, fit-gpus and plan)
 LEVER_NAMES = ("cpu_offload", "loss_kernel", "optimizer_impl", "optimizer_in_backward", "activation_offload",
-               "lora_targets", "compile", "float8", "async_tp")
+               "lora_targets", "lora_dropout", "compile", "float8", "async_tp")
 
 
 def lever_fields(args: argparse.Namespace) -> dict:
@@ -111,7 +114,10 @@ def lever_fields(args: argparse.Namespace) -> dict:
     from gpuwise.workload.stacks import stack_row
 
     out = {n: getattr(args, n) for n in LEVER_NAMES if getattr(args, n, None) is not None}
-    out.setdefault("lora_targets", stack_row(getattr(args, "stack", None) or "pytorch").lora_targets)
+    row = stack_row(getattr(args, "stack", None) or "pytorch")
+    out.setdefault("lora_targets", row.lora_targets)
+    if getattr(args, "lora_rank", 0):                 # the stack's recipes' dropout, stated in the config
+        out.setdefault("lora_dropout", row.lora_dropout)
     return out
 
 
@@ -181,7 +187,8 @@ def config_dict(cfg) -> dict:
             "flash_attention": cfg.flash_attention, "lora_rank": cfg.lora_rank, "quantize": cfg.quantize,
             "offload_optimizer": cfg.offload_optimizer, "stack": cfg.stack, "cpu_offload": cfg.cpu_offload,
             "loss_kernel": cfg.loss_kernel, "optimizer_impl": cfg.optimizer_impl, "optimizer_in_backward": cfg.optimizer_in_backward,
-            "activation_offload": cfg.activation_offload, "lora_targets": cfg.lora_targets, "compile": cfg.compile,
+            "activation_offload": cfg.activation_offload, "lora_targets": cfg.lora_targets,
+            "lora_dropout": cfg.lora_dropout, "compile": cfg.compile,
             "float8": cfg.float8, "async_tp": cfg.async_tp,
             "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero, "zero_shard": p.zero_shard,
                      "pp_schedule": p.pp_schedule}}

@@ -87,6 +87,9 @@ class ActivationSetting:
     lora_input_fp32: bool = False  # PEFT in pure 16-bit training (no autocast) on a 16-bit stream: its adapters are
     #                           float32 (get_peft_model autocast_adapter_dtype) and each adapted linear casts its input to
     #                           them (x.to(lora_A.weight.dtype)), so each keeps its own float32 copy of its input
+    adapter_dropout: bool = False  # LoRA dropout (p > 0) in PEFT-style layers (one adapter per linear, q, k and v
+    #                           separate): each adapted linear keeps a 1-byte mask and its adapter's own input (the
+    #                           dropout output, or its cast), none shared; LitGPT's layers: `lora_dropout`
     lora_input_cast: bool = False  # under autocast each LoRA-adapted linear keeps its own 16-bit cast of its input
     #                           (PEFT Linear.forward x.to(lora_A.weight.dtype), float32 adapters): q and v reading one
     #                           normed input keep two copies, gate and up two
@@ -161,8 +164,9 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
     lora_rep, lora_split = _lora_dropout_attention(spec, st)
     replicated, split = replicated + lora_rep, split + lora_split
-    replicated += _lora_cast_bytes(st, ("q", "k", "v"), spec.family in FUSED_QKV) * spec.hidden
-    split += _lora_single_cast_bytes(st, "o") * dq
+    replicated += (_lora_cast_bytes(st, ("q", "k", "v"), spec.family in FUSED_QKV)
+                   + _dropout_group_bytes(st, ("q", "k", "v"), spec.family in FUSED_QKV)) * spec.hidden
+    split += (_lora_single_cast_bytes(st, "o") + _dropout_single_bytes(st, "o")) * dq
     if st.attn_out_copy and st.flash and (not st.frozen_base or st.frozen_keeps_inputs
                                           or ("o" in st.adapted and not st.lora_dropout)):
         split += dq * e                              # the projection's input copy besides flash attention's output
@@ -200,7 +204,7 @@ def _lora_cast_bytes(st: ActivationSetting, group: tuple[str, ...], fused: bool)
     (separate linears reading one input; `fused`: one matrix) keep where each casts its input for its own adapter:
     under autocast (`lora_input_cast`) one 16-bit cast each, the first standing for the reference's copy; in pure
     16-bit training (`lora_input_fp32`) one float32 copy each, in place of the reference's 16-bit copy."""
-    if not st.frozen_base or st.lora_dropout:
+    if not st.frozen_base or st.lora_dropout or st.adapter_dropout:
         return 0.0
     n = min(1, len(st.adapted.intersection(group))) if fused else len(st.adapted.intersection(group))
     if st.lora_input_fp32:
@@ -212,9 +216,33 @@ def _lora_single_cast_bytes(st: ActivationSetting, module: str) -> float:
     """Bytes per input value an adapted output or down projection keeps beyond the reference in pure 16-bit PEFT
     training (`lora_input_fp32`): its float32 copy, for the output projection besides flash attention's own output
     (the reference counts one 16-bit copy), for the down projection in place of the 16-bit input the reference counts."""
-    if not (st.lora_input_fp32 and st.frozen_base and module in st.adapted) or st.lora_dropout:
+    if not (st.lora_input_fp32 and st.frozen_base and module in st.adapted) or st.lora_dropout or st.adapter_dropout:
         return 0.0
     return 4.0 if module == "o" else 4.0 - st.bytes_per_value
+
+
+def _dropout_group_bytes(st: ActivationSetting, group: tuple[str, ...], fused: bool) -> float:
+    """Bytes per input value beyond the reference's one copy that LoRA dropout (`adapter_dropout`) keeps in the
+    adapted linears of `group` (separate linears reading one input; `fused`: one matrix): each its mask (1 B) and
+    its adapter's own input, the dropout output or its cast (float32 for PEFT's adapters in pure 16-bit training,
+    else the activation dtype), in place of the shared copy."""
+    if not (st.adapter_dropout and st.frozen_base):
+        return 0.0
+    n = min(1, len(st.adapted.intersection(group))) if fused else len(st.adapted.intersection(group))
+    return n * (_adapter_input_bytes(st) + 1) - st.bytes_per_value if n else 0.0
+
+
+def _dropout_single_bytes(st: ActivationSetting, module: str) -> float:
+    """The same for the output or down projection: its mask and adapter input, besides flash attention's own output
+    for the output projection (the reference counts one copy), in place of the down projection's 16-bit input."""
+    if not (st.adapter_dropout and st.frozen_base and module in st.adapted):
+        return 0.0
+    kept = _adapter_input_bytes(st) + 1
+    return kept if module == "o" and st.flash else kept - st.bytes_per_value
+
+
+def _adapter_input_bytes(st: ActivationSetting) -> float:
+    return 4.0 if st.lora_input_fp32 else float(st.bytes_per_value)
 
 
 def _eager_attention_bytes(spec: ModelSpec, st: ActivationSetting, kv_len: int, kv: int, mask: int) -> float:
@@ -240,8 +268,9 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     k = spec.experts_per_token if spec.n_experts > 1 else 1
     # first linear's input
     replicated = spec.hidden * mask + (spec.hidden * _gemm_input_bytes(st) * k if _keeps_input(st, "gate", "up") else 0)
-    replicated += k * _lora_cast_bytes(st, ("gate", "up"), not spec.gated_mlp or spec.family in FUSED_GATE_UP) \
-        * spec.hidden
+    fused_in = not spec.gated_mlp or spec.family in FUSED_GATE_UP
+    replicated += k * (_lora_cast_bytes(st, ("gate", "up"), fused_in)
+                       + _dropout_group_bytes(st, ("gate", "up"), fused_in)) * spec.hidden
     if spec.n_experts > 1:
         # the router weights multiply each routed expert's output: their gradient needs those k outputs
         replicated += spec.hidden * e * k
@@ -255,7 +284,7 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
         per_expert = (((4 if spec.gated_mlp else 2) - 1) * fe + (_gemm_input_bytes(st) if down_in else 0)) \
             * spec.ffn_hidden
     split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
-    split += k * _lora_single_cast_bytes(st, "down") * spec.ffn_hidden
+    split += k * (_lora_single_cast_bytes(st, "down") + _dropout_single_bytes(st, "down")) * spec.ffn_hidden
     if st.lora_dropout and st.frozen_base:
         # LitGPT: every adapted MLP linear keeps its own dropout output and 1-byte mask of its input (the gate and up
         # linears each one, of the same input; the reference counts that input once)
@@ -429,8 +458,10 @@ def backward_transient_bytes(spec: ModelSpec, st: ActivationSetting) -> float:
 def _peft_cast_grad_bytes(spec: ModelSpec, st: ActivationSetting, k: int) -> float:
     """Per token: under autocast PEFT casts an adapter's 16-bit input to its float32 adapter and autocast casts it
     back (`lora_input_cast`), so the adapter's input gradient passes through float32: at the down projection's
-    backward a float32 ffn-wide gradient (hidden-wide where only other linears are adapted), besides the base's."""
-    if not (st.lora_input_cast and st.frozen_base and st.adapted) or st.nf4_stream_outputs:
+    backward a float32 ffn-wide gradient (hidden-wide where only other linears are adapted), besides the base's; in
+    pure 16-bit training with LoRA dropout the dropout's backward makes it on the float32 copy (traced)."""
+    casts = (st.lora_input_cast and not st.nf4_stream_outputs) or (st.lora_input_fp32 and st.adapter_dropout)
+    if not (casts and st.frozen_base and st.adapted):
         return 0.0
     return 4.0 * (k * spec.ffn_hidden if "down" in st.adapted else spec.hidden) / st.tp
 

@@ -77,6 +77,14 @@ def _resolve(stack: str, loss_kernel: str | None, optimizer: str, optimizer_impl
                   st.checkpoints == "host" and recompute_policy(recompute).kind == "full")
 
 
+def lora_dropout(cfg: TrainingConfig) -> float:
+    """The run's LoRA dropout probability: --lora-dropout, or the stack's recipes' (stacks.csv lora_dropout); 0
+    without adapters."""
+    if cfg.lora_rank <= 0:
+        return 0.0
+    return stack_row(cfg.stack).lora_dropout if cfg.lora_dropout is None else float(cfg.lora_dropout)
+
+
 def activation_offload(cfg: TrainingConfig) -> bool:
     """Saved activations leave the GPU: --activation-offload, or a stack that offloads its checkpoints (under a
     checkpointing policy the checkpointed inputs are what a block saves)."""
@@ -97,6 +105,11 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
         from gpuwise.estimate.lora import lora_modules
 
         lora_modules(cfg.lora_targets)
+    if cfg.lora_dropout is not None and not (isinstance(cfg.lora_dropout, (int, float)) and 0 <= cfg.lora_dropout < 1):
+        raise InputError("lora-dropout", cfg.lora_dropout, "use a probability in [0, 1), e.g. 0.05")
+    if cfg.lora_dropout and cfg.lora_rank <= 0:
+        raise InputError("lora-dropout", cfg.lora_dropout, "applies to LoRA adapters: add --lora-rank R, or drop it "
+                         "for a full fine-tune")
     if cfg.cpu_offload and cfg.offload_optimizer:
         raise InputError("offload-optimizer", True, "--cpu-offload already keeps the optimizer state on the host; "
                          "drop --offload-optimizer")

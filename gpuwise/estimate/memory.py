@@ -22,6 +22,7 @@ from gpuwise.estimate import activations as act
 from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
                                      lever_notes, offload_grads_held, resolve)
+from gpuwise.estimate.levers import lora_dropout as dropout_p
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak_values, stage_values
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
@@ -435,7 +436,7 @@ class _Geometry:
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
                  tp: int, pp: int, cp: int, sp: bool, zero: int, loss: str = "eager",
                  lora_targets: str = "q,v", low_norms: bool = False, compiled: bool = False, float8: bool = False,
-                 stack: str = "pytorch"):
+                 stack: str = "pytorch", dropout: bool = False):
         self.spec, self.sem, self.lm_head, self.tp, self.pp, self.recompute = spec, sem, lm_head, tp, pp, recompute
         code = model_code(stack)                                        # the stack's own model / 4-bit code
         self.counts = counts = param_counts(spec)
@@ -480,7 +481,10 @@ class _Geometry:
                                         norm_weight_fp32=code.norm_weight_fp32,
                                         kv_expanded=code.kv_expanded, qkv_view=code.qkv_view,
                                         attn_out_copy=code.attn_out_copy,
-                                        lora_dropout=lora and code.lora_dropout, lora_qkv_pad=lora and code.lora_qkv_pad,
+                                        # LoRA dropout: LitGPT's layers (its own rules) or PEFT-style ones
+                                        lora_dropout=lora and dropout and code.lora_dropout,
+                                        adapter_dropout=lora and dropout and not code.lora_dropout,
+                                        lora_qkv_pad=lora and code.lora_qkv_pad,
                                         # PEFT's per-adapter input cast is a 16-bit copy under autocast (mixed precision)
                                         lora_input_cast=lora and code.lora_input_cast and precision.endswith("-mixed"),
                                         # in pure 16-bit training, PEFT's float32 adapters' own input copies (a
@@ -647,7 +651,7 @@ def _layout_geometry(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, l
     return _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
                      cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp,
                      _geometry_zero(p.zero), lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile,
-                     cfg.float8, cfg.stack)
+                     cfg.float8, cfg.stack, dropout_p(cfg) > 0)
 
 
 def _geometry_zero(zero: int) -> int:
@@ -850,8 +854,12 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
     if p.cp > 1:
         out.append(f"context parallel cp={p.cp} splits the sequence; model states sharded over dp x cp under ZeRO")
     if lora:
+        p_drop = dropout_p(cfg)
         out.append(f"LoRA rank {cfg.lora_rank}: {targets_text(cfg.lora_targets)}; frozen base (16-bit unless fp32); inputs that feed "
-                   "only frozen matrices are not kept for backward")
+                   "only frozen matrices are not kept for backward; LoRA dropout "
+                   + (f"{p_drop:g}: each adapted linear keeps its dropout mask and its adapter's own input"
+                      if p_drop > 0 else "0 (none)")
+                   + (" (the stack's recipes')" if cfg.lora_dropout is None else ""))
     code = describe_code(cfg.stack)
     if code:
         out.append(code)

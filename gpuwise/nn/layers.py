@@ -44,6 +44,7 @@ class Adapters:
     adapter_dtype: torch.dtype | None = None   # dtype of the trainable adapters (PEFT: fp32)
     targets: frozenset = frozenset({"q", "v"})   # q, k, v, o, gate, up, down, head
     peft: bool = False                      # PEFT's LoRA layer: each adapter casts its input to its own dtype
+    dropout: float = 0.0                    # LoRA dropout on each adapter's input (each keeps its own output, mask)
 
     def on(self, *modules: str) -> bool:
         """True if one of `modules` carries an adapter."""
@@ -80,7 +81,7 @@ def make_linear(d_in: int, d_out: int, bias: bool, adapters: Adapters | None, lo
         return Linear(d_in, d_out, bias=bias)
     if lora and adapters.rank > 0:
         return LoRALinear(d_in, d_out, adapters.rank, bias=bias, nf4=adapters.nf4, base_dtype=adapters.base_dtype,
-                          adapter_dtype=adapters.adapter_dtype, peft=adapters.peft)
+                          adapter_dtype=adapters.adapter_dtype, peft=adapters.peft, dropout=adapters.dropout)
     if adapters.nf4:
         return NF4Linear(d_in, d_out, bias=bias, bias_dtype=adapters.base_dtype)
     lin = Linear(d_in, d_out, bias=bias, dtype=adapters.base_dtype)

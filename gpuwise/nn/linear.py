@@ -8,7 +8,7 @@ import torch
 import torch.nn.functional as F
 from torch import nn
 
-from gpuwise.nn.functions import is_fake
+from gpuwise.nn.functions import dropout as native_dropout, is_fake
 
 # NF4 code book (Dettmers et al. 2023, arXiv 2305.14314, appendix E): quantiles of N(0, 1) in [-1, 1].
 _NF4 = (-1.0, -0.6961928, -0.5250731, -0.3949175, -0.2844414, -0.1848449, -0.0910500, 0.0,
@@ -98,9 +98,10 @@ class LoRALinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, rank: int, *, bias: bool, nf4: bool,
                  base_dtype: torch.dtype | None, adapter_dtype: torch.dtype | None = None,
-                 alpha: float | None = None, peft: bool = False):
+                 alpha: float | None = None, peft: bool = False, dropout: float = 0.0):
         super().__init__()
         self.peft = peft       # PEFT's layer: x.to(lora_A.weight.dtype) before the adapter, the output cast back
+        self.dropout = dropout  # lora_dropout on the adapter's input (0: none, PEFT's nn.Identity)
         self.nf4 = NF4Weight(out_features, in_features) if nf4 else None
         self.base = None if nf4 else Linear(in_features, out_features, bias=False, dtype=base_dtype)
         if self.base is not None:
@@ -123,5 +124,6 @@ class LoRALinear(nn.Module):
             y = y if self.bias is None else y + self.bias.to(y.dtype)
         # PEFT (lora/layer.py Linear.forward x.to(lora_A.weight.dtype); its bitsandbytes layer only without autocast)
         if self.peft and (self.nf4 is None or cd is None):
-            return y + (self.lora_b(self.lora_a(x.to(self.lora_a.weight.dtype))) * self.scaling).to(y.dtype)
-        return y + self.lora_b(self.lora_a(x)) * self.scaling
+            xa = native_dropout(x.to(self.lora_a.weight.dtype), self.dropout, self.training)
+            return y + (self.lora_b(self.lora_a(xa)) * self.scaling).to(y.dtype)
+        return y + self.lora_b(self.lora_a(native_dropout(x, self.dropout, self.training))) * self.scaling

@@ -153,12 +153,13 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     name, train mode. The trace (under FakeTensorMode) and `validation.gpu_measure` (on a real GPU) both
     build it here; `layers`/`embed`/`head`: a pipeline stage's part (default: the whole model)."""
     lora = cfg.lora_rank > 0
+    from gpuwise.estimate.levers import lora_dropout
     from gpuwise.estimate.lora import lora_modules
     from gpuwise.estimate.stack_code import model_code
 
     peft = peft_layers(cfg)
     adapters = (Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, torch.float32 if peft else dt.adapter,
-                         lora_modules(cfg.lora_targets), peft) if lora else None)
+                         lora_modules(cfg.lora_targets), peft, lora_dropout(cfg)) if lora else None)
     model = build_model(spec, dtype=dt.frozen if lora else dt.param, shard=shard, adapters=adapters,
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)

@@ -79,6 +79,8 @@ class Training(_Strict):
     lora_rank: int = Field(0, ge=0, description="LoRA rank; 0 = full fine-tuning")
     lora_targets: Optional[str] = Field(None, description="LoRA target modules q,k,v,o,gate,up,down (comma-separated) "
                                         f"or all-linear (default: the stack's, {LORA_DEFAULT} for pytorch)")
+    lora_dropout: Optional[float] = Field(None, ge=0.0, lt=1.0, description="LoRA dropout probability (default: the "
+                                          "stack's recipes', 0 for pytorch)")
     loss_kernel: Optional[str] = Field(None, description="cross-entropy kernel: " + ", ".join(LOSS_KERNELS)
                                        + " (default: the stack's; chunked = --chunked-loss)")
     optimizer_impl: Optional[str] = Field(None, description="optimizer step kernel: " + ", ".join(OPTIMIZER_IMPLS)
@@ -138,7 +140,10 @@ class Training(_Strict):
         """TrainingConfig fields of these settings (precision: the stack's default when not given)."""
         return dict(precision=self.precision or stack_row(self.stack).precision, optimizer=self.optimizer,
                     recompute=self.recompute, lora_rank=self.lora_rank, quantize=self.quantize, stack=self.stack,
-                    lora_targets=self.lora_targets or stack_row(self.stack).lora_targets, loss_kernel=self.loss_kernel,
+                    lora_targets=self.lora_targets or stack_row(self.stack).lora_targets,
+                    lora_dropout=(stack_row(self.stack).lora_dropout if self.lora_dropout is None and self.lora_rank
+                                  else self.lora_dropout),
+                    loss_kernel=self.loss_kernel,
                     optimizer_impl=self.optimizer_impl, cpu_offload=self.cpu_offload,
                     optimizer_in_backward=self.optimizer_in_backward, activation_offload=self.activation_offload,
                     compile=self.compile, float8=self.float8, async_tp=self.async_tp)

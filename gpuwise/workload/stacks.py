@@ -31,6 +31,7 @@ class Stack:
     short_loss_tokens: int = 0   # N tokens; "" and 0 when the stack has none
     gpus: str = "many"       # GPU_COUNTS: one = the stack trains on one GPU only
     lora_targets: str = "q,v"  # LoRA target modules when the user names none (--lora-targets overrides)
+    lora_dropout: float = 0.0  # LoRA dropout of the stack's recipes when the user gives none (--lora-dropout overrides)
 
     def loss_kernel_for(self, tokens: int) -> str:
         """The stack's loss kernel for a micro-batch of `tokens` tokens (short_loss_kernel up to its threshold)."""
@@ -48,7 +49,7 @@ class Stack:
                    f"{self.short_loss_tokens} tokens" if self.short_loss_kernel else "")
                 + ("; checkpointed block inputs offloaded to host memory" if self.checkpoints == "host" else "")
                 + ("; one GPU only" if self.gpus == "one" else "") + f"; LoRA targets {self.lora_targets} when none "
-                "are named" + f"; from {self.source}")
+                f"are named, LoRA dropout {self.lora_dropout:g} when none is given" + f"; from {self.source}")
 
 
 HOSTS = ("eager", "transformers", "none")   # stacks.csv column host (estimate/host_ops.py)
@@ -73,8 +74,16 @@ def _rows() -> dict[str, Stack]:
         short_kernel, _, short_tokens = r["short_loss"].partition(":")      # parsed here only: kernel:tokens
         out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
                                 r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"],
-                                r["checkpoints"], short_kernel, int(short_tokens or 0), r["gpus"], r["lora_targets"])
+                                r["checkpoints"], short_kernel, int(short_tokens or 0), r["gpus"], r["lora_targets"],
+                                _dropout(r))
     return out
+
+
+def _dropout(r: dict) -> float:
+    p = float(r["lora_dropout"])
+    if not 0.0 <= p < 1.0:
+        raise ValueError(f"stacks.csv {r['stack']}: lora_dropout {p} is not in [0, 1)")
+    return p
 
 
 def stack_names() -> tuple[str, ...]:

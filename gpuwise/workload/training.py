@@ -143,6 +143,8 @@ class TrainingConfig:
     activation_offload: bool = False      # saved activations moved to host memory during forward
     lora_targets: str = LORA_DEFAULT      # LORA_MODULES, comma-separated, or all-linear; q,v is the pytorch stack's:
     #                                       the CLI and job specs fill in the named stack's (stacks.csv lora_targets)
+    lora_dropout: float | None = None     # LoRA dropout probability (> 0: each adapted linear keeps its dropout mask and
+    #                                       its own input copy); None = the stack's recipes' (stacks.csv lora_dropout)
     compile: bool = False           # torch.compile (inductor) of each block
     float8: bool = False            # torchao Float8 training: FP8 GEMMs and FP8 all-gather of FSDP parameters
     async_tp: bool = False          # asynchronous tensor parallelism: TP collectives overlapped with the GEMMs
