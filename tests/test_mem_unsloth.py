@@ -61,8 +61,9 @@ def test_fused_lora_mlp_keeps_gate_and_up_and_xformers_expands_kv():
     dq, dkv = L8.n_heads * L8.head_dim, L8.n_kv_heads * L8.head_dim
     per_layer = 4096 * 2 * (2 * L8.ffn_hidden - 2 * (dq - dkv))
     # hf-trainer's own facts besides: two RMSNorm float32 input copies (2 B more each) and PEFT's per-adapter 16-bit
-    # input casts (q, k, v: two copies beyond one; gate, up: one) per layer, and the final norm's float32 copy
-    hf_own = L8.n_layers * 4096 * L8.hidden * (2 * 2 + 3 * 2) + 4096 * L8.hidden * 2
+    # input casts (q, k, v: two copies beyond one; gate, up: one; o: its own beside flash attention's output) per
+    # layer, and the final norm's float32 copy
+    hf_own = L8.n_layers * 4096 * (L8.hidden * (2 * 2 + 3 * 2) + dq * 2) + 4096 * L8.hidden * 2
     assert hf.activations - uns.activations == pytest.approx(L8.n_layers * per_layer + hf_own)
     # its backward writes the activation's gradients into the saved gate/up buffers: one ffn-wide gradient fewer
     st = act.ActivationSetting(micro_batch=1, seq_len=4096)

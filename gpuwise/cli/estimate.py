@@ -118,8 +118,10 @@ def _from_flags(args):
     gpu = user_gpu(args.gpu, "--gpu")
     model = load_model(args.model)
     from gpuwise.cli.memory_flags import seq_len_for
+    from gpuwise.workload.models import for_seq_len
 
     args.seq_len = seq_len_for(model, args.seq_len)
+    model = for_seq_len(model, args.seq_len)         # the model the run builds (a position table sized per run)
     gpn, nodes = _layout(args)
     _small_vm_network(args, gpu, gpn)
     width = args.tp * args.pp * args.cp

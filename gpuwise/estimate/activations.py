@@ -213,12 +213,17 @@ def _lora_cast_bytes(st: ActivationSetting, group: tuple[str, ...], fused: bool)
 
 
 def _lora_single_cast_bytes(st: ActivationSetting, module: str) -> float:
-    """Bytes per input value an adapted output or down projection keeps beyond the reference in pure 16-bit PEFT
-    training (`lora_input_fp32`): its float32 copy, for the output projection besides flash attention's own output
-    (the reference counts one 16-bit copy), for the down projection in place of the 16-bit input the reference counts."""
-    if not (st.lora_input_fp32 and st.frozen_base and module in st.adapted) or st.lora_dropout or st.adapter_dropout:
+    """Bytes per input value an adapted output or down projection keeps beyond the reference where PEFT casts its
+    input: its own copy (float32 in pure 16-bit training, `lora_input_fp32`; 16-bit under autocast,
+    `lora_input_cast`), besides flash attention's own output for the output projection (the reference counts one
+    16-bit copy, flash's output or the projection's input), in place of that copy otherwise."""
+    if not (st.frozen_base and module in st.adapted) or st.lora_dropout or st.adapter_dropout:
         return 0.0
-    return 4.0 if module == "o" else 4.0 - st.bytes_per_value
+    e = st.bytes_per_value
+    own = 4.0 if st.lora_input_fp32 else (e if st.lora_input_cast else 0.0)
+    if not own:
+        return 0.0
+    return own if module == "o" and st.flash else own - e
 
 
 def _dropout_group_bytes(st: ActivationSetting, group: tuple[str, ...], fused: bool) -> float:

@@ -486,11 +486,13 @@ class _Geometry:
                                         adapter_dropout=lora and dropout and not code.lora_dropout,
                                         lora_qkv_pad=lora and code.lora_qkv_pad,
                                         # PEFT's per-adapter input cast is a 16-bit copy under autocast (mixed precision)
-                                        lora_input_cast=lora and code.lora_input_cast and precision.endswith("-mixed"),
-                                        # in pure 16-bit training, PEFT's float32 adapters' own input copies (a
-                                        # float32 stream needs none; FSDP / DeepSpeed compute copies are 16-bit)
-                                        lora_input_fp32=lora and code.lora_input_cast and plain and act_bytes < 4
-                                        and precision not in ("fp32",) and not precision.endswith("-mixed"),
+                                        # PEFT's float32 adapters on an unsharded PyTorch rank (FSDP and DeepSpeed
+                                        # compute on 16-bit copies of them): under autocast each adapted linear's
+                                        # own 16-bit cast; in pure 16-bit training its own float32 copy (a float32
+                                        # stream needs none)
+                                        lora_input_cast=lora and code.lora_input_cast and autocast,
+                                        lora_input_fp32=lora and code.lora_input_cast and plain and not autocast
+                                        and act_bytes < 4,
                                         logits_fp32_held=code.logits_fp32_held,
                                         loss_chunk_tokens=code.loss_chunk_tokens,
                                         chunk_logits_held=code.chunk_logits_held,
@@ -857,9 +859,10 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
         p_drop = dropout_p(cfg)
         out.append(f"LoRA rank {cfg.lora_rank}: {targets_text(cfg.lora_targets)}; frozen base (16-bit unless fp32); inputs that feed "
                    "only frozen matrices are not kept for backward; LoRA dropout "
-                   + (f"{p_drop:g}: each adapted linear keeps its dropout mask and its adapter's own input"
-                      if p_drop > 0 else "0 (none)")
-                   + (" (the stack's recipes')" if cfg.lora_dropout is None else ""))
+                   + ("0 (none)" if p_drop <= 0 else f"{p_drop:g}: " + (
+                       "the stack's LoRA layers keep their dropout outputs and masks (its model code, below)"
+                       if model_code(cfg.stack).lora_dropout else
+                       "each adapted linear keeps its dropout mask and its adapter's own input")))
     code = describe_code(cfg.stack)
     if code:
         out.append(code)

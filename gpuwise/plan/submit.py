@@ -25,6 +25,7 @@ from typing import Any
 from gpuwise.errors import InputError
 from gpuwise.hardware.cluster import ClusterSpec
 from gpuwise.workload.jobspec import JobSpec, parse_job
+from gpuwise.workload.models import for_seq_len
 
 AMOUNT_KEYS = ("tokens", "samples", "epochs", "steps")
 OBJECTIVES = ("time", "cost")
@@ -173,7 +174,7 @@ def predict_on_cluster(spec: JobSpec, cluster: ClusterSpec, objective: str = "ti
         chosen = min(fits, key=key) if fits else None
     else:  # the Frenzy policy's own choice for the job alone: its fastest plan over all types
         chosen = next((o for o in fits if o.gpu == plans[0].gpu), None) if plans else None
-    model = spec.model_spec()
+    model = for_seq_len(spec.model_spec(), spec.training.seq_len)
     assumptions = [
         "layout, memory and time: the job's goodput object (gpuwise.estimate.goodput.JobGoodput, the search "
         "`gpuwise estimate` and `gpuwise plan` run): the fastest allowed layout (tp/pp/ZeRO, lightest "

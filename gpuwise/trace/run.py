@@ -153,13 +153,12 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     name, train mode. The trace (under FakeTensorMode) and `validation.gpu_measure` (on a real GPU) both
     build it here; `layers`/`embed`/`head`: a pipeline stage's part (default: the whole model)."""
     lora = cfg.lora_rank > 0
-    from gpuwise.estimate.levers import lora_dropout
     from gpuwise.estimate.lora import lora_modules
     from gpuwise.estimate.stack_code import model_code
 
     peft = peft_layers(cfg)
     adapters = (Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, torch.float32 if peft else dt.adapter,
-                         lora_modules(cfg.lora_targets), peft, lora_dropout(cfg)) if lora else None)
+                         lora_modules(cfg.lora_targets), peft, trace_dropout(cfg)) if lora else None)
     model = build_model(spec, dtype=dt.frozen if lora else dt.param, shard=shard, adapters=adapters,
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)
@@ -227,11 +226,21 @@ def kbit_fp32(cfg: TrainingConfig) -> bool:
 
 def peft_layers(cfg: TrainingConfig) -> bool:
     """The stack's LoRA layers are PEFT's (stack_code lora_input_cast): float32 adapters (get_peft_model's
-    autocast_adapter_dtype) whose input each casts to their dtype; applied on unsharded ranks (FSDP's mixed precision
-    gathers the adapters in its 16-bit dtype, which the trace does not model)."""
+    autocast_adapter_dtype) whose input each casts to their dtype; applied on unsharded PyTorch ranks, as the
+    analytic method does (FSDP's mixed precision and DeepSpeed compute on 16-bit copies of the adapters)."""
     from gpuwise.estimate.stack_code import model_code
 
-    return cfg.lora_rank > 0 and model_code(cfg.stack).lora_input_cast and fsdp_ways(cfg) == 1
+    return cfg.lora_rank > 0 and model_code(cfg.stack).lora_input_cast and cfg.plan.zero == 0
+
+
+def trace_dropout(cfg: TrainingConfig) -> float:
+    """The LoRA dropout the traced layers run (one adapter per linear): the run's, except under a stack whose own
+    LoRA layers have their own dropout rules (stack_code lora_dropout: LitGPT's fused QKV adapter), which the
+    reference model does not run."""
+    from gpuwise.estimate.levers import lora_dropout
+    from gpuwise.estimate.stack_code import model_code
+
+    return 0.0 if model_code(cfg.stack).lora_dropout else lora_dropout(cfg)
 
 
 def _kbit_fp32_rest(model: torch.nn.Module) -> None:

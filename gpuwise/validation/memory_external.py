@@ -278,7 +278,7 @@ ULT_GEMMA2_NOTE = ("; Gemma 2 (transformers 4.49.0): sdpa by default, whose path
 # the peak reserve once a step has run (the loop never empties the cache); the document's "GiB" are these GB
 ULT_READOUT = ("its readout: torch.cuda.memory_reserved() / 1E9 printed as GB (src/trainer/trainer.py @ aefdc4a4; "
                "the document says GiB, its model sizes are GB), converted to GiB and compared with reserved_gib")
-ULT_GPUS = {"H100": "H100-80GB-SXM", "A100": "A100-80GB-SXM"}
+ULT_GPUS = {"H100": "H100-80GB-SXM", "A100": "A100-80GB-SXM"}    # (the RTX Pro 6000 has no gpuwise row)
 ULT_CARD_GB = {"H100": 80, "A100": 80, "Pro 6000": 96}       # the document's cards, nominal memory
 
 
@@ -289,7 +289,7 @@ def _capacity_bound(r: dict[str, str], rows: list, device_gib: float) -> bool:
     key = ("model", "method", "fsdp", "num_gpus")
     return any(all(o[k] == r[k] for k in key) and o["peak_memory_gb"]
                and ULT_CARD_GB.get(o["gpu"], 0) > ULT_CARD_GB.get(r["gpu"], 0)
-               and float(o["peak_memory_gb"]) * 1e9 / GIB > device_gib for o in rows)      # 80 GB (the source); the RTX Pro 6000 has no row
+               and float(o["peak_memory_gb"]) * 1e9 / GIB > device_gib for o in rows)
 
 
 def _ult_config(r: dict[str, str]) -> TrainingConfig:
