@@ -12,7 +12,7 @@ from gpuwise.estimate.memory import estimate_memory
 from gpuwise.workload.model_spec import ModelSpec
 from gpuwise.workload.training import TrainingConfig
 
-BLOCK_PEAK = ModelSpec(name="block-peak", family="llama", n_layers=4, hidden=1024, n_heads=8, n_kv_heads=8,
+BLOCK_PEAK = ModelSpec(name="block-peak", family="llama", n_layers=2, hidden=1024, n_heads=8, n_kv_heads=8,
                        head_dim=128, ffn_hidden=2816, vocab_size=512, max_seq_len=4096, gated_mlp=True,
                        norm="rmsnorm")
 
