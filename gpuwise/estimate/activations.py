@@ -164,9 +164,8 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
         split += dq * e        # output-projection input (flash attention keeps it as its output anyway)
     lora_rep, lora_split = _lora_dropout_attention(spec, st)
     replicated, split = replicated + lora_rep, split + lora_split
-    replicated += (_lora_cast_bytes(st, ("q", "k", "v"), spec.family in FUSED_QKV)
-                   + _dropout_group_bytes(st, ("q", "k", "v"), spec.family in FUSED_QKV)) * spec.hidden
-    split += (_lora_single_cast_bytes(st, "o") + _dropout_single_bytes(st, "o")) * dq
+    replicated += _adapter_group_bytes(st, ("q", "k", "v"), spec.family in FUSED_QKV) * spec.hidden
+    split += _adapter_single_bytes(st, "o") * dq
     if st.attn_out_copy and st.flash and (not st.frozen_base or st.frozen_keeps_inputs
                                           or ("o" in st.adapted and not st.lora_dropout)):
         split += dq * e                              # the projection's input copy besides flash attention's output
@@ -199,55 +198,36 @@ def _lora_dropout_attention(spec: ModelSpec, st: ActivationSetting) -> tuple[flo
     return rep, split
 
 
-def _lora_cast_bytes(st: ActivationSetting, group: tuple[str, ...], fused: bool) -> float:
-    """Bytes per input value beyond the one 16-bit copy the reference counts that the adapted linears of `group`
-    (separate linears reading one input; `fused`: one matrix) keep where each casts its input for its own adapter:
-    under autocast (`lora_input_cast`) one 16-bit cast each, the first standing for the reference's copy; in pure
-    16-bit training (`lora_input_fp32`) one float32 copy each, in place of the reference's 16-bit copy."""
-    if not st.frozen_base or st.lora_dropout or st.adapter_dropout:
+def _adapter_own_bytes(st: ActivationSetting) -> float:
+    """Bytes per input value each adapted linear keeps of its own input where its adapter does not share the input
+    the reference counts once (0: shared): with LoRA dropout (`adapter_dropout`) its mask (1 B) and the adapter's own
+    input (the dropout output or its cast); without, PEFT's cast: a float32 copy in pure 16-bit training
+    (`lora_input_fp32`) or autocast's 16-bit cast (`lora_input_cast`). LitGPT's layers have their own rules."""
+    if not st.frozen_base or st.lora_dropout:
         return 0.0
-    n = min(1, len(st.adapted.intersection(group))) if fused else len(st.adapted.intersection(group))
-    if st.lora_input_fp32:
-        return 4.0 * n - st.bytes_per_value if n else 0.0
-    return float(max(0, n - 1) * st.bytes_per_value) if st.lora_input_cast and not fused else 0.0
+    e = float(st.bytes_per_value)
+    if st.adapter_dropout:
+        return (4.0 if st.lora_input_fp32 else e) + 1.0
+    return 4.0 if st.lora_input_fp32 else (e if st.lora_input_cast else 0.0)
 
 
-def _lora_single_cast_bytes(st: ActivationSetting, module: str) -> float:
-    """Bytes per input value an adapted output or down projection keeps beyond the reference where PEFT casts its
-    input: its own copy (float32 in pure 16-bit training, `lora_input_fp32`; 16-bit under autocast,
-    `lora_input_cast`), besides flash attention's own output for the output projection (the reference counts one
-    16-bit copy, flash's output or the projection's input), in place of that copy otherwise."""
-    if not (st.frozen_base and module in st.adapted) or st.lora_dropout or st.adapter_dropout:
-        return 0.0
-    e = st.bytes_per_value
-    own = 4.0 if st.lora_input_fp32 else (e if st.lora_input_cast else 0.0)
+def _adapter_group_bytes(st: ActivationSetting, group: tuple[str, ...], fused: bool) -> float:
+    """Bytes per input value beyond the reference's one copy that the adapted linears of `group` (separate linears
+    reading one input; `fused`: one matrix) keep of their own inputs (`_adapter_own_bytes` each)."""
+    own = _adapter_own_bytes(st)
+    n = len(st.adapted.intersection(group))
+    n = min(1, n) if fused else n
+    return n * own - st.bytes_per_value if own and n else 0.0
+
+
+def _adapter_single_bytes(st: ActivationSetting, module: str) -> float:
+    """The same for an adapted output or down projection: its own input copy besides flash attention's own output
+    for the output projection (the reference counts one copy, flash's output or the projection's input), in place
+    of that copy otherwise."""
+    own = _adapter_own_bytes(st) if module in st.adapted else 0.0
     if not own:
         return 0.0
-    return own if module == "o" and st.flash else own - e
-
-
-def _dropout_group_bytes(st: ActivationSetting, group: tuple[str, ...], fused: bool) -> float:
-    """Bytes per input value beyond the reference's one copy that LoRA dropout (`adapter_dropout`) keeps in the
-    adapted linears of `group` (separate linears reading one input; `fused`: one matrix): each its mask (1 B) and
-    its adapter's own input, the dropout output or its cast (float32 for PEFT's adapters in pure 16-bit training,
-    else the activation dtype), in place of the shared copy."""
-    if not (st.adapter_dropout and st.frozen_base):
-        return 0.0
-    n = min(1, len(st.adapted.intersection(group))) if fused else len(st.adapted.intersection(group))
-    return n * (_adapter_input_bytes(st) + 1) - st.bytes_per_value if n else 0.0
-
-
-def _dropout_single_bytes(st: ActivationSetting, module: str) -> float:
-    """The same for the output or down projection: its mask and adapter input, besides flash attention's own output
-    for the output projection (the reference counts one copy), in place of the down projection's 16-bit input."""
-    if not (st.adapter_dropout and st.frozen_base and module in st.adapted):
-        return 0.0
-    kept = _adapter_input_bytes(st) + 1
-    return kept if module == "o" and st.flash else kept - st.bytes_per_value
-
-
-def _adapter_input_bytes(st: ActivationSetting) -> float:
-    return 4.0 if st.lora_input_fp32 else float(st.bytes_per_value)
+    return own if module == "o" and st.flash else own - st.bytes_per_value
 
 
 def _eager_attention_bytes(spec: ModelSpec, st: ActivationSetting, kv_len: int, kv: int, mask: int) -> float:
@@ -274,8 +254,7 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
     # first linear's input
     replicated = spec.hidden * mask + (spec.hidden * _gemm_input_bytes(st) * k if _keeps_input(st, "gate", "up") else 0)
     fused_in = not spec.gated_mlp or spec.family in FUSED_GATE_UP
-    replicated += k * (_lora_cast_bytes(st, ("gate", "up"), fused_in)
-                       + _dropout_group_bytes(st, ("gate", "up"), fused_in)) * spec.hidden
+    replicated += k * _adapter_group_bytes(st, ("gate", "up"), fused_in) * spec.hidden
     if spec.n_experts > 1:
         # the router weights multiply each routed expert's output: their gradient needs those k outputs
         replicated += spec.hidden * e * k
@@ -289,7 +268,7 @@ def mlp_bytes_per_token(spec: ModelSpec, st: ActivationSetting) -> tuple[float, 
         per_expert = (((4 if spec.gated_mlp else 2) - 1) * fe + (_gemm_input_bytes(st) if down_in else 0)) \
             * spec.ffn_hidden
     split = k * per_expert + (spec.n_experts * 4 if spec.n_experts > 1 else 0)   # + float32 router logits
-    split += k * (_lora_single_cast_bytes(st, "down") + _dropout_single_bytes(st, "down")) * spec.ffn_hidden
+    split += k * _adapter_single_bytes(st, "down") * spec.ffn_hidden
     if st.lora_dropout and st.frozen_base:
         # LitGPT: every adapted MLP linear keeps its own dropout output and 1-byte mask of its input (the gate and up
         # linears each one, of the same input; the reference counts that input once)

@@ -20,9 +20,8 @@ from itertools import accumulate
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
 from gpuwise.estimate.layouts import pipeline_limit
-from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note,
-                                     lever_notes, offload_grads_held, resolve)
-from gpuwise.estimate.levers import lora_dropout as dropout_p
+from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note, lever_notes,
+                                     lora_dropout as dropout_p, offload_grads_held, resolve)
 from gpuwise.estimate.lora import NF4_BYTES, adapter_params, attention_blocks, lora_modules, targets_text
 from gpuwise.estimate.memory_timeline import FIELD_INDEX, StageLoad, in_flight, peak_values, stage_values
 from gpuwise.estimate.model_states import StateSemantics, state_bytes, state_semantics
@@ -452,7 +451,8 @@ class _Geometry:
         self.head_dequant = (code.nf4_dequant_copies * 2 * spec.vocab_size * spec.hidden / tp
                              if self.head_linear != self.frozen_other and lm_head else 0.0)
         self.fsdp = fsdp = zero >= 3 and sem.framework == "torch"
-        self.autocast = autocast = sem.framework == "torch" and zero == 0 and sem.compute > 0
+        plain = sem.framework == "torch" and zero == 0          # an unsharded PyTorch rank (no FSDP, no DeepSpeed)
+        self.autocast = autocast = plain and sem.compute > 0
         self.pp_fsdp = fsdp and pp > 1
         self.no_sync = fsdp and code.fsdp_unsharded_accum and not self.pp_fsdp     # FSDP1 no_sync accumulation
         self.t5 = spec.family == "t5"
@@ -463,7 +463,6 @@ class _Geometry:
         # without autocast a float32 residual stream makes every activation float32: bitsandbytes' Linear4bit casts
         # its output to its input's dtype (Linear4bit.forward: out.to(inp_dtype)) and the float32 adapters add to it
         # (unsharded PyTorch ranks only: FSDP's and DeepSpeed's 16-bit compute copies are not modelled float32)
-        plain = sem.framework == "torch" and zero == 0
         act_bytes = 4 if fp32_rest and plain and not autocast else _act_bytes_per_value(precision)
         self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
                                         bytes_per_value=act_bytes, flash=flash,

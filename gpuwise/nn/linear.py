@@ -77,6 +77,13 @@ class _NF4Matmul(torch.autograd.Function):
         return grad @ ctx.weight.dequantize(grad.dtype), None
 
 
+def _nf4_forward(x: torch.Tensor, xc: torch.Tensor, weight: NF4Weight, bias: torch.Tensor | None) -> torch.Tensor:
+    """bitsandbytes' Linear4bit: the matmul on the input cast to the compute dtype (`xc`), the bias added, the output
+    returned in the input's dtype (Linear4bit.forward: out.to(inp_dtype))."""
+    y = _NF4Matmul.apply(xc, weight)
+    return (y if bias is None else y + bias.to(y.dtype)).to(x.dtype)
+
+
 class NF4Linear(nn.Module):
     """A frozen linear layer stored in NF4 (QLoRA's base for layers without adapters)."""
 
@@ -87,14 +94,13 @@ class NF4Linear(nn.Module):
         self.compute_dtype: torch.dtype | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
-        y = _NF4Matmul.apply(_cast(x, self.compute_dtype), self.nf4)
-        y = y if self.bias is None else y + self.bias.to(y.dtype)
-        return y.to(x.dtype)        # bitsandbytes Linear4bit: the output in its input's dtype (out.to(inp_dtype))
+        return _nf4_forward(x, _cast(x, self.compute_dtype), self.nf4, self.bias)
 
 
 class LoRALinear(nn.Module):
     """A frozen base (16-bit Linear or NF4) plus trainable A (r x in) and B (out x r), PEFT style:
-    y = base(x) + B(A(x)) * alpha / r, lora_dropout 0, B initialised to zero."""
+    y = base(x) + B(A(dropout(x))) * alpha / r, B initialised to zero; `peft`: PEFT's own layer, which casts the
+    adapter's input to the adapters' dtype and its output back."""
 
     def __init__(self, in_features: int, out_features: int, rank: int, *, bias: bool, nf4: bool,
                  base_dtype: torch.dtype | None, adapter_dtype: torch.dtype | None = None,
@@ -116,9 +122,8 @@ class LoRALinear(nn.Module):
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         cd = self.compute_dtype
         xc = _cast(x, cd)
-        if self.nf4 is not None:        # bitsandbytes Linear4bit: the output in its input's dtype
-            y = _NF4Matmul.apply(xc, self.nf4)
-            y = (y if self.bias is None else y + self.bias.to(y.dtype)).to(x.dtype)
+        if self.nf4 is not None:
+            y = _nf4_forward(x, xc, self.nf4, self.bias)
         else:
             y = F.linear(xc, _cast(self.base.weight, cd or x.dtype))
             y = y if self.bias is None else y + self.bias.to(y.dtype)

@@ -263,13 +263,14 @@ def _stack_note(spec: ModelSpec, cfg: TrainingConfig, code) -> str:
     from gpuwise.trace.run import kbit_fp32, peft_layers, trace_dropout
 
     decoder = spec.n_encoder_layers == 0 and spec.family not in ENCODER_FAMILIES
+    dropout = trace_dropout(cfg)
     applied = [what for on, what in (
         (kbit_fp32(cfg), "its QLoRA recipe's float32 casts (PEFT "
          "prepare_model_for_kbit_training: every frozen 16-bit parameter that is not a 4-bit weight: embeddings, "
          "norms, output layer, biases; the residual stream follows)"),
         (peft_layers(cfg), "PEFT's LoRA layers (float32 adapters, each casting its input to them; the 4-bit ones "
          "only without autocast)"),
-        (trace_dropout(cfg) > 0, f"LoRA dropout {trace_dropout(cfg):g} on each adapter's input (1-byte masks)"),
+        (dropout > 0, f"LoRA dropout {dropout:g} on each adapter's input (1-byte masks)"),
         (decoder and resolve(cfg).loss_kernel == "chunked" and code.chunk_logits_held, "its chunked loss's held "
          "logits (the model returns every chunk's logits before the loss upcasts each)")) if on]
     return (f"stack {cfg.stack}: the trace runs gpuwise.nn's reference model, not {cfg.stack}'s own code; that code's "
