@@ -85,6 +85,13 @@ def lora_dropout(cfg: TrainingConfig) -> float:
     return stack_row(cfg.stack).lora_dropout if cfg.lora_dropout is None else float(cfg.lora_dropout)
 
 
+def reference_lora_dropout(cfg: TrainingConfig) -> float:
+    """The LoRA dropout gpuwise's reference layers run (the trace's, and the adapters' traffic in the step time): the
+    run's, except under a stack whose own LoRA layers have their own dropout rules (stack_code lora_dropout: LitGPT's
+    fused QKV adapter), which the reference layers do not run."""
+    return 0.0 if model_code(cfg.stack).lora_dropout else lora_dropout(cfg)
+
+
 def activation_offload(cfg: TrainingConfig) -> bool:
     """Saved activations leave the GPU: --activation-offload, or a stack that offloads its checkpoints (under a
     checkpointing policy the checkpointed inputs are what a block saves)."""

@@ -49,22 +49,46 @@ def targets_text(targets: str = LORA_DEFAULT) -> str:
             "targeted, phi3's fused gate_up one when gate or up is")
 
 
-def _layer_adapters(spec: ModelSpec, mods: frozenset[str]) -> tuple[list[int], list[int]]:
-    """(attention, MLP) adapted linears of one layer, each as its d_in + d_out: a fused QKV or gate_up matrix
-    carries one adapter when any of its parts is targeted; every routed expert has its own MLP."""
+def _layer_adapter_shapes(spec: ModelSpec, mods: frozenset[str], tp: int = 1,
+                          per_token: bool = False) -> tuple[list[tuple[int, int]], list[tuple[int, int]]]:
+    """(attention, MLP) adapted linears of one layer, each as (d_in, d_out) on one of `tp` tensor-parallel ranks
+    (column-parallel q, k, v, gate, up split their output, row-parallel o and down their input; the rank is whole): a
+    fused QKV or gate_up matrix carries one adapter when any of its parts is targeted; every routed expert has its
+    own MLP (`per_token`: only the experts_per_token experts a token runs)."""
     h, f = spec.hidden, spec.ffn_hidden
     dq, dkv = spec.n_heads * spec.head_dim, spec.n_kv_heads * spec.head_dim
     if spec.family in FUSED_QKV:
-        attn = [h + dq + 2 * dkv] if mods & {"q", "k", "v"} else []
+        attn = [(h, (dq + 2 * dkv) // tp)] if mods & {"q", "k", "v"} else []
     else:
-        attn = [h + d for m, d in (("q", dq), ("k", dkv), ("v", dkv)) if m in mods]
-    attn += [dq + h] if "o" in mods else []
+        attn = [(h, d // tp) for m, d in (("q", dq), ("k", dkv), ("v", dkv)) if m in mods]
+    attn += [(dq // tp, h)] if "o" in mods else []
     if spec.family in FUSED_GATE_UP:
-        mlp = [h + 2 * f] if mods & {"gate", "up"} else []
+        mlp = [(h, 2 * f // tp)] if mods & {"gate", "up"} else []
     else:
-        mlp = [h + f for m in ("gate", "up") if m in mods and (m != "gate" or spec.gated_mlp)]
-    mlp += [f + h] if "down" in mods else []
-    return attn, mlp * max(1, spec.n_experts)
+        mlp = [(h, f // tp) for m in ("gate", "up") if m in mods and (m != "gate" or spec.gated_mlp)]
+    mlp += [(f // tp, h)] if "down" in mods else []
+    experts = spec.experts_per_token if per_token and spec.n_experts > 1 else spec.n_experts
+    return attn, mlp * max(1, experts)
+
+
+def _layer_adapters(spec: ModelSpec, mods: frozenset[str]) -> tuple[list[int], list[int]]:
+    """(attention, MLP) adapted linears of one layer, each as its d_in + d_out."""
+    attn, mlp = _layer_adapter_shapes(spec, mods)
+    return [a + b for a, b in attn], [a + b for a, b in mlp]
+
+
+def adapter_shapes(spec: ModelSpec, targets: str = LORA_DEFAULT, tp: int = 1) -> list[tuple[int, int, int]]:
+    """The blocks' adapted linears a token passes through, as (d_in, d_out, how many in the model), on one of `tp`
+    tensor-parallel ranks: each attention block's, and each MLP's (a mixture's experts_per_token experts)."""
+    if not spec.is_transformer:
+        return []
+    attn, mlp = _layer_adapter_shapes(spec, lora_modules(targets), tp, per_token=True)
+    return [(a, b, attention_blocks(spec)) for a, b in attn] + [(a, b, spec.n_encoder_layers + spec.n_layers) for a, b in mlp]
+
+
+def head_adapter_shape(spec: ModelSpec, targets: str = LORA_DEFAULT, tp: int = 1) -> tuple[int, int] | None:
+    """The output layer's adapter as (d_in, d_out) on one of `tp` ranks (vocabulary-parallel), if targeted."""
+    return (spec.hidden, spec.vocab_size // tp) if spec.is_transformer and "head" in lora_modules(targets) else None
 
 
 def adapted_linears(spec: ModelSpec, targets: str = LORA_DEFAULT) -> int:

@@ -354,28 +354,26 @@ def _kernel_levers(cfg: TrainingConfig, hw: Hardware, op_time: tuple) -> tuple:
     return gemm + attn + mem, (gemm, attn, mem), layers, launch, fwd_share
 
 
-# Unmerged LoRA adapters (PEFT): per target and token, forward reads the input for dropout and writes it, the A
-# matmul reads it again, the B matmul writes its output, and the sum with the frozen output reads two outputs and
-# writes one: ~3 input-width + 4 output-width values, taken as 3.5 per adapter dimension (d_in + d_out); backward
-# moves twice that (the MEM class ratio). Kernels: dropout, A, B, scale, add forward per target (x2 backward).
-LORA_VALUES_PER_DIM = 3.5
-LORA_KERNELS_PER_TARGET = 5
-
-
 def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
-    """Seconds per micro-step of the unmerged LoRA adapters' memory-bound ops and launches (0 without LoRA): rank
-    r << width, so their matmuls are bound by moving the activations, not by FLOPs."""
-    if not cfg.frozen_base:
+    """Seconds per micro-step of the unmerged LoRA adapters' ops on the busiest GPU (0 without adapters): rank r <<
+    width, so their matmuls, casts, dropout, scaling and sums are bound by the bytes they move, counted on the layer
+    code the stack runs (estimate.adapter_traffic: PEFT's float32 layers move several times a plain adapter's bytes),
+    at the HBM rate; plus one launch per counted op. A stage holds 1/pp of the blocks, whose forwards run again under
+    recompute (the re-run share); the output layer's adapter, if targeted, runs once, on the last stage."""
+    if not cfg.frozen_base or cfg.lora_rank <= 0:
         return 0.0
-    from gpuwise.estimate.lora import adapter_params, lora_modules
+    from gpuwise.estimate.adapter_traffic import adapter_traffic
+    from gpuwise.estimate.lora import adapter_shapes, head_adapter_shape
 
-    p = cfg.plan
-    layers = (model.n_layers + model.n_encoder_layers) / p.pp
-    dims = adapter_params(model, 1, cfg.lora_targets) / max(1, model.n_layers + model.n_encoder_layers)
-    phases = 3.0 + reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)  # fwd, bwd (2x), re-run
+    p, t = cfg.plan, adapter_traffic(cfg)
+    forwards = 1.0 + reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)
+    shapes = [(a, b, n / p.pp, forwards) for a, b, n in adapter_shapes(model, cfg.lora_targets, p.tp)]
+    head = head_adapter_shape(model, cfg.lora_targets, p.tp)
+    shapes += [(*head, 1, 1.0)] if head else []
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
-    t_mem = layers * phases * tokens * dims / p.tp * LORA_VALUES_PER_DIM * _value_bytes(cfg) / (hw.hbm_bytes_s * eff.memory)
-    return t_mem + layers * phases * len(lora_modules(cfg.lora_targets)) * LORA_KERNELS_PER_TARGET * eff.launch_s
+    moved = sum(n * t.bytes_per_token(d_in, d_out, cfg.lora_rank, fw) for d_in, d_out, n, fw in shapes)
+    kernels = sum(n * (fw * t.fwd_kernels + t.bwd_kernels) for *_, n, fw in shapes)
+    return tokens * moved / (hw.hbm_bytes_s * eff.memory) + kernels * eff.launch_s
 
 
 # Share of HBM bandwidth bitsandbytes' NF4 dequantisation passes reach, on the bytes they move (nf4_dequant_s).

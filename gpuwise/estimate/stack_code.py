@@ -134,3 +134,18 @@ def describe(stack: str) -> str:
                      "without autocast every activation is float32, and under autocast the MLP's outputs and the "
                      "block's gradients are")
     return f"{c.stack} model code: " + "; ".join(parts) + f" ({c.source.split(':')[0]})"
+
+
+def peft_adapters(cfg) -> bool:
+    """The run's LoRA layers are PEFT's (model_code lora_input_cast): float32 adapters (get_peft_model's
+    autocast_adapter_dtype) whose input each casts to their dtype; on unsharded ranks only (FSDP's mixed precision and
+    DeepSpeed compute on 16-bit copies of the adapters). The trace builds these layers and the step time counts their
+    traffic (estimate.roofline_step.lora_adapter_s)."""
+    return cfg.lora_rank > 0 and model_code(cfg.stack).lora_input_cast and cfg.plan.zero == 0
+
+
+def kbit_fp32_stream(cfg) -> bool:
+    """The stack's QLoRA recipe casts the rest of the model to float32 (PEFT prepare_model_for_kbit_training,
+    model_code kbit_fp32_rest), so the residual stream is float32: on unsharded ranks (FSDP's mixed precision computes
+    on 16-bit gathered copies, which the trace does not model for float32 shards)."""
+    return cfg.quantize == "nf4" and model_code(cfg.stack).kbit_fp32_rest and cfg.plan.fsdp_ways == 1

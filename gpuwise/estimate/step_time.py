@@ -215,11 +215,13 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     trainable = None
     if cfg.frozen_base:
         trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1), cfg.lora_targets))
+        from gpuwise.estimate.adapter_traffic import traffic_note
+        from gpuwise.estimate.roofline_step import lora_adapter_s
+
+        t = lora_adapter_s(model, cfg, hw, eff) * cfg.grad_accum
         assumptions.append(f"LoRA: {trainable:,} adapter parameters ({trainable / param_count(model):.3%} of the weights) "
-                           "are updated and synchronised; frozen GEMMs "
-                           "skip their weight gradient; the unmerged adapters' dropout, A/B matmuls and add are timed as "
-                           "memory-bound (3.5 activation values per adapter dimension per token forward, twice that "
-                           "backward, 5 kernels per target)")
+                           f"are updated and synchronised; frozen GEMMs skip their weight gradient; "
+                           f"{traffic_note(cfg)}: {t * 1e3:.3g} ms per step")
     r = transformer_step(model, cfg, hw, eff, trainable, interleave)
     assumptions.append(eff.text)
     if cfg.quantize == "nf4":

@@ -120,15 +120,29 @@ class LoRALinear(nn.Module):
         self.compute_dtype: torch.dtype | None = None
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return self.adapter(x, self.frozen(x))
+
+    def frozen(self, x: torch.Tensor) -> torch.Tensor:
+        """The frozen base's output alone (what the layer computes without its adapter)."""
         cd = self.compute_dtype
         xc = _cast(x, cd)
         if self.nf4 is not None:
-            y = _nf4_forward(x, xc, self.nf4, self.bias)
-        else:
-            y = F.linear(xc, _cast(self.base.weight, cd or x.dtype))
-            y = y if self.bias is None else y + self.bias.to(y.dtype)
-        # PEFT (lora/layer.py Linear.forward x.to(lora_A.weight.dtype); its bitsandbytes layer only without autocast)
-        if self.peft and (self.nf4 is None or cd is None):
+            return _nf4_forward(x, xc, self.nf4, self.bias)
+        y = F.linear(xc, _cast(self.base.weight, cd or x.dtype))
+        return y if self.bias is None else y + self.bias.to(y.dtype)
+
+    def adapter(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """The frozen output `y` plus the adapter's on input `x` (validation.adapter_ops counts what this adds)."""
+        if self.peft and self.nf4 is not None:
+            # PEFT's bitsandbytes layer (lora/bnb.py Linear4bit.forward): the frozen output cloned; without autocast
+            # the adapter reads its input cast to the adapters' dtype and its scaled output is cast back before the sum
+            y = y.clone()
+            if self.compute_dtype is None:
+                xa = native_dropout(x.to(self.lora_a.weight.dtype), self.dropout, self.training)
+                return y + (self.lora_b(self.lora_a(xa)) * self.scaling).to(y.dtype)
+        elif self.peft:
+            # PEFT's Linear (lora/layer.py): x.to(lora_A.weight.dtype); the sum with the frozen output runs in the
+            # adapters' dtype (a float32 sum in pure 16-bit) and is cast back after
             xa = native_dropout(x.to(self.lora_a.weight.dtype), self.dropout, self.training)
-            return y + (self.lora_b(self.lora_a(xa)) * self.scaling).to(y.dtype)
+            return (y + self.lora_b(self.lora_a(xa)) * self.scaling).to(y.dtype)
         return y + self.lora_b(self.lora_a(native_dropout(x, self.dropout, self.training))) * self.scaling

@@ -50,8 +50,7 @@ def _categorise(snap: dict) -> dict[str, int]:
 
 
 def fsdp_ways(cfg: TrainingConfig) -> int:
-    p = cfg.plan
-    return p.dp * p.cp if p.zero >= 3 else 1
+    return cfg.plan.fsdp_ways
 
 
 def trace_stage(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *, foreach: bool = False) -> dict[str, int]:
@@ -126,6 +125,12 @@ def _traced_rank(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt, ways: 
     return model, optimizers(cfg, model, foreach)
 
 
+def stream_dtype(cfg: TrainingConfig, dt) -> torch.dtype:
+    """The residual stream's dtype between blocks: FSDP's gathered-parameter dtype, float32 under the QLoRA recipe's
+    float32 rest, else the frozen base's (LoRA) or the parameters' dtype."""
+    return dt.fsdp_param or (torch.float32 if kbit_fp32(cfg) else dt.frozen if cfg.lora_rank > 0 else dt.param)
+
+
 def _batch_maker(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt):
     """A function giving one micro-batch (inputs, labels) as this stage sees it: token ids where the
     stage embeds, else the previous stage's activations (sequence-sharded under SP)."""
@@ -133,7 +138,7 @@ def _batch_maker(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt):
     shard = Shard(p.tp, p.sp, p.cp)
     local = tp_shard_spec(spec, p.tp)
     tokens = cfg.seq_len // p.cp
-    stream = dt.fsdp_param or (torch.float32 if kbit_fp32(cfg) else dt.frozen if cfg.lora_rank > 0 else dt.param)
+    stream = stream_dtype(cfg, dt)
 
     def batch():
         labels = torch.randint(0, local.vocab_size, (cfg.micro_batch, tokens))
@@ -143,6 +148,14 @@ def _batch_maker(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt):
         return torch.randn(cfg.micro_batch, local_tokens, spec.hidden, dtype=stream, requires_grad=True), labels
 
     return batch
+
+
+def adapters_for(cfg: TrainingConfig, dt, targets: frozenset) -> Adapters:
+    """The LoRA layers of ``cfg`` in the dtypes `dt`: PEFT's float32 adapters where the stack's layers are PEFT's,
+    the precision's adapter dtype otherwise; the dropout the traced layers run."""
+    peft = peft_layers(cfg)
+    return Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, torch.float32 if peft else dt.adapter,
+                    targets, peft, trace_dropout(cfg))
 
 
 def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard | None = None,
@@ -156,9 +169,7 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     from gpuwise.estimate.lora import lora_modules
     from gpuwise.estimate.stack_code import model_code
 
-    peft = peft_layers(cfg)
-    adapters = (Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, torch.float32 if peft else dt.adapter,
-                         lora_modules(cfg.lora_targets), peft, trace_dropout(cfg)) if lora else None)
+    adapters = adapters_for(cfg, dt, lora_modules(cfg.lora_targets)) if lora else None
     model = build_model(spec, dtype=dt.frozen if lora else dt.param, shard=shard, adapters=adapters,
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)
@@ -216,31 +227,28 @@ def schedule(in_flight: int, grad_accum: int) -> str:
 
 
 def kbit_fp32(cfg: TrainingConfig) -> bool:
-    """The stack's QLoRA recipe casts the rest of the model to float32 (PEFT prepare_model_for_kbit_training,
-    stack_code kbit_fp32_rest) and the trace applies it: on unsharded ranks (FSDP's mixed precision computes on
-    16-bit gathered copies, which the trace does not model for float32 shards)."""
-    from gpuwise.estimate.stack_code import model_code
+    """The stack's QLoRA recipe casts the rest of the model to float32 and the trace applies it
+    (estimate.stack_code.kbit_fp32_stream)."""
+    from gpuwise.estimate.stack_code import kbit_fp32_stream
 
-    return cfg.quantize == "nf4" and model_code(cfg.stack).kbit_fp32_rest and fsdp_ways(cfg) == 1
+    return kbit_fp32_stream(cfg)
 
 
 def peft_layers(cfg: TrainingConfig) -> bool:
-    """The stack's LoRA layers are PEFT's (stack_code lora_input_cast): float32 adapters (get_peft_model's
-    autocast_adapter_dtype) whose input each casts to their dtype; applied on unsharded PyTorch ranks, as the
-    analytic method does (FSDP's mixed precision and DeepSpeed compute on 16-bit copies of the adapters)."""
-    from gpuwise.estimate.stack_code import model_code
+    """The stack's LoRA layers are PEFT's (estimate.stack_code.peft_adapters), as the analytic method and the step
+    time take them."""
+    from gpuwise.estimate.stack_code import peft_adapters
 
-    return cfg.lora_rank > 0 and model_code(cfg.stack).lora_input_cast and cfg.plan.zero == 0
+    return peft_adapters(cfg)
 
 
 def trace_dropout(cfg: TrainingConfig) -> float:
     """The LoRA dropout the traced layers run (one adapter per linear): the run's, except under a stack whose own
     LoRA layers have their own dropout rules (stack_code lora_dropout: LitGPT's fused QKV adapter), which the
     reference model does not run."""
-    from gpuwise.estimate.levers import lora_dropout
-    from gpuwise.estimate.stack_code import model_code
+    from gpuwise.estimate.levers import reference_lora_dropout
 
-    return 0.0 if model_code(cfg.stack).lora_dropout else lora_dropout(cfg)
+    return reference_lora_dropout(cfg)
 
 
 def _kbit_fp32_rest(model: torch.nn.Module) -> None:

@@ -106,6 +106,11 @@ class ParallelPlan:
     def gpus(self) -> int:
         return self.dp * self.tp * self.pp * self.cp
 
+    @property
+    def fsdp_ways(self) -> int:
+        """Ranks the parameters are sharded over under ZeRO-3 / FSDP (dp x cp), 1 otherwise."""
+        return self.dp * self.cp if self.zero >= 3 else 1
+
     def label(self) -> str:
         parts = [f"dp{self.dp}"]
         if self.tp > 1:

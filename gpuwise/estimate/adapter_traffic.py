@@ -1,0 +1,106 @@
+"""Memory traffic and kernels of unmerged LoRA adapters, counted on the layer code (data/calibration/adapter_traffic.csv).
+
+An adapter's matmuls have rank r << width, so its time is set by the bytes its ops move, not by FLOPs. The rows are
+counted, not fitted: `python -m gpuwise.validation.adapter_ops --write` runs gpuwise.nn's LoRA layer (the one the
+trace and the GPU harness build) forward and backward under a byte-counting dispatch mode, minus its frozen linear
+alone, at four shapes and two token counts, and solves for the bytes per token per input dimension, per output
+dimension and per unit of rank. A row is keyed by what changes those bytes:
+  peft       PEFT's layers (estimate.stack_code.peft_adapters): float32 adapters whose input each casts to float32
+             and whose output it casts back
+  dropout    the reference layers run a LoRA dropout (levers.reference_lora_dropout > 0): an output and a 1-byte mask
+  precision  fp32 | pure16 (bf16 / fp16 weights, no autocast) | autocast (bf16-mixed, fp16-mixed, fp8)
+  nf4        a 4-bit frozen base (PEFT's bitsandbytes layer casts only without autocast)
+  fp32_stream  the QLoRA recipe's float32 rest (stack_code.kbit_fp32_stream): the layers' input is float32
+"""
+
+from __future__ import annotations
+
+import csv
+from dataclasses import dataclass
+from functools import lru_cache
+
+from gpuwise.data import data_path
+from gpuwise.workload.training import TrainingConfig
+
+TRAFFIC_CSV = ("calibration", "adapter_traffic.csv")
+KEY_COLUMNS = ("peft", "dropout", "precision", "nf4", "fp32_stream")
+VALUE_COLUMNS = ("fwd_in", "fwd_out", "fwd_rank", "bwd_in", "bwd_out", "bwd_rank", "fwd_kernels", "bwd_kernels")
+
+
+@dataclass(frozen=True)
+class AdapterTraffic:
+    """What one adapter adds to its frozen linear, per token: bytes per input dimension, per output dimension and per
+    unit of rank, forward and backward; and kernels per forward and per backward (not per token)."""
+
+    fwd_in: float
+    fwd_out: float
+    fwd_rank: float
+    bwd_in: float
+    bwd_out: float
+    bwd_rank: float
+    fwd_kernels: float
+    bwd_kernels: float
+
+    def bytes_per_token(self, d_in: int, d_out: int, rank: int, forwards: float) -> float:
+        """Bytes one token moves through an adapter on a d_in x d_out linear over `forwards` forward passes (1 plus
+        the re-run share under recompute) and one backward."""
+        fwd = self.fwd_in * d_in + self.fwd_out * d_out + self.fwd_rank * rank
+        return forwards * fwd + self.bwd_in * d_in + self.bwd_out * d_out + self.bwd_rank * rank
+
+
+def precision_class(precision: str) -> str:
+    """fp32 | pure16 | autocast: what sets the dtypes an adapter's ops see (fp16 and bf16 move the same bytes)."""
+    return "fp32" if precision == "fp32" else "pure16" if precision in ("bf16", "fp16") else "autocast"
+
+
+def adapter_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool]:
+    """The row of `cfg`'s adapters (module docstring)."""
+    from gpuwise.estimate.levers import reference_lora_dropout
+    from gpuwise.estimate.stack_code import kbit_fp32_stream, peft_adapters
+
+    return (peft_adapters(cfg), reference_lora_dropout(cfg) > 0, precision_class(cfg.precision),
+            cfg.quantize == "nf4", kbit_fp32_stream(cfg))
+
+
+def _flag(text: str) -> bool:
+    return text == "yes"
+
+
+@lru_cache(maxsize=1)
+def table() -> dict[tuple, AdapterTraffic]:
+    lines = [ln for ln in data_path(*TRAFFIC_CSV).read_text().splitlines() if ln and not ln.startswith("#")]
+    out = {}
+    for r in csv.DictReader(lines):
+        key = (_flag(r["peft"]), _flag(r["dropout"]), r["precision"], _flag(r["nf4"]), _flag(r["fp32_stream"]))
+        out[key] = AdapterTraffic(*(float(r[c]) for c in VALUE_COLUMNS))
+    return out
+
+
+def counted_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool]:
+    """The counted row that times `cfg`'s adapters: its own key, or, for a layer the reference cannot build (a float32
+    stream into 16-bit adapters: a QLoRA recipe's float32 rest under ZeRO-1/2, where PEFT's layers are not modelled),
+    the same layer without the float32 stream."""
+    peft, drop, prec, nf4, stream = key = adapter_key(cfg)
+    rows = table()
+    for k in (key, (peft, drop, prec, nf4, False)):
+        if k in rows:
+            return k
+    raise KeyError(f"no counted adapter traffic for {key}: rerun python -m gpuwise.validation.adapter_ops --write")
+
+
+def adapter_traffic(cfg: TrainingConfig) -> AdapterTraffic:
+    """The counted row of `cfg`'s adapters (`counted_key`)."""
+    return table()[counted_key(cfg)]
+
+
+def traffic_note(cfg: TrainingConfig) -> str:
+    """One assumption line: which layer code the adapters' time was counted on."""
+    peft, drop, prec, nf4, stream = key = counted_key(cfg)
+    t = table()[key]
+    what = ("PEFT's layers (float32 adapters, each casting its input to float32 and its output back)" if peft
+            else "adapters in the layer's compute dtype")
+    stand_in = "" if key == adapter_key(cfg) else "; the row of the same layer on a 16-bit stream stands in for it"
+    return (f"LoRA adapters timed by the bytes their ops move ({what}{', with dropout' if drop else ''}"
+            f"{', float32 stream' if stream else ''}; counted on gpuwise.nn's LoRA layer, calibration/adapter_traffic.csv"
+            f"{stand_in}): {t.fwd_in:g} + {t.bwd_in:g} B per token per input dimension and {t.fwd_out:g} + "
+            f"{t.bwd_out:g} per output dimension (forward + backward), {t.fwd_kernels:g} + {t.bwd_kernels:g} kernels")
