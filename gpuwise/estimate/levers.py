@@ -123,6 +123,8 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
     if (cfg.cpu_offload or cfg.optimizer_in_backward or cfg.activation_offload) and not transformer:
         raise InputError("cpu-offload/optimizer-in-backward/activation-offload", True,
                          "modelled for transformers only; drop the flag for explicit models")
+    if cfg.padding_mask and not transformer:
+        raise InputError("padding-mask", True, "an attention mask applies to transformers only; drop the flag")
     if cfg.optimizer_impl is not None and not transformer:
         raise InputError("optimizer-impl", cfg.optimizer_impl, "modelled for transformers only (an explicit model's "
                          "optimizer step is a fixed bytes-per-parameter pass); drop the flag")

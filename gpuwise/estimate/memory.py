@@ -358,9 +358,25 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
     return replace(est, overhead=est.overhead - est.allocator + allocator, allocator=allocator)
 
 
+def padding_mask_bytes(cfg: TrainingConfig) -> float:
+    """The 4D additive padding mask (--padding-mask): micro_batch x 1 x s x s in the activations' dtype (transformers
+    4.49's sdpa path; newer versions build a boolean one, 1 B), made once per forward and kept through the backward
+    (an input of every checkpointed block; the memory-efficient kernel saves it for its backward). Added to the
+    activations by both methods (the trace does not build it)."""
+    return cfg.micro_batch * (cfg.seq_len / cfg.plan.cp) * cfg.seq_len * _act_bytes_per_value(cfg.precision) \
+        if cfg.padding_mask else 0.0
+
+
+def padding_mask_note(cfg: TrainingConfig) -> str:
+    return (f"padding mask: {padding_mask_bytes(cfg) / GIB:.2f} GiB ({cfg.micro_batch} x 1 x {cfg.seq_len // cfg.plan.cp:,}"
+            f" x {cfg.seq_len:,} additive mask in the activations' dtype, transformers 4.49's sdpa path) kept through "
+            "the step, in the activations; the memory-efficient kernel that reads it keeps no s^2 scores")
+
+
 def _from_parts(w: float, g: float, o: float, a: float, t: float, cfg: TrainingConfig, params: int, trainable: int,
                 notes, peak_phase: str, peak_stage: int, context: bool) -> MemoryEstimate:
     """`estimate_from_parts` of the parts parameters, gradients, optimizer, activations and temporaries."""
+    a += padding_mask_bytes(cfg)
     slack, ctx, nccl = _overheads(cfg, sum((w, g, o, a, t)), context)     # summed in PARTS order
     return _new_estimate(w, g, o, a, slack + ctx + nccl, params, trainable, peak_stage, notes, t, slack, ctx, nccl,
                          peak_phase)
@@ -849,6 +865,8 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
         _stack_text(cfg.stack),
     ]
     out.extend(positions_note(spec))
+    if cfg.padding_mask:
+        out.append(padding_mask_note(cfg))
     if p.pp > 1:
         out.append(f"pipeline schedule {schedule}: stage {stage} holds {in_flight(schedule, p.pp, stage, cfg.grad_accum):g} "
                    f"of {cfg.grad_accum} micro-batches at its peak")

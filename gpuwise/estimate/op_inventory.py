@@ -180,15 +180,19 @@ class MicroStepWork:
 
 def micro_step_work(tab: OpTable, micro_batch: float, seq_len: float, tp: int = 1, cp: int = 1, sp: bool = False,
                     pp: int = 1, value_bytes: float = 2.0, recompute: str = "none", frozen_base: bool = False,
-                    flash: bool = True) -> MicroStepWork:
+                    flash: bool = True, masked: bool = False) -> MicroStepWork:
     """Per-row work of one micro-step on one GPU of the busiest pipeline stage (the last: its layers
-    plus the LM head and loss). ``frozen_base`` (LoRA/QLoRA): GEMMs skip their weight gradient."""
+    plus the LM head and loss). ``frozen_base`` (LoRA/QLoRA): GEMMs skip their weight gradient. ``masked``: the
+    attention gets an additive b x s x s mask (a padding mask): the kernel computes every key tile and reads the mask
+    once per head (its backward, by the class's byte ratio, again)."""
     t = micro_batch * seq_len / cp
-    ctx = attended_keys(seq_len, tab.causal)
+    ctx = attended_keys(seq_len, tab.causal and not masked)
     split = np.where(tab.tp_split > 0, tp, np.where((tab.sp_split > 0) & sp, tp, 1)).astype(float)
     fwd_f = t * (tab.f_tok + tab.f_ctx * ctx) / split
     fwd_b = (t * (tab.b_tok + tab.b_ctx * ctx) / split + tab.w_params / tp) * value_bytes
     kern = tab.kernels.copy()
+    if masked:
+        fwd_b = fwd_b + (tab.cls == ATTN) * t * tab.heads * seq_len * value_bytes / tp
     if not flash:
         # unfused attention materialises the b x heads x s x s scores: written, softmax read+written, read for AV
         att = (tab.cls == ATTN).astype(float)

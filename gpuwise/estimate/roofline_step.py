@@ -285,12 +285,12 @@ class LinearRows:
 
 @lru_cache(maxsize=4096)
 def linear_rows(model: ModelSpec, seq_len: int, tp: int, cp: int, sp: bool, pp: int, vb: float, recompute: str,
-                frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency) -> LinearRows:
+                frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency, masked: bool = False) -> LinearRows:
     """Work at micro-batch 1 and 2 gives each row's per-sample and fixed (weight) parts exactly."""
     tab = op_table(model)
-    w1, w2 = (micro_step_work(tab, b, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash) for b in (1, 2))
+    w1, w2 = (micro_step_work(tab, b, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, masked) for b in (1, 2))
     if flash:
-        eff = replace(eff, attention=attention_efficiency(eff, seq_len, tab.causal))
+        eff = replace(eff, attention=attention_efficiency(eff, seq_len, tab.causal and not masked))
     weight = np.where(tab.scope == 0, w1.layers, w1.head)[:, None]
     zero = np.zeros_like(w1.flops)
     flop_s = (row_times(replace_work(w1, w1.flops, zero, zero), hw, eff) * weight).ravel()
@@ -308,12 +308,13 @@ def replace_work(work, flops, bytes_, kernels):
 
 @lru_cache(maxsize=65536)
 def _operator_time(model: ModelSpec, micro_batch: int, seq_len: int, tp: int, cp: int, sp: bool, pp: int, vb: float,
-                   recompute: str, frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency) -> tuple:
+                   recompute: str, frozen: bool, flash: bool, hw: Hardware, eff: OpEfficiency,
+                   masked: bool = False) -> tuple:
     """(operator seconds, per-class seconds, layers, launch seconds, forward share of the operator seconds) of one
     micro-step: independent of dp,
     ZeRO and grad_accum, so a search's thousands of step times share a few hundred of these (`hw`: its
     rates only, `_rates`, so every node size and network shares them too)."""
-    lr = linear_rows(model, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, hw, eff)
+    lr = linear_rows(model, seq_len, tp, cp, sp, pp, vb, recompute, frozen, flash, hw, eff, masked)
     rows = np.maximum(micro_batch * lr.flop_s, micro_batch * lr.mem_s + lr.mem0_s) + lr.launch_s
     by_class = np.bincount(lr.cls, weights=rows, minlength=3)
     total = float(by_class.sum())
@@ -331,7 +332,8 @@ def _micro_operator_time(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, ef
     p = cfg.plan
     frozen = cfg.frozen_base
     return _operator_time(model, cfg.micro_batch, cfg.seq_len, p.tp, p.cp, p.sp and p.tp > 1, p.pp,
-                          _value_bytes(cfg), cfg.recompute, frozen, cfg.flash_attention, _rates(hw), eff)
+                          _value_bytes(cfg), cfg.recompute, frozen, cfg.flash_attention, _rates(hw), eff,
+                          cfg.padding_mask and model.is_transformer)
 
 
 def micro_step_compute_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:

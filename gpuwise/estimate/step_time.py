@@ -236,10 +236,16 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         from gpuwise.estimate.op_inventory import CAUSAL_TILE
         from gpuwise.estimate.roofline_step import ATTN_CTX_HALF, attention_scale
 
-        assumptions.append(f"flash attention at {cfg.seq_len:,} tokens: {attention_scale(cfg.seq_len, True):.2f}x the "
-                           f"2k-8k rate above (efficiency ~ keys/(keys + {ATTN_CTX_HALF:g}) per query tile, assumed); a "
-                           f"causal mask computes the {CAUSAL_TILE}-key tiles on and below the diagonal, "
-                           f"(seq + {CAUSAL_TILE}) / 2 keys per query")
+        causal = not cfg.padding_mask
+        assumptions.append(f"flash attention at {cfg.seq_len:,} tokens: {attention_scale(cfg.seq_len, causal):.2f}x "
+                           f"the 2k-8k rate above (efficiency ~ keys/(keys + {ATTN_CTX_HALF:g}) per query tile, assumed)"
+                           + (f"; a causal mask computes the {CAUSAL_TILE}-key tiles on and below the diagonal, "
+                              f"(seq + {CAUSAL_TILE}) / 2 keys per query" if causal else ""))
+    if cfg.padding_mask:
+        assumptions.append(f"padding mask: the attention gets a {cfg.micro_batch} x {cfg.seq_len:,} x {cfg.seq_len:,} "
+                           "additive mask (Hugging Face sdpa with an attention_mask holding zeros), so PyTorch's "
+                           "memory-efficient kernel computes every key tile (no causal skip) and reads the mask once "
+                           "per head, timed at the flash kernel's rate (its own rate is not measured here)")
     if model.sliding_window and cfg.seq_len > model.sliding_window:
         assumptions.append(f"sliding-window layers (window {model.sliding_window:,}) timed as full causal attention: "
                            "an over-estimate of their attention time at this length")
@@ -384,7 +390,7 @@ def micro_step_key(cfg: TrainingConfig) -> tuple:
     tests/test_plan_candidates.py checks the bound does not change with any other field."""
     p = cfg.plan
     return (cfg.micro_batch, cfg.seq_len, p.tp, p.cp, p.sp, p.pp, cfg.precision, cfg.recompute, cfg.lora_rank,
-            cfg.quantize, cfg.flash_attention, cfg.compile, cfg.float8, cfg.stack)
+            cfg.quantize, cfg.flash_attention, cfg.compile, cfg.float8, cfg.stack, cfg.padding_mask)
 
 
 def _micro_step_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:

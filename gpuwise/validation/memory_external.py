@@ -304,7 +304,7 @@ def _ult_config(r: dict[str, str]) -> TrainingConfig:
                           grad_accum=int(r["grad_accum"]), precision="bf16", stack="universal-llm-trainer",
                           lora_rank=int(r["lora_r"]) if lora else 0, lora_targets="all-linear",
                           quantize="nf4" if r["method"] == "QLoRA" else None, recompute="full",
-                          cpu_offload=fsdp and r["fsdp_cpu_offload"] == "True",
+                          cpu_offload=fsdp and r["fsdp_cpu_offload"] == "True", padding_mask=True,
                           plan=ParallelPlan(dp=int(r["num_gpus"]), zero=3 if fsdp else 0))
 
 

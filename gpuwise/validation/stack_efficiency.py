@@ -40,6 +40,7 @@ def _run(r: dict) -> MeasuredRun:
     cfg = TrainingConfig(micro_batch=i["micro_batch"], seq_len=i["seq_len"], grad_accum=i["grad_accum"],
                          precision=r["precision"], recompute=r["recompute"], stack=r["stack"],
                          flash_attention=bool(i["flash"]), lora_rank=i["lora_rank"], quantize=r.get("quantize") or None,
+                         padding_mask=r.get("padding_mask") == "1",
                          plan=ParallelPlan(dp=i["dp"], tp=i["tp"], pp=i["pp"], zero=i["zero"],
                                            zero_shard=i["zero_shard"]), **extra)
     value, seq, mb = float(r["value"]), i["seq_len"], i["micro_batch"]

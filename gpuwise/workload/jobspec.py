@@ -92,6 +92,8 @@ class Training(_Strict):
     compile: bool = Field(False, description="torch.compile of each block")
     float8: bool = Field(False, description="torchao Float8 training (FP8 GEMMs, FP8 all-gather)")
     async_tp: bool = Field(False, description="asynchronous tensor parallelism (TP collectives overlapped)")
+    padding_mask: bool = Field(False, description="batches carry a padding attention mask that reaches SDPA as a 4D "
+                               "mask (Hugging Face sdpa with padded batches): every key tile computed, the mask kept")
     quantize: Optional[Literal["nf4"]] = Field(None, description='"nf4" = 4-bit frozen base (QLoRA)')
     lr_scaling: str = Field("adascale", description="learning-rate scaling rule with batch: " + ", ".join(LR_RULES))
     noise_scale: Optional[float] = Field(None, gt=0, description="gradient noise scale (samples), if measured")
@@ -146,7 +148,8 @@ class Training(_Strict):
                     loss_kernel=self.loss_kernel,
                     optimizer_impl=self.optimizer_impl, cpu_offload=self.cpu_offload,
                     optimizer_in_backward=self.optimizer_in_backward, activation_offload=self.activation_offload,
-                    compile=self.compile, float8=self.float8, async_tp=self.async_tp)
+                    compile=self.compile, float8=self.float8, async_tp=self.async_tp,
+                    padding_mask=self.padding_mask)
 
     @property
     def batch_range(self) -> tuple[int, int]:
