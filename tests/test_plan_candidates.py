@@ -245,7 +245,7 @@ def test_micro_step_key_holds_what_the_bound_reads():
         assert step_time.step_time_lower_bound(spec, cfg, gpu, memo) == step_time.step_time_lower_bound(spec, cfg, gpu)
     assert len(memo) == 1
     for name, value in {"micro_batch": 4, "seq_len": 8192, "recompute": "full", "precision": "fp8",
-                        "plan": dataclasses.replace(base.plan, tp=4)}.items():
+                        "padding_mask": True, "plan": dataclasses.replace(base.plan, tp=4)}.items():
         cfg = dataclasses.replace(base, **{name: value})
         assert step_time.micro_step_key(cfg) != step_time.micro_step_key(base), name
         assert step_time._micro_step_bound(spec, cfg, gpu) != ref, name

@@ -48,7 +48,9 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     params = param_count(spec)
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else params
     notes = (*res.assumptions, *positions_note(spec),
-             *((padding_mask_note(cfg) + " (not traced: added to the traced activations)",) if cfg.padding_mask else ()),
+             *((padding_mask_note(cfg) + (" (built by the traced model)" if spec.family not in ("t5", "bert", "roberta")
+                                           else " (NOT built by this family's traced model: not counted)"),)
+               if cfg.padding_mask else ()),
              describe() + " (added to the traced tensors, as in the analytic method"
              + ("; the allocator slack simulated instead: next line)" if sim else ")"),
              *((reserved.describe(sim), _runs_note(runs)) if sim else ()),

@@ -55,6 +55,8 @@ class ActivationSetting:
     flash: bool = True        # flash attention: no s^2 tensors kept
     recompute: str = "none"   # none | selective | op | layer-K | full (training.RECOMPUTE_POLICIES)
     frozen_base: bool = False # LoRA: base weights need no gradient, so inputs kept only for them are dropped
+    mask_copy: float = 0.0    # bytes per layer and micro-batch of autocast's 16-bit cast of a float32 padding mask,
+    #                           saved by that layer's attention kernel (memory.padding_mask_copy_bytes)
     adapted: frozenset = frozenset()  # LoRA target modules (lora.lora_modules): their inputs are kept (the adapters
     #                                   read them)
     sp_keeps_gathered: bool = False  # SP as DTensor (torchtitan) does it: linears keep the gathered input;
@@ -303,9 +305,9 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
         k = spec.experts_per_token if spec.n_experts > 1 else 1
         gathered = spec.hidden * e * ((2 if cross_attention else 1) + (k if _keeps_input(st, "gate", "up") else 0) + qkv_x
                                 + mlp_x)
-        return tokens * (gathered + (rep - gathered) / st.tp + split / st.tp)
+        return tokens * (gathered + (rep - gathered) / st.tp + split / st.tp) + st.mask_copy
     rep_div = st.tp if st.sp else 1
-    return tokens * (rep / rep_div + split / st.tp)
+    return tokens * (rep / rep_div + split / st.tp) + st.mask_copy
 
 
 def layer_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

@@ -358,25 +358,54 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
     return replace(est, overhead=est.overhead - est.allocator + allocator, allocator=allocator)
 
 
+def stream_bytes(cfg: TrainingConfig) -> int:
+    """Bytes per value of the residual stream between blocks as the reference model runs it (trace.run.stream_dtype):
+    float32 under fp32 or a QLoRA recipe's float32 rest; 16-bit in pure 16-bit training, under FSDP's 16-bit gathered
+    parameters or on a frozen 16-bit base (LoRA); else (autocast over float32 weights) float32."""
+    from gpuwise.estimate.stack_code import kbit_fp32_stream
+    from gpuwise.workload.training import AUTOCAST_PRECISIONS
+
+    if cfg.precision == "fp32" or kbit_fp32_stream(cfg):
+        return 4
+    if cfg.precision not in AUTOCAST_PRECISIONS:
+        return 2
+    return 2 if cfg.plan.fsdp_ways > 1 or cfg.lora_rank > 0 else 4
+
+
 def padding_mask_bytes(cfg: TrainingConfig) -> float:
-    """The 4D additive padding mask (--padding-mask): micro_batch x 1 x s x s in the activations' dtype (transformers
-    4.49's sdpa path; newer versions build a boolean one, 1 B), made once per forward and kept through the backward
-    (an input of every checkpointed block; the memory-efficient kernel saves it for its backward). Added to the
-    activations by both methods (the trace does not build it)."""
-    return cfg.micro_batch * (cfg.seq_len / cfg.plan.cp) * cfg.seq_len * _act_bytes_per_value(cfg.precision) \
-        if cfg.padding_mask else 0.0
+    """The 4D additive padding mask (--padding-mask): micro_batch x 1 x s/cp x s in the stream's dtype (transformers
+    4.49 builds it in the input embeddings' dtype; newer versions a boolean one, 1 B), made once per forward and kept
+    through the backward (an input of every checkpointed block; the attention kernel saves it for its backward), one
+    per micro-batch in flight: in the analytic timeline with the embedding's output, in the trace built by the model."""
+    if not cfg.padding_mask:
+        return 0.0
+    return cfg.micro_batch * (cfg.seq_len / cfg.plan.cp) * cfg.seq_len * stream_bytes(cfg)
+
+
+def padding_mask_copy_bytes(cfg: TrainingConfig) -> float:
+    """Autocast's 16-bit cast of a float32 padding mask, made by every attention call (scaled_dot_product_attention
+    casts all its floating inputs) and saved by the kernel for that layer's backward (0 otherwise)."""
+    from gpuwise.workload.training import AUTOCAST_PRECISIONS
+
+    autocast = cfg.precision in AUTOCAST_PRECISIONS and cfg.plan.fsdp_ways == 1
+    if not (cfg.padding_mask and autocast and stream_bytes(cfg) == 4):
+        return 0.0
+    return cfg.micro_batch * (cfg.seq_len / cfg.plan.cp) * cfg.seq_len * 2
 
 
 def padding_mask_note(cfg: TrainingConfig) -> str:
+    copy = padding_mask_copy_bytes(cfg)
     return (f"padding mask: {padding_mask_bytes(cfg) / GIB:.2f} GiB ({cfg.micro_batch} x 1 x {cfg.seq_len // cfg.plan.cp:,}"
-            f" x {cfg.seq_len:,} additive mask in the activations' dtype, transformers 4.49's sdpa path) kept through "
-            "the step, in the activations; the memory-efficient kernel that reads it keeps no s^2 scores")
+            f" x {cfg.seq_len:,} additive mask in the stream's dtype, transformers 4.49's sdpa path) kept through the "
+            "step, in the activations" + (f"; under autocast each attention's 16-bit cast of it ({copy / GIB:.2f} GiB) "
+                                          "is kept for that layer's backward" if copy else "")
+            + ("; the memory-efficient kernel that reads it keeps no s^2 scores" if cfg.flash_attention else
+               "; eager attention adds it to its scores"))
 
 
 def _from_parts(w: float, g: float, o: float, a: float, t: float, cfg: TrainingConfig, params: int, trainable: int,
                 notes, peak_phase: str, peak_stage: int, context: bool) -> MemoryEstimate:
     """`estimate_from_parts` of the parts parameters, gradients, optimizer, activations and temporaries."""
-    a += padding_mask_bytes(cfg)
     slack, ctx, nccl = _overheads(cfg, sum((w, g, o, a, t)), context)     # summed in PARTS order
     return _new_estimate(w, g, o, a, slack + ctx + nccl, params, trainable, peak_stage, notes, t, slack, ctx, nccl,
                          peak_phase)
@@ -451,8 +480,10 @@ class _Geometry:
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
                  tp: int, pp: int, cp: int, sp: bool, zero: int, loss: str = "eager",
                  lora_targets: str = "q,v", low_norms: bool = False, compiled: bool = False, float8: bool = False,
-                 stack: str = "pytorch", dropout: bool = False):
+                 stack: str = "pytorch", dropout: bool = False, mask: float = 0.0, mask_copy: float = 0.0):
         self.spec, self.sem, self.lm_head, self.tp, self.pp, self.recompute = spec, sem, lm_head, tp, pp, recompute
+        self.mask = mask          # the padding mask (padding_mask_bytes): kept, like the embedding's output, until
+        #                           the blocks' backward ends
         code = model_code(stack)                                        # the stack's own model / 4-bit code
         self.counts = counts = param_counts(spec)
         self.lora = lora = lora_rank > 0
@@ -498,6 +529,7 @@ class _Geometry:
                                         attn_out_copy=code.attn_out_copy,
                                         # LoRA dropout: LitGPT's layers (its own rules) or PEFT-style ones
                                         lora_dropout=lora and dropout and code.lora_dropout,
+                                        mask_copy=mask_copy,
                                         adapter_dropout=lora and dropout and not code.lora_dropout,
                                         lora_qkv_pad=lora and code.lora_qkv_pad,
                                         # PEFT's per-adapter input cast is a 16-bit copy under autocast (mixed precision)
@@ -643,7 +675,7 @@ class _Geometry:
             stack=(enc_i * _stack_bytes(spec, st, 1) + _stack_bytes(spec, st, dec_i, self.t5) if n_i else 0.0),
             work=_working_set_bytes(spec, st, cross),
             bwd_temp=self.bwd,
-            emb=_embedding_bytes(spec, st) if first else 0.0,
+            emb=(_embedding_bytes(spec, st) if first else 0.0) + self.mask,
             head_keep=_head_bytes(spec, st, self.lm_head, self.loss) if last else 0.0,
             loss_temp=self._loss_temp(n_i) if last else 0.0,
             **dict(zip(("head_bwd_keep", "head_bwd"), self._head_backward() if last else (0.0, 0.0))),
@@ -668,7 +700,7 @@ def _layout_geometry(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, l
     return _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
                      cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp,
                      _geometry_zero(p.zero), lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile,
-                     cfg.float8, cfg.stack, dropout_p(cfg) > 0)
+                     cfg.float8, cfg.stack, dropout_p(cfg) > 0, padding_mask_bytes(cfg), padding_mask_copy_bytes(cfg))
 
 
 def _geometry_zero(zero: int) -> int:

@@ -243,9 +243,11 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                               f"(seq + {CAUSAL_TILE}) / 2 keys per query" if causal else ""))
     if cfg.padding_mask:
         assumptions.append(f"padding mask: the attention gets a {cfg.micro_batch} x {cfg.seq_len:,} x {cfg.seq_len:,} "
-                           "additive mask (Hugging Face sdpa with an attention_mask holding zeros), so PyTorch's "
-                           "memory-efficient kernel computes every key tile (no causal skip) and reads the mask once "
-                           "per head, timed at the flash kernel's rate (its own rate is not measured here)")
+                           "additive mask (Hugging Face sdpa with an attention_mask holding zeros), "
+                           + ("so PyTorch's memory-efficient kernel computes every key tile (no causal skip) and reads "
+                              "the mask once per head, timed at the flash kernel's rate (its own rate is not measured "
+                              "here)" if cfg.flash_attention else "read once per head as eager attention adds it to "
+                              "its scores"))
     if model.sliding_window and cfg.seq_len > model.sliding_window:
         assumptions.append(f"sliding-window layers (window {model.sliding_window:,}) timed as full causal attention: "
                            "an over-estimate of their attention time at this length")

@@ -46,6 +46,8 @@ class CausalLM(nn.Module):
         self.loss_chunks = 1                 # > 1: chunked cross-entropy (TrainingConfig.loss_kernel "chunked")
         self.chunk_logits_held = False       # chunked: every chunk's logits made before the loss (torchtune)
         self.loss_upcast = True              # False: cross-entropy in the logits' dtype (loss_kernel "eager-nocast")
+        self.padding_mask = False            # True: a b x 1 x s x s additive mask in the stream's dtype reaches every
+        #                                      attention (TrainingConfig.padding_mask: Hugging Face sdpa, padded batches)
         self.tok = nn.Embedding(v, h) if embed else None
         self.pos = nn.Embedding(spec.max_seq_len, h) if embed and tr.positions == "learned" else None
         self.emb_norm = make_norm(spec) if embed and spec.family == "bloom" else None
@@ -68,11 +70,15 @@ class CausalLM(nn.Module):
             return None, None
         blk = next(m for m in self.blocks.modules() if isinstance(m, Attention))
         s_q = x.shape[1] * self.shard.sp_ways
+        rope, bias = None, None
         if self.tr.positions == "rotary":
-            return pos.rotary(s_q, blk.rotary_dims, x.device), None
-        if self.tr.positions == "alibi":
-            return None, pos.alibi(blk.heads, s_q, s_q * self.shard.cp, self._dtype(x), x.device)
-        return None, None
+            rope = pos.rotary(s_q, blk.rotary_dims, x.device)
+        elif self.tr.positions == "alibi":
+            bias = pos.alibi(blk.heads, s_q, s_q * self.shard.cp, self._dtype(x), x.device)
+        if self.padding_mask:     # made once per forward in the stream's dtype; each attention casts it as it runs
+            mask = torch.zeros(x.shape[0], 1, s_q, s_q * self.shard.cp, dtype=x.dtype, device=x.device)
+            bias = mask if bias is None else bias + mask
+        return rope, bias
 
     def embed(self, ids: torch.Tensor) -> torch.Tensor:
         x = self.tok(ids)

@@ -113,6 +113,7 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
         return phases
 
 
+
 def _traced_rank(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt, ways: int, mesh, foreach: bool):
     """(model, optimizers) of one rank's stage, FSDP-sharded when the plan shards; call under FakeTensorMode."""
     p = cfg.plan
@@ -188,6 +189,8 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
         model.chunk_logits_held = model_code(cfg.stack).chunk_logits_held
     if kernel == "eager-nocast" and hasattr(model, "loss_upcast"):
         model.loss_upcast = False
+    if cfg.padding_mask and hasattr(model, "padding_mask"):
+        model.padding_mask = True
     model.train()
     return model
 

@@ -278,6 +278,10 @@ ULT_GEMMA2_NOTE = ("; Gemma 2 (transformers 4.49.0): sdpa by default, whose path
 # the peak reserve once a step has run (the loop never empties the cache); the document's "GiB" are these GB
 ULT_READOUT = ("its readout: torch.cuda.memory_reserved() / 1E9 printed as GB (src/trainer/trainer.py @ aefdc4a4; "
                "the document says GiB, its model sizes are GB), converted to GiB and compared with reserved_gib")
+ULT_MASK_NOTE = ("; a padding mask: its --gpu_test (src/trainer/trainer.py, added 2025-08-11, before these rows were "
+                 "published) replaces tokens and labels with random ones but keeps the dataset's padding attention mask "
+                 "(qa_dataset.py pads to max_length), so transformers' sdpa builds a b x 1 x s x s mask (its H100 rows "
+                 "predate --gpu_test and are taken as stated, without)")
 ULT_GPUS = {"H100": "H100-80GB-SXM", "A100": "A100-80GB-SXM"}    # (the RTX Pro 6000 has no gpuwise row)
 ULT_CARD_GB = {"H100": 80, "A100": 80, "Pro 6000": 96}       # the document's cards, nominal memory
 
@@ -304,7 +308,7 @@ def _ult_config(r: dict[str, str]) -> TrainingConfig:
                           grad_accum=int(r["grad_accum"]), precision="bf16", stack="universal-llm-trainer",
                           lora_rank=int(r["lora_r"]) if lora else 0, lora_targets="all-linear",
                           quantize="nf4" if r["method"] == "QLoRA" else None, recompute="full",
-                          cpu_offload=fsdp and r["fsdp_cpu_offload"] == "True", padding_mask=True,
+                          cpu_offload=fsdp and r["fsdp_cpu_offload"] == "True", padding_mask=r["gpu"] != "H100",
                           plan=ParallelPlan(dp=int(r["num_gpus"]), zero=3 if fsdp else 0))
 
 
@@ -335,7 +339,8 @@ def universal_trainer_rows() -> list:
                    "GPU until the backward ends (stack_code offload_grads_held); its loop calls backward on every micro-batch "
                    "without no_sync (src/trainer/trainer.py): gradients accumulate sharded"
                    if r["fsdp"] == "True" else "")
-                + (ULT_GEMMA2_NOTE if model == "gemma-2-9b" else "") + "; " + ULT_READOUT)
+                + (ULT_GEMMA2_NOTE if model == "gemma-2-9b" else "")
+                + (ULT_MASK_NOTE if r["gpu"] != "H100" else "") + "; " + ULT_READOUT)
         gpu = get_gpu(ULT_GPUS[r["gpu"]]) if r["gpu"] in ULT_GPUS else None
         if r["oom"]:
             out.append(ValidationRow(label, f"reported OOM on {gpu.name if gpu else r['gpu']}", None,
