@@ -18,6 +18,8 @@
 #   6. kernels.csv            KERNELS=1 (its own call): python -m gpuwise.validation.kernel_measure, bf16 GEMM and
 #                             flash-attention rates at the grid's and check set's shapes, `--compare`d with
 #                             op_efficiency.csv
+#   7. gpu_adapter_runs.csv   ADAPTERS=1: gpu_measure --set adapters, the adapters' counted traffic and the padding
+#                             mask's memory-efficient kernel (never measured yet)
 set -u
 OUTDIR=${1:?usage: bash scripts/gpu_session.sh OUTDIR}
 mkdir -p "$OUTDIR"
@@ -50,6 +52,15 @@ echo "== gpu_measure varying (drawn lengths, two micro-batches a step: the alloc
 timeout "${VARY_S:-240}" python3 -m gpuwise.validation.gpu_measure --set varying \
   --out "$OUTDIR/gpu_varying_runs.csv" 2>&1 | cut -c1-400
 echo "varying rc=${PIPESTATUS[0]}"
+fi
+
+# ADAPTERS=1: the LoRA adapters' counted traffic (PEFT's float32 layers, dropout) and the padding mask's
+# memory-efficient kernel, whose rate the step-time model assumes (gpu_measure --set adapters; about a minute)
+if [ "${ADAPTERS:-0}" = 1 ]; then
+  echo "== gpu_measure adapters"
+  timeout "${ADAPT_S:-200}" python3 -m gpuwise.validation.gpu_measure --set adapters \
+    --out "$OUTDIR/gpu_adapter_runs.csv" 2>&1 | cut -c1-400
+  echo "adapters rc=${PIPESTATUS[0]}"
 fi
 
 # KERNELS=1: its own call (the default call's parts already fill a 600 s command): GEMM and attention rates at the

@@ -163,3 +163,22 @@ def test_validate_gpu_renders_a_measured_row_without_tokens_per_s(tmp_path, monk
     assert main(["validate", "gpu", "--model", "gpt2", "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert any(r["set"] == "varying" and "lengths=uniform:32" in json.dumps(r) for r in rows)
+
+
+def test_adapter_rows_ask_what_the_step_model_assumes_and_fit_one_80gb_gpu():
+    """The `adapters` set (for the next lent GPU): the same step with plain adapters, PEFT's float32 layers with and
+    without dropout, a full fine-tune and a padding mask, each configured as its levers say and predicted to fit."""
+    from gpuwise.estimate.adapter_traffic import adapter_key
+    from gpuwise.estimate.memory import estimate_memory
+    from gpuwise.hardware.gpus import get_gpu
+    from gpuwise.validation.gpu_measure import ADAPTERS, SETS, config
+    from gpuwise.workload.models import load_model
+
+    assert SETS["adapters"] is ADAPTERS
+    cfgs = [config(*rest) for _, *rest in ADAPTERS]
+    keys = [adapter_key(c)[:3] for c in cfgs if c.lora_rank]
+    assert (False, False, "pure16") in keys and (True, False, "pure16") in keys and (True, True, "pure16") in keys
+    assert sum(c.padding_mask for c in cfgs) == 2 and any(c.lora_rank == 0 and not c.padding_mask for c in cfgs)
+    h100 = get_gpu("H100")
+    for (name, *_), cfg in zip(ADAPTERS, cfgs):
+        assert estimate_memory(load_model(name), cfg).fits(h100), (name, cfg)

@@ -102,8 +102,20 @@ VARYING: tuple[tuple, ...] = (
     ("mpt-1b", 4, 2048, "bf16-mixed", "none", 0, None, "grad_accum=2"),
     ("qwen2.5-0.5b", 4, 2048, "bf16-mixed", "full", 0, None, "grad_accum=2;lengths=uniform:64"),
 )
+# not yet measured (written 2026-11-27): the adapters' counted traffic (calibration/adapter_traffic.csv) and the
+# padding mask's kernel, whose rate the step-time model only assumes: the same llama-3.2-1b step as plain adapters,
+# PEFT's float32 layers (stack hf-trainer) with and without dropout, a full fine-tune, and with a padding mask (PyTorch's
+# memory-efficient kernel over every tile; under autocast each layer's 16-bit cast of the float32 mask)
+ADAPTERS: tuple[tuple, ...] = (
+    ("llama-3.2-1b", 2, 4096, "bf16", "full", 0, None, ""),
+    ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear"),
+    ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear;stack=hf-trainer"),
+    ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear;stack=hf-trainer;lora_dropout=0.05"),
+    ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear;padding_mask=1"),
+    ("llama-3.2-1b", 2, 4096, "bf16-mixed", "none", 0, None, "padding_mask=1"),
+)
 VARYING_STEPS = 200       # = gpuwise.trace.reserved.DEFAULT_STEPS (a test holds them equal): the replay's steps
-SETS = {"grid": GRID, "check": CHECK, "varying": VARYING}
+SETS = {"grid": GRID, "check": CHECK, "varying": VARYING, "adapters": ADAPTERS}
 KEY = ("device", "model", "layers", "micro_batch", "seq_len", "precision", "recompute", "lora_rank", "quantize",
        "levers")
 COLUMNS = ("status", "device", "torch", "model", "layers", "micro_batch", "seq_len", "precision", "recompute",
@@ -127,8 +139,8 @@ def levers_of(levers: str) -> dict:
     out: dict = {}
     for k, v in _lever_items(levers).items():
         if k != "lengths":
-            out[k] = (v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile")
-                      else int(v) if k == "grad_accum" else v)
+            out[k] = (v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile", "padding_mask")
+                      else int(v) if k == "grad_accum" else float(v) if k == "lora_dropout" else v)
     return out
 
 
