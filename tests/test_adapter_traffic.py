@@ -149,3 +149,15 @@ def test_estimate_states_the_counted_adapter_time():
     per_step = lora_adapter_s(SPEC, cfg, hw, op_efficiency_for(GPU, cfg.stack)) * 32
     assert f"{per_step * 1e3:.3g} ms per step" in line
     assert per_step / est.step_time_s > 0.15         # PEFT's casts and dropout: over 15% of the step
+
+
+def test_the_reference_layer_moves_what_peft_s_own_layer_moves():
+    """Where peft is installed (not a gpuwise dependency): PEFT's own lora.Linear, counted the same way, moves the
+    stored bytes and kernels under autocast and in pure bf16."""
+    pytest.importorskip("peft")
+    from gpuwise.validation import adapter_ops
+
+    for r in adapter_ops.peft_rows():
+        key = tuple(r[c] == "yes" if r[c] in ("yes", "no") else r[c] for c in ("peft", "dropout", "precision", "nf4",
+                                                                             "fp32_stream"))
+        assert table()[key] == AdapterTraffic(*(r[c] for c in VALUE_COLUMNS)), key

@@ -464,7 +464,7 @@ def test_peft_adapters_keep_their_own_float32_input_copies_in_pure_bf16():
     import dataclasses
 
     from gpuwise.trace.memory import trace_memory
-    from gpuwise.trace.run import peft_layers
+    from gpuwise.estimate.stack_code import peft_adapters as peft_layers
     from gpuwise.workload.model_spec import ModelSpec
 
     spec = ModelSpec(name="block-peak", family="llama", n_layers=2, hidden=1024, n_heads=8, n_kv_heads=8,

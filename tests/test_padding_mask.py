@@ -103,3 +103,24 @@ def test_job_spec_and_flags_give_the_same_answer(capsys):
     flags = _json(capsys, "memory", "llama-3.2-1b", "--seq-len", "4096", "--padding-mask",
                   "--precision", space.base.precision, "--recompute", space.base.recompute)
     assert flags["allocated_gib"] == pytest.approx(est.allocated / 2 ** 30, abs=1e-3)
+
+
+def test_the_mask_follows_each_framework_s_dtypes_and_stack_code(capsys):
+    """One rule for the mask's bytes, the layout's own (memory._precision_flags): DeepSpeed ZeRO-1/2 and FSDP run a
+    16-bit model (a 16-bit mask, no per-layer cast), plain autocast a float32 one and its casts; a stack that runs its
+    own model code (Megatron, llm.c, ...) has no Hugging Face mask and is refused in one line."""
+    from gpuwise.estimate.memory import padding_mask_parts
+    from gpuwise.workload.training import ParallelPlan
+
+    spec = load_model("llama-3.2-1b")
+    base = TrainingConfig(micro_batch=1, seq_len=4096, precision="bf16-mixed", recompute="none", padding_mask=True)
+    per = 4096 * 4096
+    for plan, want in ((ParallelPlan(dp=8, zero=2), (2 * per, 0)), (ParallelPlan(dp=8, zero=3), (2 * per, 0)),
+                       (ParallelPlan(), (4 * per, 2 * per))):
+        cfg = replace(base, stack="deepspeed" if plan.zero == 2 else "pytorch", plan=plan)
+        assert padding_mask_parts(cfg) == want, plan
+        delta = estimate_memory(spec, cfg).activations - estimate_memory(spec, replace(cfg, padding_mask=False)).activations
+        assert delta == pytest.approx(want[0] + spec.n_layers * want[1]), plan
+    assert main(["memory", "llama-3.2-1b", "--stack", "megatron", "--padding-mask"]) == 2
+    err = capsys.readouterr().err.strip().splitlines()
+    assert len(err) == 1 and "padding-mask" in err[0] and "own model code" in err[0]

@@ -107,7 +107,7 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
                              f"(default: the stack's, {LORA_DEFAULT} for pytorch)")
 
 
-# TrainingConfig fields that are levers (flags of memory, estimate, fit-gpus and plan)
+# TrainingConfig fields that are levers (flags of memory, estimate and fit-gpus; plan reads them from the job spec)
 LEVER_NAMES = ("cpu_offload", "loss_kernel", "optimizer_impl", "optimizer_in_backward", "activation_offload",
                "lora_targets", "lora_dropout", "compile", "float8", "async_tp", "padding_mask")
 

@@ -34,7 +34,7 @@ def _trace(spec, cfg, schedule: str, quiet: bool):
 def traced_estimate(args: argparse.Namespace, spec, cfg):
     """(MemoryEstimate of the traced peak, the trace's own JSON keys)."""
     from gpuwise.estimate.lora import adapter_params
-    from gpuwise.estimate.memory import estimate_from_parts, padding_mask_note
+    from gpuwise.estimate.memory import estimate_from_parts
     from gpuwise.estimate.overhead import describe
     from gpuwise.workload.models import param_count, positions_note
 
@@ -47,11 +47,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     parts = {part: sum(got[c] for c in cats) for part, cats in PARTS.items()}
     params = param_count(spec)
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else params
-    notes = (*res.assumptions, *positions_note(spec),
-             *((padding_mask_note(cfg) + (" (built by the traced model)" if spec.family not in ("t5", "bert", "roberta")
-                                           else " (NOT built by this family's traced model: not counted)"),)
-               if cfg.padding_mask else ()),
-             describe() + " (added to the traced tensors, as in the analytic method"
+    notes = (*res.assumptions, *positions_note(spec), describe() + " (added to the traced tensors, as in the analytic method"
              + ("; the allocator slack simulated instead: next line)" if sim else ")"),
              *((reserved.describe(sim), _runs_note(runs)) if sim else ()),
              f"method: {res.method}; traced in {res.trace_s:.1f} s wall, {res.cpu_s:.1f} s CPU")

@@ -169,8 +169,10 @@ def attention_bytes_per_token(spec: ModelSpec, st: ActivationSetting, kv_len: in
     replicated += _adapter_group_bytes(st, ("q", "k", "v"), spec.family in FUSED_QKV) * spec.hidden
     split += _adapter_single_bytes(st, "o") * dq
     if st.attn_out_copy and st.flash and (not st.frozen_base or st.frozen_keeps_inputs
-                                          or ("o" in st.adapted and not st.lora_dropout)):
-        split += dq * e                              # the projection's input copy besides flash attention's output
+                                          or ("o" in st.adapted and not (st.lora_dropout or st.adapter_dropout))):
+        # the projection's input copy besides flash attention's output (an adapter with dropout keeps its dropout
+        # output instead: _adapter_single_bytes)
+        split += dq * e
     if st.qkv_view and spec.n_kv_heads in (1, spec.n_heads):
         split += (dq + 2 * dkv - kv) * e             # the QKV output V views, beyond the V counted above
     if st.recompute == "selective":

@@ -8,7 +8,7 @@ dimension and per unit of rank. A row is keyed by what changes those bytes:
   peft       PEFT's layers (estimate.stack_code.peft_adapters): float32 adapters whose input each casts to float32
              and whose output it casts back
   dropout    the reference layers run a LoRA dropout (levers.reference_lora_dropout > 0): an output and a 1-byte mask
-  precision  fp32 | pure16 (bf16 / fp16 weights, no autocast) | autocast (bf16-mixed, fp16-mixed, fp8)
+  precision  fp32 | pure16 (16-bit weights, no autocast) | autocast (bf16-mixed, fp16-mixed, fp8)
   nf4        a 4-bit frozen base (PEFT's bitsandbytes layer casts only without autocast)
   fp32_stream  the QLoRA recipe's float32 rest (stack_code.kbit_fp32_stream): the layers' input is float32
 """
@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from functools import lru_cache
 
 from gpuwise.data import data_path
-from gpuwise.workload.training import TrainingConfig
+from gpuwise.workload.training import AUTOCAST_PRECISIONS, TrainingConfig
 
 TRAFFIC_CSV = ("calibration", "adapter_traffic.csv")
 KEY_COLUMNS = ("peft", "dropout", "precision", "nf4", "fp32_stream")
@@ -49,8 +49,9 @@ class AdapterTraffic:
 
 
 def precision_class(precision: str) -> str:
-    """fp32 | pure16 | autocast: what sets the dtypes an adapter's ops see (fp16 and bf16 move the same bytes)."""
-    return "fp32" if precision == "fp32" else "pure16" if precision in ("bf16", "fp16") else "autocast"
+    """fp32 | autocast (AUTOCAST_PRECISIONS: fp16 and bf16 move the same bytes) | pure16: what sets the dtypes an
+    adapter's ops see."""
+    return "fp32" if precision == "fp32" else "autocast" if precision in AUTOCAST_PRECISIONS else "pure16"
 
 
 def adapter_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool]:
@@ -103,4 +104,5 @@ def traffic_note(cfg: TrainingConfig) -> str:
     return (f"LoRA adapters timed by the bytes their ops move ({what}{', with dropout' if drop else ''}"
             f"{', float32 stream' if stream else ''}; counted on gpuwise.nn's LoRA layer, calibration/adapter_traffic.csv"
             f"{stand_in}): {t.fwd_in:g} + {t.bwd_in:g} B per token per input dimension and {t.fwd_out:g} + "
-            f"{t.bwd_out:g} per output dimension (forward + backward), {t.fwd_kernels:g} + {t.bwd_kernels:g} kernels")
+            f"{t.bwd_out:g} per output dimension (forward + backward), {t.fwd_kernels:g} + {t.bwd_kernels:g} kernels; "
+            "counted on CPU, not yet timed on a GPU (gpu_measure --set adapters)")

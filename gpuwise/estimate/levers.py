@@ -33,7 +33,7 @@ from functools import lru_cache
 from gpuwise.errors import InputError
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.estimate.stack_code import model_code
-from gpuwise.workload.stacks import stack_row
+from gpuwise.workload.stacks import stack_names, stack_row
 from gpuwise.workload.training import (AUTOCAST_PRECISIONS, LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS, TrainingConfig,
                                        recompute_policy)
 
@@ -125,6 +125,10 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
                          "modelled for transformers only; drop the flag for explicit models")
     if cfg.padding_mask and not transformer:
         raise InputError("padding-mask", True, "an attention mask applies to transformers only; drop the flag")
+    if cfg.padding_mask and not stack_row(cfg.stack).hf_models:
+        raise InputError("padding-mask", True, f"models Hugging Face transformers' sdpa padding mask; the {cfg.stack} "
+                         "stack runs its own model code: drop the flag, or name a stack that runs Hugging Face models "
+                         "(" + ", ".join(s for s in stack_names() if stack_row(s).hf_models) + ")")
     if cfg.optimizer_impl is not None and not transformer:
         raise InputError("optimizer-impl", cfg.optimizer_impl, "modelled for transformers only (an explicit model's "
                          "optimizer step is a fixed bytes-per-parameter pass); drop the flag")

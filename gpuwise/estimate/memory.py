@@ -358,44 +358,54 @@ def estimate_from_parts(parts: dict[str, float], cfg: TrainingConfig, params: in
     return replace(est, overhead=est.overhead - est.allocator + allocator, allocator=allocator)
 
 
-def stream_bytes(cfg: TrainingConfig) -> int:
-    """Bytes per value of the residual stream between blocks as the reference model runs it (trace.run.stream_dtype):
-    float32 under fp32 or a QLoRA recipe's float32 rest; 16-bit in pure 16-bit training, under FSDP's 16-bit gathered
-    parameters or on a frozen 16-bit base (LoRA); else (autocast over float32 weights) float32."""
-    from gpuwise.estimate.stack_code import kbit_fp32_stream
-    from gpuwise.workload.training import AUTOCAST_PRECISIONS
+def _precision_flags(sem: StateSemantics, zero: int, lora: bool, quantize: str | None, code) -> tuple[bool, bool, bool]:
+    """(plain, autocast, fp32_rest) of a layout: an unsharded PyTorch rank (no FSDP, no DeepSpeed, not Megatron);
+    torch.autocast over float32 weights on it; a 4-bit base whose stack casts every other parameter to float32 (PEFT
+    prepare_model_for_kbit_training, model_code kbit_fp32_rest)."""
+    plain = sem.framework == "torch" and zero == 0
+    return plain, plain and sem.compute > 0, lora and quantize == "nf4" and code.kbit_fp32_rest
 
-    if cfg.precision == "fp32" or kbit_fp32_stream(cfg):
-        return 4
-    if cfg.precision not in AUTOCAST_PRECISIONS:
-        return 2
-    return 2 if cfg.plan.fsdp_ways > 1 or cfg.lora_rank > 0 else 4
+
+def _padding_mask_parts(padding: bool, micro_batch: int, seq_len: int, cp: int, precision: str, plain: bool,
+                        autocast: bool, lora: bool, fp32_rest: bool) -> tuple[float, float]:
+    """(the 4D padding mask, autocast's 16-bit cast of it kept by each layer's attention) in bytes (module docstring
+    of `padding_mask_parts`)."""
+    if not padding:
+        return 0.0, 0.0
+    # the mask is made in the input embeddings' dtype: float32 under fp32, under autocast over float32 weights (not
+    # a frozen 16-bit base) and on a QLoRA recipe's float32 rest; 16-bit otherwise
+    fp32_stream = precision == "fp32" or (autocast and not lora) or (fp32_rest and plain)
+    per = micro_batch * (seq_len / cp) * seq_len
+    return per * (4 if fp32_stream else 2), per * 2 if autocast and fp32_stream else 0.0
+
+
+def padding_mask_parts(cfg: TrainingConfig) -> tuple[float, float]:
+    """(mask, per-layer cast) bytes of --padding-mask, as the layout's geometry counts them: the b x 1 x s/cp x s
+    additive mask (transformers 4.49 builds it in the input embeddings' dtype; newer versions a boolean one, 1 B), made
+    once per forward and kept until the blocks' backward ends (an input of every checkpointed block; the attention
+    kernel saves it for its backward), with the embedding's output in the timeline; and under autocast each attention
+    call's 16-bit cast of a float32 mask (scaled_dot_product_attention casts every floating input), saved by that
+    layer's kernel. The trace builds both in its decoder models."""
+    sem = state_semantics(cfg.precision, cfg.optimizer, 0, cfg.plan.zero, resolve(cfg).fp32_main_grad)
+    lora = cfg.lora_rank > 0
+    plain, autocast, fp32_rest = _precision_flags(sem, cfg.plan.zero, lora, cfg.quantize, model_code(cfg.stack))
+    return _padding_mask_parts(cfg.padding_mask, cfg.micro_batch, cfg.seq_len, cfg.plan.cp, cfg.precision, plain,
+                               autocast, lora, fp32_rest)
 
 
 def padding_mask_bytes(cfg: TrainingConfig) -> float:
-    """The 4D additive padding mask (--padding-mask): micro_batch x 1 x s/cp x s in the stream's dtype (transformers
-    4.49 builds it in the input embeddings' dtype; newer versions a boolean one, 1 B), made once per forward and kept
-    through the backward (an input of every checkpointed block; the attention kernel saves it for its backward), one
-    per micro-batch in flight: in the analytic timeline with the embedding's output, in the trace built by the model."""
-    if not cfg.padding_mask:
-        return 0.0
-    return cfg.micro_batch * (cfg.seq_len / cfg.plan.cp) * cfg.seq_len * stream_bytes(cfg)
+    """The padding mask's bytes (`padding_mask_parts`)."""
+    return padding_mask_parts(cfg)[0]
 
 
 def padding_mask_copy_bytes(cfg: TrainingConfig) -> float:
-    """Autocast's 16-bit cast of a float32 padding mask, made by every attention call (scaled_dot_product_attention
-    casts all its floating inputs) and saved by the kernel for that layer's backward (0 otherwise)."""
-    from gpuwise.workload.training import AUTOCAST_PRECISIONS
-
-    autocast = cfg.precision in AUTOCAST_PRECISIONS and cfg.plan.fsdp_ways == 1
-    if not (cfg.padding_mask and autocast and stream_bytes(cfg) == 4):
-        return 0.0
-    return cfg.micro_batch * (cfg.seq_len / cfg.plan.cp) * cfg.seq_len * 2
+    """Autocast's per-layer 16-bit cast of it (`padding_mask_parts`)."""
+    return padding_mask_parts(cfg)[1]
 
 
 def padding_mask_note(cfg: TrainingConfig) -> str:
-    copy = padding_mask_copy_bytes(cfg)
-    return (f"padding mask: {padding_mask_bytes(cfg) / GIB:.2f} GiB ({cfg.micro_batch} x 1 x {cfg.seq_len // cfg.plan.cp:,}"
+    mask, copy = padding_mask_parts(cfg)
+    return (f"padding mask: {mask / GIB:.2f} GiB ({cfg.micro_batch} x 1 x {cfg.seq_len // cfg.plan.cp:,}"
             f" x {cfg.seq_len:,} additive mask in the stream's dtype, transformers 4.49's sdpa path) kept through the "
             "step, in the activations" + (f"; under autocast each attention's 16-bit cast of it ({copy / GIB:.2f} GiB) "
                                           "is kept for that layer's backward" if copy else "")
@@ -480,16 +490,18 @@ class _Geometry:
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
                  tp: int, pp: int, cp: int, sp: bool, zero: int, loss: str = "eager",
                  lora_targets: str = "q,v", low_norms: bool = False, compiled: bool = False, float8: bool = False,
-                 stack: str = "pytorch", dropout: bool = False, mask: float = 0.0, mask_copy: float = 0.0):
+                 stack: str = "pytorch", dropout: bool = False, padding_mask: bool = False):
         self.spec, self.sem, self.lm_head, self.tp, self.pp, self.recompute = spec, sem, lm_head, tp, pp, recompute
-        self.mask = mask          # the padding mask (padding_mask_bytes): kept, like the embedding's output, until
-        #                           the blocks' backward ends
         code = model_code(stack)                                        # the stack's own model / 4-bit code
         self.counts = counts = param_counts(spec)
         self.lora = lora = lora_rank > 0
         self.adapters_per_block = adapter_params(spec, lora_rank, lora_targets) / attention_blocks(spec) if lora else 0.0
-        # a 4-bit base whose stack casts every other parameter to float32 (PEFT prepare_model_for_kbit_training)
-        self.fp32_rest = fp32_rest = lora and quantize == "nf4" and code.kbit_fp32_rest
+        plain, autocast, fp32_rest = _precision_flags(sem, zero, lora, quantize, code)
+        self.fp32_rest, self.autocast = fp32_rest, autocast
+        # the padding mask: kept, like the embedding's output, until the blocks' backward ends; under autocast each
+        # layer keeps its attention's 16-bit cast of it
+        self.mask, mask_copy = _padding_mask_parts(padding_mask, micro_batch, seq_len, cp, precision, plain, autocast,
+                                                   lora, fp32_rest)
         self.frozen_other = 4 if precision == "fp32" or fp32_rest else 2     # frozen base: 16-bit unless fp32
         self.frozen_linear = code.nf4_bytes if quantize == "nf4" else self.frozen_other
         # the output layer is a 4-bit linear too where the stack quantises every torch.nn.Linear (LitGPT)
@@ -498,8 +510,6 @@ class _Geometry:
         self.head_dequant = (code.nf4_dequant_copies * 2 * spec.vocab_size * spec.hidden / tp
                              if self.head_linear != self.frozen_other and lm_head else 0.0)
         self.fsdp = fsdp = zero >= 3 and sem.framework == "torch"
-        plain = sem.framework == "torch" and zero == 0          # an unsharded PyTorch rank (no FSDP, no DeepSpeed)
-        self.autocast = autocast = plain and sem.compute > 0
         self.pp_fsdp = fsdp and pp > 1
         self.no_sync = fsdp and code.fsdp_unsharded_accum and not self.pp_fsdp     # FSDP1 no_sync accumulation
         self.t5 = spec.family == "t5"
@@ -700,7 +710,7 @@ def _layout_geometry(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, l
     return _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
                      cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp,
                      _geometry_zero(p.zero), lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile,
-                     cfg.float8, cfg.stack, dropout_p(cfg) > 0, padding_mask_bytes(cfg), padding_mask_copy_bytes(cfg))
+                     cfg.float8, cfg.stack, dropout_p(cfg) > 0, cfg.padding_mask)
 
 
 def _geometry_zero(zero: int) -> int:

@@ -360,22 +360,34 @@ def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpE
     """Seconds per micro-step of the unmerged LoRA adapters' ops on the busiest GPU (0 without adapters): rank r <<
     width, so their matmuls, casts, dropout, scaling and sums are bound by the bytes they move, counted on the layer
     code the stack runs (estimate.adapter_traffic: PEFT's float32 layers move several times a plain adapter's bytes),
-    at the HBM rate; plus one launch per counted op. A stage holds 1/pp of the blocks, whose forwards run again under
-    recompute (the re-run share); the output layer's adapter, if targeted, runs once, on the last stage."""
+    at the HBM rate; plus one launch per counted op."""
     if not cfg.frozen_base or cfg.lora_rank <= 0:
         return 0.0
-    from gpuwise.estimate.adapter_traffic import adapter_traffic
+    from gpuwise.estimate.adapter_traffic import counted_key
+
+    p = cfg.plan
+    moved, kernels = _adapter_work(model, cfg.lora_targets, cfg.lora_rank, p.tp, p.pp, cfg.recompute,
+                                   counted_key(cfg))
+    tokens = cfg.micro_batch * cfg.seq_len / p.cp
+    return tokens * moved / (hw.hbm_bytes_s * eff.memory) + kernels * eff.launch_s
+
+
+@lru_cache(maxsize=4096)      # a layout search varies dp, ZeRO and grad_accum, which the adapters' work ignores
+def _adapter_work(model: ModelSpec, targets: str, rank: int, tp: int, pp: int, recompute: str,
+                  key: tuple) -> tuple[float, float]:
+    """(bytes per token, kernels) of one micro-step's adapters on the busiest GPU, counted row `key`: a stage holds
+    1/pp of the blocks, whose forwards run again under recompute (the re-run share); the output layer's adapter, if
+    targeted, runs once, on the last stage."""
+    from gpuwise.estimate.adapter_traffic import table
     from gpuwise.estimate.lora import adapter_shapes, head_adapter_shape
 
-    p, t = cfg.plan, adapter_traffic(cfg)
-    forwards = 1.0 + reforwarded_blocks(model.n_layers + model.n_encoder_layers, cfg.recompute)
-    shapes = [(a, b, n / p.pp, forwards) for a, b, n in adapter_shapes(model, cfg.lora_targets, p.tp)]
-    head = head_adapter_shape(model, cfg.lora_targets, p.tp)
+    t = table()[key]
+    forwards = 1.0 + reforwarded_blocks(model.n_layers + model.n_encoder_layers, recompute)
+    shapes = [(a, b, n / pp, forwards) for a, b, n in adapter_shapes(model, targets, tp)]
+    head = head_adapter_shape(model, targets, tp)
     shapes += [(*head, 1, 1.0)] if head else []
-    tokens = cfg.micro_batch * cfg.seq_len / p.cp
-    moved = sum(n * t.bytes_per_token(d_in, d_out, cfg.lora_rank, fw) for d_in, d_out, n, fw in shapes)
-    kernels = sum(n * (fw * t.fwd_kernels + t.bwd_kernels) for *_, n, fw in shapes)
-    return tokens * moved / (hw.hbm_bytes_s * eff.memory) + kernels * eff.launch_s
+    moved = sum(n * t.bytes_per_token(d_in, d_out, rank, fw) for d_in, d_out, n, fw in shapes)
+    return moved, sum(n * (fw * t.fwd_kernels + t.bwd_kernels) for *_, n, fw in shapes)
 
 
 # Share of HBM bandwidth bitsandbytes' NF4 dequantisation passes reach, on the bytes they move (nf4_dequant_s).

@@ -236,7 +236,9 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         from gpuwise.estimate.op_inventory import CAUSAL_TILE
         from gpuwise.estimate.roofline_step import ATTN_CTX_HALF, attention_scale
 
-        causal = not cfg.padding_mask
+        from gpuwise.estimate.op_inventory import op_table
+
+        causal = op_table(model).causal and not cfg.padding_mask
         assumptions.append(f"flash attention at {cfg.seq_len:,} tokens: {attention_scale(cfg.seq_len, causal):.2f}x "
                            f"the 2k-8k rate above (efficiency ~ keys/(keys + {ATTN_CTX_HALF:g}) per query tile, assumed)"
                            + (f"; a causal mask computes the {CAUSAL_TILE}-key tiles on and below the diagonal, "
@@ -246,7 +248,8 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                            "additive mask (Hugging Face sdpa with an attention_mask holding zeros), "
                            + ("so PyTorch's memory-efficient kernel computes every key tile (no causal skip) and reads "
                               "the mask once per head, timed at the flash kernel's rate (its own rate is not measured "
-                              "here)" if cfg.flash_attention else "read once per head as eager attention adds it to "
+                              "here; under autocast each layer's 16-bit cast of a float32 mask is not timed)"
+                              if cfg.flash_attention else "read once per head as eager attention adds it to "
                               "its scores"))
     if model.sliding_window and cfg.seq_len > model.sliding_window:
         assumptions.append(f"sliding-window layers (window {model.sliding_window:,}) timed as full causal attention: "

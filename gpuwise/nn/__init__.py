@@ -19,6 +19,7 @@ from dataclasses import replace
 import torch
 from torch import nn
 
+from gpuwise.estimate.op_inventory import ENCODER_FAMILIES     # built as MaskedLM; t5 as T5; others as CausalLM
 from gpuwise.nn.layers import Adapters, Attention, Shard
 from gpuwise.nn.linear import Linear, LoRALinear, NF4Linear
 from gpuwise.nn.models import T5, CausalLM, MaskedLM
@@ -60,6 +61,12 @@ def set_compute_dtype(model: nn.Module, dtype: torch.dtype | None) -> None:
             m.compute_dtype = dtype
 
 
+def builds_padding_mask(spec: ModelSpec) -> bool:
+    """The reference model of `spec` builds the padding mask (TrainingConfig.padding_mask): CausalLM does; the
+    encoder (MaskedLM) and encoder-decoder (T5) models do not."""
+    return spec.family != "t5" and spec.family not in ENCODER_FAMILIES
+
+
 def build_model(spec: ModelSpec, *, dtype: torch.dtype | None = None, attention: str = "sdpa",
                 layers: int | None = None, shard: Shard | None = None, adapters: Adapters | None = None,
                 embed: bool = True, head: bool = True, device: str | torch.device | None = None) -> nn.Module:
@@ -84,7 +91,7 @@ def build_model(spec: ModelSpec, *, dtype: torch.dtype | None = None, attention:
         if spec.family == "t5":
             enc = spec.n_encoder_layers if layers is None else layers
             model = T5(local, tr, shard, adapters, attention, n, enc)
-        elif spec.family in ("bert", "roberta"):
+        elif spec.family in ENCODER_FAMILIES:
             model = MaskedLM(local, tr, shard, adapters, attention, n)
         else:
             model = CausalLM(local, tr, shard, adapters, attention, n, embed=embed, head=head)

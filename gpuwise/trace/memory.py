@@ -231,6 +231,12 @@ def _notes(spec, cfg, schedule, stage) -> list[str]:
            f"attention {'flash (SDPA kernel)' if cfg.flash_attention else 'eager (s^2 scores kept)'}; "
            f"recompute {cfg.recompute} (gpuwise.trace.recompute)",
            "the trace counts tensors only: CUDA context, NCCL buffers and allocator slack are not traced"]
+    if cfg.padding_mask:
+        from gpuwise.estimate.memory import padding_mask_note
+        from gpuwise.nn import builds_padding_mask
+
+        out.append(padding_mask_note(cfg) + (" (built by the traced model)" if builds_padding_mask(spec) else
+                                             " (NOT built by this family's traced model: not counted)"))
     if p.zero == 3 and p.dp * p.cp > 1:
         out.append(f"FSDP2 fully_shard over dp*cp = {p.dp * p.cp} ranks on a fake process group, "
                    f"reshard_after_forward={p.pp == 1}")
@@ -260,15 +266,16 @@ def _stack_note(spec: ModelSpec, cfg: TrainingConfig, code) -> str:
     """What of the stack's own code the traced reference model runs: the facts `run.build_rank_model` applies."""
     from gpuwise.estimate.levers import resolve
     from gpuwise.estimate.op_inventory import ENCODER_FAMILIES
-    from gpuwise.trace.run import kbit_fp32, peft_layers, trace_dropout
+    from gpuwise.estimate.levers import reference_lora_dropout
+    from gpuwise.estimate.stack_code import kbit_fp32_stream, peft_adapters
 
     decoder = spec.n_encoder_layers == 0 and spec.family not in ENCODER_FAMILIES
-    dropout = trace_dropout(cfg)
+    dropout = reference_lora_dropout(cfg)
     applied = [what for on, what in (
-        (kbit_fp32(cfg), "its QLoRA recipe's float32 casts (PEFT "
+        (kbit_fp32_stream(cfg), "its QLoRA recipe's float32 casts (PEFT "
          "prepare_model_for_kbit_training: every frozen 16-bit parameter that is not a 4-bit weight: embeddings, "
          "norms, output layer, biases; the residual stream follows)"),
-        (peft_layers(cfg), "PEFT's LoRA layers (float32 adapters, each casting its input to them; the 4-bit ones "
+        (peft_adapters(cfg), "PEFT's LoRA layers (float32 adapters, each casting its input to them; the 4-bit ones "
          "only without autocast)"),
         (dropout > 0, f"LoRA dropout {dropout:g} on each adapter's input (1-byte masks)"),
         (decoder and resolve(cfg).loss_kernel == "chunked" and code.chunk_logits_held, "its chunked loss's held "

@@ -7,6 +7,8 @@ from dataclasses import dataclass
 
 import torch
 
+from gpuwise.estimate.levers import reference_lora_dropout
+from gpuwise.estimate.stack_code import kbit_fp32_stream, peft_adapters
 from gpuwise.nn import Adapters, Shard, build_model, set_compute_dtype, tp_shard_spec
 from gpuwise.trace.optimizers import make_optimizer
 from gpuwise.trace.precision import dtypes
@@ -49,10 +51,6 @@ def _categorise(snap: dict) -> dict[str, int]:
     return out
 
 
-def fsdp_ways(cfg: TrainingConfig) -> int:
-    return cfg.plan.fsdp_ways
-
-
 def trace_stage(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *, foreach: bool = False) -> dict[str, int]:
     """Bytes by category at the peak of one warm training step of one rank."""
     return max(trace_phases(spec, cfg, run, foreach=foreach), key=lambda ph: ph[1]["peak"])[1]
@@ -74,7 +72,7 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
     optimizer step's gradients), so depth extrapolation works phase by phase."""
     from torch._subclasses.fake_tensor import FakeTensorMode
 
-    ways = fsdp_ways(cfg)
+    ways = cfg.plan.fsdp_ways
     dt = dtypes(cfg.precision, ways > 1)
     mesh = None
     if ways > 1:
@@ -113,7 +111,6 @@ def trace_phases(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, *,
         return phases
 
 
-
 def _traced_rank(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt, ways: int, mesh, foreach: bool):
     """(model, optimizers) of one rank's stage, FSDP-sharded when the plan shards; call under FakeTensorMode."""
     p = cfg.plan
@@ -129,7 +126,7 @@ def _traced_rank(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt, ways: 
 def stream_dtype(cfg: TrainingConfig, dt) -> torch.dtype:
     """The residual stream's dtype between blocks: FSDP's gathered-parameter dtype, float32 under the QLoRA recipe's
     float32 rest, else the frozen base's (LoRA) or the parameters' dtype."""
-    return dt.fsdp_param or (torch.float32 if kbit_fp32(cfg) else dt.frozen if cfg.lora_rank > 0 else dt.param)
+    return dt.fsdp_param or (torch.float32 if kbit_fp32_stream(cfg) else dt.frozen if cfg.lora_rank > 0 else dt.param)
 
 
 def _batch_maker(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt):
@@ -154,9 +151,9 @@ def _batch_maker(spec: ModelSpec, cfg: TrainingConfig, run: StageRun, dt):
 def adapters_for(cfg: TrainingConfig, dt, targets: frozenset) -> Adapters:
     """The LoRA layers of ``cfg`` in the dtypes `dt`: PEFT's float32 adapters where the stack's layers are PEFT's,
     the precision's adapter dtype otherwise; the dropout the traced layers run."""
-    peft = peft_layers(cfg)
+    peft = peft_adapters(cfg)
     return Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, torch.float32 if peft else dt.adapter,
-                    targets, peft, trace_dropout(cfg))
+                    targets, peft, reference_lora_dropout(cfg))
 
 
 def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard | None = None,
@@ -175,7 +172,7 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
                         attention="sdpa" if cfg.flash_attention else "eager", layers=layers, embed=embed,
                         head=head, device=device)
     set_compute_dtype(model, dt.compute)
-    if kbit_fp32(cfg):
+    if kbit_fp32_stream(cfg):
         _kbit_fp32_rest(model)
     if lora:
         _frozen_to_buffers(model)
@@ -227,31 +224,6 @@ def schedule(in_flight: int, grad_accum: int) -> str:
         return "FB" * min(grad_accum, 2)
     steady = "BF" if grad_accum > in_flight else ""
     return "F" * in_flight + steady + "B" * in_flight
-
-
-def kbit_fp32(cfg: TrainingConfig) -> bool:
-    """The stack's QLoRA recipe casts the rest of the model to float32 and the trace applies it
-    (estimate.stack_code.kbit_fp32_stream)."""
-    from gpuwise.estimate.stack_code import kbit_fp32_stream
-
-    return kbit_fp32_stream(cfg)
-
-
-def peft_layers(cfg: TrainingConfig) -> bool:
-    """The stack's LoRA layers are PEFT's (estimate.stack_code.peft_adapters), as the analytic method and the step
-    time take them."""
-    from gpuwise.estimate.stack_code import peft_adapters
-
-    return peft_adapters(cfg)
-
-
-def trace_dropout(cfg: TrainingConfig) -> float:
-    """The LoRA dropout the traced layers run (one adapter per linear): the run's, except under a stack whose own
-    LoRA layers have their own dropout rules (stack_code lora_dropout: LitGPT's fused QKV adapter), which the
-    reference model does not run."""
-    from gpuwise.estimate.levers import reference_lora_dropout
-
-    return reference_lora_dropout(cfg)
 
 
 def _kbit_fp32_rest(model: torch.nn.Module) -> None:

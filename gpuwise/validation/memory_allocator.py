@@ -45,7 +45,8 @@ ASSUMPTIONS = [
     f"max_length > {FIXED_UP_TO}: lengths vary; simulated as lognormal(mean {DATA_MEAN}, sd {DATA_SD}) clipped at "
     "max_length (mean and sd are the source's; the lognormal shape is an assumption), and at the fixed length too",
     "universal-llm-trainer: batches packed to 8192 tokens (fixed length); its readout torch.cuda.memory_reserved() / "
-    "1E9 converted from GB to GiB; one row per configuration (its H100 and A100 read the same)",
+    "1E9 converted from GB to GiB; one row per reading: where its H100 and A100 rows read the same, the H100 row's "
+    "configuration (published first, before its --gpu_test: without the padding mask its A100 rows carry)",
     "OOM rows, rows read at >= 95% of the device and capacity-bound rows (the same run reserved more on a larger "
     "card of the source than this one holds): checks, the replay at the device's memory less the CUDA context must "
     "not fit / must fit (the analytic column: estimate_memory(...).fits)",
@@ -120,7 +121,8 @@ def cases(name: str | None = None) -> list[Case]:
 
 def ult_cases() -> list[Case]:
     """universal-llm-trainer's one-GPU rows that `universal_trainer_rows` compares or checks, once per
-    configuration, reading and GPU capacity (its H100 and A100 rows read the same)."""
+    configuration, reading and GPU capacity: where its H100 and A100 rows read the same, the H100 row (first in the
+    file; without the padding mask of its later A100 rows, memory_external._ult_config) stands for both."""
     from gpuwise.validation.memory import read_measured
     from gpuwise.validation.memory_external import (ULT_CSV, ULT_GPUS, ULT_MODELS, _ult_config,
                                                     universal_trainer_rows)

@@ -32,6 +32,7 @@ class Stack:
     gpus: str = "many"       # GPU_COUNTS: one = the stack trains on one GPU only
     lora_targets: str = "q,v"  # LoRA target modules when the user names none (--lora-targets overrides)
     lora_dropout: float = 0.0  # LoRA dropout of the stack's recipes when the user gives none (--lora-dropout overrides)
+    hf_models: bool = False    # it can run Hugging Face transformers models (their sdpa padding mask: --padding-mask)
 
     def loss_kernel_for(self, tokens: int) -> str:
         """The stack's loss kernel for a micro-batch of `tokens` tokens (short_loss_kernel up to its threshold)."""
@@ -75,7 +76,7 @@ def _rows() -> dict[str, Stack]:
         out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
                                 r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"],
                                 r["checkpoints"], short_kernel, int(short_tokens or 0), r["gpus"], r["lora_targets"],
-                                _dropout(r))
+                                _dropout(r), r["hf_models"] == "yes")
     return out
 
 
