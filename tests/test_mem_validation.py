@@ -39,10 +39,11 @@ def test_headline_is_external_measured_rows_per_stack(report):
     stacks = report.by_stack()
     # each row is filed under the stack its estimate used: hf-trainer = the HF-docs BERT rows and the Vertex
     # OpenLLaMA-7B PEFT rows; universal-llm-trainer = its own (transformers models in its own loop, which syncs
-    # every micro-batch); ms-swift = its Jan-2024 (23 Qwen-7B + 25 Qwen-1.8/14/72B and Yi-6/34B) and Dec-2023 (18) runs
+    # every micro-batch); ms-swift = its Jan-2024 (23 Qwen-7B + 25 Qwen-1.8/14/72B and Yi-6/34B, + 5 GPTQ) and
+    # Dec-2023 (18, + 2 GPTQ) runs
     assert stacks["litgpt"][0] >= 20 and stacks["hf-trainer"][0] == 2 + 7 and stacks["pytorch"][0] >= 4
     assert stacks["universal-llm-trainer"][0] == 54
-    assert stacks["ms-swift"][0] == 48 + 18
+    assert stacks["ms-swift"][0] == 48 + 5 + 18 + 2
     assert sum(v[0] for v in stacks.values()) == n and med <= mx
     sources = report.by_source()
     assert sum(v[0] for v in sources.values()) == n
@@ -52,9 +53,11 @@ def test_headline_is_external_measured_rows_per_stack(report):
     # ms-swift: the repeated qwen-7b-chat LoRA baseline counts once; readings at the device's capacity are checks
     swift = [r for r in report.rows if r.source.startswith("ms_swift")]
     # (the third Jan-2024 check is Yi-34B LoRA at 4096 tokens, read at the card's capacity)
-    # (5 + 1 in Jan-2024: the qwen-14b-chat LoRA baseline also appears twice)
-    assert sum("counted once" in r.note for r in swift) == 5 + 1 + 5 and checks["ms_swift_benchmark_a100.csv"][0] == 3
-    assert sources["ms_swift_benchmark_a100.csv"][0] == 48 and sources["ms_swift_benchmark_a100_2023_12.csv"][0] == 18
+    # (5 + 1 in Jan-2024: the qwen-14b-chat LoRA baseline also appears twice); the fourth Jan-2024 check is Qwen-72B
+    # on its GPTQ Int8 base, read at the card's capacity
+    assert sum("counted once" in r.note for r in swift) == 5 + 1 + 5 and checks["ms_swift_benchmark_a100.csv"][0] == 4
+    assert sources["ms_swift_benchmark_a100.csv"][0] == 48 + 5
+    assert sources["ms_swift_benchmark_a100_2023_12.csv"][0] == 18 + 2
     assert checks["ms_swift_benchmark_a100_2023_12.csv"][0] == 2     # full fine-tune at 4096 (at capacity), 8192 OOM
     # universal-llm-trainer: rows of models with a preset are compared (its readout: memory_reserved()/1E9 GB,
     # converted) or checked: its Gemma 2 9B QLoRA OOMs on the H100 and A100, and the four 8B full runs on those 80 GB

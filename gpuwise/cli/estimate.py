@@ -3,7 +3,7 @@
     gpuwise estimate JOB.yaml --gpu NAME --gpus N [--nodes M] [--spot] [--json]
     gpuwise estimate --model MODEL --gpu NAME --gpus N --batch-size B --seq-len L --precision P
                      --zero Z --recompute R [--grad-accum A] [--tp T] [--pp P] [--cp C] [--tokens T]
-                     [--quantize nf4] [--offload-optimizer] [--no-flash-attention] [--pp-schedule S] [levers]
+                     [--quantize Q] [--offload-optimizer] [--no-flash-attention] [--pp-schedule S] [levers]
                      [--price USD_PER_GPU_HOUR] [--spot] [--json]
 """
 

@@ -51,7 +51,9 @@ def add_model_flags(parser, unset: bool = False) -> None:
     """--quantize, --offload-optimizer and --no-flash-attention (shared with `gpuwise estimate`, whose flags
     default to None (`unset`) so that one typed next to a JOB.yaml is refused)."""
     off = None if unset else False
-    parser.add_argument("--quantize", default=None, metavar="nf4", help="4-bit frozen base (QLoRA): nf4")
+    parser.add_argument("--quantize", default=None, metavar="Q",
+                        help="quantised frozen base: nf4 (bitsandbytes QLoRA) | gptq-int4 | gptq-int8 (a GPTQ "
+                             "checkpoint under Hugging Face + PEFT, AutoGPTQ's kernels, group size 128)")
     parser.add_argument("--offload-optimizer", action="store_true", default=off,
                         help="optimizer states in host memory")
     parser.add_argument("--no-flash-attention", action="store_true", default=off,

@@ -165,14 +165,14 @@ STACK_ASSUMPTIONS = [
 def _stack_section() -> dict:
     """Per-source errors of the per-stack factors (LOSO and in-sample) and of the op_efficiency fit (LOSO)."""
     from gpuwise.estimate.roofline_step import stack_factor_table
-    from gpuwise.validation.stack_efficiency import (calibration_loso, in_sample_errors, loso_errors, nf4_checks,
-                                                     ratio_checks, summary)
+    from gpuwise.validation.stack_efficiency import (calibration_loso, gptq_checks, in_sample_errors, loso_errors,
+                                                     nf4_checks, ratio_checks, summary)
     from gpuwise.validation.steptime_fit import evaluate
     from gpuwise.validation.throughput import summarize
 
     loso, ins = loso_errors(), in_sample_errors()
     cal_loso, cal_in = calibration_loso(), evaluate()
-    ratios, nf4 = ratio_checks(), nf4_checks()
+    ratios, nf4, gptq = ratio_checks(), nf4_checks(), gptq_checks()
     return {"external_loso": summary(loso), "external_in_sample": summary(ins),
             "calibration_loso": summary(cal_loso), "calibration_stored_fit": summary(cal_in),
             "ratio_checks": summarize(ratios), "factors": {k: v.__dict__ for k, v in stack_factor_table().items()},
@@ -184,8 +184,14 @@ def _stack_section() -> dict:
             "ratios": [{"case": c.case, "measured": c.measured, "predicted": c.predicted, "error": c.error}
                        for c in ratios],
             # seconds a 4-bit base adds per micro-step; ms-swift's are NF4_DEQUANT_BW_SHARE's fit rows (in-sample)
-            "nf4_checks": [{"source": c.source, "case": c.case, "measured_s": c.measured, "predicted_s": c.predicted,
-                            "error": c.error} for c in nf4]}
+            "nf4_checks": _seconds_added(nf4),
+            # seconds a GPTQ base adds per micro-step: nothing fitted on them (out of sample)
+            "gptq_checks": _seconds_added(gptq)}
+
+
+def _seconds_added(checks) -> list[dict]:
+    return [{"source": c.source, "case": c.case, "measured_s": c.measured, "predicted_s": c.predicted,
+             "error": c.error} for c in checks]
 
 
 def _aligned(loso, ins) -> list:
@@ -212,11 +218,12 @@ def _print_stacks(st: dict) -> None:
     print_table("Step time across stacks: tokens/s/GPU per source, leave-one-source-out (headline) vs the stored fit",
                 ["source", "stack", "points", "LOSO median", "LOSO max", "LOSO signed", "stored-fit median",
                  "stored-fit max"], rows)
-    print_table("NF4 (bitsandbytes 4-bit base): seconds added per micro-step vs the same model's 16-bit LoRA row",
-                ["source", "case", "measured s", "predicted s", "error"],
-                [(c["source"], c["case"], f"{c['measured_s']:.3f}", f"{c['predicted_s']:.3f}",
-                  f"{(c['predicted_s'] - c['measured_s']) / c['measured_s']:+.1%}")
-                 for c in st["nf4_checks"]])
+    for key, title in (("nf4_checks", "NF4 (bitsandbytes 4-bit base)"),
+                       ("gptq_checks", "GPTQ base (AutoGPTQ 0.5.1; out of sample: nothing fitted on these rows)")):
+        print_table(f"{title}: seconds added per micro-step vs the same model's 16-bit LoRA row",
+                    ["source", "case", "measured s", "predicted s", "error"],
+                    [(c["source"], c["case"], f"{c['measured_s']:.3f}", f"{c['predicted_s']:.3f}",
+                      f"{(c['predicted_s'] - c['measured_s']) / c['measured_s']:+.1%}") for c in st[key]])
     ext = st["external_loso"]["all"]
     print(f"external rows, leave-one-source-out: median {ext['median_error']:.1%}, max {ext['max_error']:.1%} over "
           f"{ext['points']} rows; factors: " + ", ".join(f"{k} {v['factor']:.3f} ({v['points']} rows)"

@@ -100,7 +100,7 @@ def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str, code: str) -> tuple[s
     if recompute_policy(cfg.recompute).kind in ("selective", "op"):
         out.append(f"{cfg.recompute} recompute's re-run ops not counted")
     if cfg.quantize:
-        out.append("NF4 dequantisation ops not counted")
+        out.append(("NF4" if cfg.quantize == "nf4" else cfg.quantize) + " dequantisation ops not counted")
     if loss not in ("eager", "eager-nocast", "chunked"):
         out.append(f"loss kernel {loss} counted as eager")
     if spec.family == "qwen3" and code == "gpuwise.nn":

@@ -32,6 +32,7 @@ from functools import lru_cache
 
 from gpuwise.errors import InputError
 from gpuwise.hardware.types import GpuSpec
+from gpuwise.estimate.gptq import GPTQ_PRECISIONS, gptq_format
 from gpuwise.estimate.stack_code import model_code
 from gpuwise.workload.stacks import stack_names, stack_row
 from gpuwise.workload.training import (AUTOCAST_PRECISIONS, LOSS_CHUNKS, LOSS_KERNELS, OPTIMIZER_IMPLS, TrainingConfig,
@@ -129,9 +130,22 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
         raise InputError("padding-mask", True, f"models Hugging Face transformers' sdpa padding mask; the {cfg.stack} "
                          "stack runs its own model code: drop the flag, or name a stack that runs Hugging Face models "
                          "(" + ", ".join(s for s in stack_names() if stack_row(s).hf_models) + ")")
+    if gptq_format(cfg.quantize) is not None:
+        _check_gptq(cfg)
     if cfg.optimizer_impl is not None and not transformer:
         raise InputError("optimizer-impl", cfg.optimizer_impl, "modelled for transformers only (an explicit model's "
                          "optimizer step is a fixed bytes-per-parameter pass); drop the flag")
+
+
+def _check_gptq(cfg: TrainingConfig) -> None:
+    """A GPTQ base is what Hugging Face + PEFT load through AutoGPTQ, whose matmul runs in fp16 (gptq.py)."""
+    if not stack_row(cfg.stack).hf_models:
+        raise InputError("quantize", cfg.quantize, f"a GPTQ base loads through transformers and AutoGPTQ; the "
+                         f"{cfg.stack} stack runs its own model code: use --quantize nf4, or name a stack that runs "
+                         "Hugging Face models (" + ", ".join(s for s in stack_names() if stack_row(s).hf_models) + ")")
+    if cfg.precision not in GPTQ_PRECISIONS:
+        raise InputError("precision", cfg.precision, "a GPTQ base dequantises to fp16 for its matmul: use "
+                         + ", ".join(GPTQ_PRECISIONS))
 
 
 def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
@@ -143,6 +157,9 @@ def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
     if cfg.cpu_offload and (p.zero != 3 or resolve(cfg).fp32_main_grad):
         return ("cpu-offload", True, "FSDP CPU offload shards with FSDP: add --zero 3 (on any number of GPUs); "
                 "for optimizer state alone use --offload-optimizer")
+    if gptq_format(cfg.quantize) is not None and (p.tp > 1 or p.pp > 1 or p.cp > 1 or p.zero >= 3):
+        return ("quantize", cfg.quantize, "a GPTQ base is modelled unsharded: its packed int32 buffers are not split "
+                "by TP/PP/CP or sharded by FSDP in gpuwise's model: use data parallelism with ZeRO 0-2")
     if cfg.optimizer_in_backward and (cfg.grad_accum > 1 or p.pp > 1):
         return ("optimizer-in-backward", True, "steps each parameter in its gradient hook, so gradients cannot "
                 "accumulate over micro-batches: use --grad-accum 1 and no pipeline (pp 1)")

@@ -19,6 +19,7 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
+from gpuwise.estimate.gptq import QUANTIZE_CHOICES, gptq_format, gptq_note
 from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note, lever_notes,
                                      lora_dropout as dropout_p, offload_grads_held, resolve)
@@ -215,10 +216,10 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
         check_zero_shard(p)
     if cfg.lora_rank < 0:
         raise InputError("lora-rank", cfg.lora_rank, "use 0 (full fine-tuning) or a positive rank")
-    if cfg.quantize not in (None, "nf4"):
-        raise InputError("quantize", cfg.quantize, "the only 4-bit format supported is nf4")
+    if cfg.quantize not in (None, *QUANTIZE_CHOICES):
+        raise InputError("quantize", cfg.quantize, "use one of " + ", ".join(QUANTIZE_CHOICES))
     if cfg.quantize and cfg.lora_rank <= 0:
-        raise InputError("quantize", cfg.quantize, "a 4-bit base is frozen: add --lora-rank R (QLoRA)")
+        raise InputError("quantize", cfg.quantize, "a quantised base is frozen: add --lora-rank R (QLoRA)")
     if not spec.is_transformer:
         if p.tp > 1 or p.pp > 1 or p.cp > 1:
             raise InputError("tp/pp/cp", f"{p.tp}/{p.pp}/{p.cp}",
@@ -503,7 +504,9 @@ class _Geometry:
         self.mask, mask_copy = _padding_mask_parts(padding_mask, micro_batch, seq_len, cp, precision, plain, autocast,
                                                    lora, fp32_rest)
         self.frozen_other = 4 if precision == "fp32" or fp32_rest else 2     # frozen base: 16-bit unless fp32
-        self.frozen_linear = code.nf4_bytes if quantize == "nf4" else self.frozen_other
+        gptq = gptq_format(quantize) if lora else None
+        self.frozen_linear = (code.nf4_bytes if quantize == "nf4" else gptq.bytes_per_weight if gptq
+                              else self.frozen_other)
         # the output layer is a 4-bit linear too where the stack quantises every torch.nn.Linear (LitGPT)
         self.head_linear = self.frozen_linear if quantize == "nf4" and code.nf4_output_layer else self.frozen_other
         # a 4-bit output layer is dequantised to 16-bit for its matmul just before the loss (nf4_dequant_copies)
@@ -555,7 +558,9 @@ class _Geometry:
                                         chunk_logits_held=code.chunk_logits_held,
                                         # float32 linears without autocast write float32 outputs and logits
                                         fp32_outputs=fp32_rest and not autocast,
-                                        nf4_stream_outputs=fp32_rest and autocast)
+                                        nf4_stream_outputs=fp32_rest and autocast,
+                                        # a GPTQ matmul keeps its dequantised fp16 weight for the input's gradient
+                                        dequant_weights=2.0 * self._block_linear() if gptq else 0.0)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
         self.loss = "megatron" if sem.framework == "megatron" and loss == "eager" else loss
         self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)
@@ -563,6 +568,9 @@ class _Geometry:
         self.bwd = _backward_transient_bytes(spec, self.st) if sem.framework == "torch" else 0.0
         if lora and quantize == "nf4":     # the stack's dequantisation of the block's largest 4-bit matrix
             self.bwd += code.nf4_dequant_work * act.largest_block_matrix(spec) / tp
+        if gptq:    # AutoGPTQ's temporaries while it re-dequantises the largest matrix, whose kept fp16 copy (in the
+            # working set's weights) is written only after they are freed
+            self.bwd += (gptq.dequant_peak_bytes - 2) * act.largest_block_matrix(spec) / tp
         # FSDP2 reduces the root group (embedding, final norm, output layer) once, at the end of backward:
         # the output layer's gradient, written first, stays unsharded in the compute dtype until then.
         # Without FSDP a tied output layer's gradient waits for the embedding's contribution instead, and
@@ -576,6 +584,11 @@ class _Geometry:
         # torchao Float8 with FSDP2: the block's parameters are all-gathered in fp8 (1 B each)
         self.gather_b = 1.0 if float8 and fsdp else sem.compute
         self._stages: dict = {}     # stage index, and its shape (`stage`) -> (fixed, made_of, values)
+
+    def _block_linear(self) -> float:
+        """Weight elements of one block's linear layers on one GPU (its quantised matrices: the block's parameters
+        that TP splits; GPTQ runs are unsplit)."""
+        return float(self.counts.layer - self.counts.layer_replicated) / self.tp
 
     def _fused_lora_mlp(self, code, lora_targets: str) -> bool:
         return self.lora and fused_lora_mlp(self.spec, code, lora_targets)
@@ -925,7 +938,9 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
     code = describe_code(cfg.stack)
     if code:
         out.append(code)
-    if cfg.quantize and not code:
+    if gptq_format(cfg.quantize):
+        out.append(gptq_note(cfg.quantize))
+    elif cfg.quantize and not code:
         out.append(f"NF4 base: {NF4_BYTES:.3f} B per linear-layer weight (QLoRA double quantisation); "
                    "embeddings, norms and output layer in 16-bit")
     if cfg.offload_optimizer:

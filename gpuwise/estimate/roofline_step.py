@@ -422,6 +422,24 @@ def nf4_dequant_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEf
     return (weights * passes + 2.0 * head) * per_weight / (hw.hbm_bytes_s * share) + kernels * eff.launch_s
 
 
+def gptq_dequant_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEfficiency) -> float:
+    """Seconds per micro-step of AutoGPTQ dequantising a GPTQ base (0 without one): each block matrix in every forward
+    and re-run forward (the backward reuses the fp16 copy autograd kept), by its op sequence (estimate.gptq: bytes and
+    kernels counted from the code), memory-bound at the HBM share every other elementwise op gets (eff.memory): not
+    fitted on GPTQ runs."""
+    from gpuwise.estimate.gptq import gptq_format
+    from gpuwise.workload.models import param_counts
+
+    fmt = gptq_format(cfg.quantize)
+    if fmt is None or cfg.lora_rank <= 0:
+        return 0.0
+    counts, total = param_counts(model), model.n_layers + model.n_encoder_layers
+    passes = 1.0 + reforwarded_blocks(total, cfg.recompute)
+    weights = total * (counts.layer - counts.layer_replicated) * passes
+    kernels = total * _linears_per_block(model) * passes * fmt.dequant_kernels
+    return weights * fmt.dequant_moved_bytes / (hw.hbm_bytes_s * eff.memory) + kernels * eff.launch_s
+
+
 def _linears_per_block(model: ModelSpec) -> int:
     """Weight matrices of one block: q, k, v, o and the MLP's (gated: 3) per expert."""
     return 4 + (3 if model.gated_mlp else 2) * max(1, model.n_experts)
@@ -448,7 +466,8 @@ def _micro_costs(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpEff
     the busiest GPU."""
     p, vb = cfg.plan, _value_bytes(cfg)
     t_micro, by_class, layers, launch_s, fwd_share = _kernel_levers(cfg, hw, _micro_operator_time(model, cfg, hw, eff))
-    t_lora = lora_adapter_s(model, cfg, hw, eff) + nf4_dequant_s(model, cfg, hw, eff)
+    t_lora = lora_adapter_s(model, cfg, hw, eff) + nf4_dequant_s(model, cfg, hw, eff) + gptq_dequant_s(model, cfg, hw,
+                                                                                                         eff)
     t_micro, by_class = t_micro + t_lora, (by_class[GEMM], by_class[ATTN], by_class[MEM] + t_lora)
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
     t_tp = 0.0

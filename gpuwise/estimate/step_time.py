@@ -26,6 +26,7 @@ from gpuwise.errors import InputError
 from gpuwise.estimate import comm
 from gpuwise.estimate.efficiency import compute_unit, efficiency_for, memory_traffic_bytes, roofline
 from gpuwise.estimate.flops import step_flops
+from gpuwise.estimate.gptq import gptq_format, gptq_note
 from gpuwise.estimate.lora import adapter_params
 from gpuwise.hardware.types import GpuSpec
 from gpuwise.workload.model_spec import ModelSpec
@@ -232,6 +233,15 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
                            f"backward and each re-run forward (memory-bound, one kernel per weight and pass, at the "
                            f"bandwidth share fitted on bitsandbytes 0.41.3's MatMul4Bit, also for the {cfg.stack} "
                            f"stack's own kernels): {t * 1e3:.3g} ms per step; the GEMMs then run at the 16-bit rates")
+    if gptq_format(cfg.quantize) is not None:
+        from gpuwise.estimate.roofline_step import gptq_dequant_s
+
+        t = gptq_dequant_s(model, cfg, hw, eff) * cfg.grad_accum
+        fmt = gptq_format(cfg.quantize)
+        assumptions.append(f"{gptq_note(cfg.quantize)}; the dequantisation ({fmt.dequant_moved_bytes:g} B moved per "
+                           f"weight, {fmt.dequant_kernels} kernels per matrix) runs in every forward and re-run "
+                           f"forward at the elementwise HBM share, not fitted on GPTQ runs: {t * 1e3:.3g} ms per step; "
+                           "the GEMMs then run at the fp16 rates")
     if cfg.flash_attention:
         from gpuwise.estimate.op_inventory import CAUSAL_TILE
         from gpuwise.estimate.roofline_step import ATTN_CTX_HALF, attention_scale

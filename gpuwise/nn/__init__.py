@@ -98,7 +98,7 @@ def build_model(spec: ModelSpec, *, dtype: torch.dtype | None = None, attention:
     for m in model.modules():
         if isinstance(m, nn.Embedding) and spec.family != "t5":   # GPT-2 / BERT init; T5 keeps N(0, 1)
             nn.init.normal_(m.weight, std=0.02)
-    if adapters is not None and (adapters.rank > 0 or adapters.nf4):
+    if adapters is not None and (adapters.rank > 0 or adapters.nf4 or adapters.gptq is not None):
         for name, p in model.named_parameters():
             p.requires_grad_("lora_" in name)
     return model

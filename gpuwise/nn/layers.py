@@ -12,7 +12,8 @@ import torch.nn.functional as F
 from torch import nn
 
 from gpuwise.nn import functions as fn
-from gpuwise.nn.linear import Linear, LoRALinear, NF4Linear
+from gpuwise.estimate.gptq import GPTQFormat
+from gpuwise.nn.linear import GPTQLinear, Linear, LoRALinear, NF4Linear
 from gpuwise.nn.traits import Traits
 from gpuwise.workload.model_spec import ModelSpec
 
@@ -45,6 +46,7 @@ class Adapters:
     targets: frozenset = frozenset({"q", "v"})   # q, k, v, o, gate, up, down, head
     peft: bool = False                      # PEFT's LoRA layer: each adapter casts its input to its own dtype
     dropout: float = 0.0                    # LoRA dropout on each adapter's input (each keeps its own output, mask)
+    gptq: GPTQFormat | None = None          # GPTQ frozen base for every block linear layer (AutoGPTQ's storage)
 
     def on(self, *modules: str) -> bool:
         """True if one of `modules` carries an adapter."""
@@ -77,11 +79,14 @@ def make_norm(spec: ModelSpec) -> Norm:
 
 def make_linear(d_in: int, d_out: int, bias: bool, adapters: Adapters | None, lora: bool) -> nn.Module:
     """A plain Linear, or (LoRA runs) a frozen base with adapters where `lora`, else frozen alone."""
-    if adapters is None or (adapters.rank <= 0 and not adapters.nf4):
+    if adapters is None or (adapters.rank <= 0 and not adapters.nf4 and adapters.gptq is None):
         return Linear(d_in, d_out, bias=bias)
     if lora and adapters.rank > 0:
         return LoRALinear(d_in, d_out, adapters.rank, bias=bias, nf4=adapters.nf4, base_dtype=adapters.base_dtype,
-                          adapter_dtype=adapters.adapter_dtype, peft=adapters.peft, dropout=adapters.dropout)
+                          adapter_dtype=adapters.adapter_dtype, peft=adapters.peft, dropout=adapters.dropout,
+                          gptq=adapters.gptq)
+    if adapters.gptq is not None:
+        return GPTQLinear(d_in, d_out, adapters.gptq, bias=bias)
     if adapters.nf4:
         return NF4Linear(d_in, d_out, bias=bias, bias_dtype=adapters.base_dtype)
     lin = Linear(d_in, d_out, bias=bias, dtype=adapters.base_dtype)

@@ -1,4 +1,4 @@
-"""Linear layers: plain (casting to the compute dtype as autocast does), LoRA and a 4-bit NF4 base."""
+"""Linear layers: plain (casting to the compute dtype as autocast does), LoRA, a 4-bit NF4 base and a GPTQ base."""
 
 from __future__ import annotations
 
@@ -97,6 +97,60 @@ class NF4Linear(nn.Module):
         return _nf4_forward(x, _cast(x, self.compute_dtype), self.nf4, self.bias)
 
 
+class GPTQWeight(nn.Module):
+    """A frozen GPTQ weight as AutoGPTQ stores it (gpuwise.estimate.gptq): int32 codes packed along the input dimension,
+    int32 zero points packed per group and output, fp16 scales per group and output, an int32 group index per input."""
+
+    def __init__(self, out_features: int, in_features: int, fmt):
+        super().__init__()
+        bits, g = fmt.bits, fmt.group_size
+        per = 32 // bits
+        groups = math.ceil(in_features / g)
+        self.shape, self.bits, self.group = (out_features, in_features), bits, g
+        self.register_buffer("qweight", torch.zeros(math.ceil(in_features / per), out_features, dtype=torch.int32))
+        self.register_buffer("qzeros", torch.zeros(groups, math.ceil(out_features / per), dtype=torch.int32))
+        self.register_buffer("scales", torch.ones(groups, out_features, dtype=torch.float16))
+        self.register_buffer("g_idx", torch.arange(in_features, dtype=torch.int32) // g)
+        self.register_buffer("shifts", torch.arange(0, 32, bits, dtype=torch.int32), persistent=False)
+
+    def dequantize(self) -> torch.Tensor:
+        """The fp16 weight, in x out, by the op sequence AutoGPTQ's qlinear_cuda_old runs on large inputs: whole-matrix
+        shifts, a narrowing cast, a mask, the zero point's subtraction and the scaling (what it holds and moves is
+        what gpuwise.estimate.gptq counts)."""
+        out, d_in = self.shape
+        small = torch.int8 if self.bits <= 4 else torch.int16
+        mask, per = (1 << self.bits) - 1, 32 // self.bits
+        zeros = (self.qzeros.unsqueeze(2).expand(-1, -1, per) >> self.shifts.view(1, 1, -1)).to(small)
+        zeros = ((zeros + 1) & mask).reshape(-1, 1, zeros.shape[1] * per)[..., :out]
+        codes = (self.qweight.unsqueeze(1).expand(-1, per, -1) >> self.shifts.view(1, -1, 1)).to(small)
+        codes = (codes & mask).reshape(-1, self.group, out)
+        weight = self.scales.reshape(-1, 1, out) * (codes - zeros)
+        return weight.reshape(-1, out)[:d_in]
+
+
+def _gptq_forward(xc: torch.Tensor, weight: GPTQWeight, bias: torch.Tensor | None,
+                  compute_dtype: torch.dtype | None) -> torch.Tensor:
+    """AutoGPTQ's forward on more than 128 rows: x (2-D, `xc` cast to the compute dtype) @ the dequantised weight (under
+    autocast to another dtype, its cast), a plain matmul whose autograd keeps that weight for the input's gradient (the
+    frozen weight needs none, so x is not kept), then the bias."""
+    w = _cast(weight.dequantize(), compute_dtype)
+    y = (xc.reshape(-1, xc.shape[-1]) @ w).reshape(*xc.shape[:-1], weight.shape[0])
+    return y if bias is None else y + bias.to(y.dtype)
+
+
+class GPTQLinear(nn.Module):
+    """A frozen linear layer stored as GPTQ (a layer without adapters on a GPTQ base)."""
+
+    def __init__(self, in_features: int, out_features: int, fmt, *, bias: bool):
+        super().__init__()
+        self.gptq = GPTQWeight(out_features, in_features, fmt)
+        self.bias = nn.Parameter(torch.zeros(out_features, dtype=torch.float16), requires_grad=False) if bias else None
+        self.compute_dtype: torch.dtype | None = None
+
+    def forward(self, x: torch.Tensor) -> torch.Tensor:
+        return _gptq_forward(_cast(x, self.compute_dtype), self.gptq, self.bias, self.compute_dtype)
+
+
 class LoRALinear(nn.Module):
     """A frozen base (16-bit Linear or NF4) plus trainable A (r x in) and B (out x r), PEFT style:
     y = base(x) + B(A(dropout(x))) * alpha / r, B initialised to zero; `peft`: PEFT's own layer, which casts the
@@ -104,12 +158,14 @@ class LoRALinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, rank: int, *, bias: bool, nf4: bool,
                  base_dtype: torch.dtype | None, adapter_dtype: torch.dtype | None = None,
-                 alpha: float | None = None, peft: bool = False, dropout: float = 0.0):
+                 alpha: float | None = None, peft: bool = False, dropout: float = 0.0, gptq=None):
         super().__init__()
         self.peft = peft       # PEFT's layer: x.to(lora_A.weight.dtype) before the adapter, the output cast back
         self.dropout = dropout  # lora_dropout on the adapter's input (0: none, PEFT's nn.Identity)
         self.nf4 = NF4Weight(out_features, in_features) if nf4 else None
-        self.base = None if nf4 else Linear(in_features, out_features, bias=False, dtype=base_dtype)
+        self.gptq = GPTQWeight(out_features, in_features, gptq) if gptq is not None else None
+        self.base = None if nf4 or gptq is not None else Linear(in_features, out_features, bias=False,
+                                                                  dtype=base_dtype)
         if self.base is not None:
             self.base.weight.requires_grad_(False)
         self.bias = nn.Parameter(torch.zeros(out_features, dtype=base_dtype), requires_grad=False) if bias else None
@@ -128,11 +184,22 @@ class LoRALinear(nn.Module):
         xc = _cast(x, cd)
         if self.nf4 is not None:
             return _nf4_forward(x, xc, self.nf4, self.bias)
+        if self.gptq is not None:
+            return _gptq_forward(_cast(x, self.compute_dtype), self.gptq, self.bias, self.compute_dtype)
         y = F.linear(xc, _cast(self.base.weight, cd or x.dtype))
         return y if self.bias is None else y + self.bias.to(y.dtype)
 
     def adapter(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The frozen output `y` plus the adapter's on input `x` (validation.adapter_ops counts what this adds)."""
+        if self.peft and self.gptq is not None:
+            # PEFT's GPTQ layer (lora/gptq.py QuantLinear): under autocast no casts; without it the input cast to the
+            # adapters' dtype and their output back; the scaled output added in place
+            if self.compute_dtype is not None:
+                y += self.lora_b(self.lora_a(native_dropout(x, self.dropout, self.training))) * self.scaling
+                return y
+            xa = native_dropout(x.to(self.lora_a.weight.dtype), self.dropout, self.training)
+            y += self.lora_b(self.lora_a(xa)).to(y.dtype) * self.scaling
+            return y
         if self.peft and self.nf4 is not None:
             # PEFT's bitsandbytes layer (lora/bnb.py Linear4bit.forward): the frozen output cloned; without autocast
             # the adapter reads its input cast to the adapters' dtype and its scaled output is cast back before the sum

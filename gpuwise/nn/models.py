@@ -22,8 +22,8 @@ _LM_HEAD_BIAS = ("gptj", "phi")
 
 
 def _sixteen_bit(adapters: Adapters | None) -> Adapters | None:
-    """QLoRA keeps the output layer in 16-bit (bitsandbytes skips lm_head)."""
-    return None if adapters is None else replace(adapters, nf4=False)
+    """QLoRA keeps the output layer in 16-bit (bitsandbytes skips lm_head; GPTQ quantises the blocks only)."""
+    return None if adapters is None else replace(adapters, nf4=False, gptq=None)
 
 
 def lm_loss(logits: torch.Tensor, labels: torch.Tensor, upcast: bool = True) -> torch.Tensor:

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 
 import torch
 
+from gpuwise.estimate.gptq import gptq_format
 from gpuwise.estimate.levers import reference_lora_dropout
 from gpuwise.estimate.stack_code import kbit_fp32_stream, peft_adapters
 from gpuwise.nn import Adapters, Shard, build_model, set_compute_dtype, tp_shard_spec
@@ -153,7 +154,7 @@ def adapters_for(cfg: TrainingConfig, dt, targets: frozenset) -> Adapters:
     the precision's adapter dtype otherwise; the dropout the traced layers run."""
     peft = peft_adapters(cfg)
     return Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, torch.float32 if peft else dt.adapter,
-                    targets, peft, reference_lora_dropout(cfg))
+                    targets, peft, reference_lora_dropout(cfg), gptq_format(cfg.quantize))
 
 
 def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard | None = None,

@@ -114,7 +114,7 @@ def cases(name: str | None = None) -> list[Case]:
         check = "" if v.status == "compared" else ("must not fit" if r["oom"] else "must fit")
         cfg = _swift_config(r)
         out.append(Case(v.source.partition(" ")[2], SWIFT_MODELS[r["model"]], cfg,
-                        v.measured if not r["oom"] else None, check, NF4_CAVEAT if cfg.quantize else "",
+                        v.measured if not r["oom"] else None, check, NF4_CAVEAT if cfg.quantize == "nf4" else "",
                         swift_lengths(name, cfg.seq_len) == "varying", SOURCE, SWIFT_GPU))
     return out
 
@@ -138,7 +138,7 @@ def ult_cases() -> list[Case]:
         seen.add(key)
         cfg = _ult_config(r)
         out.append(Case(f"{r['gpu']} {r['model']} {r['method']}", key[0], cfg, v.measured if not r["oom"] else None,
-                        check, NF4_CAVEAT if cfg.quantize else "", False, ULT_SOURCE, ULT_GPUS[r["gpu"]]))
+                        check, NF4_CAVEAT if cfg.quantize == "nf4" else "", False, ULT_SOURCE, ULT_GPUS[r["gpu"]]))
     return out
 
 

@@ -20,6 +20,7 @@ gpuwise.validation.memory. No constant of the memory model is fitted on any of t
 
 from __future__ import annotations
 
+from gpuwise.estimate.gptq import gptq_format
 from gpuwise.estimate.memory import HEADROOM_FRACTION, estimate_memory
 from gpuwise.estimate.overhead import GIB
 from gpuwise.hardware.gpus import get_gpu
@@ -156,6 +157,8 @@ SWIFT_MODELS = {"qwen-7b-chat": "qwen-7b", "qwen-1_8b-chat": "qwen-1.8b", "qwen-
                 "qwen-72b-chat": "qwen-72b", "yi-6b-chat": "yi-6b", "yi-34b-chat": "yi-34b"}
 # swift's LoRA targets -> gpuwise lora_targets (swift's LoRATM default is q, k and v: Qwen's fused c_attn, q_proj/k_proj/
 # v_proj for llama-type models such as Yi)
+# the benchmark's quantization column -> --quantize (GPTQ: Qwen's Int4 / Int8 checkpoints, group size 128)
+SWIFT_QUANTIZE = {"none": None, "int4 (bnb)": "nf4", "int4 (gptq)": "gptq-int4", "int8 (gptq)": "gptq-int8"}
 SWIFT_TARGETS = {"DEFAULT": "q,k,v", "DEFAULT (c_attn)": "q,k,v", "ALL (all linear)": "all-linear"}
 
 
@@ -165,19 +168,20 @@ def _swift_config(r: dict[str, str]) -> TrainingConfig:
     # the source's own ablation (qwen-7b-chat LoRA, 2048 tokens) shows checkpointing takes effect with and
     # without flash attention: on/off 27.74/37.70 GiB with it, 27.71/57.67 GiB without
     recompute = "full" if gc else "none"
+    quantize = SWIFT_QUANTIZE[r["quantization"]]
+    # dtype AUTO picks a GPTQ checkpoint's fp16 (swift/llm/utils/argument.py select_dtype @ cfcb6726): fp16 autocast
+    precision = "fp16-mixed" if gptq_format(quantize) else "bf16-mixed" if lora else "bf16"
     return TrainingConfig(micro_batch=int(r["micro_batch_size"]), seq_len=int(r["max_length"]),
-                          grad_accum=int(r["grad_accum_steps"]), precision="bf16-mixed" if lora else "bf16",
+                          grad_accum=int(r["grad_accum_steps"]), precision=precision,
                           stack="ms-swift", lora_rank=int(r["lora_rank"]) if lora else 0,
                           lora_targets=SWIFT_TARGETS.get(r["lora_target_modules"], "q,k,v"),
-                          quantize="nf4" if r["quantization"] == "int4 (bnb)" else None, recompute=recompute,
+                          quantize=quantize, recompute=recompute,
                           flash_attention=fa)
 
 
 def _swift_unmodelled(r: dict[str, str]) -> str:
     if r["model"] not in SWIFT_MODELS:
         return f"no gpuwise preset for {r['model']}" + NO_PRESET_WHY.get(r["model"], "")
-    if "gptq" in r["quantization"]:
-        return f"GPTQ {r['quantization'].split()[0]} base: gpuwise's 4-bit base is NF4 only"
     if int(r["num_gpus"]) > 1:
         return "two GPUs as a layer-wise device_map split in one process (naive model parallel), not a gpuwise layout"
     return ""
@@ -237,11 +241,15 @@ def ms_swift_rows(name: str = SWIFT_CSV) -> list:
             continue
         cfg = _swift_config(r)
         est = estimate_memory(SWIFT_MODELS[r["model"]], cfg)
-        note = ("HF Trainer + PEFT, " + ("bf16 autocast over a bf16 base, LoRA on q,k,v (swift's default: Qwen's "
+        base = ("fp16 autocast over the GPTQ checkpoint's fp16 (dtype AUTO)" if gptq_format(cfg.quantize)
+                else "bf16 autocast over a bf16 base")
+        note = ("HF Trainer + PEFT, " + (base + ", LoRA on q,k,v (swift's default: Qwen's "
                 "fused c_attn, where gpuwise counts separate q/k/v adapters, or Yi's q/k/v_proj)" if cfg.lora_rank
                 else "pure bf16 weights and AdamW states (swift keeps bf16 weights: the source's caveat, not verified)") + f"; recompute {cfg.recompute}"
                 + ("; bnb NF4 base (bitsandbytes 0.41.3), not passed through prepare_model_for_kbit_training "
-                   "(stack ms-swift)" if cfg.quantize else "")
+                   "(stack ms-swift)" if cfg.quantize == "nf4" else "")
+                + ("; GPTQ base (AutoGPTQ 0.5.1, exllama off); nothing fitted on GPTQ rows"
+                   if gptq_format(cfg.quantize) else "")
                 + "; reserved = max_memory_reserved (reserved_gib); " + SWIFT_RUN_NOTES[name])
         if r["oom"]:
             out.append(ValidationRow(label, f"OOM on {gpu.name}: must not fit", None, est.required / GIB, "GiB",

@@ -73,7 +73,7 @@ def ratio_checks() -> list:
     flash attention, model size). Never fitted on."""
     from gpuwise.validation.throughput import Comparison
 
-    rows = [r for r, unit in _all_runs() if unit in RATIO_UNITS and r.cfg.quantize is None]   # nf4: nf4_checks
+    rows = [r for r, unit in _all_runs() if unit in RATIO_UNITS and r.cfg.quantize is None]   # nf4_checks, gptq_checks
     base = {(r.source, r.cfg.seq_len): r for r in rows if r.case == RATIO_BASE[r.source].format(seq=r.cfg.seq_len)}
     out = []
     for r in rows:
@@ -85,12 +85,13 @@ def ratio_checks() -> list:
     return out
 
 
-def _nf4_pairs() -> list[tuple[MeasuredRun, MeasuredRun]]:
-    """(4-bit row, the same model's 16-bit LoRA row on the same data) of every source."""
+def _nf4_pairs(quantize: str = "nf4") -> list[tuple[MeasuredRun, MeasuredRun]]:
+    """(quantised row, the same model's 16-bit LoRA row on the same data) of every source: `quantize` nf4 (case
+    " bnb-nf4" or "qlora") or a GPTQ format (case " gptq-int4" ...)."""
     rows = [r for r, unit in _all_runs() if unit in RATIO_UNITS]
     out = []
-    for r in (r for r in rows if r.cfg.quantize == "nf4"):
-        twin = r.case.replace(" bnb-nf4", "").replace(" qlora ", " lora ")
+    for r in (r for r in rows if r.cfg.quantize == quantize):
+        twin = r.case.replace(" bnb-nf4", "").replace(f" {quantize}", "").replace(" qlora ", " lora ")
         out.append((r, next(x for x in rows if x.case == twin and x.source == r.source)))
     return out
 
@@ -112,6 +113,22 @@ def nf4_checks() -> list:
         predicted = _micro_s(r, predict(r)) - _micro_s(b, predict(b))
         tag = " (in-sample: fit row)" if r.source == "ms-swift" else ""
         out.append(Comparison(f"{r.source}-nf4", f"{r.case} - {b.case}{tag}", measured, predicted))
+    return out
+
+
+def gptq_checks() -> list:
+    """Seconds a GPTQ base adds per micro-step (the GPTQ row less its model's 16-bit LoRA row, as `nf4_checks`),
+    measured vs predicted: AutoGPTQ's dequantisation timed by the bytes and kernels its code moves at the elementwise
+    HBM share (roofline_step.gptq_dequant_s). Nothing is fitted on these rows: all out of sample."""
+    from gpuwise.estimate.gptq import FORMATS
+    from gpuwise.validation.throughput import Comparison
+
+    out = []
+    for q in FORMATS:
+        for r, b in _nf4_pairs(q):
+            measured = _micro_s(r, r.tokens_per_s_per_gpu) - _micro_s(b, b.tokens_per_s_per_gpu)
+            predicted = _micro_s(r, predict(r)) - _micro_s(b, predict(b))
+            out.append(Comparison(f"{r.source}-gptq", f"{r.case} - {b.case}", measured, predicted))
     return out
 
 

@@ -94,7 +94,8 @@ class Training(_Strict):
     async_tp: bool = Field(False, description="asynchronous tensor parallelism (TP collectives overlapped)")
     padding_mask: bool = Field(False, description="batches carry a padding attention mask that reaches SDPA as a 4D "
                                "mask (Hugging Face sdpa with padded batches): every key tile computed, the mask kept")
-    quantize: Optional[Literal["nf4"]] = Field(None, description='"nf4" = 4-bit frozen base (QLoRA)')
+    quantize: Optional[Literal["nf4", "gptq-int4", "gptq-int8"]] = Field(
+        None, description='quantised frozen base: "nf4" (QLoRA) or a GPTQ checkpoint, "gptq-int4" / "gptq-int8"')
     lr_scaling: str = Field("adascale", description="learning-rate scaling rule with batch: " + ", ".join(LR_RULES))
     noise_scale: Optional[float] = Field(None, gt=0, description="gradient noise scale (samples), if measured")
 

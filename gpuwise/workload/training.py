@@ -136,7 +136,7 @@ class TrainingConfig:
     recompute: str = "none"
     flash_attention: bool = True
     lora_rank: int = 0              # 0 = full fine-tuning
-    quantize: str | None = None     # "nf4" = 4-bit frozen base (QLoRA)
+    quantize: str | None = None     # frozen base: "nf4" (QLoRA), "gptq-int4" / "gptq-int8" (estimate.gptq)
     offload_optimizer: bool = False # optimizer states (and master weights) in host memory
     plan: ParallelPlan = ParallelPlan()
     stack: str = "pytorch"          # software stack whose measured kernel efficiencies time the step (STACKS)
