@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwise.estimate.adapter_traffic import VALUE_COLUMNS, AdapterTraffic, adapter_key, adapter_traffic, table
+from gpuwise.estimate.adapter_traffic import VALUE_COLUMNS, adapter_key, adapter_traffic, table
 from gpuwise.estimate.roofline_step import lora_adapter_s, op_efficiency_for
 from gpuwise.estimate.step_time import analytical_step_time, roofline_hardware
 from gpuwise.hardware.gpus import get_gpu
@@ -33,8 +33,8 @@ def test_stored_rows_are_the_count_of_the_layer():
     assert len(rows) == len(stored) >= 12
     for r in rows:
         key = tuple(r[c] == "yes" if r[c] in ("yes", "no") else r[c] for c in ("peft", "dropout", "precision", "nf4",
-                                                                             "fp32_stream"))
-        assert stored[key] == AdapterTraffic(*(r[c] for c in VALUE_COLUMNS)), key
+                                                                             "fp32_stream", "dora"))
+        assert stored[key].columns() == {c: r[c] for c in VALUE_COLUMNS}, key
 
 
 def test_plain_adapter_bytes_follow_from_its_ops():
@@ -42,8 +42,8 @@ def test_plain_adapter_bytes_follow_from_its_ops():
     reads and writes it, the sum reads two outputs and writes one (12 B per output dimension). Under PEFT's float32
     adapters the input is cast (read 2, write 4) and A reads the float32 copy, the sum runs in float32 and is cast
     back: 10 and 28."""
-    plain = table()[(False, False, "pure16", False, False)]
-    peft = table()[(True, False, "pure16", False, False)]
+    plain = table()[(False, False, "pure16", False, False, False)]
+    peft = table()[(True, False, "pure16", False, False, False)]
     assert (plain.fwd_in, plain.fwd_out) == (2, 12)
     assert (peft.fwd_in, peft.fwd_out) == (10, 28)
 
@@ -56,7 +56,7 @@ def test_peft_layers_cost_more_than_plain_adapters():
     peft = _adapter_s(replace(cfg, stack="hf-trainer"))
     dropped = _adapter_s(replace(cfg, stack="hf-trainer", lora_dropout=0.05))
     assert peft > 2 * plain and dropped > peft
-    assert adapter_key(replace(cfg, stack="hf-trainer")) == (True, False, "pure16", False, False)
+    assert adapter_key(replace(cfg, stack="hf-trainer")) == (True, False, "pure16", False, False, False)
 
 
 def test_adapter_time_scales_with_targets_tokens_and_recompute():
@@ -119,7 +119,8 @@ def test_parallel_layouts_split_the_adapters_as_the_ranks_hold_them():
     pp = replace(cfg, plan=ParallelPlan(pp=4))
     assert lora_adapter_s(SPEC, pp, hw, eff) == pytest.approx(_adapter_s(cfg) / 4)
     head = replace(cfg, lora_targets="all-linear,head")
-    head_bytes = t.bytes_per_token(h, SPEC.vocab_size, 8, 1.0) * 16384 / (hw.hbm_bytes_s * eff.memory)
+    head_bytes = (t.bytes_per_token(h, SPEC.vocab_size, 8, 1.0) * 16384
+                      + t.fixed_bytes(h, SPEC.vocab_size, 8, 1.0)) / (hw.hbm_bytes_s * eff.memory)
     head_launch = (t.fwd_kernels + t.bwd_kernels) * eff.launch_s
     assert _adapter_s(head) - _adapter_s(cfg) == pytest.approx(head_bytes + head_launch)
     assert lora_adapter_s(SPEC, replace(head, plan=ParallelPlan(pp=4)), hw, eff) == pytest.approx(
@@ -159,5 +160,5 @@ def test_the_reference_layer_moves_what_peft_s_own_layer_moves():
 
     for r in adapter_ops.peft_rows():
         key = tuple(r[c] == "yes" if r[c] in ("yes", "no") else r[c] for c in ("peft", "dropout", "precision", "nf4",
-                                                                             "fp32_stream"))
-        assert table()[key] == AdapterTraffic(*(r[c] for c in VALUE_COLUMNS)), key
+                                                                             "fp32_stream", "dora"))
+        assert table()[key].columns() == {c: r[c] for c in VALUE_COLUMNS}, key

@@ -101,6 +101,10 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
                         help="batches carry a padding attention mask that reaches SDPA as a 4D mask (Hugging Face "
                              "models with attn_implementation=sdpa and padded batches): every key tile computed, the "
                              "b x s x s mask kept and read per head")
+    parser.add_argument("--dora", action="store_true", default=None,
+                        help="DoRA (weight-decomposed LoRA; PEFT use_dora, torchtune DoRALinear): each adapted linear "
+                             "keeps its frozen and adapter outputs and rebuilds its weight's row norms every forward "
+                             "(needs --lora-rank)")
     parser.add_argument("--lora-dropout", type=float, default=None, metavar="P",
                         help="LoRA dropout probability (each adapted linear keeps its dropout mask and its own input "
                              "copy; default: the stack's recipes', 0 for pytorch)")
@@ -111,7 +115,7 @@ def add_lever_flags(parser: argparse.ArgumentParser) -> None:
 
 # TrainingConfig fields that are levers (flags of memory, estimate and fit-gpus; plan reads them from the job spec)
 LEVER_NAMES = ("cpu_offload", "loss_kernel", "optimizer_impl", "optimizer_in_backward", "activation_offload",
-               "lora_targets", "lora_dropout", "compile", "float8", "async_tp", "padding_mask")
+               "lora_targets", "lora_dropout", "compile", "float8", "async_tp", "padding_mask", "dora")
 
 
 def lever_fields(args: argparse.Namespace) -> dict:
@@ -195,6 +199,6 @@ def config_dict(cfg) -> dict:
             "loss_kernel": cfg.loss_kernel, "optimizer_impl": cfg.optimizer_impl, "optimizer_in_backward": cfg.optimizer_in_backward,
             "activation_offload": cfg.activation_offload, "lora_targets": cfg.lora_targets,
             "lora_dropout": cfg.lora_dropout, "compile": cfg.compile,
-            "float8": cfg.float8, "async_tp": cfg.async_tp, "padding_mask": cfg.padding_mask,
+            "float8": cfg.float8, "async_tp": cfg.async_tp, "padding_mask": cfg.padding_mask, "dora": cfg.dora,
             "plan": {"gpus": p.gpus, "dp": p.dp, "tp": p.tp, "pp": p.pp, "cp": p.cp, "sp": p.sp, "zero": p.zero, "zero_shard": p.zero_shard,
                      "pp_schedule": p.pp_schedule}}

@@ -46,7 +46,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     got = res.breakdown()
     parts = {part: sum(got[c] for c in cats) for part, cats in PARTS.items()}
     params = param_count(spec)
-    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else params
+    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets, cfg.dora) if cfg.lora_rank > 0 else params
     notes = (*res.assumptions, *positions_note(spec), describe() + " (added to the traced tensors, as in the analytic method"
              + ("; the allocator slack simulated instead: next line)" if sim else ")"),
              *((reserved.describe(sim), _runs_note(runs)) if sim else ()),

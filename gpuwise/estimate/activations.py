@@ -73,7 +73,9 @@ class ActivationSetting:
     #                           fp32 and every linear keeps its own 16-bit cast of its input (autocast
     #                           caches casts of weights only), so q, k and v each hold a copy
     frozen_keeps_inputs: bool = False  # frozen linears keep their input anyway (bitsandbytes < 0.43.2 4-bit matmul)
-    dequant_weights: float = 0.0       # bytes per layer of dequantised frozen weights autograd keeps (GPTQ matmuls)
+    kept_weights: float = 0.0          # bytes per layer of frozen-weight copies autograd keeps (GPTQ's dequantised
+    #                                    weights; PEFT's DoRA re-run matmuls under dropout)
+    dora_token_bytes: float = 0.0      # bytes per token per layer DoRA's layers keep beyond LoRA's (estimate.dora)
     norm_fp32: bool = False   # norms upcast and keep a float32 copy of their input (LitGPT RMSNorm x.float())
     norm_weight_fp32: bool = False  # a norm's weight multiplies its float32 normalised input: a trainable weight keeps
     #                           that float32 product (torchtune RMSNorm, F.rms_norm on x.float())
@@ -308,9 +310,9 @@ def layer_bytes(spec: ModelSpec, st: ActivationSetting, cross_attention: bool = 
         k = spec.experts_per_token if spec.n_experts > 1 else 1
         gathered = spec.hidden * e * ((2 if cross_attention else 1) + (k if _keeps_input(st, "gate", "up") else 0) + qkv_x
                                 + mlp_x)
-        return tokens * (gathered + (rep - gathered) / st.tp + split / st.tp) + st.mask_copy + st.dequant_weights
+        return tokens * (gathered + (rep - gathered) / st.tp + split / st.tp) + st.mask_copy + st.kept_weights + tokens * st.dora_token_bytes
     rep_div = st.tp if st.sp else 1
-    return tokens * (rep / rep_div + split / st.tp) + st.mask_copy + st.dequant_weights
+    return tokens * (rep / rep_div + split / st.tp) + st.mask_copy + st.kept_weights + tokens * st.dora_token_bytes
 
 
 def layer_input_bytes(spec: ModelSpec, st: ActivationSetting) -> float:

@@ -3,14 +3,17 @@
 An adapter's matmuls have rank r << width, so its time is set by the bytes its ops move, not by FLOPs. The rows are
 counted, not fitted: `python -m gpuwise.validation.adapter_ops --write` runs gpuwise.nn's LoRA layer (the one the
 trace and the GPU harness build) forward and backward under a byte-counting dispatch mode, minus its frozen linear
-alone, at four shapes and two token counts, and solves for the bytes per token per input dimension, per output
-dimension and per unit of rank. A row is keyed by what changes those bytes:
+alone, at several shapes and two token counts, and solves for the bytes per token per input dimension, per output
+dimension and per unit of rank, and for the bytes each call moves whatever its tokens (the adapters' weights and
+gradients; DoRA's weight norms) per in^2, in x out, in x rank, out x rank, in and out. A row is keyed by what changes
+those bytes:
   peft       PEFT's layers (estimate.stack_code.peft_adapters): float32 adapters whose input each casts to float32
              and whose output it casts back
   dropout    the reference layers run a LoRA dropout (levers.reference_lora_dropout > 0): an output and a 1-byte mask
   precision  fp32 | pure16 (16-bit weights, no autocast) | autocast (bf16-mixed, fp16-mixed, fp8)
   nf4        a 4-bit frozen base (PEFT's bitsandbytes layer casts only without autocast)
   fp32_stream  the QLoRA recipe's float32 rest (stack_code.kbit_fp32_stream): the layers' input is float32
+  dora       DoRA (TrainingConfig.dora): the weight rebuilt through an identity matrix and its row norms every forward
 """
 
 from __future__ import annotations
@@ -23,8 +26,10 @@ from gpuwise.data import data_path
 from gpuwise.workload.training import AUTOCAST_PRECISIONS, TrainingConfig
 
 TRAFFIC_CSV = ("calibration", "adapter_traffic.csv")
-KEY_COLUMNS = ("peft", "dropout", "precision", "nf4", "fp32_stream")
-VALUE_COLUMNS = ("fwd_in", "fwd_out", "fwd_rank", "bwd_in", "bwd_out", "bwd_rank", "fwd_kernels", "bwd_kernels")
+KEY_COLUMNS = ("peft", "dropout", "precision", "nf4", "fp32_stream", "dora")
+FIXED_TERMS = ("in2", "inout", "inr", "outr", "in", "out", "one")   # per call, whatever the tokens: in^2, in x out, ...
+VALUE_COLUMNS = ("fwd_in", "fwd_out", "fwd_rank", "bwd_in", "bwd_out", "bwd_rank", "fwd_kernels", "bwd_kernels",
+                 *(f"fwd_fix_{t}" for t in FIXED_TERMS), *(f"bwd_fix_{t}" for t in FIXED_TERMS))
 
 
 @dataclass(frozen=True)
@@ -40,6 +45,20 @@ class AdapterTraffic:
     bwd_rank: float
     fwd_kernels: float
     bwd_kernels: float
+    fwd_fix: tuple[float, ...] = (0.0,) * len(FIXED_TERMS)    # bytes per call per FIXED_TERMS term, forward
+    bwd_fix: tuple[float, ...] = (0.0,) * len(FIXED_TERMS)    # and backward
+
+    def columns(self) -> dict[str, float]:
+        """The row's values by VALUE_COLUMNS name."""
+        flat = (self.fwd_in, self.fwd_out, self.fwd_rank, self.bwd_in, self.bwd_out, self.bwd_rank, self.fwd_kernels,
+                self.bwd_kernels, *self.fwd_fix, *self.bwd_fix)
+        return dict(zip(VALUE_COLUMNS, flat))
+
+    def fixed_bytes(self, d_in: int, d_out: int, rank: int, forwards: float) -> float:
+        """Bytes one call of an adapter on a d_in x d_out linear moves whatever its tokens, over `forwards` forward
+        passes and one backward."""
+        terms = (d_in * d_in, d_in * d_out, d_in * rank, d_out * rank, d_in, d_out, 1)
+        return sum(t * (forwards * f + b) for t, f, b in zip(terms, self.fwd_fix, self.bwd_fix))
 
     def bytes_per_token(self, d_in: int, d_out: int, rank: int, forwards: float) -> float:
         """Bytes one token moves through an adapter on a d_in x d_out linear over `forwards` forward passes (1 plus
@@ -54,13 +73,13 @@ def precision_class(precision: str) -> str:
     return "fp32" if precision == "fp32" else "autocast" if precision in AUTOCAST_PRECISIONS else "pure16"
 
 
-def adapter_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool]:
+def adapter_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool, bool]:
     """The row of `cfg`'s adapters (module docstring)."""
     from gpuwise.estimate.levers import reference_lora_dropout
     from gpuwise.estimate.stack_code import kbit_fp32_stream, peft_adapters
 
     return (peft_adapters(cfg), reference_lora_dropout(cfg) > 0, precision_class(cfg.precision),
-            cfg.quantize == "nf4", kbit_fp32_stream(cfg))
+            cfg.quantize == "nf4", kbit_fp32_stream(cfg), cfg.dora)
 
 
 def _flag(text: str) -> bool:
@@ -72,18 +91,21 @@ def table() -> dict[tuple, AdapterTraffic]:
     lines = [ln for ln in data_path(*TRAFFIC_CSV).read_text().splitlines() if ln and not ln.startswith("#")]
     out = {}
     for r in csv.DictReader(lines):
-        key = (_flag(r["peft"]), _flag(r["dropout"]), r["precision"], _flag(r["nf4"]), _flag(r["fp32_stream"]))
-        out[key] = AdapterTraffic(*(float(r[c]) for c in VALUE_COLUMNS))
+        key = (_flag(r["peft"]), _flag(r["dropout"]), r["precision"], _flag(r["nf4"]), _flag(r["fp32_stream"]),
+               _flag(r["dora"]))
+        out[key] = AdapterTraffic(*(float(r[c]) for c in VALUE_COLUMNS[:8]),
+                                  tuple(float(r[f"fwd_fix_{t}"]) for t in FIXED_TERMS),
+                                  tuple(float(r[f"bwd_fix_{t}"]) for t in FIXED_TERMS))
     return out
 
 
-def counted_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool]:
+def counted_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool, bool]:
     """The counted row that times `cfg`'s adapters: its own key, or, for a layer the reference cannot build (a float32
     stream into 16-bit adapters: a QLoRA recipe's float32 rest under ZeRO-1/2, where PEFT's layers are not modelled),
     the same layer without the float32 stream."""
-    peft, drop, prec, nf4, stream = key = adapter_key(cfg)
+    peft, drop, prec, nf4, stream, dora = key = adapter_key(cfg)
     rows = table()
-    for k in (key, (peft, drop, prec, nf4, False)):
+    for k in (key, (peft, drop, prec, nf4, False, dora)):
         if k in rows:
             return k
     raise KeyError(f"no counted adapter traffic for {key}: rerun python -m gpuwise.validation.adapter_ops --write")
@@ -96,13 +118,18 @@ def adapter_traffic(cfg: TrainingConfig) -> AdapterTraffic:
 
 def traffic_note(cfg: TrainingConfig) -> str:
     """One assumption line: which layer code the adapters' time was counted on."""
-    peft, drop, prec, nf4, stream = key = counted_key(cfg)
+    from gpuwise.estimate.dora import dora_reruns_frozen
+
+    peft, drop, prec, nf4, stream, dora = key = counted_key(cfg)
     t = table()[key]
     what = ("PEFT's layers (float32 adapters, each casting its input to float32 and its output back)" if peft
             else "adapters in the layer's compute dtype")
     stand_in = "" if key == adapter_key(cfg) else "; the row of the same layer on a 16-bit stream stands in for it"
     return (f"LoRA adapters timed by the bytes their ops move ({what}{', with dropout' if drop else ''}"
-            f"{', float32 stream' if stream else ''}; counted on gpuwise.nn's LoRA layer, calibration/adapter_traffic.csv"
+            f"{', float32 stream' if stream else ''}{', DoRA' if dora else ''}; counted on gpuwise.nn's LoRA layer, calibration/adapter_traffic.csv"
             f"{stand_in}): {t.fwd_in:g} + {t.bwd_in:g} B per token per input dimension and {t.fwd_out:g} + "
             f"{t.bwd_out:g} per output dimension (forward + backward), {t.fwd_kernels:g} + {t.bwd_kernels:g} kernels; "
-            "counted on CPU, not yet timed on a GPU (gpu_measure --set adapters)")
+            "counted on CPU, not yet timed on a GPU (gpu_measure --set adapters)"
+            + ("; DoRA's weight norms per forward: " + f"{t.fwd_fix[0]:g} B per d_in^2 and {t.fwd_fix[1]:g} per "
+               "d_in x d_out" + ("; the frozen matmul re-run under PEFT's dropout timed as GEMMs"
+                                if dora_reruns_frozen(cfg) else "") if dora else ""))

@@ -110,8 +110,16 @@ def feasible_plans(model: ModelSpec | str, cfg: TrainingConfig, gpu: GpuSpec, gp
 
 
 def _frugal(spec: ModelSpec, cfg: TrainingConfig, tp: int, pp: int, cp: int, dp: int) -> TrainingConfig:
-    """The most frugal variant of a layout: the heaviest recompute, ZeRO-3 when dp > 1."""
-    return layout_config(cfg, tp, pp, cp, dp, 3 if dp > 1 else 0, recompute_variants(spec, cfg)[-1])
+    """The most frugal variant of a layout: the heaviest recompute, the highest ZeRO stage the levers allow when
+    dp > 1 (3, or 2 where ZeRO-3 is blocked: a GPTQ base)."""
+    from gpuwise.estimate.levers import blocked
+
+    recompute = recompute_variants(spec, cfg)[-1]
+    for zero in ((3, 2, 1) if dp > 1 else ()):
+        frugal = layout_config(cfg, tp, pp, cp, dp, zero, recompute)
+        if blocked(frugal) is None:
+            return frugal
+    return layout_config(cfg, tp, pp, cp, dp, 0, recompute)
 
 
 def _least_required(spec: ModelSpec, cfgs: list[TrainingConfig]) -> MemoryEstimate | None:

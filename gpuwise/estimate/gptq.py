@@ -64,8 +64,8 @@ class GPTQFormat:
 
 FORMATS = {f.name: f for f in (GPTQFormat("gptq-int4", 4), GPTQFormat("gptq-int8", 8))}
 QUANTIZE_CHOICES = ("nf4", *FORMATS)
-# the precisions AutoGPTQ's fp16 matmul runs under: fp16 weights, autocast to fp16 or bf16 casts them
-GPTQ_PRECISIONS = ("fp16-mixed", "bf16-mixed", "fp16")
+# the precisions AutoGPTQ's fp16 matmul runs under: fp16 weights under autocast to fp16, or to bf16 (which casts them)
+GPTQ_PRECISIONS = ("fp16-mixed", "bf16-mixed")
 
 
 def gptq_format(quantize: str | None) -> GPTQFormat | None:

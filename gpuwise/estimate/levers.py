@@ -132,6 +132,8 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
                          "(" + ", ".join(s for s in stack_names() if stack_row(s).hf_models) + ")")
     if gptq_format(cfg.quantize) is not None:
         _check_gptq(cfg)
+    if cfg.dora:
+        _check_dora(cfg, transformer)
     if cfg.optimizer_impl is not None and not transformer:
         raise InputError("optimizer-impl", cfg.optimizer_impl, "modelled for transformers only (an explicit model's "
                          "optimizer step is a fixed bytes-per-parameter pass); drop the flag")
@@ -148,6 +150,18 @@ def _check_gptq(cfg: TrainingConfig) -> None:
                          + ", ".join(GPTQ_PRECISIONS))
 
 
+def _check_dora(cfg: TrainingConfig, transformer: bool) -> None:
+    """DoRA is a LoRA variant of PEFT's and torchtune's layers (stacks.csv dora)."""
+    if cfg.lora_rank <= 0 or not transformer:
+        raise InputError("dora", True, "DoRA decomposes LoRA adapters on a transformer: add --lora-rank R, or drop "
+                         "--dora")
+    if stack_row(cfg.stack).dora == "no":
+        raise InputError("dora", True, f"the {cfg.stack} stack has no DoRA layer: drop --dora, or name a stack that "
+                         "has one (" + ", ".join(s for s in stack_names() if stack_row(s).dora != "no") + ")")
+    if gptq_format(cfg.quantize) is not None:
+        raise InputError("dora", True, "DoRA over a GPTQ base is not modelled: use --quantize nf4 or a 16-bit base")
+
+
 def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
     """(field, value, fix) when this layout cannot run the levers, else None. Searches over layouts treat
     such a configuration as not fitting (memory.py); a layout the user gave is refused (`refuse_blocked`)."""
@@ -160,6 +174,9 @@ def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
     if gptq_format(cfg.quantize) is not None and (p.tp > 1 or p.pp > 1 or p.cp > 1 or p.zero >= 3):
         return ("quantize", cfg.quantize, "a GPTQ base is modelled unsharded: its packed int32 buffers are not split "
                 "by TP/PP/CP or sharded by FSDP in gpuwise's model: use data parallelism with ZeRO 0-2")
+    if cfg.dora and (p.tp > 1 or p.cp > 1):
+        return ("dora", True, "DoRA's weight norms are modelled on whole rows and sequences: use tp 1 and cp 1 "
+                "(data parallelism, FSDP or pipeline stages)")
     if cfg.optimizer_in_backward and (cfg.grad_accum > 1 or p.pp > 1):
         return ("optimizer-in-backward", True, "steps each parameter in its gradient hook, so gradients cannot "
                 "accumulate over micro-batches: use --grad-accum 1 and no pipeline (pp 1)")

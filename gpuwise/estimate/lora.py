@@ -104,12 +104,22 @@ def attention_blocks(spec: ModelSpec) -> int:
     return spec.n_layers
 
 
-def adapter_params(spec: ModelSpec, rank: int, targets: str = LORA_DEFAULT) -> int:
-    """All LoRA parameters of a model at `rank` (0 -> 0)."""
+def adapter_params(spec: ModelSpec, rank: int, targets: str = LORA_DEFAULT, dora: bool = False) -> int:
+    """All LoRA parameters of a model at `rank` (0 -> 0); `dora`: plus DoRA's magnitude, one per adapted output."""
     if rank <= 0 or not spec.is_transformer:
         return 0
     mods = lora_modules(targets)
     mlps = spec.n_encoder_layers + spec.n_layers
     head = (spec.hidden + spec.vocab_size) if "head" in mods else 0
     attn, mlp = _layer_adapters(spec, mods)
-    return rank * (attention_blocks(spec) * sum(attn) + mlps * sum(mlp) + head)
+    return rank * (attention_blocks(spec) * sum(attn) + mlps * sum(mlp) + head) + (
+        dora_magnitudes(spec, targets) if dora else 0)
+
+
+def dora_magnitudes(spec: ModelSpec, targets: str = LORA_DEFAULT) -> int:
+    """DoRA's trainable magnitude vector: one value per output row of every adapted linear."""
+    mods = lora_modules(targets)
+    attn, mlp = _layer_adapter_shapes(spec, mods)
+    head = spec.vocab_size if "head" in mods else 0
+    return attention_blocks(spec) * sum(b for _, b in attn) + (spec.n_encoder_layers + spec.n_layers) * sum(
+        b for _, b in mlp) + head

@@ -19,6 +19,7 @@ from itertools import accumulate
 
 from gpuwise.errors import InputError
 from gpuwise.estimate import activations as act
+from gpuwise.estimate.dora import dora_layer_bytes, dora_note, dora_reruns_frozen
 from gpuwise.estimate.gptq import QUANTIZE_CHOICES, gptq_format, gptq_note
 from gpuwise.estimate.layouts import pipeline_limit
 from gpuwise.estimate.levers import (ACT_OFFLOAD_RESIDENT, blocked, check_levers, kernel_note, lever_notes,
@@ -339,7 +340,7 @@ def _estimate(spec: ModelSpec, cfg: TrainingConfig, fp32_grads: bool, lm_head: b
             best = (alloc, i, phase, parts)
     alloc, stage, phase, (w, o, g, a, t) = best        # memory_timeline's part order
     total = geo.counts.total                   # param_counts(spec)'s
-    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets) if cfg.lora_rank > 0 else total
+    trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets, cfg.dora) if cfg.lora_rank > 0 else total
     # the assumption lines are built when first read (MemoryEstimate.notes): a search reads a few of thousands
     notes = partial(_assumptions, spec, cfg, sem, fp32_grads, stage, phase, schedule)
     return _from_parts(w, g, o, a, t, cfg, total, trainable, notes, phase, stage, context)
@@ -491,12 +492,14 @@ class _Geometry:
                  precision: str, recompute: str, flash: bool, lora_rank: int, quantize: str | None,
                  tp: int, pp: int, cp: int, sp: bool, zero: int, loss: str = "eager",
                  lora_targets: str = "q,v", low_norms: bool = False, compiled: bool = False, float8: bool = False,
-                 stack: str = "pytorch", dropout: bool = False, padding_mask: bool = False):
+                 stack: str = "pytorch", dropout: bool = False, padding_mask: bool = False, dora: bool = False,
+                 dora_rerun: bool = False):
         self.spec, self.sem, self.lm_head, self.tp, self.pp, self.recompute = spec, sem, lm_head, tp, pp, recompute
         code = model_code(stack)                                        # the stack's own model / 4-bit code
         self.counts = counts = param_counts(spec)
         self.lora = lora = lora_rank > 0
-        self.adapters_per_block = adapter_params(spec, lora_rank, lora_targets) / attention_blocks(spec) if lora else 0.0
+        self.adapters_per_block = (adapter_params(spec, lora_rank, lora_targets, dora) / attention_blocks(spec) if lora
+                                   else 0.0)
         plain, autocast, fp32_rest = _precision_flags(sem, zero, lora, quantize, code)
         self.fp32_rest, self.autocast = fp32_rest, autocast
         # the padding mask: kept, like the embedding's output, until the blocks' backward ends; under autocast each
@@ -524,6 +527,10 @@ class _Geometry:
         # its output to its input's dtype (Linear4bit.forward: out.to(inp_dtype)) and the float32 adapters add to it
         # (unsharded PyTorch ranks only: FSDP's and DeepSpeed's 16-bit compute copies are not modelled float32)
         act_bytes = 4 if fp32_rest and plain and not autocast else _act_bytes_per_value(precision)
+        dora_tok, dora_w, dora_made = (dora_layer_bytes(spec, lora_targets, tp, act_bytes, autocast,
+                                                        lora and code.lora_input_cast and plain, dora_rerun,
+                                                        quantize == "nf4")
+                                       if lora and dora else (0.0, 0.0, 0.0))
         self.st = act.ActivationSetting(micro_batch=micro_batch, seq_len=seq_len, tp=tp, sp=sp, cp=cp,
                                         bytes_per_value=act_bytes, flash=flash,
                                         recompute=recompute, frozen_base=lora, low_norms=low_norms,
@@ -550,7 +557,8 @@ class _Geometry:
                                         # compute on 16-bit copies of them): under autocast each adapted linear's
                                         # own 16-bit cast; in pure 16-bit training its own float32 copy (a float32
                                         # stream needs none)
-                                        lora_input_cast=lora and code.lora_input_cast and autocast,
+                                        # (PEFT's GPTQ layer casts nothing under autocast)
+                                        lora_input_cast=lora and code.lora_input_cast and autocast and not gptq,
                                         lora_input_fp32=lora and code.lora_input_cast and plain and not autocast
                                         and act_bytes < 4,
                                         logits_fp32_held=code.logits_fp32_held,
@@ -560,7 +568,8 @@ class _Geometry:
                                         fp32_outputs=fp32_rest and not autocast,
                                         nf4_stream_outputs=fp32_rest and autocast,
                                         # a GPTQ matmul keeps its dequantised fp16 weight for the input's gradient
-                                        dequant_weights=2.0 * self._block_linear() if gptq else 0.0)
+                                        kept_weights=(2.0 * self._block_linear() if gptq else 0.0) + dora_w,
+                                        dora_token_bytes=dora_tok)
         # DeepSpeed ZeRO-1/2 trains the model's own PyTorch loss (float32 cross-entropy); only Megatron-LM has its own
         self.loss = "megatron" if sem.framework == "megatron" and loss == "eager" else loss
         self.layers = _stage_layers(spec.n_encoder_layers + spec.n_layers, pp)
@@ -568,6 +577,7 @@ class _Geometry:
         self.bwd = _backward_transient_bytes(spec, self.st) if sem.framework == "torch" else 0.0
         if lora and quantize == "nf4":     # the stack's dequantisation of the block's largest 4-bit matrix
             self.bwd += code.nf4_dequant_work * act.largest_block_matrix(spec) / tp
+        self.bwd += dora_made      # DoRA's weight norms, made again in the re-run forward (in the forward without it)
         if gptq:    # AutoGPTQ's temporaries while it re-dequantises the largest matrix, whose kept fp16 copy (in the
             # working set's weights) is written only after they are freed
             self.bwd += (gptq.dequant_peak_bytes - 2) * act.largest_block_matrix(spec) / tp
@@ -723,7 +733,7 @@ def _layout_geometry(spec: ModelSpec, cfg: TrainingConfig, sem, lm_head: bool, l
     return _geometry(spec, sem, lm_head, cfg.micro_batch, cfg.seq_len, cfg.precision, cfg.recompute,
                      cfg.flash_attention, cfg.lora_rank, cfg.quantize, p.tp, p.pp, p.cp, p.sp,
                      _geometry_zero(p.zero), lev.loss_kernel, cfg.lora_targets, lev.low_norms, cfg.compile,
-                     cfg.float8, cfg.stack, dropout_p(cfg) > 0, cfg.padding_mask)
+                     cfg.float8, cfg.stack, dropout_p(cfg) > 0, cfg.padding_mask, cfg.dora, dora_reruns_frozen(cfg))
 
 
 def _geometry_zero(zero: int) -> int:
@@ -912,7 +922,7 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
          f"ZeRO stage {p.zero} shards over dp x cp = {p.dp * p.cp} ranks")
         + ("; under pipeline parallelism FSDP2 keeps the stage unsharded (reshard_after_forward=False) and "
            "accumulates unsharded fp32 gradients until the last micro-batch" if p.zero >= 3 and p.pp > 1 else ""),
-        acts, *lever_notes(_loss_cfg(cfg, sem), cfg.lora_rank and adapter_params(spec, cfg.lora_rank, cfg.lora_targets)
+        acts, *lever_notes(_loss_cfg(cfg, sem), cfg.lora_rank and adapter_params(spec, cfg.lora_rank, cfg.lora_targets, cfg.dora)
                            or param_count(spec)), seq,
         f"peak: {phase}" + (f" on pipeline stage {stage}" if p.pp > 1 else "") + " (gpuwise.estimate.memory_timeline)",
         kernel_note(cfg),
@@ -922,6 +932,8 @@ def _assumptions(spec: ModelSpec, cfg: TrainingConfig, sem: StateSemantics, fp32
     out.extend(positions_note(spec))
     if cfg.padding_mask:
         out.append(padding_mask_note(cfg))
+    if cfg.dora:
+        out.append(dora_note(cfg))
     if p.pp > 1:
         out.append(f"pipeline schedule {schedule}: stage {stage} holds {in_flight(schedule, p.pp, stage, cfg.grad_accum):g} "
                    f"of {cfg.grad_accum} micro-batches at its peak")

@@ -60,7 +60,7 @@ def checkpoint_size(model: ModelSpec, cfg: TrainingConfig) -> Checkpoint:
     sem = state_semantics(cfg.precision, cfg.optimizer, model.hidden if model.is_transformer else 0, cfg.plan.zero)
     per_param = sem.weights + sem.optimizer
     if cfg.lora_rank > 0:
-        n = adapter_params(model, cfg.lora_rank, cfg.lora_targets)
+        n = adapter_params(model, cfg.lora_rank, cfg.lora_targets, cfg.dora)
         what = f"LoRA adapters only ({n / 1e6:.3g}M parameters; the frozen base is not rewritten)"
     else:
         n = param_count(model)

@@ -366,18 +366,25 @@ def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpE
     from gpuwise.estimate.adapter_traffic import counted_key
 
     p = cfg.plan
-    moved, kernels = _adapter_work(model, cfg.lora_targets, cfg.lora_rank, p.tp, p.pp, cfg.recompute,
-                                   counted_key(cfg))
+    per_token, fixed, kernels, rerun = _adapter_work(model, cfg.lora_targets, cfg.lora_rank, p.tp, p.pp, cfg.recompute,
+                                                     counted_key(cfg))
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
-    return tokens * moved / (hw.hbm_bytes_s * eff.memory) + kernels * eff.launch_s
+    t = (tokens * per_token + fixed) / (hw.hbm_bytes_s * eff.memory) + kernels * eff.launch_s
+    from gpuwise.estimate.dora import dora_reruns_frozen
+
+    if dora_reruns_frozen(cfg):
+        # PEFT's DoRA with dropout re-runs each adapted frozen matmul on the dropped input: its forward and its input
+        # gradient, GEMMs at the GEMM rate
+        t += 4.0 * tokens * rerun / (hw.peak_flops * eff.gemm)
+    return t
 
 
 @lru_cache(maxsize=4096)      # a layout search varies dp, ZeRO and grad_accum, which the adapters' work ignores
 def _adapter_work(model: ModelSpec, targets: str, rank: int, tp: int, pp: int, recompute: str,
-                  key: tuple) -> tuple[float, float]:
-    """(bytes per token, kernels) of one micro-step's adapters on the busiest GPU, counted row `key`: a stage holds
-    1/pp of the blocks, whose forwards run again under recompute (the re-run share); the output layer's adapter, if
-    targeted, runs once, on the last stage."""
+                  key: tuple) -> tuple[float, float, float, float]:
+    """(bytes per token, bytes whatever the tokens, kernels, adapted frozen weights x forwards) of one micro-step's
+    adapters on the busiest GPU, counted row `key`: a stage holds 1/pp of the blocks, whose forwards run again under
+    recompute (the re-run share); the output layer's adapter, if targeted, runs once, on the last stage."""
     from gpuwise.estimate.adapter_traffic import table
     from gpuwise.estimate.lora import adapter_shapes, head_adapter_shape
 
@@ -387,7 +394,9 @@ def _adapter_work(model: ModelSpec, targets: str, rank: int, tp: int, pp: int, r
     head = head_adapter_shape(model, targets, tp)
     shapes += [(*head, 1, 1.0)] if head else []
     moved = sum(n * t.bytes_per_token(d_in, d_out, rank, fw) for d_in, d_out, n, fw in shapes)
-    return moved, sum(n * (fw * t.fwd_kernels + t.bwd_kernels) for *_, n, fw in shapes)
+    fixed = sum(n * t.fixed_bytes(d_in, d_out, rank, fw) for d_in, d_out, n, fw in shapes)
+    weights = sum(n * fw * d_in * d_out for d_in, d_out, n, fw in shapes)
+    return moved, fixed, sum(n * (fw * t.fwd_kernels + t.bwd_kernels) for *_, n, fw in shapes), weights
 
 
 # Share of HBM bandwidth bitsandbytes' NF4 dequantisation passes reach, on the bytes they move (nf4_dequant_s).

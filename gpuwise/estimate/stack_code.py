@@ -77,7 +77,7 @@ def describe(stack: str) -> str:
     if c.stack == "default":
         return ""
     parts = [f"NF4 {c.nf4_bytes:.4g} B/param" + (" incl. the output layer" if c.nf4_output_layer else "")
-             + ("" if c.kbit_fp32_rest else "; under a 4-bit base the embeddings, norms"
+             + ("" if c.kbit_fp32_rest else "; under an NF4 base the embeddings, norms"
                 + ("" if c.nf4_output_layer else " and output layer") + " stay in the load dtype (16-bit)")]
     if c.nf4_keeps_input:
         parts.append("each frozen 4-bit linear keeps its input, the previous step's until the next loss (bitsandbytes < 0.43.2)")
@@ -106,7 +106,8 @@ def describe(stack: str) -> str:
     if c.lora_input_cast:
         parts.append("PEFT's float32 adapters: each LoRA-adapted linear casts its input to them, so under mixed "
                      "precision each keeps its own 16-bit cast of its input (and its gradient passes through "
-                     "float32), in pure 16-bit training its own float32 copy")
+                     "float32), in pure 16-bit training its own float32 copy (PEFT's GPTQ layer casts nothing under "
+                     "autocast)")
     if c.qkv_view:
         parts.append("with one or every query group V is a view of the fused QKV output, which attention keeps "
                      "whole besides the roped Q and K")
@@ -128,7 +129,7 @@ def describe(stack: str) -> str:
                      "it makes each chunk's float32 copy and log-softmax, and a trainable output layer (applied once "
                      "per chunk) sums its per-chunk weight gradients out of place at its backward")
     if c.kbit_fp32_rest:
-        parts.append("under a 4-bit base the embeddings, norms and output layer are cast to float32 (PEFT "
+        parts.append("under an NF4 (bitsandbytes) base the embeddings, norms and output layer are cast to float32 (PEFT "
                      "prepare_model_for_kbit_training): the residual stream is float32 and the output layer's 16-bit "
                      "autocast copy is kept for its backward; a 4-bit linear writes its input's dtype (bitsandbytes), so "
                      "without autocast every activation is float32, and under autocast the MLP's outputs and the "
@@ -141,7 +142,12 @@ def peft_adapters(cfg) -> bool:
     autocast_adapter_dtype) whose input each casts to their dtype; on unsharded ranks only (FSDP's mixed precision and
     DeepSpeed compute on 16-bit copies of the adapters). The trace builds these layers and the step time counts their
     traffic (estimate.roofline_step.lora_adapter_s)."""
-    return cfg.lora_rank > 0 and model_code(cfg.stack).lora_input_cast and cfg.plan.zero == 0
+    from gpuwise.estimate.gptq import gptq_format
+    from gpuwise.workload.training import AUTOCAST_PRECISIONS
+
+    # PEFT's GPTQ layer (lora/gptq.py) casts only without autocast
+    gptq_autocast = gptq_format(cfg.quantize) is not None and cfg.precision in AUTOCAST_PRECISIONS
+    return cfg.lora_rank > 0 and model_code(cfg.stack).lora_input_cast and cfg.plan.zero == 0 and not gptq_autocast
 
 
 def kbit_fp32_stream(cfg) -> bool:

@@ -215,7 +215,7 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
     eff = efficiency or op_efficiency_for(gpu, cfg.stack)
     trainable = None
     if cfg.frozen_base:
-        trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1), cfg.lora_targets))
+        trainable = max(1, adapter_params(model, max(cfg.lora_rank, 1), cfg.lora_targets, cfg.dora))
         from gpuwise.estimate.adapter_traffic import traffic_note
         from gpuwise.estimate.roofline_step import lora_adapter_s
 
@@ -240,8 +240,9 @@ def _transformer_estimate(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec, g
         fmt = gptq_format(cfg.quantize)
         assumptions.append(f"{gptq_note(cfg.quantize)}; the dequantisation ({fmt.dequant_moved_bytes:g} B moved per "
                            f"weight, {fmt.dequant_kernels} kernels per matrix) runs in every forward and re-run "
-                           f"forward at the elementwise HBM share, not fitted on GPTQ runs: {t * 1e3:.3g} ms per step; "
-                           "the GEMMs then run at the fp16 rates")
+                           f"forward at the elementwise HBM share, not fitted on GPTQ runs: {t * 1e3:.3g} ms per step "
+                           "(likely optimistic: ms-swift's A100 runs added 1.6-2.1x the time this predicts, "
+                           "docs/validation.md); the GEMMs then run at the fp16 rates")
     if cfg.flash_attention:
         from gpuwise.estimate.op_inventory import CAUSAL_TILE
         from gpuwise.estimate.roofline_step import ATTN_CTX_HALF, attention_scale
@@ -405,7 +406,7 @@ def micro_step_key(cfg: TrainingConfig) -> tuple:
     tests/test_plan_candidates.py checks the bound does not change with any other field."""
     p = cfg.plan
     return (cfg.micro_batch, cfg.seq_len, p.tp, p.cp, p.sp, p.pp, cfg.precision, cfg.recompute, cfg.lora_rank,
-            cfg.quantize, cfg.flash_attention, cfg.compile, cfg.float8, cfg.stack, cfg.padding_mask)
+            cfg.quantize, cfg.flash_attention, cfg.compile, cfg.float8, cfg.stack, cfg.padding_mask, cfg.dora)
 
 
 def _micro_step_bound(model: ModelSpec, cfg: TrainingConfig, gpu: GpuSpec) -> float:

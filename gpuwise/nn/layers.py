@@ -47,6 +47,8 @@ class Adapters:
     peft: bool = False                      # PEFT's LoRA layer: each adapter casts its input to its own dtype
     dropout: float = 0.0                    # LoRA dropout on each adapter's input (each keeps its own output, mask)
     gptq: GPTQFormat | None = None          # GPTQ frozen base for every block linear layer (AutoGPTQ's storage)
+    dora: bool = False                      # DoRA on each adapted linear (LoRALinear.dora)
+    dora_rerun: bool = False                # PEFT's DoRA: under dropout the frozen matmul re-run on the dropped input
 
     def on(self, *modules: str) -> bool:
         """True if one of `modules` carries an adapter."""
@@ -84,7 +86,7 @@ def make_linear(d_in: int, d_out: int, bias: bool, adapters: Adapters | None, lo
     if lora and adapters.rank > 0:
         return LoRALinear(d_in, d_out, adapters.rank, bias=bias, nf4=adapters.nf4, base_dtype=adapters.base_dtype,
                           adapter_dtype=adapters.adapter_dtype, peft=adapters.peft, dropout=adapters.dropout,
-                          gptq=adapters.gptq)
+                          gptq=adapters.gptq, dora=adapters.dora, dora_rerun=adapters.dora_rerun)
     if adapters.gptq is not None:
         return GPTQLinear(d_in, d_out, adapters.gptq, bias=bias)
     if adapters.nf4:

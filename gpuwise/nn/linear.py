@@ -158,7 +158,8 @@ class LoRALinear(nn.Module):
 
     def __init__(self, in_features: int, out_features: int, rank: int, *, bias: bool, nf4: bool,
                  base_dtype: torch.dtype | None, adapter_dtype: torch.dtype | None = None,
-                 alpha: float | None = None, peft: bool = False, dropout: float = 0.0, gptq=None):
+                 alpha: float | None = None, peft: bool = False, dropout: float = 0.0, gptq=None,
+                 dora: bool = False, dora_rerun: bool = False):
         super().__init__()
         self.peft = peft       # PEFT's layer: x.to(lora_A.weight.dtype) before the adapter, the output cast back
         self.dropout = dropout  # lora_dropout on the adapter's input (0: none, PEFT's nn.Identity)
@@ -174,9 +175,52 @@ class LoRALinear(nn.Module):
         nn.init.zeros_(self.lora_b.weight)
         self.scaling = (alpha if alpha is not None else 2 * rank) / rank
         self.compute_dtype: torch.dtype | None = None
+        # DoRA's trainable magnitude, one per output row (initialised to the weight's row norms; ones here)
+        self.lora_magnitude = nn.Parameter(torch.ones(out_features, dtype=adapter_dtype)) if dora else None
+        self.dora_rerun = dora_rerun    # PEFT's DoRA: under dropout the frozen matmul re-run on the dropped input
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
+        if self.lora_magnitude is not None:
+            return self.dora(x, self.frozen(x))
         return self.adapter(x, self.frozen(x))
+
+    def _weight(self, dtype: torch.dtype) -> torch.Tensor:
+        """The frozen weight (out x in) in `dtype`: the 16-bit base cast (a copy where the dtype differs), a 4-bit one
+        dequantised (PEFT's dequantize_module_weight) and cast."""
+        if self.nf4 is not None:
+            return self.nf4.dequantize(dtype)
+        return self.base.weight.to(dtype)
+
+    def dora(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
+        """DoRA on the frozen output `y`, as PEFT 0.14 runs it (lora/layer.py Linear.forward, lora/dora.py
+        DoraLinearLayer.forward; `peft` False: torchtune's DoRALinear, the same algorithm without PEFT's input cast and
+        with the frozen output reused under dropout): the adapter's weight B A rebuilt through an identity matrix,
+        the row norms of W + s B A (detached: a constant, DoRA section 4.3), m / norm scaling both the frozen and the
+        adapter's outputs, which the two products keep for backward. Under autocast (`compute_dtype`) the norm runs
+        in float32, as torch.autocast's fp32 list has it. `dora_rerun` (PEFT's, estimate.roofline_step.
+        dora_reruns_frozen): with dropout the frozen matmul runs again on the dropped input."""
+        cd = self.compute_dtype
+        xa = x.to(self.lora_a.weight.dtype) if self.peft else x
+        base = y
+        if self.dropout and self.training:
+            xa = native_dropout(xa, self.dropout, True)
+            base = None if self.dora_rerun else y
+        eye = torch.eye(xa.shape[-1], dtype=xa.dtype, device=xa.device)
+        # the adapters' weights cast once (autocast caches a weight's cast for the forward; PEFT's two calls share it)
+        a_w, b_w = _cast(self.lora_a.weight, cd), _cast(self.lora_b.weight, cd)
+        # B A rebuilt through the identity; its graph dies with it, only a detached copy is used. Plain F.linear, not
+        # the modules: the trace's module tracker hooks every module output's grad_fn, and a hooked graph that never
+        # runs backward lingers until Python's cycle collector runs
+        lora_w = F.linear(F.linear(_cast(eye, cd), a_w), b_w).T
+        w = self._weight(xa.dtype)
+        v = w + self.scaling * lora_w.detach()
+        norm = torch.linalg.vector_norm(_cast(v, torch.float32 if cd is not None else None), dim=1).to(v.dtype)
+        scale = (self.lora_magnitude / norm.detach()).view(1, -1)
+        lora = F.linear(F.linear(_cast(xa, cd), a_w), b_w)
+        if base is None:
+            base = F.linear(_cast(xa, cd), _cast(w, cd))
+        out = (scale - 1) * base + scale * lora * self.scaling
+        return (y + out).to(y.dtype) if self.peft else out + y
 
     def frozen(self, x: torch.Tensor) -> torch.Tensor:
         """The frozen base's output alone (what the layer computes without its adapter)."""
@@ -191,15 +235,6 @@ class LoRALinear(nn.Module):
 
     def adapter(self, x: torch.Tensor, y: torch.Tensor) -> torch.Tensor:
         """The frozen output `y` plus the adapter's on input `x` (validation.adapter_ops counts what this adds)."""
-        if self.peft and self.gptq is not None:
-            # PEFT's GPTQ layer (lora/gptq.py QuantLinear): under autocast no casts; without it the input cast to the
-            # adapters' dtype and their output back; the scaled output added in place
-            if self.compute_dtype is not None:
-                y += self.lora_b(self.lora_a(native_dropout(x, self.dropout, self.training))) * self.scaling
-                return y
-            xa = native_dropout(x.to(self.lora_a.weight.dtype), self.dropout, self.training)
-            y += self.lora_b(self.lora_a(xa)).to(y.dtype) * self.scaling
-            return y
         if self.peft and self.nf4 is not None:
             # PEFT's bitsandbytes layer (lora/bnb.py Linear4bit.forward): the frozen output cloned; without autocast
             # the adapter reads its input cast to the adapters' dtype and its scaled output is cast back before the sum

@@ -9,6 +9,7 @@ import torch
 
 from gpuwise.estimate.gptq import gptq_format
 from gpuwise.estimate.levers import reference_lora_dropout
+from gpuwise.estimate.dora import dora_reruns_frozen
 from gpuwise.estimate.stack_code import kbit_fp32_stream, peft_adapters
 from gpuwise.nn import Adapters, Shard, build_model, set_compute_dtype, tp_shard_spec
 from gpuwise.trace.optimizers import make_optimizer
@@ -154,7 +155,8 @@ def adapters_for(cfg: TrainingConfig, dt, targets: frozenset) -> Adapters:
     the precision's adapter dtype otherwise; the dropout the traced layers run."""
     peft = peft_adapters(cfg)
     return Adapters(cfg.lora_rank, cfg.quantize == "nf4", dt.frozen, torch.float32 if peft else dt.adapter,
-                    targets, peft, reference_lora_dropout(cfg), gptq_format(cfg.quantize))
+                    targets, peft, reference_lora_dropout(cfg), gptq_format(cfg.quantize), cfg.dora,
+                    dora_reruns_frozen(cfg))
 
 
 def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard | None = None,

@@ -6,10 +6,12 @@ Every key of `estimate.adapter_traffic` that some stack produces (each stack x p
 dropout 0 / 0.05) builds gpuwise.nn's LoRA layer with the dtypes the trace gives it (trace.run.adapters_for,
 trace.precision.dtypes, trace.run.stream_dtype) and runs it forward and backward on CPU under a dispatch mode that adds
 up the bytes of every op's tensor inputs and outputs (views move none) and counts the ops. The frozen linear alone
-(`LoRALinear.frozen`) is counted the same way and subtracted. Bytes per token come from two token counts (so the
-weights' own bytes cancel), and the coefficients per input dimension, output dimension and unit of rank from four
-shapes (an exact solve: the counts are linear in each). Nothing is timed or fitted: the step time divides these bytes
-by the card's bandwidth (estimate.roofline_step.lora_adapter_s)."""
+(`LoRALinear.frozen`) is counted the same way and subtracted. Bytes per token come from two token counts, and the
+coefficients per input dimension, output dimension and unit of rank from the shapes; what is left at a token count
+(the adapters' weights and gradients, DoRA's weight norms) is solved per in^2, in x out, in x rank, out x rank, in, out
+and a constant (the 4-bit base's second-level constants at these small shapes; exact solves: the counts are linear in
+each). Nothing is timed or fitted: the step time divides these bytes by
+the card's bandwidth (estimate.roofline_step.lora_adapter_s)."""
 
 from __future__ import annotations
 
@@ -19,9 +21,10 @@ from dataclasses import replace
 import numpy as np
 
 from gpuwise.data import data_path
-from gpuwise.estimate.adapter_traffic import KEY_COLUMNS, TRAFFIC_CSV, VALUE_COLUMNS, adapter_key
+from gpuwise.estimate.adapter_traffic import FIXED_TERMS, KEY_COLUMNS, TRAFFIC_CSV, VALUE_COLUMNS, adapter_key
 
-SHAPES = ((64, 64, 4), (128, 64, 4), (64, 128, 4), (64, 64, 8))   # (d_in, d_out, rank)
+SHAPES = ((64, 64, 4), (128, 64, 4), (64, 128, 4), (64, 64, 8), (128, 128, 8), (192, 64, 4), (64, 192, 8),
+          (96, 96, 4))   # (d_in, d_out, rank)
 TOKENS = (64, 128)
 PRECISIONS = ("fp32", "bf16", "bf16-mixed")      # one per precision class (fp16 moves the same bytes)
 DROPOUTS = (0.0, 0.05)
@@ -77,21 +80,31 @@ def _counts(fn, params, x_dtype, tokens: int, d_in: int) -> tuple[int, int, int,
 
 def _solve(pairs, x_dtype) -> dict[str, float]:
     """Coefficients (VALUE_COLUMNS) from ``pairs``: per SHAPES entry, (module, with-adapter fn, frozen-alone fn)."""
-    per_token, kernels = [], set()
+    per_token, first, kernels = [], [], set()
     for (d_in, _, _), (module, run, alone) in zip(SHAPES, pairs):
         delta = []
         for tokens in TOKENS:
             with_a, base = (_counts(f, module, x_dtype, tokens, d_in) for f in (run, alone))
             delta.append([w - a for w, a in zip(with_a, base)])
         per_token.append([(delta[1][i] - delta[0][i]) / (TOKENS[1] - TOKENS[0]) for i in (0, 1)])
+        first.append(delta[0][:2])
         kernels |= {tuple(d[2:]) for d in delta}
-    coef, *_ = np.linalg.lstsq(np.array(SHAPES, dtype=float), np.array(per_token), rcond=None)
+    shapes = np.array(SHAPES, dtype=float)
+    coef, *_ = np.linalg.lstsq(shapes, np.array(per_token), rcond=None)
     # the counts are linear in d_in, d_out and rank with no constant, and the ops the same at every shape and length
-    assert np.allclose(np.array(SHAPES, dtype=float) @ coef, per_token) and len(kernels) == 1, (per_token, kernels)
+    assert np.allclose(shapes @ coef, per_token) and len(kernels) == 1, (per_token, kernels)
+    # what a call moves whatever its tokens: the first token count's bytes less its tokens' share
+    fixed = np.array(first) - TOKENS[0] * np.array(per_token)
+    d_in, d_out, rank = shapes.T
+    basis = np.stack([d_in * d_in, d_in * d_out, d_in * rank, d_out * rank, d_in, d_out, np.ones_like(d_in)], axis=1)
+    fix, *_ = np.linalg.lstsq(basis, fixed, rcond=None)
+    assert np.allclose(basis @ fix, fixed), fixed
     (fk, bk), = kernels
     row = {"fwd_in": coef[0, 0], "fwd_out": coef[1, 0], "fwd_rank": coef[2, 0],
            "bwd_in": coef[0, 1], "bwd_out": coef[1, 1], "bwd_rank": coef[2, 1], "fwd_kernels": fk, "bwd_kernels": bk}
-    return {k: round(float(v), 3) for k, v in row.items()}
+    row |= {f"fwd_fix_{t}": fix[i, 0] for i, t in enumerate(FIXED_TERMS)}
+    row |= {f"bwd_fix_{t}": fix[i, 1] for i, t in enumerate(FIXED_TERMS)}
+    return {k: round(float(v), 3) + 0.0 for k, v in row.items()}      # + 0.0: no "-0" in the table
 
 
 def _layer(cfg, d_in: int, d_out: int, rank: int):
@@ -123,18 +136,22 @@ def count_row(cfg) -> dict[str, float]:
 def peft_rows() -> list[dict]:
     """The same count on PEFT's own lora.Linear (peft installed; not a gpuwise dependency), float32 adapters as
     get_peft_model leaves them, no dropout (on CPU dropout is bernoulli + div + mul, on CUDA the fused native_dropout
-    the reference layer calls): pure bf16 and bf16 autocast, beside the stored rows of the same keys."""
+    the reference layer calls): pure bf16 and bf16 autocast, LoRA and DoRA (use_dora: a 16-bit frozen base, which
+    DoRA's weight norm casts), beside the stored rows of the same keys."""
     import torch
     from peft.tuners.lora.layer import Linear as PeftLinear
 
     out = []
-    for autocast in (False, True):
+    for autocast, dora in ((False, False), (True, False), (False, True), (True, True)):
         pairs = []
         for d_in, d_out, rank in SHAPES:
-            base = torch.nn.Linear(d_in, d_out, bias=False, dtype=torch.float32 if autocast else torch.bfloat16)
+            base = torch.nn.Linear(d_in, d_out, bias=False,
+                                   dtype=torch.float32 if autocast and not dora else torch.bfloat16)
             base.weight.requires_grad_(False)
-            m = PeftLinear(base, "default", r=rank, lora_alpha=2 * rank, lora_dropout=0.0)
+            m = PeftLinear(base, "default", r=rank, lora_alpha=2 * rank, lora_dropout=0.0, use_dora=dora)
             m.lora_A.float(), m.lora_B.float()
+            if dora:
+                m.lora_magnitude_vector.float()
             m.train()
 
             def under(fn, on=autocast):
@@ -144,14 +161,14 @@ def peft_rows() -> list[dict]:
                 return run
             pairs.append((m, under(m), under(m.base_layer)))
         key = {"peft": "yes", "dropout": "no", "precision": "autocast" if autocast else "pure16", "nf4": "no",
-               "fp32_stream": "no"}
+               "fp32_stream": "no", "dora": "yes" if dora else "no"}
         out.append(key | _solve(pairs, torch.bfloat16))
     return out
 
 
 def _configs():
     """One LoRA configuration per stack x precision class x ZeRO 0 / 1 x base x dropout (deduplicated by key)."""
-    from gpuwise.workload.stacks import stack_names
+    from gpuwise.workload.stacks import stack_names, stack_row
     from gpuwise.workload.training import ParallelPlan, TrainingConfig
 
     seen = {}
@@ -160,10 +177,11 @@ def _configs():
             for zero in (0, 1):
                 for quantize in (None, "nf4"):
                     for dropout in DROPOUTS:
-                        cfg = TrainingConfig(micro_batch=1, seq_len=64, precision=precision, stack=stack, lora_rank=8,
-                                             lora_targets="q", quantize=quantize, lora_dropout=dropout,
-                                             plan=ParallelPlan(dp=2, zero=zero))
-                        seen.setdefault(adapter_key(cfg), cfg)
+                        for dora in (False, True) if stack_row(stack).dora != "no" else (False,):
+                            cfg = TrainingConfig(micro_batch=1, seq_len=64, precision=precision, stack=stack,
+                                                 lora_rank=8, lora_targets="q", quantize=quantize, lora_dropout=dropout,
+                                                 plan=ParallelPlan(dp=2, zero=zero), dora=dora)
+                            seen.setdefault(adapter_key(cfg), cfg)
     return seen
 
 
@@ -212,10 +230,11 @@ def _against_peft() -> int:
     same = True
     for r in peft_rows():
         key = tuple(r[c] == "yes" if r[c] in ("yes", "no") else r[c] for c in KEY_COLUMNS)
-        stored = table()[key]
-        same = same and all(r[c] == getattr(stored, c) for c in VALUE_COLUMNS)
-        print(f"{r['precision']:8s} peft:   " + ", ".join(f"{c}={r[c]:g}" for c in VALUE_COLUMNS))
-        print(f"{'':8s} stored: " + ", ".join(f"{c}={getattr(stored, c):g}" for c in VALUE_COLUMNS))
+        stored = table()[key].columns()
+        same = same and all(r[c] == stored[c] for c in VALUE_COLUMNS)
+        print(f"{r['precision']:8s} {'DoRA' if r['dora'] == 'yes' else 'LoRA'} peft:   "
+              + ", ".join(f"{c}={r[c]:g}" for c in VALUE_COLUMNS))
+        print(f"{'':13s} stored: " + ", ".join(f"{c}={stored[c]:g}" for c in VALUE_COLUMNS))
     print("PEFT's layer moves the stored bytes and kernels" if same else "PEFT's layer DIFFERS from the stored rows")
     return 0 if same else 1
 

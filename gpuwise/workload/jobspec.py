@@ -94,6 +94,7 @@ class Training(_Strict):
     async_tp: bool = Field(False, description="asynchronous tensor parallelism (TP collectives overlapped)")
     padding_mask: bool = Field(False, description="batches carry a padding attention mask that reaches SDPA as a 4D "
                                "mask (Hugging Face sdpa with padded batches): every key tile computed, the mask kept")
+    dora: bool = Field(False, description="DoRA (weight-decomposed LoRA) on the adapted linears (needs lora_rank)")
     quantize: Optional[Literal["nf4", "gptq-int4", "gptq-int8"]] = Field(
         None, description='quantised frozen base: "nf4" (QLoRA) or a GPTQ checkpoint, "gptq-int4" / "gptq-int8"')
     lr_scaling: str = Field("adascale", description="learning-rate scaling rule with batch: " + ", ".join(LR_RULES))
@@ -150,7 +151,7 @@ class Training(_Strict):
                     optimizer_impl=self.optimizer_impl, cpu_offload=self.cpu_offload,
                     optimizer_in_backward=self.optimizer_in_backward, activation_offload=self.activation_offload,
                     compile=self.compile, float8=self.float8, async_tp=self.async_tp,
-                    padding_mask=self.padding_mask)
+                    padding_mask=self.padding_mask, dora=self.dora)
 
     @property
     def batch_range(self) -> tuple[int, int]:

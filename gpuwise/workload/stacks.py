@@ -33,6 +33,7 @@ class Stack:
     lora_targets: str = "q,v"  # LoRA target modules when the user names none (--lora-targets overrides)
     lora_dropout: float = 0.0  # LoRA dropout of the stack's recipes when the user gives none (--lora-dropout overrides)
     hf_models: bool = False    # it can run Hugging Face transformers models (their sdpa padding mask: --padding-mask)
+    dora: str = "no"           # DORA_LAYERS: whose DoRA layer it runs (--dora), or no
 
     def loss_kernel_for(self, tokens: int) -> str:
         """The stack's loss kernel for a micro-batch of `tokens` tokens (short_loss_kernel up to its threshold)."""
@@ -56,6 +57,7 @@ class Stack:
 HOSTS = ("eager", "transformers", "none")   # stacks.csv column host (estimate/host_ops.py)
 CHECKPOINTS = ("gpu", "host")                # stacks.csv column checkpoints
 GPU_COUNTS = ("many", "one")                 # stacks.csv column gpus
+DORA_LAYERS = ("peft", "torchtune", "no")    # stacks.csv column dora
 
 
 @lru_cache(maxsize=1)
@@ -64,7 +66,7 @@ def _rows() -> dict[str, Stack]:
 
     out = {}
     for r in read_commented_csv(data_path("stacks", "stacks.csv")):
-        for col, allowed in (("host", HOSTS), ("checkpoints", CHECKPOINTS), ("gpus", GPU_COUNTS)):
+        for col, allowed in (("host", HOSTS), ("checkpoints", CHECKPOINTS), ("gpus", GPU_COUNTS), ("dora", DORA_LAYERS)):
             if r[col] not in allowed:     # data, but a typo would silently act as another value
                 raise ValueError(f"stacks.csv {r['stack']}: {col} {r[col]!r} is not one of {allowed}")
         if set(r["lora_targets"].split(",")) - set(LORA_MODULES) and r["lora_targets"] != "all-linear":
@@ -76,7 +78,7 @@ def _rows() -> dict[str, Stack]:
         out[r["stack"]] = Stack(r["stack"], r["efficiency"], r["loss_kernel"], r["precision"], r["grads"],
                                 r["optimizer_impl"], r["norms"], r["attention"], r["recompute"], r["host"], r["source"],
                                 r["checkpoints"], short_kernel, int(short_tokens or 0), r["gpus"], r["lora_targets"],
-                                _dropout(r), r["hf_models"] == "yes")
+                                _dropout(r), r["hf_models"] == "yes", r["dora"])
     return out
 
 

@@ -153,6 +153,8 @@ class TrainingConfig:
     compile: bool = False           # torch.compile (inductor) of each block
     float8: bool = False            # torchao Float8 training: FP8 GEMMs and FP8 all-gather of FSDP parameters
     async_tp: bool = False          # asynchronous tensor parallelism: TP collectives overlapped with the GEMMs
+    dora: bool = False              # DoRA (weight-decomposed LoRA, PEFT use_dora / torchtune DoRALinear): a trainable
+    #                                 magnitude per output row, the weight's row norms recomputed every forward
     padding_mask: bool = False      # batches carry a padding attention mask that reaches SDPA as a 4D additive mask
     #                                 (Hugging Face models under attn_implementation="sdpa" given an attention_mask with
     #                                 zeros): PyTorch's memory-efficient kernel computes every key tile (no causal skip)
