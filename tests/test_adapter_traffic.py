@@ -6,7 +6,7 @@ from dataclasses import replace
 
 import pytest
 
-from gpuwise.estimate.adapter_traffic import VALUE_COLUMNS, adapter_key, adapter_traffic, table
+from gpuwise.estimate.adapter_traffic import VALUE_COLUMNS, adapter_key, adapter_traffic, key_of, table
 from gpuwise.estimate.roofline_step import lora_adapter_s, op_efficiency_for
 from gpuwise.estimate.step_time import analytical_step_time, roofline_hardware
 from gpuwise.hardware.gpus import get_gpu
@@ -32,8 +32,7 @@ def test_stored_rows_are_the_count_of_the_layer():
     stored = table()
     assert len(rows) == len(stored) >= 12
     for r in rows:
-        key = tuple(r[c] == "yes" if r[c] in ("yes", "no") else r[c] for c in ("peft", "dropout", "precision", "nf4",
-                                                                             "fp32_stream", "dora"))
+        key = key_of(r)
         assert stored[key].columns() == {c: r[c] for c in VALUE_COLUMNS}, key
 
 
@@ -42,8 +41,8 @@ def test_plain_adapter_bytes_follow_from_its_ops():
     reads and writes it, the sum reads two outputs and writes one (12 B per output dimension). Under PEFT's float32
     adapters the input is cast (read 2, write 4) and A reads the float32 copy, the sum runs in float32 and is cast
     back: 10 and 28."""
-    plain = table()[(False, False, "pure16", False, False, False)]
-    peft = table()[(True, False, "pure16", False, False, False)]
+    plain = table()[(False, False, "pure16", False, False, "no")]
+    peft = table()[(True, False, "pure16", False, False, "no")]
     assert (plain.fwd_in, plain.fwd_out) == (2, 12)
     assert (peft.fwd_in, peft.fwd_out) == (10, 28)
 
@@ -56,7 +55,7 @@ def test_peft_layers_cost_more_than_plain_adapters():
     peft = _adapter_s(replace(cfg, stack="hf-trainer"))
     dropped = _adapter_s(replace(cfg, stack="hf-trainer", lora_dropout=0.05))
     assert peft > 2 * plain and dropped > peft
-    assert adapter_key(replace(cfg, stack="hf-trainer")) == (True, False, "pure16", False, False, False)
+    assert adapter_key(replace(cfg, stack="hf-trainer")) == (True, False, "pure16", False, False, "no")
 
 
 def test_adapter_time_scales_with_targets_tokens_and_recompute():
@@ -159,6 +158,5 @@ def test_the_reference_layer_moves_what_peft_s_own_layer_moves():
     from gpuwise.validation import adapter_ops
 
     for r in adapter_ops.peft_rows():
-        key = tuple(r[c] == "yes" if r[c] in ("yes", "no") else r[c] for c in ("peft", "dropout", "precision", "nf4",
-                                                                             "fp32_stream", "dora"))
+        key = key_of(r)
         assert table()[key].columns() == {c: r[c] for c in VALUE_COLUMNS}, key

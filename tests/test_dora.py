@@ -96,12 +96,18 @@ def test_peft_dropout_keeps_the_rerun_matmul_s_weight():
 
 @pytest.mark.parametrize("argv, field", [
     (["--stack", "litgpt"], "dora"), (["--lora-rank", "0"], "dora"), (["--tp", "2", "--gpus", "2"], "dora"),
-    (["--quantize", "gptq-int4", "--precision", "fp16-mixed"], "dora")])
+    (["--quantize", "gptq-int4", "--precision", "fp16-mixed"], "dora"), (["--lora-targets", "all-linear,head"], "dora"),
+    (["--zero", "2", "--gpus", "2"], "dora"), (["--stack", "pytorch"], "dora")])
 def test_refusals_name_the_field(capsys, argv, field):
     base = ["memory", "llama-3.2-1b", "--lora-rank", "8", "--dora", "--stack", "hf-trainer"]
     assert main([*base, *argv]) == 2
     err = capsys.readouterr().err
     assert field in err and len(err.strip().splitlines()) == 1
+
+
+def test_refused_for_a_mixture_of_experts(capsys):
+    assert main(["memory", "mixtral-8x7b", "--lora-rank", "8", "--dora", "--stack", "hf-trainer"]) == 2
+    assert "mixture of experts" in capsys.readouterr().err
 
 
 def test_job_spec_and_flags_give_the_same_answer(capsys):

@@ -13,7 +13,8 @@ those bytes:
   precision  fp32 | pure16 (16-bit weights, no autocast) | autocast (bf16-mixed, fp16-mixed, fp8)
   nf4        a 4-bit frozen base (PEFT's bitsandbytes layer casts only without autocast)
   fp32_stream  the QLoRA recipe's float32 rest (stack_code.kbit_fp32_stream): the layers' input is float32
-  dora       DoRA (TrainingConfig.dora): the weight rebuilt through an identity matrix and its row norms every forward
+  dora       no | reuse | rerun: DoRA (TrainingConfig.dora), the weight rebuilt through an identity matrix and its row
+             norms every forward; rerun: PEFT's under dropout, which runs the frozen matmul again on the dropped input
 """
 
 from __future__ import annotations
@@ -73,17 +74,26 @@ def precision_class(precision: str) -> str:
     return "fp32" if precision == "fp32" else "autocast" if precision in AUTOCAST_PRECISIONS else "pure16"
 
 
-def adapter_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool, bool]:
+def adapter_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool, str]:
     """The row of `cfg`'s adapters (module docstring)."""
     from gpuwise.estimate.levers import reference_lora_dropout
     from gpuwise.estimate.stack_code import kbit_fp32_stream, peft_adapters
 
     return (peft_adapters(cfg), reference_lora_dropout(cfg) > 0, precision_class(cfg.precision),
-            cfg.quantize == "nf4", kbit_fp32_stream(cfg), cfg.dora)
+            cfg.quantize == "nf4", kbit_fp32_stream(cfg), dora_kind(cfg))
 
 
-def _flag(text: str) -> bool:
-    return text == "yes"
+def dora_kind(cfg: TrainingConfig) -> str:
+    """The key's dora column: no | reuse (the frozen output scaled) | rerun (estimate.dora.dora_reruns_frozen)."""
+    from gpuwise.estimate.dora import dora_reruns_frozen
+
+    return "no" if not cfg.dora else "rerun" if dora_reruns_frozen(cfg) else "reuse"
+
+
+def key_of(row: dict) -> tuple[bool, bool, str, bool, bool, str]:
+    """The key of a table row (KEY_COLUMNS as the CSV writes them: yes / no flags, precision and dora as text)."""
+    return (row["peft"] == "yes", row["dropout"] == "yes", row["precision"], row["nf4"] == "yes",
+            row["fp32_stream"] == "yes", row["dora"])
 
 
 @lru_cache(maxsize=1)
@@ -91,15 +101,13 @@ def table() -> dict[tuple, AdapterTraffic]:
     lines = [ln for ln in data_path(*TRAFFIC_CSV).read_text().splitlines() if ln and not ln.startswith("#")]
     out = {}
     for r in csv.DictReader(lines):
-        key = (_flag(r["peft"]), _flag(r["dropout"]), r["precision"], _flag(r["nf4"]), _flag(r["fp32_stream"]),
-               _flag(r["dora"]))
-        out[key] = AdapterTraffic(*(float(r[c]) for c in VALUE_COLUMNS[:8]),
+        out[key_of(r)] = AdapterTraffic(*(float(r[c]) for c in VALUE_COLUMNS[:8]),
                                   tuple(float(r[f"fwd_fix_{t}"]) for t in FIXED_TERMS),
                                   tuple(float(r[f"bwd_fix_{t}"]) for t in FIXED_TERMS))
     return out
 
 
-def counted_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool, bool]:
+def counted_key(cfg: TrainingConfig) -> tuple[bool, bool, str, bool, bool, str]:
     """The counted row that times `cfg`'s adapters: its own key, or, for a layer the reference cannot build (a float32
     stream into 16-bit adapters: a QLoRA recipe's float32 rest under ZeRO-1/2, where PEFT's layers are not modelled),
     the same layer without the float32 stream."""
@@ -118,18 +126,17 @@ def adapter_traffic(cfg: TrainingConfig) -> AdapterTraffic:
 
 def traffic_note(cfg: TrainingConfig) -> str:
     """One assumption line: which layer code the adapters' time was counted on."""
-    from gpuwise.estimate.dora import dora_reruns_frozen
-
     peft, drop, prec, nf4, stream, dora = key = counted_key(cfg)
     t = table()[key]
     what = ("PEFT's layers (float32 adapters, each casting its input to float32 and its output back)" if peft
             else "adapters in the layer's compute dtype")
     stand_in = "" if key == adapter_key(cfg) else "; the row of the same layer on a 16-bit stream stands in for it"
     return (f"LoRA adapters timed by the bytes their ops move ({what}{', with dropout' if drop else ''}"
-            f"{', float32 stream' if stream else ''}{', DoRA' if dora else ''}; counted on gpuwise.nn's LoRA layer, calibration/adapter_traffic.csv"
+            f"{', float32 stream' if stream else ''}{', DoRA' if dora != 'no' else ''}; counted on gpuwise.nn's LoRA layer, calibration/adapter_traffic.csv"
             f"{stand_in}): {t.fwd_in:g} + {t.bwd_in:g} B per token per input dimension and {t.fwd_out:g} + "
             f"{t.bwd_out:g} per output dimension (forward + backward), {t.fwd_kernels:g} + {t.bwd_kernels:g} kernels; "
             "counted on CPU, not yet timed on a GPU (gpu_measure --set adapters)"
             + ("; DoRA's weight norms per forward: " + f"{t.fwd_fix[0]:g} B per d_in^2 and {t.fwd_fix[1]:g} per "
-               "d_in x d_out" + ("; the frozen matmul re-run under PEFT's dropout timed as GEMMs"
-                                if dora_reruns_frozen(cfg) else "") if dora else ""))
+               "d_in x d_out" + ("; the frozen matmuls PEFT re-runs under dropout timed as GEMMs too (their bytes "
+                                 "are in the row)"
+                                if dora == "rerun" else "") if dora != "no" else ""))

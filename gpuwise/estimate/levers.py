@@ -160,6 +160,11 @@ def _check_dora(cfg: TrainingConfig, transformer: bool) -> None:
                          "has one (" + ", ".join(s for s in stack_names() if stack_row(s).dora != "no") + ")")
     if gptq_format(cfg.quantize) is not None:
         raise InputError("dora", True, "DoRA over a GPTQ base is not modelled: use --quantize nf4 or a 16-bit base")
+    from gpuwise.estimate.lora import lora_modules
+
+    if "head" in lora_modules(cfg.lora_targets):
+        raise InputError("dora", True, "DoRA on the output layer (lora target head) is not modelled: drop head from "
+                         "the LoRA targets")
 
 
 def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
@@ -174,6 +179,9 @@ def blocked(cfg: TrainingConfig) -> tuple[str, object, str] | None:
     if gptq_format(cfg.quantize) is not None and (p.tp > 1 or p.pp > 1 or p.cp > 1 or p.zero >= 3):
         return ("quantize", cfg.quantize, "a GPTQ base is modelled unsharded: its packed int32 buffers are not split "
                 "by TP/PP/CP or sharded by FSDP in gpuwise's model: use data parallelism with ZeRO 0-2")
+    if cfg.dora and stack_row(cfg.stack).dora == "peft" and p.zero > 0:
+        return ("dora", True, "PEFT's DoRA layer is modelled on unsharded ranks (ZeRO 0), where its float32 adapters "
+                "cast their input: use --zero 0, or torchtune's layers (--stack torchtune) under FSDP")
     if cfg.dora and (p.tp > 1 or p.cp > 1):
         return ("dora", True, "DoRA's weight norms are modelled on whole rows and sequences: use tp 1 and cp 1 "
                 "(data parallelism, FSDP or pipeline stages)")

@@ -203,6 +203,9 @@ def check_config(spec: ModelSpec, cfg: TrainingConfig) -> None:
     if cfg.stack not in STACKS:
         raise InputError("stack", cfg.stack, "use one of " + ", ".join(STACKS))
     check_levers(cfg, spec.is_transformer)
+    if cfg.dora and spec.n_experts > 1:
+        raise InputError("dora", True, f"DoRA on a mixture of experts ({spec.name}: {spec.n_experts} experts) is not "
+                         "modelled: drop --dora, or use LoRA")
     sched = p.pp_schedule
     if not (sched in ("1f1b", "gpipe", "zb", "zb-h1") or (sched.startswith("interleaved-") and sched[12:].isdigit()
                                                    and int(sched[12:]) >= 2)):

@@ -373,17 +373,17 @@ def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpE
     from gpuwise.estimate.dora import dora_reruns_frozen
 
     if dora_reruns_frozen(cfg):
-        # PEFT's DoRA with dropout re-runs each adapted frozen matmul on the dropped input: its forward and its input
-        # gradient, GEMMs at the GEMM rate
-        t += 4.0 * tokens * rerun / (hw.peak_flops * eff.gemm)
+        # PEFT's DoRA with dropout re-runs each adapted frozen matmul on the dropped input: in every forward and re-run
+        # forward, and its input gradient once, GEMMs at the GEMM rate (their bytes are in the counted row)
+        t += 2.0 * tokens * rerun / (hw.peak_flops * eff.gemm)
     return t
 
 
 @lru_cache(maxsize=4096)      # a layout search varies dp, ZeRO and grad_accum, which the adapters' work ignores
 def _adapter_work(model: ModelSpec, targets: str, rank: int, tp: int, pp: int, recompute: str,
                   key: tuple) -> tuple[float, float, float, float]:
-    """(bytes per token, bytes whatever the tokens, kernels, adapted frozen weights x forwards) of one micro-step's
-    adapters on the busiest GPU, counted row `key`: a stage holds 1/pp of the blocks, whose forwards run again under
+    """(bytes per token, bytes whatever the tokens, kernels, adapted frozen weights x (forwards + 1 backward)) of one
+    micro-step's adapters on the busiest GPU, counted row `key`: a stage holds 1/pp of the blocks, whose forwards run again under
     recompute (the re-run share); the output layer's adapter, if targeted, runs once, on the last stage."""
     from gpuwise.estimate.adapter_traffic import table
     from gpuwise.estimate.lora import adapter_shapes, head_adapter_shape
@@ -395,7 +395,7 @@ def _adapter_work(model: ModelSpec, targets: str, rank: int, tp: int, pp: int, r
     shapes += [(*head, 1, 1.0)] if head else []
     moved = sum(n * t.bytes_per_token(d_in, d_out, rank, fw) for d_in, d_out, n, fw in shapes)
     fixed = sum(n * t.fixed_bytes(d_in, d_out, rank, fw) for d_in, d_out, n, fw in shapes)
-    weights = sum(n * fw * d_in * d_out for d_in, d_out, n, fw in shapes)
+    weights = sum(n * (fw + 1) * d_in * d_out for d_in, d_out, n, fw in shapes)
     return moved, fixed, sum(n * (fw * t.fwd_kernels + t.bwd_kernels) for *_, n, fw in shapes), weights
 
 

@@ -220,7 +220,9 @@ class LoRALinear(nn.Module):
         if base is None:
             base = F.linear(_cast(xa, cd), _cast(w, cd))
         out = (scale - 1) * base + scale * lora * self.scaling
-        return (y + out).to(y.dtype) if self.peft else out + y
+        # PEFT adds to the frozen output and casts back to its dtype (result.to(torch_result_dtype)); torchtune returns
+        # dora_out + base_out, in its weights' dtype
+        return (y + out).to(y.dtype) if self.peft else (out + y).to(y.dtype)
 
     def frozen(self, x: torch.Tensor) -> torch.Tensor:
         """The frozen base's output alone (what the layer computes without its adapter)."""

@@ -161,7 +161,7 @@ def peft_rows() -> list[dict]:
                 return run
             pairs.append((m, under(m), under(m.base_layer)))
         key = {"peft": "yes", "dropout": "no", "precision": "autocast" if autocast else "pure16", "nf4": "no",
-               "fp32_stream": "no", "dora": "yes" if dora else "no"}
+               "fp32_stream": "no", "dora": "reuse" if dora else "no"}
         out.append(key | _solve(pairs, torch.bfloat16))
     return out
 
@@ -196,7 +196,7 @@ def rows() -> list[dict]:
             if "dtype" not in str(err):
                 raise
             continue
-        flags = ["yes" if v is True else "no" if v is False else v for v in key]
+        flags = ["yes" if v is True else "no" if v is False else v for v in key]      # dora stays no / reuse / rerun
         out.append(dict(zip(KEY_COLUMNS, flags)) | counted)
     return out
 
@@ -222,17 +222,17 @@ def write() -> str:
 def _against_peft() -> int:
     from importlib.util import find_spec
 
-    from gpuwise.estimate.adapter_traffic import table
+    from gpuwise.estimate.adapter_traffic import key_of, table
 
     if find_spec("peft") is None:
         print("peft is not installed: pip install peft (only this check uses it)")
         return 1
     same = True
     for r in peft_rows():
-        key = tuple(r[c] == "yes" if r[c] in ("yes", "no") else r[c] for c in KEY_COLUMNS)
+        key = key_of(r)
         stored = table()[key].columns()
         same = same and all(r[c] == stored[c] for c in VALUE_COLUMNS)
-        print(f"{r['precision']:8s} {'DoRA' if r['dora'] == 'yes' else 'LoRA'} peft:   "
+        print(f"{r['precision']:8s} {'LoRA' if r['dora'] == 'no' else 'DoRA'} peft:   "
               + ", ".join(f"{c}={r[c]:g}" for c in VALUE_COLUMNS))
         print(f"{'':13s} stored: " + ", ".join(f"{c}={stored[c]:g}" for c in VALUE_COLUMNS))
     print("PEFT's layer moves the stored bytes and kernels" if same else "PEFT's layer DIFFERS from the stored rows")

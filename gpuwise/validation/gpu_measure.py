@@ -105,7 +105,8 @@ VARYING: tuple[tuple, ...] = (
 # not yet measured (written 2026-11-27): the adapters' counted traffic (calibration/adapter_traffic.csv) and the
 # padding mask's kernel, whose rate the step-time model only assumes: the same llama-3.2-1b step as plain adapters,
 # PEFT's float32 layers (stack hf-trainer) with and without dropout, a full fine-tune, and with a padding mask (PyTorch's
-# memory-efficient kernel over every tile; under autocast each layer's 16-bit cast of the float32 mask)
+# memory-efficient kernel over every tile; under autocast each layer's 16-bit cast of the float32 mask), and DoRA (PEFT's
+# layer, its weight norms each forward; torchtune's in pure bf16)
 ADAPTERS: tuple[tuple, ...] = (
     ("llama-3.2-1b", 2, 4096, "bf16", "full", 0, None, ""),
     ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear"),
@@ -113,6 +114,8 @@ ADAPTERS: tuple[tuple, ...] = (
     ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear;stack=hf-trainer;lora_dropout=0.05"),
     ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear;padding_mask=1"),
     ("llama-3.2-1b", 2, 4096, "bf16-mixed", "none", 0, None, "padding_mask=1"),
+    ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear;stack=hf-trainer;dora=1"),
+    ("llama-3.2-1b", 2, 4096, "bf16", "full", 16, None, "lora_targets=all-linear;stack=torchtune;dora=1"),
 )
 VARYING_STEPS = 200       # = gpuwise.trace.reserved.DEFAULT_STEPS (a test holds them equal): the replay's steps
 SETS = {"grid": GRID, "check": CHECK, "varying": VARYING, "adapters": ADAPTERS}
@@ -139,7 +142,7 @@ def levers_of(levers: str) -> dict:
     out: dict = {}
     for k, v in _lever_items(levers).items():
         if k != "lengths":
-            out[k] = (v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile", "padding_mask")
+            out[k] = (v == "1" if k in ("optimizer_in_backward", "activation_offload", "compile", "padding_mask", "dora")
                       else int(v) if k == "grad_accum" else float(v) if k == "lora_dropout" else v)
     return out
 
