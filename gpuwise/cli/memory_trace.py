@@ -34,7 +34,7 @@ def _trace(spec, cfg, schedule: str, quiet: bool):
 def traced_estimate(args: argparse.Namespace, spec, cfg):
     """(MemoryEstimate of the traced peak, the trace's own JSON keys)."""
     from gpuwise.estimate.lora import adapter_params
-    from gpuwise.estimate.memory import estimate_from_parts
+    from gpuwise.estimate.memory import estimate_from_parts, stack_model
     from gpuwise.estimate.overhead import describe
     from gpuwise.workload.models import param_count, positions_note
 
@@ -45,7 +45,7 @@ def traced_estimate(args: argparse.Namespace, spec, cfg):
     from gpuwise.trace import reserved
     got = res.breakdown()
     parts = {part: sum(got[c] for c in cats) for part, cats in PARTS.items()}
-    params = param_count(spec)
+    params = param_count(stack_model(spec, cfg))          # the model as the stack builds it, as the trace ran it
     trainable = adapter_params(spec, cfg.lora_rank, cfg.lora_targets, cfg.dora) if cfg.lora_rank > 0 else params
     notes = (*res.assumptions, *positions_note(spec), describe() + " (added to the traced tensors, as in the analytic method"
              + ("; the allocator slack simulated instead: next line)" if sim else ")"),

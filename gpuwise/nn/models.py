@@ -45,6 +45,9 @@ class CausalLM(nn.Module):
         self.compute_dtype: torch.dtype | None = None
         self.loss_chunks = 1                 # > 1: chunked cross-entropy (TrainingConfig.loss_kernel "chunked")
         self.chunk_logits_held = False       # chunked: every chunk's logits made before the loss (torchtune)
+        self.logits_fp32_held = 0            # > 0: the loop's float32 copy of the logits, held until the next one is
+        #                                      made (LitGPT under Fabric), its loss over chunks of this many tokens
+        self.held_logits: torch.Tensor | None = None
         self.loss_upcast = True              # False: cross-entropy in the logits' dtype (loss_kernel "eager-nocast")
         self.padding_mask = False            # True: a b x 1 x s x s additive mask in the stream's dtype reaches every
         #                                      attention (TrainingConfig.padding_mask: Hugging Face sdpa, padded batches)
@@ -102,6 +105,8 @@ class CausalLM(nn.Module):
         if self.norm is None:
             return x
         x = fn.gather(self.norm(x), self.shard.sp_ways, 1)
+        if labels is not None and self.logits_fp32_held:
+            return self._held_fp32_loss(x, labels)
         if labels is not None and self.loss_chunks > 1:
             # the output layer and a float32 cross-entropy per token chunk, each chunk's logits made as its loss runs;
             # torchtune (chunk_logits_held): its model returns every chunk's logits, then CEWithChunkedOutputLoss
@@ -114,6 +119,18 @@ class CausalLM(nn.Module):
             return sum(lm_loss(self._logits(xc, w), yc) for xc, yc in zip(xs, ys)) / self.loss_chunks
         logits = self._logits(x)
         return logits if labels is None else lm_loss(logits, labels, self.loss_upcast)
+
+    def _held_fp32_loss(self, x: torch.Tensor, labels: torch.Tensor) -> torch.Tensor:
+        """LitGPT under Fabric bf16-true (model_code logits fp32-held): the model's 16-bit logits converted to float32
+        by Fabric's output conversion, which the training loop's `logits` variable holds through the backward and the
+        next step's forward (here: until the next float32 copy replaces it), and a cross-entropy over chunks of
+        `logits_fp32_held` tokens (litgpt chunked_cross_entropy)."""
+        held = self._logits(x).float()
+        self.held_logits = held
+        k = self.logits_fp32_held
+        flat, ys = held.reshape(-1, held.shape[-1]), labels.reshape(-1)       # flattened, then split by tokens
+        chunks = [F.cross_entropy(lc, yc, reduction="sum") for lc, yc in zip(flat.split(k), ys.split(k))]
+        return sum(chunks) / ys.numel()
 
     def _tied_weight(self, x: torch.Tensor) -> torch.Tensor:
         w = self.head_weight if self.head_weight is not None else self.tok.weight

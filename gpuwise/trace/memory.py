@@ -145,10 +145,11 @@ def _untraced(spec: ModelSpec, cfg: TrainingConfig) -> None:
 
 def trace_memory(spec: ModelSpec, cfg: TrainingConfig, *, extrapolate: bool = True, pp_schedule: str = "1f1b",
                  foreach: bool = False) -> TraceResult:
-    """Traced per-GPU peak of one training step of `spec` under `cfg` (most loaded rank)."""
-    from gpuwise.workload.models import for_seq_len
+    """Traced per-GPU peak of one training step of `spec` under `cfg` (most loaded rank), of the model as the run's
+    stack builds it (estimate.memory.stack_model: the run's position table; LitGPT's own output matrix)."""
+    from gpuwise.estimate.memory import stack_model
 
-    spec = for_seq_len(spec, cfg.seq_len)
+    spec = stack_model(spec, cfg)
     _check(spec, cfg, pp_schedule)
     from gpuwise.estimate.levers import resolve
 
@@ -279,7 +280,12 @@ def _stack_note(spec: ModelSpec, cfg: TrainingConfig, code) -> str:
          "only without autocast)"),
         (dropout > 0, f"LoRA dropout {dropout:g} on each adapter's input (1-byte masks)"),
         (decoder and resolve(cfg).loss_kernel == "chunked" and code.chunk_logits_held, "its chunked loss's held "
-         "logits (the model returns every chunk's logits before the loss upcasts each)")) if on]
+         "logits (the model returns every chunk's logits before the loss upcasts each)"),
+        (code.separate_lm_head and decoder, "its own output matrix, untied even where the checkpoint ties it to the "
+         "embedding (estimate.memory.stack_model)"),
+        (decoder and resolve(cfg).loss_kernel == "chunked" and code.logits_fp32_held, "its loop's float32 copy of the "
+         "logits, held through the backward and the next step's forward, and its loss over "
+         f"{code.loss_chunk_tokens or cfg.seq_len}-token chunks")) if on]
     return (f"stack {cfg.stack}: the trace runs gpuwise.nn's reference model, not {cfg.stack}'s own code; that code's "
             "facts (data/stacks/model_code.csv, e.g. its kept copies and loss loop) are counted by --method analytic "
             "only" + (", except these, applied to the traced model: " + "; ".join(applied) if applied else ""))

@@ -187,6 +187,8 @@ def build_rank_model(spec: ModelSpec, cfg: TrainingConfig, dt, *, shard: Shard |
     if kernel == "chunked" and hasattr(model, "loss_chunks"):
         model.loss_chunks = LOSS_CHUNKS
         model.chunk_logits_held = model_code(cfg.stack).chunk_logits_held
+        if model_code(cfg.stack).logits_fp32_held and hasattr(model, "logits_fp32_held"):
+            model.logits_fp32_held = model_code(cfg.stack).loss_chunk_tokens or cfg.seq_len
     if kernel == "eager-nocast" and hasattr(model, "loss_upcast"):
         model.loss_upcast = False
     if cfg.padding_mask and hasattr(model, "padding_mask"):
