@@ -123,3 +123,13 @@ def test_job_spec_and_flags_give_the_same_answer(capsys):
     flags = json.loads(capsys.readouterr().out)
     assert flags["allocated_gib"] == pytest.approx(est.allocated / 2 ** 30, abs=1e-3)
     assert any("DoRA (PEFT 0.14's layer" in a for a in flags["assumptions"])
+
+
+def test_host_ops_count_dora_s_extra_kernels():
+    """The host-bound floor counts DoRA's extra dispatches per adapted linear (the counted kernels' difference) and
+    its third trainable tensor per adapter, and says what it leaves out."""
+    from gpuwise.estimate.host_ops import count_step
+
+    lora, dora = (count_step(SPEC, replace(LORA, dora=d)) for d in (False, True))
+    assert dora.ops > 1.2 * lora.ops and dora.optimizer_ops > lora.optimizer_ops
+    assert any("DoRA's extra ops" in n for n in dora.notes)

@@ -101,6 +101,8 @@ def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str, code: str) -> tuple[s
         out.append(f"{cfg.recompute} recompute's re-run ops not counted")
     if cfg.quantize:
         out.append(("NF4" if cfg.quantize == "nf4" else cfg.quantize) + " dequantisation ops not counted")
+    if cfg.dora:
+        out.append("DoRA's extra ops taken from the adapters' counted kernels (their views not counted)")
     if loss not in ("eager", "eager-nocast", "chunked"):
         out.append(f"loss kernel {loss} counted as eager")
     if spec.family == "qwen3" and code == "gpuwise.nn":
@@ -116,6 +118,20 @@ def _gaps(spec: ModelSpec, cfg: TrainingConfig, loss: str, code: str) -> tuple[s
     if cfg.precision in ("fp16-mixed", "fp8"):
         out.append(f"{cfg.precision}: counted as bf16 autocast (its GradScaler / FP8 casts not counted)")
     return tuple(out)
+
+
+def _dora_extra_ops(cfg: TrainingConfig, share: float) -> float:
+    """Ops DoRA adds to each adapted linear over LoRA's: the difference of the two layers' counted kernels
+    (calibration/adapter_traffic.csv; views, which dispatch too, are not in those counts) in each forward and re-run
+    forward and the backward."""
+    if not cfg.dora:
+        return 0.0
+    from dataclasses import replace
+
+    from gpuwise.estimate.adapter_traffic import adapter_traffic
+
+    d, lo = adapter_traffic(cfg), adapter_traffic(replace(cfg, dora=False))
+    return (1 + share) * (d.fwd_kernels - lo.fwd_kernels) + d.bwd_kernels - lo.bwd_kernels
 
 
 def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
@@ -137,7 +153,8 @@ def count_step(spec: ModelSpec, cfg: TrainingConfig) -> HostCount | None:
         per_layer = (row.lora_layer_ops + adapters * row.lora_target_ops
                      + share * (row.lora_recompute_layer_ops + adapters * row.lora_recompute_target_ops))
         fixed += row.lora_head_ops + head * row.lora_target_ops
-        tensors = 2 * (layers * adapters + head)
+        per_layer += adapters * _dora_extra_ops(cfg, share)
+        tensors = (3 if cfg.dora else 2) * (layers * adapters + head)        # A, B (and DoRA's magnitude)
     else:
         per_layer = row.layer_ops + share * row.recompute_layer_ops
         fixed += row.head_ops
