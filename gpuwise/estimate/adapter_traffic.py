@@ -29,8 +29,8 @@ from gpuwise.workload.training import AUTOCAST_PRECISIONS, TrainingConfig
 TRAFFIC_CSV = ("calibration", "adapter_traffic.csv")
 KEY_COLUMNS = ("peft", "dropout", "precision", "nf4", "fp32_stream", "dora")
 FIXED_TERMS = ("in2", "inout", "inr", "outr", "in", "out", "one")   # per call, whatever the tokens: in^2, in x out, ...
-VALUE_COLUMNS = ("fwd_in", "fwd_out", "fwd_rank", "bwd_in", "bwd_out", "bwd_rank", "fwd_kernels", "bwd_kernels",
-                 *(f"fwd_fix_{t}" for t in FIXED_TERMS), *(f"bwd_fix_{t}" for t in FIXED_TERMS))
+PER_TOKEN_COLUMNS = ("fwd_in", "fwd_out", "fwd_rank", "bwd_in", "bwd_out", "bwd_rank", "fwd_kernels", "bwd_kernels")
+VALUE_COLUMNS = (*PER_TOKEN_COLUMNS, *(f"fwd_fix_{t}" for t in FIXED_TERMS), *(f"bwd_fix_{t}" for t in FIXED_TERMS))
 
 
 @dataclass(frozen=True)
@@ -101,7 +101,7 @@ def table() -> dict[tuple, AdapterTraffic]:
     lines = [ln for ln in data_path(*TRAFFIC_CSV).read_text().splitlines() if ln and not ln.startswith("#")]
     out = {}
     for r in csv.DictReader(lines):
-        out[key_of(r)] = AdapterTraffic(*(float(r[c]) for c in VALUE_COLUMNS[:8]),
+        out[key_of(r)] = AdapterTraffic(*(float(r[c]) for c in PER_TOKEN_COLUMNS),
                                   tuple(float(r[f"fwd_fix_{t}"]) for t in FIXED_TERMS),
                                   tuple(float(r[f"bwd_fix_{t}"]) for t in FIXED_TERMS))
     return out

@@ -16,7 +16,7 @@ Per adapted linear (d_in x d_out):
 
 from __future__ import annotations
 
-from gpuwise.estimate.lora import _layer_adapter_shapes, lora_modules
+from gpuwise.estimate.lora import layer_adapter_shapes
 from gpuwise.workload.model_spec import ModelSpec
 
 
@@ -26,8 +26,7 @@ def dora_layer_bytes(spec: ModelSpec, targets: str, tp: int, e: int, autocast: b
     layer's DoRA linears on one GPU. `e`: the step's activation bytes; `autocast`: under torch.autocast; `peft_cast`:
     PEFT's layers, which cast the input to their float32 dtype; `rerun`: PEFT's dropout re-runs the frozen matmul;
     `nf4`: a 4-bit base, dequantised anew for the norm."""
-    attn, mlp = _layer_adapter_shapes(spec, lora_modules(targets), tp, per_token=True)
-    shapes = attn + mlp
+    shapes = layer_adapter_shapes(spec, targets, tp)
     fp32_in = peft_cast and not autocast and e < 4         # PEFT's float32 input in pure 16-bit training
     e_out = 4 if fp32_in else e                             # the adapter's output; the re-run frozen matmul's too
     e_base = e_out if rerun else e

@@ -99,6 +99,11 @@ def activation_offload(cfg: TrainingConfig) -> bool:
     return cfg.activation_offload or resolve(cfg).offload_checkpoints
 
 
+def _stacks_where(has) -> str:
+    """The stacks whose stacks.csv row satisfies `has`, for a refusal's fix."""
+    return ", ".join(s for s in stack_names() if has(stack_row(s)))
+
+
 def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
     """InputError (field, value, fix) for lever settings that no layout can run."""
     if cfg.loss_kernel is not None and cfg.loss_kernel not in LOSS_KERNELS:
@@ -129,7 +134,7 @@ def check_levers(cfg: TrainingConfig, transformer: bool) -> None:
     if cfg.padding_mask and not stack_row(cfg.stack).hf_models:
         raise InputError("padding-mask", True, f"models Hugging Face transformers' sdpa padding mask; the {cfg.stack} "
                          "stack runs its own model code: drop the flag, or name a stack that runs Hugging Face models "
-                         "(" + ", ".join(s for s in stack_names() if stack_row(s).hf_models) + ")")
+                         "(" + _stacks_where(lambda r: r.hf_models) + ")")
     if gptq_format(cfg.quantize) is not None:
         _check_gptq(cfg)
     if cfg.dora:
@@ -144,7 +149,7 @@ def _check_gptq(cfg: TrainingConfig) -> None:
     if not stack_row(cfg.stack).hf_models:
         raise InputError("quantize", cfg.quantize, f"a GPTQ base loads through transformers and AutoGPTQ; the "
                          f"{cfg.stack} stack runs its own model code: use --quantize nf4, or name a stack that runs "
-                         "Hugging Face models (" + ", ".join(s for s in stack_names() if stack_row(s).hf_models) + ")")
+                         "Hugging Face models (" + _stacks_where(lambda r: r.hf_models) + ")")
     if cfg.precision not in GPTQ_PRECISIONS:
         raise InputError("precision", cfg.precision, "a GPTQ base dequantises to fp16 for its matmul: use "
                          + ", ".join(GPTQ_PRECISIONS))
@@ -157,7 +162,7 @@ def _check_dora(cfg: TrainingConfig, transformer: bool) -> None:
                          "--dora")
     if stack_row(cfg.stack).dora == "no":
         raise InputError("dora", True, f"the {cfg.stack} stack has no DoRA layer: drop --dora, or name a stack that "
-                         "has one (" + ", ".join(s for s in stack_names() if stack_row(s).dora != "no") + ")")
+                         "has one (" + _stacks_where(lambda r: r.dora != "no") + ")")
     if gptq_format(cfg.quantize) is not None:
         raise InputError("dora", True, "DoRA over a GPTQ base is not modelled: use --quantize nf4 or a 16-bit base")
     from gpuwise.estimate.lora import lora_modules

@@ -71,6 +71,12 @@ def _layer_adapter_shapes(spec: ModelSpec, mods: frozenset[str], tp: int = 1,
     return attn, mlp * max(1, experts)
 
 
+def layer_adapter_shapes(spec: ModelSpec, targets: str = LORA_DEFAULT, tp: int = 1) -> list[tuple[int, int]]:
+    """One layer's adapted linears a token passes through, each as (d_in, d_out) on one of `tp` ranks."""
+    attn, mlp = _layer_adapter_shapes(spec, lora_modules(targets), tp, per_token=True)
+    return attn + mlp
+
+
 def _layer_adapters(spec: ModelSpec, mods: frozenset[str]) -> tuple[list[int], list[int]]:
     """(attention, MLP) adapted linears of one layer, each as its d_in + d_out."""
     attn, mlp = _layer_adapter_shapes(spec, mods)

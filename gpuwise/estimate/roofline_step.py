@@ -365,14 +365,12 @@ def lora_adapter_s(model: ModelSpec, cfg: TrainingConfig, hw: Hardware, eff: OpE
         return 0.0
     from gpuwise.estimate.adapter_traffic import counted_key
 
-    p = cfg.plan
+    p, key = cfg.plan, counted_key(cfg)
     per_token, fixed, kernels, rerun = _adapter_work(model, cfg.lora_targets, cfg.lora_rank, p.tp, p.pp, cfg.recompute,
-                                                     counted_key(cfg))
+                                                     key)
     tokens = cfg.micro_batch * cfg.seq_len / p.cp
     t = (tokens * per_token + fixed) / (hw.hbm_bytes_s * eff.memory) + kernels * eff.launch_s
-    from gpuwise.estimate.dora import dora_reruns_frozen
-
-    if dora_reruns_frozen(cfg):
+    if key[-1] == "rerun":                  # the counted row's dora column (adapter_traffic.dora_kind)
         # PEFT's DoRA with dropout re-runs each adapted frozen matmul on the dropped input: in every forward and re-run
         # forward, and its input gradient once, GEMMs at the GEMM rate (their bytes are in the counted row)
         t += 2.0 * tokens * rerun / (hw.peak_flops * eff.gemm)

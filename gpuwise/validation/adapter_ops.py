@@ -204,7 +204,9 @@ def rows() -> list[dict]:
 HEADER = """# Bytes and kernels an unmerged LoRA adapter adds to its frozen linear, COUNTED (not fitted, not timed) on
 # gpuwise.nn's LoRA layer by `python -m gpuwise.validation.adapter_ops --write` (torch {torch}). Per token: fwd_in /
 # bwd_in bytes per input dimension, fwd_out / bwd_out per output dimension, fwd_rank / bwd_rank per unit of rank,
-# forward / backward; fwd_kernels / bwd_kernels ops per forward / backward. Keys: estimate/adapter_traffic.py.
+# forward / backward; fwd_kernels / bwd_kernels ops per forward / backward; fwd_fix_* / bwd_fix_* bytes per call
+# whatever its tokens, per in^2, in x out, in x rank, out x rank, in, out and 1 (the adapters' weights and gradients,
+# DoRA's weight norms). Keys: estimate/adapter_traffic.py.
 # Each op's tensor inputs and outputs are counted once (a view moves nothing); caches and fusion are not modelled."""
 
 
